@@ -1,0 +1,106 @@
+package kernels
+
+// Tensor is a handle to memory a Backend owns. Shapes are row-major
+// [rows, cols] (or [cols] for vectors): a linear layer's weight is [out, in]
+// and each of its rows is stored in the tensor's DType, block by block.
+type Tensor interface {
+	Shape() []int
+	DType() DType
+}
+
+// HostTensor is a tensor as it lies in a model file (typically a slice of an
+// mmap'd file): Data holds rows of Shape[len-1] elements in DType's layout.
+type HostTensor struct {
+	Name  string
+	DType DType
+	Shape []int
+	Data  []byte
+}
+
+// KVConfig sizes a KV block pool: per layer, Blocks blocks of BlockSize token
+// slots, each slot holding KVHeads*HeadDim values of K and of V.
+//
+//	slot = blockID*BlockSize + position%BlockSize
+type KVConfig struct {
+	Layers    int
+	Blocks    int
+	BlockSize int
+	KVHeads   int
+	HeadDim   int
+}
+
+// KVStore is the storage behind the KV block pool. It belongs to the backend;
+// kvcache hands out the block ids that index it.
+type KVStore interface {
+	Config() KVConfig
+}
+
+// SeqRows is one sequence's share of a Batch.
+type SeqRows struct {
+	Start, End int     // the sequence's rows in the batch: [Start, End), consecutive positions
+	ContextLen int     // tokens in the cache once this step has written its rows (= last position + 1)
+	Blocks     []int32 // block table: Blocks[p/BlockSize] holds position p
+}
+
+// Batch is one step's work: every scheduled token of every sequence, one row
+// each. Rows of one sequence are contiguous and in position order.
+type Batch struct {
+	Tokens    []int32 // [n] token id of each row
+	Positions []int32 // [n] position of each row within its sequence
+	Slots     []int32 // [n] KV slot each row's K and V are written to
+	Seqs      []SeqRows
+	LogitRows []int32 // rows whose logits the caller needs, in output order
+}
+
+// RoPEStyle says which elements of a head are rotated together.
+type RoPEStyle int
+
+const (
+	// RoPEInterleaved rotates pairs (2i, 2i+1): GGUF llama weights are permuted for it.
+	RoPEInterleaved RoPEStyle = iota
+	// RoPEHalves rotates pairs (i, i+d/2): Hugging Face checkpoints and GGUF qwen2.
+	RoPEHalves
+)
+
+// Backend allocates and moves memory. Its operations come through Ops.
+type Backend interface {
+	Ops
+	// Name identifies the backend in logs ("cpu", "cuda").
+	Name() string
+	// Upload makes a weight usable by the kernels. The CPU backend may keep
+	// referring to t.Data (an mmap); a GPU backend copies it to the device.
+	Upload(t HostTensor) (Tensor, error)
+	// Alloc returns an F32 scratch tensor of the given shape.
+	Alloc(shape ...int) (Tensor, error)
+	// NewKVStore allocates the KV block pool's storage.
+	NewKVStore(cfg KVConfig) (KVStore, error)
+	// Read waits for queued work and copies t's first len(dst) F32 values to dst.
+	Read(t Tensor, dst []float32) error
+	// Close releases everything the backend allocated.
+	Close() error
+}
+
+// Ops are the kernels a Llama-family forward pass is made of. Activations are
+// F32 [rows, cols]; only the first n rows of a scratch tensor are touched.
+// Weights may be any DType the backend supports.
+type Ops interface {
+	// GetRows: dst[i,:] = src[rows[i],:], dequantized. Embedding lookup, and
+	// picking the rows whose logits are wanted.
+	GetRows(dst, src Tensor, rows []int32) error
+	// RMSNorm: dst[i,:] = x[i,:] / sqrt(mean(x[i,:]²) + eps) * w, for i < n.
+	RMSNorm(dst, x, w Tensor, n int, eps float32) error
+	// MatMul: dst[i,o] = Σ_k x[i,k]·w[o,k] (+ bias[o] when bias is non-nil), for i < n.
+	MatMul(dst, x, w, bias Tensor, n int) error
+	// RoPE rotates, in place, each head of x[n, heads*headDim] at positions pos;
+	// invFreq [headDim/2] holds each pair's angular frequency (scaling applied).
+	RoPE(x, invFreq Tensor, pos []int32, heads int, style RoPEStyle) error
+	// Attention writes k and v ([n, kvHeads*headDim]) into layer's cache at
+	// b.Slots, then for each sequence computes causal softmax(q·Kᵀ·scale)·V over
+	// its block table into out [n, heads*headDim] (grouped-query: query head h
+	// reads kv head h/(heads/kvHeads)).
+	Attention(out, q, k, v Tensor, kv KVStore, layer int, b *Batch, scale float32) error
+	// SwiGLU: dst = silu(gate) ⊙ up, for the first n rows.
+	SwiGLU(dst, gate, up Tensor, n int) error
+	// Add: dst += x, for the first n rows.
+	Add(dst, x Tensor, n int) error
+}

@@ -1,0 +1,8 @@
+// Package cpu is the reference kernels.Backend: plain Go plus AVX2 assembly for
+// the quantized dot products. Tensors are host slices; weights uploaded from an
+// mmap'd model file are used in place, still quantized.
+//
+// Concurrency: one goroutine drives the backend. Large operations split their
+// rows over a fixed set of worker goroutines (Threads) and return only when all
+// of them are done, so every call is synchronous from the caller's view.
+package cpu
