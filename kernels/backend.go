@@ -104,3 +104,10 @@ type Ops interface {
 	// Add: dst += x, for the first n rows.
 	Add(dst, x Tensor, n int) error
 }
+
+func (s RoPEStyle) String() string {
+	if s == RoPEHalves {
+		return "halves"
+	}
+	return "interleaved"
+}

@@ -1,0 +1,55 @@
+# Sluice: `make run` fetches the default model, builds and serves it; `make test` builds
+# everything that needs building (the Rust tokenizer library included) and runs the tests.
+
+SHELL := /bin/bash
+GO ?= go
+MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
+ADDR ?= :8080
+
+# The tokenizer is Hugging Face's Rust library behind cgo; its static archive is built
+# from the pinned Go module's own source by scripts/build-tokenizers.sh.
+export CGO_ENABLED := 1
+export CGO_LDFLAGS := -L$(CURDIR)/.build/lib
+TOKENIZERS_LIB := .build/lib/libtokenizers.a
+
+# Packages whose tests exercise goroutines and channels run under the race detector.
+RACE_PKGS := ./engine/... ./scheduler/... ./kvcache/... ./server/...
+
+.PHONY: all build run model test test-race test-unit vet bench golden clean
+
+all: build
+
+$(TOKENIZERS_LIB): scripts/build-tokenizers.sh
+	./scripts/build-tokenizers.sh
+
+model: $(MODEL)
+
+$(MODEL):
+	./scripts/fetch-model.sh
+
+build: $(TOKENIZERS_LIB)
+	mkdir -p bin
+	$(GO) build -o bin/sluice ./cmd/sluice
+
+run: model build
+	./bin/sluice serve --model $(MODEL) --addr $(ADDR)
+
+vet: $(TOKENIZERS_LIB)
+	$(GO) vet ./...
+
+test: $(TOKENIZERS_LIB) model vet test-unit test-race
+
+test-unit:
+	$(GO) test -count=1 ./...
+
+test-race:
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+bench: $(TOKENIZERS_LIB) model
+	$(GO) test -run '^$$' -bench . -benchtime 2x ./kernels/... ./models/...
+
+golden:
+	./scripts/golden/run.sh
+
+clean:
+	rm -rf bin .build

@@ -1,0 +1,115 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+var scorePool = sync.Pool{New: func() any { return new([]float32) }}
+
+func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
+	os, ot, err := f32Of(out, "Attention out")
+	if err != nil {
+		return err
+	}
+	qs, qt, err := f32Of(q, "Attention q")
+	if err != nil {
+		return err
+	}
+	ks, kt, err := f32Of(k, "Attention k")
+	if err != nil {
+		return err
+	}
+	vs, _, err := f32Of(v, "Attention v")
+	if err != nil {
+		return err
+	}
+	store, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cpu backend: KV store %T was not made by this backend", kv)
+	}
+	cfg := store.cfg
+	if layer < 0 || layer >= cfg.Layers {
+		return fmt.Errorf("cpu backend: Attention: layer %d of %d", layer, cfg.Layers)
+	}
+	kvCols := cfg.KVHeads * cfg.HeadDim
+	qCols := qt.cols()
+	n := len(batch.Tokens)
+	if kt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols || n*qCols > len(qs) || n*kvCols > len(ks) || n*qCols > len(os) {
+		return fmt.Errorf("cpu backend: Attention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, cfg, n)
+	}
+	heads := qCols / cfg.HeadDim
+	if heads%cfg.KVHeads != 0 {
+		return fmt.Errorf("cpu backend: Attention: %d query heads over %d KV heads", heads, cfg.KVHeads)
+	}
+	slots := cfg.Blocks * cfg.BlockSize
+	kc, vc := store.k[layer], store.v[layer]
+	for r, s := range batch.Slots[:n] {
+		if s < 0 || int(s) >= slots {
+			return fmt.Errorf("cpu backend: Attention: slot %d out of range [0,%d)", s, slots)
+		}
+		copy(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
+		copy(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
+	}
+	rowSeq := make([]int32, n) // sequence of each row
+	for si, sq := range batch.Seqs {
+		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
+			return fmt.Errorf("cpu backend: Attention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
+		}
+		if need := (sq.ContextLen + cfg.BlockSize - 1) / cfg.BlockSize; need > len(sq.Blocks) {
+			return fmt.Errorf("cpu backend: Attention: sequence %d has %d blocks for %d tokens", si, len(sq.Blocks), sq.ContextLen)
+		}
+		for _, blk := range sq.Blocks {
+			if blk < 0 || int(blk) >= cfg.Blocks {
+				return fmt.Errorf("cpu backend: Attention: block %d out of range [0,%d)", blk, cfg.Blocks)
+			}
+		}
+		for r := sq.Start; r < sq.End; r++ {
+			if p := batch.Positions[r]; p < 0 || int(p) >= sq.ContextLen {
+				return fmt.Errorf("cpu backend: Attention: row %d at position %d outside its context of %d", r, p, sq.ContextLen)
+			}
+			rowSeq[r] = int32(si)
+		}
+	}
+	group := heads / cfg.KVHeads
+	hd, bs := cfg.HeadDim, cfg.BlockSize
+	b.parallelFor(n*heads, func(lo, hi int) {
+		sp := scorePool.Get().(*[]float32)
+		defer scorePool.Put(sp)
+		for item := lo; item < hi; item++ {
+			r, h := item/heads, item%heads
+			sq := &batch.Seqs[rowSeq[r]]
+			ctx := int(batch.Positions[r]) + 1 // causal: this row sees positions [0, pos]
+			if cap(*sp) < ctx {
+				*sp = make([]float32, ctx)
+			}
+			scores := (*sp)[:ctx]
+			qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
+			kvOff := (h / group) * hd
+			maxS := float32(math.Inf(-1))
+			for p := range ctx {
+				slot := int(sq.Blocks[p/bs])*bs + p%bs
+				s := dotF32(qv, kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd]) * scale
+				scores[p] = s
+				maxS = max(maxS, s)
+			}
+			var sum float32
+			for p, s := range scores {
+				e := float32(math.Exp(float64(s - maxS)))
+				scores[p] = e
+				sum += e
+			}
+			o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
+			clear(o)
+			inv := 1 / sum
+			for p, e := range scores {
+				slot := int(sq.Blocks[p/bs])*bs + p%bs
+				axpyF32(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,103 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// Backend is the CPU implementation of kernels.Backend.
+type Backend struct {
+	workers
+	rope map[*tensor]*ropeTable // cos/sin per position, per frequency vector
+}
+
+// New returns a CPU backend that splits large operations over threads goroutines.
+func New(threads int) *Backend {
+	if threads < 1 {
+		threads = 1
+	}
+	return &Backend{workers: workers{threads: threads}, rope: map[*tensor]*ropeTable{}}
+}
+
+func (b *Backend) Name() string { return "cpu" }
+
+// Threads is the number of goroutines large operations are split over.
+func (b *Backend) Threads() int { return b.threads }
+
+// Upload keeps referring to t.Data: on the CPU a weight is used where the
+// model file's mmap put it. F32 data is reinterpreted in place when aligned.
+func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
+	if !t.DType.Known() {
+		return nil, fmt.Errorf("cpu backend: tensor %s: unsupported type %v", t.Name, t.DType)
+	}
+	if len(t.Shape) == 0 {
+		return nil, fmt.Errorf("cpu backend: tensor %s: no shape", t.Name)
+	}
+	ct := &tensor{shape: append([]int(nil), t.Shape...), dtype: t.DType, raw: t.Data}
+	cols := ct.cols()
+	if cols%t.DType.BlockElems() != 0 {
+		return nil, fmt.Errorf("cpu backend: tensor %s: row of %d elements is not a whole number of %v blocks", t.Name, cols, t.DType)
+	}
+	if want := ct.rows() * t.DType.RowBytes(cols); len(t.Data) != want {
+		return nil, fmt.Errorf("cpu backend: tensor %s: %d bytes, shape %v of %v needs %d", t.Name, len(t.Data), t.Shape, t.DType, want)
+	}
+	if t.DType == kernels.F32 {
+		ct.f32 = bytesToF32(t.Data)
+	}
+	return ct, nil
+}
+
+// Alloc returns zeroed F32 scratch.
+func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
+	n := 1
+	for _, d := range shape {
+		if d <= 0 {
+			return nil, fmt.Errorf("cpu backend: alloc %v: dimensions must be positive", shape)
+		}
+		n *= d
+	}
+	return &tensor{shape: append([]int(nil), shape...), dtype: kernels.F32, f32: make([]float32, n)}, nil
+}
+
+// kvStore keeps K and V per layer as [Blocks*BlockSize, KVHeads*HeadDim] F32.
+type kvStore struct {
+	cfg  kernels.KVConfig
+	k, v [][]float32
+}
+
+func (s *kvStore) Config() kernels.KVConfig { return s.cfg }
+
+func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
+	if cfg.Layers <= 0 || cfg.Blocks <= 0 || cfg.BlockSize <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 {
+		return nil, fmt.Errorf("cpu backend: invalid KV config %+v", cfg)
+	}
+	per := cfg.Blocks * cfg.BlockSize * cfg.KVHeads * cfg.HeadDim
+	s := &kvStore{cfg: cfg, k: make([][]float32, cfg.Layers), v: make([][]float32, cfg.Layers)}
+	for l := range cfg.Layers {
+		s.k[l] = make([]float32, per)
+		s.v[l] = make([]float32, per)
+	}
+	return s, nil
+}
+
+// Read copies; CPU kernels are synchronous, so there is nothing to wait for.
+func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
+	ct, err := asCPU(t)
+	if err != nil {
+		return err
+	}
+	if ct.f32 == nil {
+		return fmt.Errorf("cpu backend: read: tensor is %v, not F32", ct.dtype)
+	}
+	if len(dst) > len(ct.f32) {
+		return fmt.Errorf("cpu backend: read %d values from a tensor of %d", len(dst), len(ct.f32))
+	}
+	copy(dst, ct.f32)
+	return nil
+}
+
+func (b *Backend) Close() error {
+	b.rope = map[*tensor]*ropeTable{}
+	return nil
+}

@@ -1,0 +1,154 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+func f32Of(t kernels.Tensor, what string) ([]float32, *tensor, error) {
+	ct, err := asCPU(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ct.f32 == nil {
+		return nil, nil, fmt.Errorf("cpu backend: %s must be F32, got %v", what, ct.dtype)
+	}
+	return ct.f32, ct, nil
+}
+
+func (b *Backend) GetRows(dst, src kernels.Tensor, rows []int32) error {
+	d, dt, err := f32Of(dst, "GetRows dst")
+	if err != nil {
+		return err
+	}
+	s, err := asCPU(src)
+	if err != nil {
+		return err
+	}
+	cols, nrows := s.cols(), s.rows()
+	if dt.cols() != cols || len(rows)*cols > len(d) {
+		return fmt.Errorf("cpu backend: GetRows: %d rows of %d into %v", len(rows), cols, dt.shape)
+	}
+	for _, r := range rows {
+		if r < 0 || int(r) >= nrows {
+			return fmt.Errorf("cpu backend: GetRows: row %d out of range [0,%d)", r, nrows)
+		}
+	}
+	if s.raw == nil { // F32 scratch: picking logit rows out of the hidden state
+		for i, r := range rows {
+			copy(d[i*cols:(i+1)*cols], s.f32[int(r)*cols:(int(r)+1)*cols])
+		}
+		return nil
+	}
+	getRows(d, s, rows)
+	return nil
+}
+
+func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {
+	d, _, err := f32Of(dst, "RMSNorm dst")
+	if err != nil {
+		return err
+	}
+	xs, xt, err := f32Of(x, "RMSNorm x")
+	if err != nil {
+		return err
+	}
+	ws, _, err := f32Of(w, "RMSNorm weight")
+	if err != nil {
+		return err
+	}
+	cols := xt.cols()
+	if len(ws) != cols || n*cols > len(xs) || n*cols > len(d) {
+		return fmt.Errorf("cpu backend: RMSNorm: %d rows of %d, weight %d", n, cols, len(ws))
+	}
+	for i := range n {
+		row := xs[i*cols : (i+1)*cols]
+		var ss float64 // double accumulation, as ggml does, so long rows keep their precision
+		for _, v := range row {
+			ss += float64(v) * float64(v)
+		}
+		scale := float32(1 / math.Sqrt(ss/float64(cols)+float64(eps)))
+		out := d[i*cols : (i+1)*cols]
+		for j, v := range row {
+			out[j] = v * scale * ws[j]
+		}
+	}
+	return nil
+}
+
+func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
+	d, dt, err := f32Of(dst, "MatMul dst")
+	if err != nil {
+		return err
+	}
+	xs, xt, err := f32Of(x, "MatMul x")
+	if err != nil {
+		return err
+	}
+	wt, err := asCPU(w)
+	if err != nil {
+		return err
+	}
+	in, out := xt.cols(), wt.rows()
+	if wt.cols() != in || dt.cols() != out || n*in > len(xs) || n*out > len(d) {
+		return fmt.Errorf("cpu backend: MatMul: x %v (n=%d) · w %v → dst %v", xt.shape, n, wt.shape, dt.shape)
+	}
+	var bs []float32
+	if bias != nil {
+		if bs, _, err = f32Of(bias, "MatMul bias"); err != nil {
+			return err
+		}
+		if len(bs) != out {
+			return fmt.Errorf("cpu backend: MatMul: bias of %d for %d outputs", len(bs), out)
+		}
+	}
+	matMul(&b.workers, d, xs, n, in, wt, out, bs)
+	return nil
+}
+
+func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {
+	d, dt, err := f32Of(dst, "SwiGLU dst")
+	if err != nil {
+		return err
+	}
+	g, _, err := f32Of(gate, "SwiGLU gate")
+	if err != nil {
+		return err
+	}
+	u, _, err := f32Of(up, "SwiGLU up")
+	if err != nil {
+		return err
+	}
+	m := n * dt.cols()
+	if m > len(g) || m > len(u) || m > len(d) {
+		return fmt.Errorf("cpu backend: SwiGLU: %d rows exceed the tensors", n)
+	}
+	b.parallelFor(m, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := g[i]
+			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
+		}
+	})
+	return nil
+}
+
+func (b *Backend) Add(dst, x kernels.Tensor, n int) error {
+	d, dt, err := f32Of(dst, "Add dst")
+	if err != nil {
+		return err
+	}
+	xs, _, err := f32Of(x, "Add x")
+	if err != nil {
+		return err
+	}
+	m := n * dt.cols()
+	if m > len(xs) || m > len(d) {
+		return fmt.Errorf("cpu backend: Add: %d rows exceed the tensors", n)
+	}
+	for i, v := range xs[:m] {
+		d[i] += v
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package models
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// Llama is the Llama-family decoder (Llama 2/3, Mistral, TinyLlama, SmolLM2,
+// Qwen2): pre-norm blocks of GQA attention with RoPE and a SwiGLU feed-forward,
+// written once against kernels.Backend.
+type Llama struct {
+	cfg  Config
+	be   kernels.Backend
+	opts Options
+
+	tokEmbd, outNorm, output kernels.Tensor
+	invFreq                  kernels.Tensor // [headDim/2] RoPE frequencies, scaling applied
+	layers                   []llamaLayer
+	kv                       kernels.KVStore
+
+	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
+	// step allocates nothing.
+	x      kernels.Tensor // [rows, hidden]   residual stream
+	h      kernels.Tensor // [rows, hidden]   normed input of a sub-block
+	q      kernels.Tensor // [rows, heads*hd]
+	k, v   kernels.Tensor // [rows, kvHeads*hd]
+	att    kernels.Tensor // [rows, heads*hd] attention output before the projection
+	o      kernels.Tensor // [rows, hidden]   sub-block output added to x
+	gate   kernels.Tensor // [rows, ffn]
+	up     kernels.Tensor // [rows, ffn]
+	sel    kernels.Tensor // [seqs, hidden]   rows whose logits are wanted
+	logits kernels.Tensor // [seqs, vocab]
+	host   []float32      // [seqs*vocab]     logits read back
+}
+
+type llamaLayer struct {
+	attnNorm, ffnNorm kernels.Tensor // [hidden] F32
+	wq, wk, wv, wo    kernels.Tensor // [heads*hd, hidden], [kvHeads*hd, hidden] ×2, [hidden, heads*hd]
+	bq, bk, bv        kernels.Tensor // nil unless cfg.QKVBias
+	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]
+}
+
+func (m *Llama) Config() Config   { return m.cfg }
+func (m *Llama) VocabSize() int   { return m.cfg.Vocab }
+func (m *Llama) ContextLen() int  { return m.cfg.ContextLen }
+func (m *Llama) Options() Options { return m.opts }
+
+// Forward runs one step: every row of b through every layer, K/V written into
+// the paged cache at b.Slots, and the logits of b.LogitRows read back.
+func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
+	n, nl := len(b.Tokens), len(b.LogitRows)
+	if n == 0 || n > m.opts.MaxBatchTokens || len(b.Positions) != n || len(b.Slots) != n {
+		return nil, fmt.Errorf("llama: batch of %d tokens (%d positions, %d slots), limit %d", n, len(b.Positions), len(b.Slots), m.opts.MaxBatchTokens)
+	}
+	if nl > m.opts.MaxSeqs {
+		return nil, fmt.Errorf("llama: %d logit rows, limit %d", nl, m.opts.MaxSeqs)
+	}
+	for _, t := range b.Tokens {
+		if t < 0 || int(t) >= m.cfg.Vocab {
+			return nil, fmt.Errorf("llama: token id %d outside the vocabulary of %d", t, m.cfg.Vocab)
+		}
+	}
+	c, be := &m.cfg, m.be
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	err := firstErr(be.GetRows(m.x, m.tokEmbd, b.Tokens))
+	for i := range m.layers {
+		if err != nil {
+			break
+		}
+		l := &m.layers[i]
+		err = firstErr(
+			// attention
+			be.RMSNorm(m.h, m.x, l.attnNorm, n, c.RMSEps),
+			be.MatMul(m.q, m.h, l.wq, l.bq, n),
+			be.MatMul(m.k, m.h, l.wk, l.bk, n),
+			be.MatMul(m.v, m.h, l.wv, l.bv, n),
+			be.RoPE(m.q, m.invFreq, b.Positions, c.Heads, c.RopeStyle),
+			be.RoPE(m.k, m.invFreq, b.Positions, c.KVHeads, c.RopeStyle),
+			be.Attention(m.att, m.q, m.k, m.v, m.kv, i, b, scale),
+			be.MatMul(m.o, m.att, l.wo, nil, n),
+			be.Add(m.x, m.o, n),
+			// feed-forward
+			be.RMSNorm(m.h, m.x, l.ffnNorm, n, c.RMSEps),
+			be.MatMul(m.gate, m.h, l.wGate, nil, n),
+			be.MatMul(m.up, m.h, l.wUp, nil, n),
+			be.SwiGLU(m.gate, m.gate, m.up, n),
+			be.MatMul(m.o, m.gate, l.wDown, nil, n),
+			be.Add(m.x, m.o, n),
+		)
+	}
+	if err == nil && nl > 0 {
+		err = firstErr(
+			be.GetRows(m.sel, m.x, b.LogitRows),
+			be.RMSNorm(m.sel, m.sel, m.outNorm, nl, c.RMSEps),
+			be.MatMul(m.logits, m.sel, m.output, nil, nl),
+			be.Read(m.logits, m.host[:nl*c.Vocab]),
+		)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("llama forward: %w", err)
+	}
+	return m.host[:nl*c.Vocab], nil
+}
+
+// firstErr keeps the forward pass readable as a list of kernel calls: they are
+// evaluated in order, and the first failure is the one reported. Kernels after
+// a failure still run, on scratch whose contents no longer matter.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// ropeFrequencies returns RoPE's per-pair angular frequencies θ_i = base^(−2i/d),
+// with Llama 3's frequency-dependent scaling when the model asks for it.
+func ropeFrequencies(c Config) []float32 {
+	half := c.HeadDim / 2
+	f := make([]float32, half)
+	for i := range half {
+		freq := math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.HeadDim))
+		if s := c.RopeScaling; s != nil && s.Factor > 0 {
+			freq = llama3Scale(freq, s)
+		}
+		f[i] = float32(freq)
+	}
+	return f
+}
+
+// llama3Scale leaves high frequencies alone, divides low ones by the factor and
+// interpolates between, as in Meta's reference implementation.
+func llama3Scale(freq float64, s *RopeScaling) float64 {
+	orig := float64(s.OriginalContext)
+	lowWavelen := orig / float64(s.LowFreqFactor)
+	highWavelen := orig / float64(s.HighFreqFactor)
+	wavelen := 2 * math.Pi / freq
+	switch {
+	case wavelen < highWavelen:
+		return freq
+	case wavelen > lowWavelen:
+		return freq / float64(s.Factor)
+	default:
+		smooth := (orig/wavelen - float64(s.LowFreqFactor)) / float64(s.HighFreqFactor-s.LowFreqFactor)
+		return (1-smooth)*freq/float64(s.Factor) + smooth*freq
+	}
+}

@@ -1,0 +1,218 @@
+package models
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// Options size what Load allocates on the backend.
+type Options struct {
+	MaxBatchTokens int // rows one Forward may carry (default 512)
+	MaxSeqs        int // logit rows one Forward may ask for (default 64)
+	BlockSize      int // KV block size in tokens (default 16)
+	KVBlocks       int // KV blocks; 0 = as many as KVBytes allows
+	KVBytes        int64
+	ContextLen     int // 0 = the model's own; a smaller value caps it
+}
+
+const defaultKVBytes = 1 << 30
+
+func (o Options) withDefaults(c Config) Options {
+	if o.MaxBatchTokens <= 0 {
+		o.MaxBatchTokens = 512
+	}
+	if o.MaxSeqs <= 0 {
+		o.MaxSeqs = 64
+	}
+	o.MaxSeqs = min(o.MaxSeqs, o.MaxBatchTokens)
+	if o.BlockSize <= 0 {
+		o.BlockSize = 16
+	}
+	if o.ContextLen <= 0 || o.ContextLen > c.ContextLen {
+		o.ContextLen = c.ContextLen
+	}
+	if o.KVBlocks <= 0 {
+		if o.KVBytes <= 0 {
+			o.KVBytes = defaultKVBytes
+		}
+		perBlock := int64(2*c.Layers*c.KVHeads*c.HeadDim*4) * int64(o.BlockSize)
+		o.KVBlocks = int(o.KVBytes / perBlock)
+		// At least one full-context sequence must fit, or long prompts could never run.
+		o.KVBlocks = max(o.KVBlocks, (o.ContextLen+o.BlockSize-1)/o.BlockSize+1)
+	}
+	return o
+}
+
+// Load builds a Llama-family model from src on be: weights are uploaded as they
+// are stored, scratch and the KV pool are allocated once.
+func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
+	cfg, err := src.Config()
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Path(), err)
+	}
+	opts = opts.withDefaults(cfg)
+	cfg.ContextLen = opts.ContextLen
+	m := &Llama{cfg: cfg, be: be, opts: opts}
+	w := weightLoader{src: src, be: be}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	m.tokEmbd = w.load("token_embd.weight", cfg.Vocab, cfg.Hidden)
+	m.outNorm = w.loadF32("output_norm.weight", cfg.Hidden)
+	if cfg.TiedEmbeddings {
+		m.output = m.tokEmbd
+	} else {
+		m.output = w.load("output.weight", cfg.Vocab, cfg.Hidden)
+	}
+	m.layers = make([]llamaLayer, cfg.Layers)
+	for i := range m.layers {
+		l, p := &m.layers[i], fmt.Sprintf("blk.%d.", i)
+		l.attnNorm = w.loadF32(p+"attn_norm.weight", cfg.Hidden)
+		l.wq = w.load(p+"attn_q.weight", qDim, cfg.Hidden)
+		l.wk = w.load(p+"attn_k.weight", kvDim, cfg.Hidden)
+		l.wv = w.load(p+"attn_v.weight", kvDim, cfg.Hidden)
+		l.wo = w.load(p+"attn_output.weight", cfg.Hidden, qDim)
+		if cfg.QKVBias {
+			l.bq = w.loadF32(p+"attn_q.bias", qDim)
+			l.bk = w.loadF32(p+"attn_k.bias", kvDim)
+			l.bv = w.loadF32(p+"attn_v.bias", kvDim)
+		}
+		l.ffnNorm = w.loadF32(p+"ffn_norm.weight", cfg.Hidden)
+		l.wGate = w.load(p+"ffn_gate.weight", cfg.FFN, cfg.Hidden)
+		l.wUp = w.load(p+"ffn_up.weight", cfg.FFN, cfg.Hidden)
+		l.wDown = w.load(p+"ffn_down.weight", cfg.Hidden, cfg.FFN)
+	}
+	freqs := ropeFrequencies(cfg)
+	if src.Has("rope_freqs.weight") {
+		// Llama 3 GGUF files carry the scaling as per-pair divisors instead of metadata.
+		if t := w.loadF32("rope_freqs.weight", cfg.HeadDim/2); t != nil && w.err == nil {
+			div := w.host["rope_freqs.weight"]
+			for i := range freqs {
+				freqs[i] /= div[i]
+			}
+		}
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
+		return nil, err
+	}
+	if err := m.allocate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Path(), err)
+	}
+	return m, nil
+}
+
+func (m *Llama) allocate() error {
+	c, o, be := m.cfg, m.opts, m.be
+	rows := o.MaxBatchTokens
+	var err error
+	alloc := func(shape ...int) kernels.Tensor {
+		if err != nil {
+			return nil
+		}
+		var t kernels.Tensor
+		t, err = be.Alloc(shape...)
+		return t
+	}
+	m.x, m.h, m.o = alloc(rows, c.Hidden), alloc(rows, c.Hidden), alloc(rows, c.Hidden)
+	m.q, m.att = alloc(rows, c.Heads*c.HeadDim), alloc(rows, c.Heads*c.HeadDim)
+	m.k, m.v = alloc(rows, c.KVHeads*c.HeadDim), alloc(rows, c.KVHeads*c.HeadDim)
+	m.gate, m.up = alloc(rows, c.FFN), alloc(rows, c.FFN)
+	m.sel, m.logits = alloc(o.MaxSeqs, c.Hidden), alloc(o.MaxSeqs, c.Vocab)
+	if err != nil {
+		return err
+	}
+	m.host = make([]float32, o.MaxSeqs*c.Vocab)
+	m.kv, err = be.NewKVStore(kernels.KVConfig{
+		Layers: c.Layers, Blocks: o.KVBlocks, BlockSize: o.BlockSize, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
+	})
+	return err
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Arch != "llama" && c.Arch != "qwen2":
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2)", c.Arch)
+	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
+		return fmt.Errorf("incomplete model shape %+v", c)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("%d attention heads do not divide into %d KV heads", c.Heads, c.KVHeads)
+	case c.HeadDim%2 != 0:
+		return fmt.Errorf("head size %d is odd; RoPE rotates pairs", c.HeadDim)
+	case c.ContextLen <= 0:
+		return fmt.Errorf("context length %d", c.ContextLen)
+	}
+	return nil
+}
+
+// weightLoader checks each tensor's shape and uploads it, keeping the first error
+// so Load reads as a list of the tensors a model needs.
+type weightLoader struct {
+	src  WeightSource
+	be   kernels.Backend
+	err  error
+	host map[string][]float32 // F32 copies made for norms and biases, by name
+}
+
+func (w *weightLoader) get(name string, shape ...int) (kernels.HostTensor, bool) {
+	if w.err != nil {
+		return kernels.HostTensor{}, false
+	}
+	t, err := w.src.Tensor(name)
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", w.src.Path(), err)
+		return t, false
+	}
+	if !slices.Equal(t.Shape, shape) {
+		w.err = fmt.Errorf("%s: tensor %s has shape %v, want %v", w.src.Path(), name, t.Shape, shape)
+		return t, false
+	}
+	return t, true
+}
+
+func (w *weightLoader) load(name string, shape ...int) kernels.Tensor {
+	t, ok := w.get(name, shape...)
+	if !ok {
+		return nil
+	}
+	up, err := w.be.Upload(t)
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", w.src.Path(), err)
+	}
+	return up
+}
+
+// loadF32 is for small vectors (norms, biases) that kernels take as F32 whatever
+// the file stores them in.
+func (w *weightLoader) loadF32(name string, n int) kernels.Tensor {
+	t, ok := w.get(name, n)
+	if !ok {
+		return nil
+	}
+	vals := make([]float32, n)
+	if err := quant.Dequantize(t.DType, t.Data, vals); err != nil {
+		w.err = fmt.Errorf("%s: tensor %s: %w", w.src.Path(), name, err)
+		return nil
+	}
+	if w.host == nil {
+		w.host = map[string][]float32{}
+	}
+	w.host[name] = vals
+	up, err := w.be.Upload(f32Host(name, vals))
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", w.src.Path(), err)
+	}
+	return up
+}
+
+func f32Host(name string, v []float32) kernels.HostTensor {
+	return kernels.HostTensor{Name: name, DType: kernels.F32, Shape: []int{len(v)},
+		Data: unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
+}
