@@ -1,0 +1,354 @@
+package models
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/tokenizer"
+)
+
+// Keys lists the metadata keys in file order.
+func (g *GGUFFile) Keys() []string { return g.keys }
+
+// Meta returns a metadata value as decoded: scalars as their Go type (uint32,
+// float32, string, bool, ...), arrays as typed slices, arrays of arrays as []any.
+func (g *GGUFFile) Meta(key string) (any, bool) { v, ok := g.meta[key]; return v, ok }
+
+// String returns a string value.
+func (g *GGUFFile) String(key string) (string, bool) {
+	s, ok := g.meta[key].(string)
+	return s, ok
+}
+
+// Uint returns a non-negative integer value of any integer type.
+func (g *GGUFFile) Uint(key string) (uint64, bool) { return asUint(g.meta[key]) }
+
+// Int returns an integer value of any integer type that fits in int64.
+func (g *GGUFFile) Int(key string) (int64, bool) { return asInt(g.meta[key]) }
+
+// Float returns a float value, or an integer one converted.
+func (g *GGUFFile) Float(key string) (float64, bool) {
+	switch v := g.meta[key].(type) {
+	case float32:
+		return float64(v), true
+	case float64:
+		return v, true
+	}
+	if i, ok := asInt(g.meta[key]); ok {
+		return float64(i), true
+	}
+	return 0, false
+}
+
+// Bool returns a bool value.
+func (g *GGUFFile) Bool(key string) (bool, bool) {
+	b, ok := g.meta[key].(bool)
+	return b, ok
+}
+
+// Strings returns an array of strings.
+func (g *GGUFFile) Strings(key string) ([]string, bool) {
+	s, ok := g.meta[key].([]string)
+	return s, ok
+}
+
+// Float32s returns an array of floats (float32 or float64 elements).
+func (g *GGUFFile) Float32s(key string) ([]float32, bool) {
+	switch v := g.meta[key].(type) {
+	case []float32:
+		return v, true
+	case []float64:
+		out := make([]float32, len(v))
+		for i, f := range v {
+			out[i] = float32(f)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// Int32s returns an array of integers of any integer type whose values fit in int32.
+func (g *GGUFFile) Int32s(key string) ([]int32, bool) {
+	var out []int32
+	conv := func(n int, at func(int) int64) bool {
+		out = make([]int32, n)
+		for i := range out {
+			x := at(i)
+			if x < math.MinInt32 || x > math.MaxInt32 {
+				return false
+			}
+			out[i] = int32(x)
+		}
+		return true
+	}
+	var ok bool
+	switch v := g.meta[key].(type) {
+	case []int32:
+		return v, true
+	case []uint8:
+		ok = conv(len(v), func(i int) int64 { return int64(v[i]) })
+	case []int8:
+		ok = conv(len(v), func(i int) int64 { return int64(v[i]) })
+	case []uint16:
+		ok = conv(len(v), func(i int) int64 { return int64(v[i]) })
+	case []int16:
+		ok = conv(len(v), func(i int) int64 { return int64(v[i]) })
+	case []uint32:
+		ok = conv(len(v), func(i int) int64 { return int64(v[i]) })
+	case []int64:
+		ok = conv(len(v), func(i int) int64 { return v[i] })
+	case []uint64:
+		ok = conv(len(v), func(i int) int64 { return int64(min(v[i], math.MaxInt64)) })
+	}
+	return out, ok
+}
+
+func asUint(v any) (uint64, bool) {
+	if u, ok := v.(uint64); ok {
+		return u, true
+	}
+	i, ok := asInt(v)
+	return uint64(i), ok && i >= 0
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint64:
+		return int64(x), x <= math.MaxInt64
+	case int64:
+		return x, true
+	}
+	return 0, false
+}
+
+// Config reads the architecture's shape from the <arch>.* keys.
+func (g *GGUFFile) Config() (Config, error) {
+	arch, ok := g.String("general.architecture")
+	if !ok {
+		return Config{}, fmt.Errorf("gguf %s: general.architecture: %w", g.path, ErrMissingKey)
+	}
+	cfg := Config{Arch: arch}
+	switch arch {
+	case "llama":
+		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
+	case "qwen2":
+		cfg.RopeStyle = kernels.RoPEHalves
+	default:
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama or qwen2): %w", g.path, arch, ErrUnsupported)
+	}
+	m := metaReader{g: g, prefix: arch + "."}
+	cfg.Layers = m.int("block_count")
+	cfg.Hidden = m.int("embedding_length")
+	cfg.FFN = m.int("feed_forward_length")
+	cfg.Heads = m.int("attention.head_count")
+	cfg.KVHeads = m.intOr("attention.head_count_kv", cfg.Heads)
+	cfg.ContextLen = m.int("context_length")
+	cfg.RMSEps = m.float("attention.layer_norm_rms_epsilon")
+	cfg.RopeTheta = m.floatOr("rope.freq_base", 10000)
+	if cfg.Heads > 0 {
+		cfg.HeadDim = m.intOr("attention.key_length", cfg.Hidden/cfg.Heads)
+	}
+	cfg.Vocab = m.intOr("vocab_size", 0)
+	if m.err != nil {
+		return Config{}, m.err
+	}
+	if cfg.Vocab == 0 {
+		cfg.Vocab = g.vocabFallback()
+	}
+	scaling, err := m.ropeScaling()
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.RopeScaling = scaling
+	cfg.TiedEmbeddings = !g.Has("output.weight")
+	cfg.QKVBias = g.Has("blk.0.attn_q.bias")
+	if err := cfg.check(); err != nil {
+		return Config{}, fmt.Errorf("gguf %s: %w", g.path, err)
+	}
+	return cfg, nil
+}
+
+// vocabFallback finds the vocabulary size when <arch>.vocab_size is absent.
+func (g *GGUFFile) vocabFallback() int {
+	if toks, ok := g.Strings("tokenizer.ggml.tokens"); ok {
+		return len(toks)
+	}
+	if i, ok := g.byName["token_embd.weight"]; ok {
+		return g.tensors[i].Shape[0]
+	}
+	return 0
+}
+
+// metaReader reads required and optional <arch>.* keys, keeping the first error.
+type metaReader struct {
+	g      *GGUFFile
+	prefix string
+	err    error
+}
+
+func (m *metaReader) fail(key string, v any, ok bool) {
+	if m.err != nil {
+		return
+	}
+	if !ok {
+		m.err = fmt.Errorf("gguf %s: %s: %w", m.g.path, m.prefix+key, ErrMissingKey)
+		return
+	}
+	m.err = fmt.Errorf("gguf %s: %s = %v (%T) is out of range: %w", m.g.path, m.prefix+key, v, v, ErrMalformed)
+}
+
+func (m *metaReader) int(key string) int {
+	v, present := m.g.meta[m.prefix+key]
+	u, ok := asUint(v)
+	if !ok || u > math.MaxInt32 {
+		m.fail(key, v, present)
+		return 0
+	}
+	return int(u)
+}
+
+func (m *metaReader) intOr(key string, def int) int {
+	if _, ok := m.g.meta[m.prefix+key]; !ok {
+		return def
+	}
+	return m.int(key)
+}
+
+func (m *metaReader) float(key string) float32 {
+	v, present := m.g.meta[m.prefix+key]
+	f, ok := m.g.Float(m.prefix + key)
+	if !ok || math.IsNaN(f) || math.IsInf(f, 0) {
+		m.fail(key, v, present)
+		return 0
+	}
+	return float32(f)
+}
+
+func (m *metaReader) floatOr(key string, def float32) float32 {
+	if _, ok := m.g.meta[m.prefix+key]; !ok {
+		return def
+	}
+	return m.float(key)
+}
+
+// ropeScaling reads <arch>.rope.scaling.*. Only Llama 3's scheme is supported;
+// linear and YaRN scaling are refused rather than silently ignored.
+func (m *metaReader) ropeScaling() (*RopeScaling, error) {
+	typ, _ := m.g.String(m.prefix + "rope.scaling.type")
+	switch typ {
+	case "", "none":
+		return nil, nil
+	case "llama3":
+	default:
+		return nil, fmt.Errorf("gguf %s: %srope.scaling.type %q (want llama3 or none): %w", m.g.path, m.prefix, typ, ErrUnsupported)
+	}
+	s := &RopeScaling{
+		Factor:          m.float("rope.scaling.factor"),
+		LowFreqFactor:   m.floatOr("rope.scaling.low_freq_factor", 1),
+		HighFreqFactor:  m.floatOr("rope.scaling.high_freq_factor", 4),
+		OriginalContext: m.int("rope.scaling.original_context_length"),
+	}
+	return s, m.err
+}
+
+// check rejects shapes no forward pass could run, so a hostile file fails at
+// open instead of inside a kernel.
+func (c Config) check() error {
+	switch {
+	case c.Layers <= 0, c.Hidden <= 0, c.FFN <= 0, c.Heads <= 0, c.KVHeads <= 0, c.HeadDim <= 0, c.Vocab <= 0:
+		return fmt.Errorf("config %+v has a zero dimension: %w", c, ErrMalformed)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("config: %d heads not a multiple of %d KV heads: %w", c.Heads, c.KVHeads, ErrMalformed)
+	case c.HeadDim%2 != 0:
+		return fmt.Errorf("config: odd head dim %d cannot be rotated: %w", c.HeadDim, ErrMalformed)
+	case c.RMSEps <= 0 || c.RopeTheta <= 0:
+		return fmt.Errorf("config: eps %g and rope theta %g must be positive: %w", c.RMSEps, c.RopeTheta, ErrMalformed)
+	}
+	return nil
+}
+
+// Vocab reads the tokenizer.ggml.* keys and tokenizer.chat_template.
+func (g *GGUFFile) Vocab() (*tokenizer.Vocab, error) {
+	model, ok := g.String("tokenizer.ggml.model")
+	if !ok {
+		return nil, fmt.Errorf("gguf %s: tokenizer.ggml.model: %w", g.path, ErrMissingKey)
+	}
+	tokens, ok := g.Strings("tokenizer.ggml.tokens")
+	if !ok || len(tokens) == 0 {
+		return nil, fmt.Errorf("gguf %s: tokenizer.ggml.tokens: %w", g.path, ErrMissingKey)
+	}
+	v := &tokenizer.Vocab{Model: model, Tokens: tokens}
+	v.Pre, _ = g.String("tokenizer.ggml.pre")
+	v.ChatTemplate, _ = g.String("tokenizer.chat_template")
+	var err error
+	if v.Scores, err = optionalArray(g, "tokenizer.ggml.scores", len(tokens), g.Float32s); err != nil {
+		return nil, err
+	}
+	if v.TokenTypes, err = optionalArray(g, "tokenizer.ggml.token_type", len(tokens), g.Int32s); err != nil {
+		return nil, err
+	}
+	if _, present := g.meta["tokenizer.ggml.merges"]; present {
+		if v.Merges, ok = g.Strings("tokenizer.ggml.merges"); !ok {
+			return nil, fmt.Errorf("gguf %s: tokenizer.ggml.merges is not a string array: %w", g.path, ErrMalformed)
+		}
+	}
+	ids := []struct {
+		key string
+		dst *int32
+	}{
+		{"bos_token_id", &v.BOS}, {"eos_token_id", &v.EOS}, {"eot_token_id", &v.EOT},
+		{"eom_token_id", &v.EOM}, {"unknown_token_id", &v.Unknown}, {"padding_token_id", &v.Pad},
+	}
+	for _, id := range ids {
+		*id.dst = -1
+		key := "tokenizer.ggml." + id.key
+		raw, present := g.meta[key]
+		if !present {
+			continue
+		}
+		n, ok := asInt(raw)
+		if !ok || n < 0 || n >= int64(len(tokens)) {
+			return nil, fmt.Errorf("gguf %s: %s = %v is not a token id (vocabulary of %d): %w", g.path, key, raw, len(tokens), ErrMalformed)
+		}
+		*id.dst = int32(n)
+	}
+	v.AddBOS = g.boolOr("tokenizer.ggml.add_bos_token", false)
+	v.AddEOS = g.boolOr("tokenizer.ggml.add_eos_token", false)
+	// llama.cpp's default: SentencePiece vocabularies prefix a space, BPE ones do not.
+	v.AddSpacePrefix = g.boolOr("tokenizer.ggml.add_space_prefix", strings.EqualFold(model, "llama"))
+	return v, nil
+}
+
+func (g *GGUFFile) boolOr(key string, def bool) bool {
+	if b, ok := g.Bool(key); ok {
+		return b
+	}
+	return def
+}
+
+// optionalArray reads a per-token array: absent is nil, present must have one
+// entry per token.
+func optionalArray[T any](g *GGUFFile, key string, n int, get func(string) ([]T, bool)) ([]T, error) {
+	if _, present := g.meta[key]; !present {
+		return nil, nil
+	}
+	a, ok := get(key)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("gguf %s: %s must be a numeric array with one entry per token (%d): %w", g.path, key, n, ErrMalformed)
+	}
+	return a, nil
+}

@@ -1,0 +1,308 @@
+package models
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"syscall"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/tokenizer"
+)
+
+// A safetensors file:
+//
+//	header_len u64 LE | header: JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}
+//	data: each tensor at 8 + header_len + begin, row-major, little-endian
+//
+// A sharded checkpoint adds model.safetensors.index.json: {"weight_map": {name: shard file}}.
+
+// stElemSize is the element size of every safetensors dtype, so that headers
+// can be checked even for tensors Sluice will not compute with.
+var stElemSize = map[string]uint64{
+	"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4,
+	"F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+	"I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+}
+
+var stDTypes = map[string]kernels.DType{"F32": kernels.F32, "F16": kernels.F16, "BF16": kernels.BF16}
+
+type stEntry struct {
+	file   int    // index into HFDir.maps
+	hfName string // name in the checkpoint
+	dtype  string
+	shape  []int
+	begin  uint64 // absolute offsets in the file
+	end    uint64
+}
+
+// HFDir is a Hugging Face model directory: config.json and model.safetensors
+// (or model.safetensors.index.json and its shards), each shard mapped
+// read-only. Tensors are exposed under GGUF names (see WeightSource).
+type HFDir struct {
+	dir     string
+	files   []string
+	maps    [][]byte // nil after Close
+	tensors map[string]stEntry
+}
+
+// OpenHF maps the safetensors of the model directory dir and checks their headers.
+func OpenHF(dir string) (*HFDir, error) {
+	h := &HFDir{dir: dir, tensors: map[string]stEntry{}}
+	wanted, err := h.shards()
+	if err != nil {
+		return nil, err
+	}
+	for _, shard := range sortedKeys(wanted) {
+		if err := h.openShard(shard, wanted[shard]); err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// shards lists the shard files and, for a sharded checkpoint, the tensor
+// names the index places in each (nil: take whatever the file holds).
+func (h *HFDir) shards() (map[string][]string, error) {
+	single := filepath.Join(h.dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		return map[string][]string{"model.safetensors": nil}, nil
+	}
+	idxPath := filepath.Join(h.dir, "model.safetensors.index.json")
+	raw, err := os.ReadFile(idxPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("hf %s: neither model.safetensors nor model.safetensors.index.json: %w", h.dir, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil {
+		return nil, fmt.Errorf("hf %s: %w: %w", idxPath, ErrMalformed, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("hf %s: empty weight_map: %w", idxPath, ErrMalformed)
+	}
+	out := map[string][]string{}
+	for name, file := range idx.WeightMap {
+		if file != filepath.Base(file) || file == "." || file == ".." {
+			return nil, fmt.Errorf("hf %s: tensor %q: shard %q is not a file in the directory: %w", idxPath, name, file, ErrMalformed)
+		}
+		out[file] = append(out[file], name)
+	}
+	return out, nil
+}
+
+func (h *HFDir) openShard(name string, want []string) error {
+	path := filepath.Join(h.dir, name)
+	data, err := mmapFile(path)
+	if err != nil {
+		return err
+	}
+	h.files = append(h.files, path)
+	h.maps = append(h.maps, data)
+	entries, err := parseSafetensors(data)
+	if err != nil {
+		return fmt.Errorf("safetensors %s: %w", path, err)
+	}
+	if want == nil {
+		for n := range entries {
+			want = append(want, n)
+		}
+	}
+	for _, hfName := range want {
+		e, ok := entries[hfName]
+		if !ok {
+			return fmt.Errorf("safetensors %s: tensor %q listed in the index: %w", path, hfName, ErrNoTensor)
+		}
+		e.file = len(h.maps) - 1
+		name := hfToGGUF(hfName)
+		if prev, dup := h.tensors[name]; dup {
+			return fmt.Errorf("safetensors %s: tensors %q and %q both map to %q: %w", path, prev.hfName, hfName, name, ErrMalformed)
+		}
+		h.tensors[name] = e
+	}
+	return nil
+}
+
+func mmapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hf: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("hf %s: %w", path, err)
+	}
+	if st.Size() < 8 || st.Size() > math.MaxInt {
+		return nil, fmt.Errorf("safetensors %s: size %d: %w", path, st.Size(), ErrMalformed)
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("safetensors %s: mmap: %w", path, err)
+	}
+	return data, nil
+}
+
+// parseSafetensors checks a safetensors header against the file: known
+// dtypes, offsets inside the data section, sizes equal to shape × element size.
+func parseSafetensors(data []byte) (map[string]stEntry, error) {
+	n := binary.LittleEndian.Uint64(data)
+	if n > uint64(len(data))-8 {
+		return nil, fmt.Errorf("header of %d bytes beyond the end of the file (%d bytes): %w", n, len(data), ErrMalformed)
+	}
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(data[8:8+n], &header); err != nil {
+		return nil, fmt.Errorf("header: %w: %w", ErrMalformed, err)
+	}
+	dataStart := 8 + n
+	dataLen := uint64(len(data)) - dataStart
+	out := make(map[string]stEntry, len(header))
+	for name, raw := range header {
+		if name == "__metadata__" {
+			continue
+		}
+		var info struct {
+			DType   string   `json:"dtype"`
+			Shape   []uint64 `json:"shape"`
+			Offsets []uint64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(raw, &info); err != nil {
+			return nil, fmt.Errorf("tensor %q: %w: %w", name, ErrMalformed, err)
+		}
+		size, ok := stElemSize[info.DType]
+		if !ok {
+			return nil, fmt.Errorf("tensor %q: dtype %q: %w", name, info.DType, ErrUnsupported)
+		}
+		shape := make([]int, len(info.Shape))
+		for i, d := range info.Shape {
+			hi, lo := bits.Mul64(size, d)
+			if hi != 0 || lo > maxElems {
+				return nil, fmt.Errorf("tensor %q: shape %v overflows: %w", name, info.Shape, ErrMalformed)
+			}
+			size = lo
+			shape[i] = int(d)
+		}
+		if len(info.Offsets) != 2 || info.Offsets[0] > info.Offsets[1] || info.Offsets[1] > dataLen {
+			return nil, fmt.Errorf("tensor %q: data_offsets %v outside the %d-byte data section: %w", name, info.Offsets, dataLen, ErrMalformed)
+		}
+		if got := info.Offsets[1] - info.Offsets[0]; got != size {
+			return nil, fmt.Errorf("tensor %q: %d bytes for shape %v of %s (want %d): %w", name, got, info.Shape, info.DType, size, ErrMalformed)
+		}
+		out[name] = stEntry{hfName: name, dtype: info.DType, shape: shape,
+			begin: dataStart + info.Offsets[0], end: dataStart + info.Offsets[1]}
+	}
+	return out, nil
+}
+
+var hfLayerName = regexp.MustCompile(`^model\.layers\.(\d+)\.(.+)$`)
+
+// hfLayerParts maps the per-layer suffix of a Llama/Qwen2 checkpoint name to GGUF's.
+var hfLayerParts = map[string]string{
+	"input_layernorm.weight":          "attn_norm.weight",
+	"self_attn.q_proj.weight":         "attn_q.weight",
+	"self_attn.k_proj.weight":         "attn_k.weight",
+	"self_attn.v_proj.weight":         "attn_v.weight",
+	"self_attn.q_proj.bias":           "attn_q.bias",
+	"self_attn.k_proj.bias":           "attn_k.bias",
+	"self_attn.v_proj.bias":           "attn_v.bias",
+	"self_attn.o_proj.weight":         "attn_output.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight",
+	"mlp.gate_proj.weight":            "ffn_gate.weight",
+	"mlp.up_proj.weight":              "ffn_up.weight",
+	"mlp.down_proj.weight":            "ffn_down.weight",
+}
+
+var hfTopNames = map[string]string{
+	"model.embed_tokens.weight": "token_embd.weight",
+	"model.norm.weight":         "output_norm.weight",
+	"lm_head.weight":            "output.weight",
+}
+
+// hfToGGUF renames a checkpoint tensor; names it does not know keep their own.
+func hfToGGUF(name string) string {
+	if g, ok := hfTopNames[name]; ok {
+		return g
+	}
+	if m := hfLayerName.FindStringSubmatch(name); m != nil {
+		if part, ok := hfLayerParts[m[2]]; ok {
+			return "blk." + m[1] + "." + part
+		}
+	}
+	return name
+}
+
+// Path is the directory.
+func (h *HFDir) Path() string { return h.dir }
+
+// Config reads config.json.
+func (h *HFDir) Config() (Config, error) {
+	return readHFConfig(filepath.Join(h.dir, "config.json"), h.Has)
+}
+
+// Vocab is nil: a Hugging Face directory's tokenizer is its tokenizer.json.
+func (h *HFDir) Vocab() (*tokenizer.Vocab, error) { return nil, nil }
+
+// Has reports whether the checkpoint holds the tensor (GGUF name).
+func (h *HFDir) Has(name string) bool { _, ok := h.tensors[name]; return ok }
+
+// Names lists the tensors (GGUF names), sorted.
+func (h *HFDir) Names() []string { return sortedKeys(h.tensors) }
+
+// Tensor returns the tensor called name (GGUF convention); Data is a slice of
+// the shard's mmap.
+func (h *HFDir) Tensor(name string) (kernels.HostTensor, error) {
+	e, ok := h.tensors[name]
+	if !ok {
+		return kernels.HostTensor{}, fmt.Errorf("hf %s: tensor %q: %w", h.dir, name, ErrNoTensor)
+	}
+	if h.maps == nil {
+		return kernels.HostTensor{}, fmt.Errorf("hf %s: tensor %q: %w", h.dir, name, ErrClosed)
+	}
+	dt, ok := stDTypes[e.dtype]
+	if !ok {
+		return kernels.HostTensor{}, fmt.Errorf("safetensors %s: tensor %q: dtype %s (want F32, F16 or BF16): %w",
+			h.files[e.file], e.hfName, e.dtype, ErrUnsupported)
+	}
+	if len(e.shape) == 0 {
+		return kernels.HostTensor{}, fmt.Errorf("safetensors %s: tensor %q is a scalar: %w", h.files[e.file], e.hfName, ErrUnsupported)
+	}
+	return kernels.HostTensor{
+		Name:  name,
+		DType: dt,
+		Shape: append([]int(nil), e.shape...),
+		Data:  h.maps[e.file][e.begin:e.end:e.end],
+	}, nil
+}
+
+// Close unmaps every shard. Tensor data handed out earlier must not be used after.
+func (h *HFDir) Close() error {
+	var errs []error
+	for i, m := range h.maps {
+		if err := syscall.Munmap(m); err != nil {
+			errs = append(errs, fmt.Errorf("safetensors %s: munmap: %w", h.files[i], err))
+		}
+	}
+	h.maps = nil
+	return errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
