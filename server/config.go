@@ -1,0 +1,119 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config is the server's validated configuration. cmd/sluice fills it from
+// flags and SLUICE_* environment variables; DefaultConfig gives the defaults.
+type Config struct {
+	Addr    string // listen address, ":8080"
+	APIKey  string // when set, requests need "Authorization: Bearer <key>"
+	ModelID string // the id /v1/models lists (derived from the model file name)
+	// Aliases are extra names a request's "model" may use (--served-model-name).
+	Aliases []string
+
+	// FlushInterval groups the text of tokens produced within it into one
+	// write; 0 writes every token as soon as it exists.
+	FlushInterval time.Duration
+	// KeepAlive is how long a stream may stay silent (queued, long prefill)
+	// before a ": keep-alive" comment is sent.
+	KeepAlive time.Duration
+	// StallTimeout aborts a sequence that produced no token for this long.
+	StallTimeout time.Duration
+	// WriteTimeout bounds each single write to a client (not the whole
+	// response): a client that stops reading is treated as gone.
+	WriteTimeout time.Duration
+
+	// ResumeWindow is how long a stream's events stay replayable after its
+	// last write; ResumeStreamBytes caps one stream's retained events and
+	// ResumeTotalBytes all streams' together (oldest streams go first).
+	ResumeWindow      time.Duration
+	ResumeStreamBytes int
+	ResumeTotalBytes  int
+
+	MaxBodyBytes int64 // larger request bodies get 413
+	// AbortOnDisconnect aborts a sequence when its client leaves. false exists
+	// only to reproduce the naive servers' waste for the benchmark: the
+	// sequence keeps generating into the void.
+	AbortOnDisconnect bool
+
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	// ShutdownTimeout is how long open streams may keep running after SIGTERM
+	// before they are ended with an in-band error.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the configuration `sluice serve` starts from.
+func DefaultConfig() Config {
+	return Config{
+		Addr:              ":8080",
+		KeepAlive:         15 * time.Second,
+		StallTimeout:      30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		ResumeWindow:      60 * time.Second,
+		ResumeStreamBytes: 1 << 20,
+		ResumeTotalBytes:  256 << 20,
+		MaxBodyBytes:      4 << 20,
+		AbortOnDisconnect: true,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ShutdownTimeout:   30 * time.Second,
+	}
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Addr == "" {
+		bad("addr is empty")
+	}
+	if c.ModelID == "" {
+		bad("model id is empty")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		zero bool // zero allowed (means off)
+	}{
+		{"flush-interval", c.FlushInterval, true},
+		{"keepalive", c.KeepAlive, true},
+		{"stall-timeout", c.StallTimeout, true},
+		{"write-timeout", c.WriteTimeout, true},
+		{"resume-window", c.ResumeWindow, true},
+		{"read-header-timeout", c.ReadHeaderTimeout, false},
+		{"idle-timeout", c.IdleTimeout, false},
+		{"shutdown-timeout", c.ShutdownTimeout, true},
+	} {
+		if d.v < 0 || (!d.zero && d.v == 0) {
+			bad("%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if c.FlushInterval > time.Second {
+		bad("flush-interval %v is over 1s: tokens would arrive in bursts", c.FlushInterval)
+	}
+	if c.ResumeStreamBytes < 0 || c.ResumeTotalBytes < c.ResumeStreamBytes {
+		bad("resume byte caps invalid: per stream %d, total %d", c.ResumeStreamBytes, c.ResumeTotalBytes)
+	}
+	if c.MaxBodyBytes <= 0 {
+		bad("max-body-bytes must be positive, got %d", c.MaxBodyBytes)
+	}
+	return errors.Join(errs...)
+}
+
+// servesModel reports whether name selects the served model ("" does).
+func (c *Config) servesModel(name string) bool {
+	if name == "" || name == c.ModelID {
+		return true
+	}
+	for _, a := range c.Aliases {
+		if name == a {
+			return true
+		}
+	}
+	return false
+}

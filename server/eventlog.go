@@ -1,0 +1,99 @@
+package server
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// eventLog holds a stream's SSE frames, in order, for the connection that
+// writes them and for replay after a reconnect. Ids are consecutive from 1.
+// Frames lie back to back in one arena; the oldest are dropped when the
+// retained bytes pass the cap:
+//
+//	data: [ dropped … | frame first | frame first+1 | … | frame next-1 ]
+//	                  ^off          ^ends[0]                ^ends[len-1] = len(data)
+//
+// An eventLog is owned by the goroutine holding its stream's lease.
+type eventLog struct {
+	data   []byte
+	ends   []int // ends[i]: end offset in data of frame first+i
+	off    int   // start offset in data of frame first
+	first  int64 // id of the oldest retained frame
+	next   int64 // id the next frame gets
+	maxLen int   // retained bytes cap; 0 keeps only what is unsent
+	// retained mirrors size() for the ResumeStore, which reads it without
+	// holding the stream's lease.
+	retained atomic.Int64
+}
+
+func newEventLog(maxLen int) *eventLog {
+	return &eventLog{first: 1, next: 1, maxLen: maxLen}
+}
+
+// nextID is the id the next added frame must carry.
+func (l *eventLog) nextID() int64 { return l.next }
+
+// lastID is the id of the newest frame (0 when none).
+func (l *eventLog) lastID() int64 { return l.next - 1 }
+
+// add stores a complete frame carrying id nextID().
+func (l *eventLog) add(frame []byte) {
+	l.data = append(l.data, frame...)
+	l.ends = append(l.ends, len(l.data))
+	l.next++
+	l.retained.Store(int64(l.size()))
+}
+
+// size is the number of retained bytes.
+func (l *eventLog) size() int { return len(l.data) - l.off }
+
+// after returns the frames with ids above id, back to back. It fails when
+// some of them were dropped or id was never issued.
+func (l *eventLog) after(id int64) ([]byte, error) {
+	switch {
+	case id >= l.next:
+		return nil, fmt.Errorf("%w: event %d was never sent (last is %d)", ErrResumeGap, id, l.next-1)
+	case id+1 < l.first:
+		return nil, fmt.Errorf("%w: oldest retained event is %d, client has %d", ErrResumeGap, l.first, id)
+	case id+1 == l.next:
+		return nil, nil
+	}
+	start := l.off
+	if i := id + 1 - l.first; i > 0 {
+		start = l.ends[i-1]
+	}
+	return l.data[start:], nil
+}
+
+// trim drops the oldest frames until the retained bytes fit the cap, but
+// never a frame above keepAfter (not yet written to the current client).
+func (l *eventLog) trim(keepAfter int64) {
+	n := 0
+	for n < len(l.ends) && l.first+int64(n) <= keepAfter && len(l.data)-l.start(n) > l.maxLen {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	l.off = l.ends[n-1]
+	l.ends = l.ends[n:]
+	l.first += int64(n)
+	if l.off > len(l.data)/2 { // compact: keep the arena from growing forever
+		kept := copy(l.data, l.data[l.off:])
+		l.ends = append(make([]int, 0, 2*len(l.ends)), l.ends...)
+		for i := range l.ends {
+			l.ends[i] -= l.off
+		}
+		l.data = l.data[:kept]
+		l.off = 0
+	}
+	l.retained.Store(int64(l.size()))
+}
+
+// start is the offset where the i-th retained frame begins.
+func (l *eventLog) start(i int) int {
+	if i == 0 {
+		return l.off
+	}
+	return l.ends[i-1]
+}

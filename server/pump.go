@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Engine is what the server needs from *engine.Engine (see EngineFunc for the
+// adapter). Submit applies backpressure at the edge: ErrQueueFull, ErrClosed,
+// ErrPromptTooLong and ErrInvalidRequest come back before any token.
+type Engine interface {
+	Submit(ctx context.Context, req engine.Request) (Sequence, error)
+}
+
+// Sequence is one generation's output as the engine delivers it. Tokens is
+// closed exactly once by the engine; Result is valid after that. Abort asks
+// the engine to end the sequence and free its blocks at the next step
+// boundary; it may be called at any time, more than once.
+type Sequence interface {
+	Tokens() <-chan engine.Token
+	Result() engine.Result
+	Abort(cause engine.AbortCause)
+}
+
+// Emitter frames a stream for one transport (SSE, gRPC). Text and KeepAlive
+// buffer; Flush sends. After a send fails the Emitter keeps accepting calls
+// (a resumable stream still records what the client missed) and every Flush
+// returns the error.
+type Emitter interface {
+	Text(s string) error
+	KeepAlive() error
+	Flush() error
+}
+
+// PumpConfig holds the stream writer's timing rules.
+type PumpConfig struct {
+	FlushInterval     time.Duration // 0: send each token's text at once
+	KeepAlive         time.Duration // 0: none
+	StallTimeout      time.Duration // 0: none; counted from submission, queueing included
+	AbortOnDisconnect bool
+}
+
+// Outcome is how a pumped stream ended.
+type Outcome struct {
+	Result engine.Result
+	// Finish is the OpenAI finish_reason ("stop", "length") when the
+	// generation ended normally, "" otherwise.
+	Finish string
+	// Err is the in-band error to report (stall, shutdown, engine failure).
+	Err error
+	// ClientGone: the client left (context done or a failed write). When
+	// CutShort is also true the generation was aborted before its end and may
+	// be resumed.
+	ClientGone bool
+	CutShort   bool
+}
+
+// errClientGone marks a context cancelled because the client left.
+var errClientGone = errors.New("server: client gone")
+
+// Pump drains seq through ts into em until the sequence ends, the client
+// leaves (ctx done or a write fails) or shutdown is closed. It never returns
+// before seq's token channel is closed, so the sequence's blocks are free
+// (or, with AbortOnDisconnect off, its generation complete) when it returns.
+func Pump(ctx context.Context, seq Sequence, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) Outcome {
+	p := pump{seq: seq, ts: ts, em: em, cfg: cfg}
+	return p.run(ctx, shutdown)
+}
+
+type pump struct {
+	seq     Sequence
+	ts      *TextStream
+	em      Emitter
+	cfg     PumpConfig
+	pending []byte // text waiting for the flush timer
+	out     Outcome
+	aborted bool
+}
+
+func (p *pump) run(ctx context.Context, shutdown <-chan struct{}) Outcome {
+	keep := newTimer(p.cfg.KeepAlive)
+	stall := newTimer(p.cfg.StallTimeout)
+	flush := newTimer(0)
+	defer keep.Stop()
+	defer stall.Stop()
+	defer flush.Stop()
+	tokens := p.seq.Tokens()
+	done := ctx.Done()
+	for tokens != nil {
+		select {
+		case tok, ok := <-tokens:
+			if !ok {
+				tokens = nil
+				break
+			}
+			p.take(tok)
+			if !p.takeReady(tokens) {
+				tokens = nil
+			}
+			stall.reset(p.cfg.StallTimeout)
+			if p.cfg.FlushInterval == 0 {
+				p.send(keep)
+			} else if len(p.pending) > 0 && !flush.armed {
+				flush.reset(p.cfg.FlushInterval)
+			}
+		case <-flush.C():
+			flush.armed = false
+			p.send(keep)
+		case <-keep.C():
+			keep.armed = false
+			if !p.out.ClientGone {
+				p.fail(p.em.KeepAlive())
+				p.fail(p.em.Flush())
+			}
+			keep.reset(p.cfg.KeepAlive)
+		case <-stall.C():
+			stall.armed = false
+			p.abort(engine.CauseStall, fmt.Errorf("%w: no token for %v", ErrStall, p.cfg.StallTimeout))
+		case <-shutdown:
+			shutdown = nil
+			p.abort(engine.CauseShutdown, ErrShutdown)
+		case <-done:
+			done = nil
+			p.clientGone()
+		}
+	}
+	return p.finish()
+}
+
+// takeReady takes every token already waiting, so a reader that fell behind
+// catches up in one write. It returns false when the channel closed.
+func (p *pump) takeReady(tokens <-chan engine.Token) bool {
+	for {
+		select {
+		case tok, ok := <-tokens:
+			if !ok {
+				return false
+			}
+			p.take(tok)
+		default:
+			return true
+		}
+	}
+}
+
+// take feeds one token to the TextStream. Tokens after a stop string are
+// discarded; they were produced before the engine saw the abort.
+func (p *pump) take(tok engine.Token) {
+	if p.ts.Stopped() {
+		return
+	}
+	text, stopped := p.ts.Push(tok.ID)
+	p.pending = append(p.pending, text...)
+	if stopped {
+		p.out.Finish = "stop"
+		p.abortSeq(engine.CauseStopString)
+	}
+}
+
+// send hands pending text to the emitter and flushes it.
+func (p *pump) send(keep *timer) {
+	if len(p.pending) == 0 {
+		return
+	}
+	p.fail(p.em.Text(string(p.pending)))
+	p.pending = p.pending[:0]
+	if !p.out.ClientGone {
+		p.fail(p.em.Flush())
+		keep.reset(p.cfg.KeepAlive)
+	}
+}
+
+// fail records a write error: the client is gone.
+func (p *pump) fail(err error) {
+	if err != nil && !p.out.ClientGone {
+		p.clientGone()
+	}
+}
+
+func (p *pump) clientGone() {
+	p.out.ClientGone = true
+	if p.cfg.AbortOnDisconnect {
+		p.abortSeq(engine.CauseClientDisconnect)
+	}
+}
+
+func (p *pump) abort(cause engine.AbortCause, err error) {
+	if p.out.Err == nil && p.out.Finish == "" && !p.out.ClientGone {
+		p.out.Err = err
+	}
+	p.abortSeq(cause)
+}
+
+func (p *pump) abortSeq(cause engine.AbortCause) {
+	if !p.aborted {
+		p.aborted = true
+		p.seq.Abort(cause)
+	}
+}
+
+// finish runs after the token channel closed: the last text goes out and the
+// engine's result decides the outcome.
+func (p *pump) finish() Outcome {
+	p.out.Result = p.seq.Result()
+	res := p.out.Result
+	switch {
+	case p.out.Finish != "" || p.out.Err != nil:
+		// decided by the writer (stop string, stall, shutdown)
+	case res.Finish == engine.FinishStop:
+		p.out.Finish = "stop"
+	case res.Finish == engine.FinishLength:
+		p.out.Finish = "length"
+	case res.Finish == engine.FinishError:
+		p.out.Err = fmt.Errorf("generation failed: %w", res.Err)
+	case res.Finish == engine.FinishAbort && res.Cause == engine.CauseShutdown:
+		p.out.Err = ErrShutdown
+	case res.Finish == engine.FinishAbort && p.out.ClientGone:
+		p.out.CutShort = true
+	default:
+		p.out.Err = fmt.Errorf("generation aborted (%s)", res.Cause)
+	}
+	if p.out.Finish != "" {
+		p.pending = append(p.pending, p.ts.Finish()...)
+	}
+	if len(p.pending) > 0 {
+		p.fail(p.em.Text(string(p.pending)))
+		p.pending = p.pending[:0]
+	}
+	return p.out
+}
+
+// timer is a time.Timer that may be off (d == 0) and knows whether it is armed.
+type timer struct {
+	t     *time.Timer
+	armed bool
+}
+
+func newTimer(d time.Duration) *timer {
+	t := &timer{t: time.NewTimer(time.Hour)}
+	t.t.Stop()
+	t.reset(d)
+	return t
+}
+
+func (t *timer) reset(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t.t.Reset(d)
+	t.armed = true
+}
+
+// C is nil (blocks forever) while the timer is not armed.
+func (t *timer) C() <-chan time.Time {
+	if !t.armed {
+		return nil
+	}
+	return t.t.C
+}
+
+func (t *timer) Stop() { t.t.Stop() }

@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tokenizer is what the server needs from the model's tokenizer.
+type Tokenizer interface {
+	// Encode tokenizes text; addSpecial adds the model's BOS (and the like).
+	Encode(text string, addSpecial bool) ([]int32, error)
+	// ChatPrompt renders messages through the model's chat template, with
+	// the generation prompt for the assistant's turn appended.
+	ChatPrompt(msgs []ChatMessage) (string, error)
+	// NewDetokenizer starts an incremental decoder for one stream.
+	NewDetokenizer() Detokenizer
+}
+
+// Backend is a loaded model as the server drives it.
+type Backend struct {
+	Engine     Engine
+	Tokenizer  Tokenizer
+	ContextLen int // longest prompt + output the model accepts
+}
+
+// Server is the OpenAI-compatible HTTP server. It serves /health from the
+// start and the API once SetBackend has attached a loaded model.
+type Server struct {
+	cfg     Config
+	backend atomic.Pointer[Backend]
+	store   *ResumeStore // nil when ResumeWindow is 0
+	log     *slog.Logger
+	started time.Time
+
+	drainOnce sync.Once
+	drain     chan struct{} // closed when open streams must end (shutdown deadline)
+}
+
+// New validates cfg and returns a server with no model attached yet.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{})}
+	if cfg.ResumeWindow > 0 {
+		s.store = NewResumeStore(cfg.ResumeWindow, cfg.ResumeTotalBytes)
+	}
+	return s, nil
+}
+
+// SetBackend attaches the loaded model; /ready turns 200.
+func (s *Server) SetBackend(b *Backend) error {
+	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
+		return errors.New("server: backend needs an engine, a tokenizer and a context length")
+	}
+	s.backend.Store(b)
+	return nil
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("GET /ready", s.handleReady)
+	mux.Handle("GET /v1/models", s.api(s.handleModels))
+	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, true) }))
+	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, false) }))
+	mux.Handle("GET /v1/streams/{id}", s.api(s.handleStreamGet))
+	return mux
+}
+
+// api checks the API key, when one is configured.
+func (s *Server) api(h http.HandlerFunc) http.Handler {
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.APIKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, ErrUnauthorized)
+			return
+		}
+		h(w, r)
+	})
+}
+
+// HTTPServer returns an http.Server with streaming-safe timeouts: headers
+// must arrive quickly and idle keep-alive connections are closed, but there
+// is no WriteTimeout, which would cut long streams; each write has its own
+// deadline instead (Config.WriteTimeout).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Addr:              s.cfg.Addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve serves on ln until ctx is done, then shuts down gracefully: no new
+// connections, open streams may finish within ShutdownTimeout, and those
+// still open then are ended with an in-band error and [DONE].
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := s.HTTPServer()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
+	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(grace)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.Drain()
+		// The streams now write their error event and return; give them a moment.
+		last, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = hs.Shutdown(last)
+	}
+	if err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// Drain ends every open stream with an in-band shutdown error.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	select {
+	case <-s.drain:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"shutting down"}`))
+		return
+	default:
+	}
+	if s.backend.Load() == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"loading"}`))
+		return
+	}
+	_, _ = w.Write([]byte(`{"status":"ready"}`))
+}
+
+// modelName is the name responses report: the one the request used, else the id.
+func (s *Server) modelName(requested string) string {
+	if requested != "" {
+		return requested
+	}
+	return s.cfg.ModelID
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
+	var b strings.Builder
+	b.WriteString(`{"object":"list","data":[`)
+	for i, name := range append([]string{s.cfg.ModelID}, s.cfg.Aliases...) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%s,"object":"model","created":%d,"owned_by":"sluice"}`,
+			appendJSONString(nil, name), s.started.Unix())
+	}
+	b.WriteString(`]}`)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(b.String()))
+}
