@@ -176,7 +176,7 @@ func (g *GGUFFile) Config() (Config, error) {
 	cfg.RopeScaling = scaling
 	cfg.TiedEmbeddings = !g.Has("output.weight")
 	cfg.QKVBias = g.Has("blk.0.attn_q.bias")
-	if err := cfg.check(); err != nil {
+	if err := checkShape(cfg); err != nil {
 		return Config{}, fmt.Errorf("gguf %s: %w", g.path, err)
 	}
 	return cfg, nil
@@ -267,7 +267,7 @@ func (m *metaReader) ropeScaling() (*RopeScaling, error) {
 
 // check rejects shapes no forward pass could run, so a hostile file fails at
 // open instead of inside a kernel.
-func (c Config) check() error {
+func checkShape(c Config) error {
 	switch {
 	case c.Layers <= 0, c.Hidden <= 0, c.FFN <= 0, c.Heads <= 0, c.KVHeads <= 0, c.HeadDim <= 0, c.Vocab <= 0:
 		return fmt.Errorf("config %+v has a zero dimension: %w", c, ErrMalformed)

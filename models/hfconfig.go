@@ -92,7 +92,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
 		return Config{}, err
 	}
-	if err := cfg.check(); err != nil {
+	if err := checkShape(cfg); err != nil {
 		return Config{}, fmt.Errorf("hf config %s: %w", path, err)
 	}
 	return cfg, nil

@@ -1,0 +1,212 @@
+package modeltest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+)
+
+// Spec describes a tiny Llama-family model. The same Spec gives the same f32
+// weights (Weights) whichever format they are written in.
+type Spec struct {
+	Layers  int
+	Hidden  int
+	Heads   int
+	KVHeads int
+	FFN     int
+	Vocab   int // tokens; at least MinVocab. Extra ids beyond the trained merges are unused tokens.
+	Seed    uint64
+
+	Tied    bool // no output.weight: the head reuses token_embd
+	QKVBias bool // a Qwen2 model: arch qwen2, Q/K/V biases, Q/K unpermuted in GGUF
+
+	RopeTheta   float32      // 0: 10000
+	RMSEps      float32      // 0: 1e-5
+	ContextLen  int          // 0: 256
+	RopeScaling *RopeScaling // nil: none (Llama 3 style otherwise)
+
+	HFShards int // WriteHF: split the weights over this many safetensors files (0 or 1: one file)
+}
+
+// RopeScaling is Llama 3's frequency-dependent RoPE scaling.
+type RopeScaling struct {
+	Factor          float32
+	LowFreqFactor   float32
+	HighFreqFactor  float32
+	OriginalContext int
+}
+
+// Arch is the GGUF architecture name the Spec is written as.
+func (s Spec) Arch() string {
+	if s.QKVBias {
+		return "qwen2"
+	}
+	return "llama"
+}
+
+// HeadDim is Hidden / Heads.
+func (s Spec) HeadDim() int { return s.Hidden / s.Heads }
+
+func (s Spec) withDefaults() Spec {
+	if s.RopeTheta == 0 {
+		s.RopeTheta = 10000
+	}
+	if s.RMSEps == 0 {
+		s.RMSEps = 1e-5
+	}
+	if s.ContextLen == 0 {
+		s.ContextLen = 256
+	}
+	if s.KVHeads == 0 {
+		s.KVHeads = s.Heads
+	}
+	return s
+}
+
+func (s Spec) validate() error {
+	switch {
+	case s.Layers <= 0 || s.Hidden <= 0 || s.Heads <= 0 || s.FFN <= 0:
+		return fmt.Errorf("modeltest: spec %+v has a zero dimension", s)
+	case s.Hidden%s.Heads != 0 || s.Heads%s.KVHeads != 0 || s.HeadDim()%2 != 0:
+		return fmt.Errorf("modeltest: %d heads (%d KV) do not divide hidden %d into even head sizes", s.Heads, s.KVHeads, s.Hidden)
+	case s.Vocab < MinVocab:
+		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
+	}
+	return nil
+}
+
+// tensorShape is one tensor of a Spec, in the order the writers emit them.
+type tensorShape struct {
+	name  string
+	shape []int
+}
+
+func tensorList(spec Spec) []tensorShape {
+	s := spec.withDefaults()
+	hd := s.HeadDim()
+	out := []tensorShape{{"token_embd.weight", []int{s.Vocab, s.Hidden}}}
+	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
+	for l := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		add(p+"attn_norm.weight", s.Hidden)
+		add(p+"attn_q.weight", s.Heads*hd, s.Hidden)
+		add(p+"attn_k.weight", s.KVHeads*hd, s.Hidden)
+		add(p+"attn_v.weight", s.KVHeads*hd, s.Hidden)
+		if s.QKVBias {
+			add(p+"attn_q.bias", s.Heads*hd)
+			add(p+"attn_k.bias", s.KVHeads*hd)
+			add(p+"attn_v.bias", s.KVHeads*hd)
+		}
+		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
+		add(p+"ffn_norm.weight", s.Hidden)
+		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
+		add(p+"ffn_up.weight", s.FFN, s.Hidden)
+		add(p+"ffn_down.weight", s.Hidden, s.FFN)
+	}
+	add("output_norm.weight", s.Hidden)
+	if !s.Tied {
+		add("output.weight", s.Vocab, s.Hidden)
+	}
+	return out
+}
+
+// Shapes gives every tensor's row-major shape, keyed by GGUF name.
+func Shapes(spec Spec) map[string][]int {
+	out := map[string][]int{}
+	for _, t := range tensorList(spec) {
+		out[t.name] = t.shape
+	}
+	return out
+}
+
+// Weights gives the model's f32 weights keyed by GGUF name, in the Hugging Face
+// (unpermuted) layout: the reference a forward pass in F32 can use directly.
+// Each tensor is drawn from its own stream seeded by (Seed, name), so adding a
+// tensor never changes another.
+func Weights(spec Spec) map[string][]float32 {
+	out := map[string][]float32{}
+	for name, shape := range Shapes(spec) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		h := fnv.New64a()
+		h.Write([]byte(name))
+		rng := rand.New(rand.NewPCG(spec.Seed, h.Sum64()))
+		w := make([]float32, n)
+		switch {
+		case len(shape) == 1 && isNorm(name):
+			// Norm gains near 1 keep activations at a sane scale through the layers.
+			for i := range w {
+				w[i] = float32(1 + 0.1*rng.NormFloat64())
+			}
+		case len(shape) == 1:
+			for i := range w {
+				w[i] = float32(0.1 * rng.NormFloat64())
+			}
+		default:
+			// N(0, 1/in): outputs keep the variance of their inputs.
+			std := 1 / math.Sqrt(float64(shape[1]))
+			if name == "token_embd.weight" {
+				std = 1
+			}
+			for i := range w {
+				w[i] = float32(std * rng.NormFloat64())
+			}
+		}
+		out[name] = w
+	}
+	return out
+}
+
+func isNorm(name string) bool {
+	n := len(name)
+	return n >= len("norm.weight") && name[n-len("norm.weight"):] == "norm.weight"
+}
+
+// PermuteQK reorders the rows of a Q or K projection (or bias) as llama.cpp's
+// convert_hf_to_gguf.py `permute` does, so interleaved RoPE (pairs 2i, 2i+1)
+// on the result equals halves RoPE (pairs i, i+d/2) on the original:
+//
+//	per head: rows [x0..x(d/2-1) | y0..y(d/2-1)] → [x0 y0 x1 y1 ...]
+//
+// w holds heads*headDim rows of cols values each.
+func PermuteQK(w []float32, heads, headDim, cols int) []float32 {
+	out := make([]float32, len(w))
+	half := headDim / 2
+	for h := range heads {
+		for j := range half {
+			for t := range 2 {
+				src := (h*headDim + t*half + j) * cols
+				dst := (h*headDim + 2*j + t) * cols
+				copy(out[dst:dst+cols], w[src:src+cols])
+			}
+		}
+	}
+	return out
+}
+
+// RopeFactors are the per-pair frequency divisors llama.cpp stores as
+// rope_freqs.weight for Llama 3 scaling (convert_hf_to_gguf.py,
+// LlamaModel.generate_extra_tensors).
+func RopeFactors(theta float32, headDim int, rs RopeScaling) []float32 {
+	lowWavelen := float64(rs.OriginalContext) / float64(rs.LowFreqFactor)
+	highWavelen := float64(rs.OriginalContext) / float64(rs.HighFreqFactor)
+	out := make([]float32, headDim/2)
+	for i := range out {
+		freq := 1 / math.Pow(float64(theta), float64(2*i)/float64(headDim))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < highWavelen:
+			out[i] = 1
+		case wavelen > lowWavelen:
+			out[i] = rs.Factor
+		default:
+			smooth := (float64(rs.OriginalContext)/wavelen - float64(rs.LowFreqFactor)) /
+				float64(rs.HighFreqFactor-rs.LowFreqFactor)
+			out[i] = float32(1 / ((1-smooth)/float64(rs.Factor) + smooth))
+		}
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package modeltest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// WriteGGUF writes spec as a GGUF file as llama.cpp's converter would: weight
+// matrices (token_embd included) in dtype, norms and biases F32, Q and K rows
+// permuted for interleaved RoPE when the arch is llama, Llama 3 scaling as
+// rope_freqs.weight, and the tiny vocabulary. Every matrix's row length must
+// be a multiple of dtype's block.
+func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
+	spec = spec.withDefaults()
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	weights := Weights(spec)
+	hd := spec.HeadDim()
+	var tensors []Tensor
+	for _, ts := range tensorList(spec) {
+		w := weights[ts.name]
+		if spec.Arch() == "llama" {
+			switch {
+			case strings.HasSuffix(ts.name, "attn_q.weight"):
+				w = PermuteQK(w, spec.Heads, hd, spec.Hidden)
+			case strings.HasSuffix(ts.name, "attn_k.weight"):
+				w = PermuteQK(w, spec.KVHeads, hd, spec.Hidden)
+			}
+		}
+		dt := dtype
+		if len(ts.shape) == 1 {
+			dt = kernels.F32
+		}
+		data, err := quant.Quantize(dt, w)
+		if err != nil {
+			return fmt.Errorf("modeltest: %s %v as %v: %w", ts.name, ts.shape, dt, err)
+		}
+		tensors = append(tensors, Tensor{Name: ts.name, DType: dt, Shape: ts.shape, Data: data})
+	}
+	if rs := spec.RopeScaling; rs != nil {
+		data, _ := quant.Quantize(kernels.F32, RopeFactors(spec.RopeTheta, hd, *rs))
+		tensors = append(tensors, Tensor{Name: "rope_freqs.weight", DType: kernels.F32, Shape: []int{hd / 2}, Data: data})
+	}
+	a := spec.Arch() + "."
+	meta := []KV{
+		{"general.architecture", spec.Arch()},
+		{"general.name", "modeltest"},
+		{a + "block_count", uint32(spec.Layers)},
+		{a + "context_length", uint32(spec.ContextLen)},
+		{a + "embedding_length", uint32(spec.Hidden)},
+		{a + "feed_forward_length", uint32(spec.FFN)},
+		{a + "attention.head_count", uint32(spec.Heads)},
+		{a + "attention.head_count_kv", uint32(spec.KVHeads)},
+		{a + "rope.freq_base", spec.RopeTheta},
+		{a + "attention.layer_norm_rms_epsilon", spec.RMSEps},
+		{a + "vocab_size", uint32(spec.Vocab)},
+		{a + "rope.dimension_count", uint32(hd)},
+	}
+	meta = append(meta, ggufVocab(spec.Vocab)...)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("modeltest: %w", err)
+	}
+	if err := EncodeGGUF(f, meta, tensors, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("modeltest: write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// hfName is the Hugging Face checkpoint name of a GGUF tensor name.
+func hfName(name string) string {
+	switch name {
+	case "token_embd.weight":
+		return "model.embed_tokens.weight"
+	case "output_norm.weight":
+		return "model.norm.weight"
+	case "output.weight":
+		return "lm_head.weight"
+	}
+	var layer int
+	var part string
+	if _, err := fmt.Sscanf(name, "blk.%d.%s", &layer, &part); err != nil {
+		return name
+	}
+	parts := map[string]string{
+		"attn_norm.weight":   "input_layernorm.weight",
+		"attn_q.weight":      "self_attn.q_proj.weight",
+		"attn_k.weight":      "self_attn.k_proj.weight",
+		"attn_v.weight":      "self_attn.v_proj.weight",
+		"attn_q.bias":        "self_attn.q_proj.bias",
+		"attn_k.bias":        "self_attn.k_proj.bias",
+		"attn_v.bias":        "self_attn.v_proj.bias",
+		"attn_output.weight": "self_attn.o_proj.weight",
+		"ffn_norm.weight":    "post_attention_layernorm.weight",
+		"ffn_gate.weight":    "mlp.gate_proj.weight",
+		"ffn_up.weight":      "mlp.up_proj.weight",
+		"ffn_down.weight":    "mlp.down_proj.weight",
+	}
+	return fmt.Sprintf("model.layers.%d.%s", layer, parts[part])
+}
+
+var hfDTypes = map[kernels.DType]string{kernels.F32: "F32", kernels.F16: "F16", kernels.BF16: "BF16"}
+
+// WriteHF writes spec as a Hugging Face directory: config.json, safetensors
+// (sharded over spec.HFShards files with an index when above 1), tokenizer.json
+// and tokenizer_config.json. Weights are unpermuted, every tensor in dtype
+// (F32, F16 or BF16).
+func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
+	spec = spec.withDefaults()
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	dtName, ok := hfDTypes[dtype]
+	if !ok {
+		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("modeltest: %w", err)
+	}
+	weights := Weights(spec)
+	list := tensorList(spec)
+	shards := max(spec.HFShards, 1)
+	per := (len(list) + shards - 1) / shards
+	weightMap := map[string]string{}
+	var total int
+	for s := range shards {
+		file := "model.safetensors"
+		if shards > 1 {
+			file = fmt.Sprintf("model-%05d-of-%05d.safetensors", s+1, shards)
+		}
+		var ts []Tensor
+		for _, t := range list[min(s*per, len(list)):min((s+1)*per, len(list))] {
+			data, err := quant.Quantize(dtype, weights[t.name])
+			if err != nil {
+				return fmt.Errorf("modeltest: %s: %w", t.name, err)
+			}
+			ts = append(ts, Tensor{Name: hfName(t.name), DType: dtype, Shape: t.shape, Data: data})
+			weightMap[hfName(t.name)] = file
+			total += len(data)
+		}
+		if err := writeSafetensors(filepath.Join(dir, file), ts, dtName); err != nil {
+			return err
+		}
+	}
+	files := map[string]any{
+		"config.json":           hfConfig(spec, dtype),
+		"tokenizer_config.json": nil,
+		"tokenizer.json":        nil,
+	}
+	if shards > 1 {
+		files["model.safetensors.index.json"] = map[string]any{
+			"metadata":   map[string]any{"total_size": total},
+			"weight_map": weightMap,
+		}
+	}
+	for name, v := range files {
+		var raw []byte
+		var err error
+		switch name {
+		case "tokenizer.json":
+			raw, err = tokenizerJSON(spec.Vocab)
+		case "tokenizer_config.json":
+			raw, err = tokenizerConfigJSON(spec.ContextLen)
+		default:
+			raw, err = json.MarshalIndent(v, "", "  ")
+		}
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), raw, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("modeltest: %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
+	arch, modelType := "LlamaForCausalLM", "llama"
+	if spec.QKVBias {
+		arch, modelType = "Qwen2ForCausalLM", "qwen2"
+	}
+	torchDType := map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype]
+	cfg := map[string]any{
+		"architectures":           []string{arch},
+		"model_type":              modelType,
+		"hidden_size":             spec.Hidden,
+		"intermediate_size":       spec.FFN,
+		"num_hidden_layers":       spec.Layers,
+		"num_attention_heads":     spec.Heads,
+		"num_key_value_heads":     spec.KVHeads,
+		"head_dim":                spec.HeadDim(),
+		"vocab_size":              spec.Vocab,
+		"max_position_embeddings": spec.ContextLen,
+		"rms_norm_eps":            spec.RMSEps,
+		"rope_theta":              spec.RopeTheta,
+		"tie_word_embeddings":     spec.Tied,
+		"hidden_act":              "silu",
+		"torch_dtype":             torchDType,
+		"bos_token_id":            BOSID,
+		"eos_token_id":            EOSID,
+		"rope_scaling":            nil,
+	}
+	if !spec.QKVBias {
+		cfg["attention_bias"] = false
+	}
+	if rs := spec.RopeScaling; rs != nil {
+		cfg["rope_scaling"] = map[string]any{
+			"rope_type":                        "llama3",
+			"factor":                           rs.Factor,
+			"low_freq_factor":                  rs.LowFreqFactor,
+			"high_freq_factor":                 rs.HighFreqFactor,
+			"original_max_position_embeddings": rs.OriginalContext,
+		}
+	}
+	return cfg
+}
+
+// writeSafetensors writes one safetensors file; the header is padded with
+// spaces to 8 bytes, as the Python library does, so tensor data stays aligned.
+func writeSafetensors(path string, tensors []Tensor, dtName string) error {
+	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	var off int
+	for _, t := range tensors {
+		header[t.Name] = map[string]any{"dtype": dtName, "shape": t.Shape, "data_offsets": []int{off, off + len(t.Data)}}
+		off += len(t.Data)
+	}
+	h, err := json.Marshal(header)
+	if err != nil {
+		return fmt.Errorf("modeltest: %s: %w", path, err)
+	}
+	for len(h)%8 != 0 {
+		h = append(h, ' ')
+	}
+	buf := make([]byte, 8, 8+len(h)+off)
+	for i := range 8 {
+		buf[i] = byte(uint64(len(h)) >> (8 * i))
+	}
+	buf = append(buf, h...)
+	for _, t := range tensors {
+		buf = append(buf, t.Data...)
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		return fmt.Errorf("modeltest: %w", err)
+	}
+	return nil
+}
