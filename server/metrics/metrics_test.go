@@ -1,0 +1,218 @@
+package metrics
+
+import (
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// scrape GETs /metrics from h and parses the text exposition, as Prometheus would.
+func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", "text/plain; version=0.0.4")
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parse exposition: %v", err)
+	}
+	return fams
+}
+
+// value returns the gauge or counter value of the series of name whose labels
+// include want, and the labels of that series.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	f, ok := fams[name]
+	if !ok {
+		t.Fatalf("family %s missing", name)
+	}
+	for _, m := range f.GetMetric() {
+		if !hasLabels(m, want) {
+			continue
+		}
+		switch f.GetType() {
+		case dto.MetricType_GAUGE:
+			return m.GetGauge().GetValue()
+		case dto.MetricType_COUNTER:
+			return m.GetCounter().GetValue()
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	t.Fatalf("%s: no series with labels %v", name, want)
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+			n++
+		}
+	}
+	return n == len(want)
+}
+
+func newTest(t *testing.T, opts Options) *Metrics {
+	t.Helper()
+	opts.NoRuntime = true
+	m, err := New(prometheus.NewRegistry(), "smol", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestObserverFeedsFamilies(t *testing.T) {
+	m := newTest(t, Options{})
+	m.OnStep(Step{Duration: 30 * time.Millisecond, Running: 2, Waiting: 3, Batch: 2,
+		BlocksTotal: 100, BlocksFree: 60, BlocksCached: 15, Preemptions: 1})
+	m.OnStep(Step{Running: 2, Waiting: 3, BlocksTotal: 100, BlocksFree: 60, BlocksCached: 15}) // idle wake-up
+	m.OnScheduled(4 * time.Millisecond)
+	m.OnFirstToken(50 * time.Millisecond)
+	m.OnToken(20 * time.Millisecond)
+	m.OnToken(25 * time.Millisecond)
+	m.OnFinish(engine.Result{Finish: engine.FinishStop, PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}, time.Second)
+	m.OnFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, PromptTokens: 5}, 2*time.Second)
+	m.OnReclaim(300 * time.Microsecond)
+
+	fams := scrape(t, m.Handler())
+	model := map[string]string{"model": "smol"}
+	with := func(k, v string) map[string]string { return map[string]string{"model": "smol", k: v} }
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"sluice_requests_running", model, 2},
+		{"sluice_requests_waiting", model, 3},
+		{"sluice_kv_blocks_total", model, 100},
+		{"sluice_kv_blocks_free", model, 60},
+		{"sluice_kv_blocks_cached", model, 15},
+		{"sluice_kv_cache_usage_ratio", model, 0.25}, // (100-60-15)/100
+		{"sluice_preemptions_total", model, 1},
+		{"sluice_step_duration_seconds", model, 1}, // the idle wake-up is not a step
+		{"sluice_batch_size", model, 1},
+		{"sluice_request_queue_seconds", model, 1},
+		{"sluice_time_to_first_token_seconds", model, 1},
+		{"sluice_inter_token_latency_seconds", model, 2},
+		{"sluice_generation_tokens_total", model, 3},
+		{"sluice_request_duration_seconds", model, 2},
+		{"sluice_prompt_tokens_total", model, 17},
+		{"sluice_prefix_cache_hit_tokens_total", model, 8},
+		{"sluice_requests_total", with("finish_reason", "stop"), 1},
+		{"sluice_requests_total", with("finish_reason", "abort"), 1},
+		{"sluice_requests_total", with("finish_reason", "length"), 0},
+		{"sluice_requests_aborted_total", with("cause", "client_disconnect"), 1},
+		{"sluice_requests_aborted_total", with("cause", "stall"), 0},
+		{"sluice_kv_reclaim_seconds", model, 1},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	// The ITL histogram's sum is the two gaps: the units are seconds.
+	sum := fams["sluice_inter_token_latency_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
+	if math.Abs(sum-0.045) > 1e-9 {
+		t.Errorf("ITL sum = %v s, want 0.045", sum)
+	}
+	for name := range fams {
+		if strings.HasPrefix(name, "vllm:") {
+			t.Errorf("vLLM family %s exported without --metrics-compat=vllm", name)
+		}
+	}
+}
+
+func TestVLLMCompat(t *testing.T) {
+	m := newTest(t, Options{Compat: CompatVLLM, BlockSize: 16})
+	m.OnStep(Step{Duration: time.Millisecond, Running: 4, Waiting: 7, Batch: 4, BlocksTotal: 200, BlocksFree: 150})
+	m.OnFinish(engine.Result{Finish: engine.FinishLength, PromptTokens: 9}, time.Second)
+	fams := scrape(t, m.Handler())
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"vllm:num_requests_running", map[string]string{"model_name": "smol"}, 4},
+		{"vllm:num_requests_waiting", map[string]string{"model_name": "smol"}, 7},
+		{"vllm:kv_cache_usage_perc", map[string]string{"model_name": "smol"}, 0.25},
+		{"vllm:gpu_cache_usage_perc", map[string]string{"model_name": "smol"}, 0.25},
+		{"vllm:prompt_tokens_total", map[string]string{"model_name": "smol"}, 9},
+		{"vllm:request_success_total", map[string]string{"model_name": "smol", "finished_reason": "length"}, 1},
+		{"vllm:e2e_request_latency_seconds", map[string]string{"model_name": "smol"}, 1},
+		{"vllm:cache_config_info", map[string]string{"block_size": "16", "num_gpu_blocks": "200"}, 1},
+		// Sluice's own names stay.
+		{"sluice_requests_waiting", map[string]string{"model": "smol"}, 7},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if got := fams["vllm:num_requests_waiting"].GetType(); got != dto.MetricType_GAUGE {
+		t.Errorf("vllm:num_requests_waiting type %v, want gauge (the inference extension requires it)", got)
+	}
+	for _, lp := range fams["vllm:num_requests_running"].GetMetric()[0].GetLabel() {
+		if lp.GetName() == "model" {
+			t.Error("vLLM alias kept the label \"model\"; vLLM names it model_name")
+		}
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		model string
+		opts  Options
+	}{
+		{"empty model", "", Options{}},
+		{"unknown compat", "m", Options{Compat: "tgi"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := New(prometheus.NewRegistry(), c.model, c.opts); err == nil {
+				t.Error("New succeeded")
+			}
+		})
+	}
+	// Two Metrics on one registry collide instead of silently sharing series.
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg, "a", Options{NoRuntime: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg, "a", Options{NoRuntime: true}); err == nil {
+		t.Error("second New on the same registry succeeded")
+	}
+}
+
+func TestParseCompat(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want Compat
+		ok   bool
+	}{
+		{"", CompatNone, true},
+		{"vllm", CompatVLLM, true},
+		{"VLLM", "", false},
+		{"sglang", "", false},
+	} {
+		got, err := ParseCompat(c.in)
+		if (err == nil) != c.ok || got != c.want {
+			t.Errorf("ParseCompat(%q) = %q, %v; want %q, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
