@@ -6,6 +6,7 @@ import "sync"
 // With one thread it runs inline so single-threaded runs pay no hand-off.
 type workers struct {
 	threads int
+	mm      matScratch // matMul's reusable buffers (matmul.go)
 }
 
 func (w *workers) parallelFor(n int, fn func(lo, hi int)) {

@@ -1,0 +1,51 @@
+package cpu
+
+import (
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// vecDot returns Σ_k W[k]·X[k] for one weight row w of nb blocks and one
+// activation row x of nb blocks in the weight type's partner format.
+type vecDot func(w, x []byte, nb int) float32
+
+// quantKernel is how matMul handles one quantized weight type, as ggml's
+// type_traits_cpu does: the activation row is first quantized to the partner
+// format (vec_dot_type), then dotted block by block in integers.
+type quantKernel struct {
+	actBlockBytes int                           // bytes per activation block (same element count as a weight block)
+	quantize      func(dst []byte, x []float32) // activation row → partner blocks
+	dot           vecDot                        // fastest available
+	generic       vecDot                        // pure Go, the reference for dot
+}
+
+// quantKernels is filled for the pure-Go path here; init in dot_amd64.go
+// replaces dot with assembly where the CPU allows it.
+var quantKernels = map[kernels.DType]*quantKernel{
+	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, dotQ4_0Q8_0Generic},
+	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, dotQ4_1Q8_1Generic},
+	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, dotQ5_0Q8_0Generic},
+	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, dotQ5_1Q8_1Generic},
+	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, dotQ8_0Q8_0Generic},
+	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, dotQ4_KQ8_KGeneric},
+	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, dotQ5_KQ8_KGeneric},
+	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, dotQ6_KQ8_KGeneric},
+	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, dotQ8_KQ8_KGeneric},
+}
+
+// dotF32 is Σ a[i]·b[i] over len(a) elements (b must be at least as long).
+func dotF32(a, b []float32) float32 {
+	if useAVX2 && len(a) >= 8 {
+		return dotF32Fast(a, b)
+	}
+	return dotF32Generic(a, b)
+}
+
+// axpyF32 is dst[i] += a·x[i] over len(dst) elements.
+func axpyF32(dst []float32, a float32, x []float32) {
+	if useAVX2 && len(dst) >= 8 {
+		axpyF32Fast(dst, a, x)
+		return
+	}
+	axpyF32Generic(dst, a, x)
+}

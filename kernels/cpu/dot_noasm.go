@@ -1,0 +1,10 @@
+//go:build !amd64 || noasm
+
+package cpu
+
+// Without assembly (other architectures, or -tags noasm to test the pure-Go
+// path on amd64) every kernel is the generic one.
+const useAVX2 = false
+
+func dotF32Fast(a, b []float32) float32                 { return dotF32Generic(a, b) }
+func axpyF32Fast(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a, x) }

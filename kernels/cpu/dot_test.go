@@ -1,0 +1,152 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+var quantTypes = []kernels.DType{
+	kernels.Q4_0, kernels.Q4_1, kernels.Q5_0, kernels.Q5_1, kernels.Q8_0,
+	kernels.Q4_K, kernels.Q5_K, kernels.Q6_K, kernels.Q8_K,
+}
+
+func randVec(r *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+func mustQuantize(t testing.TB, dt kernels.DType, x []float32) []byte {
+	t.Helper()
+	q, err := quant.Quantize(dt, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func mustDequantize(t testing.TB, dt kernels.DType, q []byte, n int) []float32 {
+	t.Helper()
+	y := make([]float32, n)
+	if err := quant.Dequantize(dt, q, y); err != nil {
+		t.Fatal(err)
+	}
+	return y
+}
+
+// decodeAct turns a quantized activation row back into floats. Q8_1 is not a
+// storage DType, so it is decoded here: x = d·q.
+func decodeAct(t testing.TB, dt kernels.DType, xq []byte, n int) []float32 {
+	if quantKernels[dt].actBlockBytes != quant.Q8_1BlockBytes {
+		if quantKernels[dt].actBlockBytes == quant.Q8_0BlockBytes {
+			return mustDequantize(t, kernels.Q8_0, xq, n)
+		}
+		return mustDequantize(t, kernels.Q8_K, xq, n)
+	}
+	y := make([]float32, n)
+	for b := range n / 32 {
+		blk := xq[b*36:]
+		d := quant.F16ToF32(binary.LittleEndian.Uint16(blk))
+		for j := range 32 {
+			y[b*32+j] = d * float32(int8(blk[4+j]))
+		}
+	}
+	return y
+}
+
+// TestDotKernels checks each integer kernel, generic and (where present)
+// assembly, against a float64 dot of the dequantized weight and the
+// dequantized activation. Both sides see the same quantized numbers, so the
+// only difference is f32 rounding: the block sums are exact integers, and the
+// per-block f32 products and the running sum each add ≤ 2⁻²⁴ relative error,
+// so |error| ≤ (blocks+8)·2⁻²³·Σ|w·x|; 1e-5·Σ|w·x| covers up to ~80 blocks.
+func TestDotKernels(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, dt := range quantTypes {
+		k := quantKernels[dt]
+		for _, in := range []int{256, 512, 1536, 2560} {
+			t.Run(fmt.Sprintf("%v/%d", dt, in), func(t *testing.T) {
+				w := mustQuantize(t, dt, randVec(r, in))
+				x := randVec(r, in)
+				x[3] = 40 // an outlier, as real activations have
+				nb := in / dt.BlockElems()
+				xq := make([]byte, nb*k.actBlockBytes)
+				k.quantize(xq, x)
+				wf, xf := mustDequantize(t, dt, w, in), decodeAct(t, dt, xq, in)
+				var want, mag float64
+				for i := range in {
+					want += float64(wf[i]) * float64(xf[i])
+					mag += math.Abs(float64(wf[i]) * float64(xf[i]))
+				}
+				want += q8_1SumCorrection(dt, w, xq, nb)
+				tol := 1e-5 * mag
+				for name, dot := range map[string]vecDot{"generic": k.generic, "dot": k.dot} {
+					if got := dot(w, xq, nb); math.Abs(float64(got)-want) > tol {
+						t.Errorf("%s: got %v, want %v (tolerance %g)", name, got, want, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+// q8_1SumCorrection: against Q8_1, ggml's kernels take a block's min term
+// as m·s with s = d·Σq stored in f16, not as m·d·Σq; the reference does the same.
+func q8_1SumCorrection(dt kernels.DType, w, xq []byte, nb int) float64 {
+	if quantKernels[dt].actBlockBytes != quant.Q8_1BlockBytes {
+		return 0
+	}
+	wbb := dt.BlockBytes()
+	var c float64
+	for b := range nb {
+		m := float64(quant.F16ToF32(binary.LittleEndian.Uint16(w[b*wbb+2:])))
+		blk := xq[b*36:]
+		d := float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk)))
+		s := float64(quant.F16ToF32(binary.LittleEndian.Uint16(blk[2:])))
+		var sum int
+		for j := range 32 {
+			sum += int(int8(blk[4+j]))
+		}
+		c += m * (s - d*float64(sum))
+	}
+	return c
+}
+
+// TestDotF32 covers every tail length around the assembly's 8- and 32-wide
+// steps, against float64.
+func TestDotF32(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for n := 0; n <= 75; n++ {
+		a, b := randVec(r, n), randVec(r, n+3)
+		var want, mag float64
+		for i := range n {
+			want += float64(a[i]) * float64(b[i])
+			mag += math.Abs(float64(a[i]) * float64(b[i]))
+		}
+		tol := float64(n+1) * 0x1p-24 * mag
+		if got := dotF32(a, b); math.Abs(float64(got)-want) > tol {
+			t.Errorf("dotF32 n=%d: got %v, want %v", n, got, want)
+		}
+		if got := dotF32Generic(a, b); math.Abs(float64(got)-want) > tol {
+			t.Errorf("dotF32Generic n=%d: got %v, want %v", n, got, want)
+		}
+		dst, ref := randVec(r, n), make([]float32, n)
+		copy(ref, dst)
+		axpyF32(dst, 0.75, b)
+		for i := range n {
+			// one FMA (asm) or a multiply and an add (Go): within 1 ulp of each other
+			want := float64(ref[i]) + 0.75*float64(b[i])
+			if math.Abs(float64(dst[i])-want) > 0x1p-23*(math.Abs(float64(ref[i]))+math.Abs(0.75*float64(b[i]))) {
+				t.Fatalf("axpyF32 n=%d i=%d: got %v, want %v", n, i, dst[i], want)
+			}
+		}
+	}
+}

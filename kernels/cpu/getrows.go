@@ -1,0 +1,22 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// getRows gathers src's rows into dst, dequantized: dst[i,:] = src[rows[i],:].
+// The caller has checked that every row index is in range and dst is large
+// enough; an error here means src's bytes do not match its shape and type.
+func getRows(dst []float32, src *tensor, rows []int32) error {
+	cols := src.cols()
+	rb := src.dtype.RowBytes(cols)
+	for i, r := range rows {
+		off := int(r) * rb
+		if err := quant.Dequantize(src.dtype, src.raw[off:off+rb], dst[i*cols:(i+1)*cols]); err != nil {
+			return fmt.Errorf("cpu backend: GetRows row %d: %w", r, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// matScratch is matMul's state, kept on the workers so a steady-state call
+// allocates nothing: the quantized activations and the one closure handed to
+// parallelFor (a fresh closure per call would escape to the heap).
+type matScratch struct {
+	xq []byte // [n][nb] activation blocks in the partner format
+
+	// The current call, read by run.
+	dst, x, bias []float32
+	n, in, out   int
+	wt           *tensor
+	k            *quantKernel
+	fn           func(lo, hi int)
+}
+
+// xTile is how many activation rows are dotted against a weight row before
+// moving to the next row: the tile's quantized rows (≤ 32·1.7 KB for in=1536)
+// stay in L1/L2 while each weight row is read from memory once per tile. For
+// decode-sized n there is one tile, so each weight is read once per step.
+const xTile = 32
+
+// fTile is the chunk of a float (F32/F16/BF16) weight row converted to f32 on
+// the stack before it is dotted against every activation row.
+const fTile = 256
+
+// matMul computes dst[i*out+o] = Σ_k x[i*in+k]·W[o,k] (+ bias[o]) for i < n,
+// where W is wt: out rows of in elements, quantized or float. Quantized
+// weights are dotted against activations quantized once per call to the
+// partner format, as llama.cpp does, so our logits track its logits.
+// Shapes were checked by the caller (Backend.MatMul).
+func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32) {
+	s := &w.mm
+	if s.fn == nil {
+		s.fn = s.run
+	}
+	s.dst, s.x, s.bias, s.n, s.in, s.out, s.wt = dst, x, bias, n, in, out, wt
+	s.k = quantKernels[wt.dtype]
+	if s.k != nil {
+		nb := in / wt.dtype.BlockElems()
+		need := n * nb * s.k.actBlockBytes
+		if cap(s.xq) < need {
+			s.xq = make([]byte, need)
+		}
+		s.xq = s.xq[:need]
+		rb := nb * s.k.actBlockBytes
+		for i := range n {
+			s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
+		}
+	}
+	w.parallelFor(out, s.fn)
+	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
+}
+
+// run computes output columns [lo, hi) for every activation row.
+func (s *matScratch) run(lo, hi int) {
+	if s.k == nil {
+		s.runFloat(lo, hi)
+		return
+	}
+	dt := s.wt.dtype
+	nb := s.in / dt.BlockElems()
+	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
+	raw, xq, dst, out, dot := s.wt.raw, s.xq, s.dst, s.out, s.k.dot
+	for i0 := 0; i0 < s.n; i0 += xTile {
+		i1 := min(s.n, i0+xTile)
+		for o := lo; o < hi; o++ {
+			wrow := raw[o*wrb : (o+1)*wrb]
+			var b float32
+			if s.bias != nil {
+				b = s.bias[o]
+			}
+			for i := i0; i < i1; i++ {
+				dst[i*out+o] = dot(wrow, xq[i*xrb:(i+1)*xrb], nb) + b
+			}
+		}
+	}
+}
+
+// runFloat handles F32, F16 and BF16 weights: each row, fTile elements at a
+// time, is converted to f32 once and dotted against all n activation rows.
+func (s *matScratch) runFloat(lo, hi int) {
+	var buf [fTile]float32
+	dt, in, out, n := s.wt.dtype, s.in, s.out, s.n
+	esz := dt.BlockBytes()
+	for o := lo; o < hi; o++ {
+		for i := range n {
+			dst := &s.dst[i*out+o]
+			*dst = 0
+			if s.bias != nil {
+				*dst = s.bias[o]
+			}
+		}
+		for c := 0; c < in; c += fTile {
+			m := min(fTile, in-c)
+			var wv []float32
+			if s.wt.f32 != nil {
+				wv = s.wt.f32[o*in+c : o*in+c+m]
+			} else {
+				off := (o*in + c) * esz
+				wv = buf[:m]
+				halvesToF32(dt, wv, s.wt.raw[off:off+m*esz])
+			}
+			for i := range n {
+				s.dst[i*out+o] += dotF32(wv, s.x[i*in+c:i*in+c+m])
+			}
+		}
+	}
+}
+
+// halvesToF32 converts F16 or BF16 (or unaligned F32) bytes into dst. It is
+// here rather than quant.Dequantize so buf above stays on the stack.
+func halvesToF32(dt kernels.DType, dst []float32, src []byte) {
+	switch dt {
+	case kernels.F16:
+		for i := range dst {
+			dst[i] = quant.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case kernels.BF16:
+		for i := range dst {
+			dst[i] = quant.BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	default:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	}
+}
