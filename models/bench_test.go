@@ -1,0 +1,63 @@
+package models
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels/cpu"
+)
+
+const smolLM2Path = "SmolLM2-135M-Instruct.Q4_1.gguf" // make model puts it beside this package
+
+func loadDefault(tb testing.TB, threads int, opts Options) *Llama {
+	tb.Helper()
+	if _, err := os.Stat(smolLM2Path); err != nil {
+		tb.Skipf("default model absent (%v): run `make model`", err)
+	}
+	src, err := Open(smolLM2Path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { src.Close() })
+	m, err := Load(src, cpu.New(threads), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkSmolLM2 measures one stream on the default model the way
+// llama-bench does: pp = a 128-token prompt in one pass, tg = 64 decoded tokens
+// one at a time. Compare with scripts/llamacpp/bench.sh on the same machine.
+func BenchmarkSmolLM2(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		m := loadDefault(b, threads, Options{MaxBatchTokens: 128, MaxSeqs: 1, KVBlocks: 64})
+		prompt := make([]int32, 128)
+		for i := range prompt {
+			prompt[i] = int32(1000 + i*37%20000)
+		}
+		b.Run(fmt.Sprintf("pp128/threads=%d", threads), func(b *testing.B) {
+			b.ReportAllocs()
+			runs := 0
+			for b.Loop() {
+				newSoloRunner(m).feed(b, prompt)
+				runs++
+			}
+			b.ReportMetric(float64(128*runs)/b.Elapsed().Seconds(), "tokens/s")
+		})
+		b.Run(fmt.Sprintf("tg64/threads=%d", threads), func(b *testing.B) {
+			b.ReportAllocs()
+			runs := 0
+			for b.Loop() {
+				runs++
+				r := newSoloRunner(m)
+				tok := int32(1)
+				for range 64 {
+					tok = argmax(r.feed(b, []int32{tok}))
+				}
+			}
+			b.ReportMetric(float64(64*runs)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}

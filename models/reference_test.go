@@ -1,0 +1,133 @@
+package models
+
+import (
+	"fmt"
+	"math"
+)
+
+// refLlama is a plain float64 Llama forward over unpermuted (Hugging Face
+// layout) weights, written from the paper's equations with nothing shared with
+// the backend: the yardstick the loaders and kernels are checked against.
+type refLlama struct {
+	c Config
+	w map[string][]float32 // GGUF tensor names, HF element order
+	k [][][]float64        // [layer][pos] → kvHeads*hd
+	v [][][]float64
+}
+
+func newRefLlama(c Config, w map[string][]float32) *refLlama {
+	return &refLlama{c: c, w: w, k: make([][][]float64, c.Layers), v: make([][][]float64, c.Layers)}
+}
+
+func (r *refLlama) mat(name string, x []float64, out int) []float64 {
+	w := r.w[name]
+	in := len(x)
+	y := make([]float64, out)
+	for o := range out {
+		var s float64
+		for i := range in {
+			s += float64(w[o*in+i]) * x[i]
+		}
+		y[o] = s
+	}
+	if b, ok := r.w[name[:len(name)-len("weight")]+"bias"]; ok {
+		for o := range y {
+			y[o] += float64(b[o])
+		}
+	}
+	return y
+}
+
+func (r *refLlama) norm(name string, x []float64) []float64 {
+	var ss float64
+	for _, v := range x {
+		ss += v * v
+	}
+	s := 1 / math.Sqrt(ss/float64(len(x))+float64(r.c.RMSEps))
+	w := r.w[name]
+	y := make([]float64, len(x))
+	for i := range x {
+		y[i] = x[i] * s * float64(w[i])
+	}
+	return y
+}
+
+// rope rotates pairs (i, i+d/2) of each head: the Hugging Face convention.
+func (r *refLlama) rope(x []float64, heads, pos int, freqs []float32) {
+	hd := r.c.HeadDim
+	for h := range heads {
+		for i := range hd / 2 {
+			a, b := h*hd+i, h*hd+i+hd/2
+			s, c := math.Sincos(float64(pos) * float64(freqs[i]))
+			x[a], x[b] = x[a]*c-x[b]*s, x[a]*s+x[b]*c
+		}
+	}
+}
+
+// step feeds one token and returns the logits after it.
+func (r *refLlama) step(tok int32) []float64 {
+	c := r.c
+	pos := len(r.k[0])
+	freqs := ropeFrequencies(c)
+	emb := r.w["token_embd.weight"][int(tok)*c.Hidden : int(tok+1)*c.Hidden]
+	x := make([]float64, c.Hidden)
+	for i, v := range emb {
+		x[i] = float64(v)
+	}
+	hd, group := c.HeadDim, c.Heads/c.KVHeads
+	for l := range c.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		h := r.norm(p+"attn_norm.weight", x)
+		q := r.mat(p+"attn_q.weight", h, c.Heads*hd)
+		k := r.mat(p+"attn_k.weight", h, c.KVHeads*hd)
+		v := r.mat(p+"attn_v.weight", h, c.KVHeads*hd)
+		r.rope(q, c.Heads, pos, freqs)
+		r.rope(k, c.KVHeads, pos, freqs)
+		r.k[l] = append(r.k[l], k)
+		r.v[l] = append(r.v[l], v)
+		att := make([]float64, c.Heads*hd)
+		for hh := range c.Heads {
+			kv := (hh / group) * hd
+			scores := make([]float64, pos+1)
+			mx := math.Inf(-1)
+			for t := range pos + 1 {
+				var s float64
+				for i := range hd {
+					s += q[hh*hd+i] * r.k[l][t][kv+i]
+				}
+				scores[t] = s / math.Sqrt(float64(hd))
+				mx = math.Max(mx, scores[t])
+			}
+			var sum float64
+			for t := range scores {
+				scores[t] = math.Exp(scores[t] - mx)
+				sum += scores[t]
+			}
+			for t := range scores {
+				for i := range hd {
+					att[hh*hd+i] += scores[t] / sum * r.v[l][t][kv+i]
+				}
+			}
+		}
+		o := r.mat(p+"attn_output.weight", att, c.Hidden)
+		for i := range x {
+			x[i] += o[i]
+		}
+		h = r.norm(p+"ffn_norm.weight", x)
+		g := r.mat(p+"ffn_gate.weight", h, c.FFN)
+		u := r.mat(p+"ffn_up.weight", h, c.FFN)
+		for i := range g {
+			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		}
+		o = r.mat(p+"ffn_down.weight", g, c.Hidden)
+		for i := range x {
+			x[i] += o[i]
+		}
+	}
+	x = r.norm("output_norm.weight", x)
+	head := "output.weight"
+	if _, ok := r.w[head]; !ok {
+		head = "token_embd.weight"
+	}
+	return r.mat(head, x, c.Vocab)
+}
