@@ -87,15 +87,19 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		l.wUp = w.load(p+"ffn_up.weight", cfg.FFN, cfg.Hidden)
 		l.wDown = w.load(p+"ffn_down.weight", cfg.Hidden, cfg.FFN)
 	}
-	freqs := ropeFrequencies(cfg)
+	var freqs []float32
 	if src.Has("rope_freqs.weight") {
-		// Llama 3 GGUF files carry the scaling as per-pair divisors instead of metadata.
-		if t := w.loadF32("rope_freqs.weight", cfg.HeadDim/2); t != nil && w.err == nil {
-			div := w.host["rope_freqs.weight"]
-			for i := range freqs {
-				freqs[i] /= div[i]
-			}
+		// Llama 3 GGUF files carry the scaling as per-pair divisors instead of
+		// metadata; applying both would scale twice.
+		unscaled := cfg
+		unscaled.RopeScaling = nil
+		freqs = ropeFrequencies(unscaled)
+		w.loadF32("rope_freqs.weight", cfg.HeadDim/2)
+		for i, div := range w.host["rope_freqs.weight"] {
+			freqs[i] /= div
 		}
+	} else {
+		freqs = ropeFrequencies(cfg)
 	}
 	if w.err != nil {
 		return nil, w.err
