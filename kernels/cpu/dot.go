@@ -5,6 +5,10 @@ import (
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
+// rowsDot sets dst[r] = Σ_k W_r[k]·X[k] for r < len(dst), where row r of W
+// starts at w[r*wstride]: a run of weight rows against one activation row.
+type rowsDot func(dst []float32, w []byte, wstride int, x []byte, nb int)
+
 // vecDot returns Σ_k W[k]·X[k] for one weight row w of nb blocks and one
 // activation row x of nb blocks in the weight type's partner format.
 type vecDot func(w, x []byte, nb int) float32
@@ -15,22 +19,39 @@ type vecDot func(w, x []byte, nb int) float32
 type quantKernel struct {
 	actBlockBytes int                           // bytes per activation block (same element count as a weight block)
 	quantize      func(dst []byte, x []float32) // activation row → partner blocks
-	dot           vecDot                        // fastest available
-	generic       vecDot                        // pure Go, the reference for dot
+	generic       vecDot                        // pure Go, the reference
+	rows          rowsDot                       // fastest available; set in init
+}
+
+func init() {
+	for _, k := range quantKernels {
+		if k.rows == nil { // not claimed by an assembly kernel
+			k.rows = genericRows(k.generic)
+		}
+	}
+}
+
+// genericRows runs a one-row kernel over a run of rows.
+func genericRows(dot vecDot) rowsDot {
+	return func(dst []float32, w []byte, wstride int, x []byte, nb int) {
+		for r := range dst {
+			dst[r] = dot(w[r*wstride:], x, nb)
+		}
+	}
 }
 
 // quantKernels is filled for the pure-Go path here; init in dot_amd64.go
-// replaces dot with assembly where the CPU allows it.
+// replaces rows with assembly where the CPU allows it.
 var quantKernels = map[kernels.DType]*quantKernel{
-	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, dotQ4_0Q8_0Generic},
-	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, dotQ4_1Q8_1Generic},
-	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, dotQ5_0Q8_0Generic},
-	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, dotQ5_1Q8_1Generic},
-	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, dotQ8_0Q8_0Generic},
-	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, dotQ4_KQ8_KGeneric},
-	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, dotQ5_KQ8_KGeneric},
-	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, dotQ6_KQ8_KGeneric},
-	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, dotQ8_KQ8_KGeneric},
+	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil},
+	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil},
+	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil},
+	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil},
+	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil},
+	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil},
+	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil},
+	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil},
+	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil},
 }
 
 // dotF32 is Σ a[i]·b[i] over len(a) elements (b must be at least as long).

@@ -41,32 +41,32 @@ func axpyF32Fast(dst []float32, a float32, x []float32) {
 }
 
 //go:noescape
-func dotQ4_1Q8_1AVX2(w, x *byte, nb int) float32
+func dotQ4_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
 //go:noescape
-func dotQ8_0Q8_0AVX2(w, x *byte, nb int) float32
+func dotQ8_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
-// The slice wrappers check the bounds once; the assembly trusts nb.
-func dotQ4_1Q8_1Fast(w, x []byte, nb int) float32 {
-	if nb == 0 {
-		return 0
+// asmRows wraps an assembly row kernel: it checks the bounds once, since the
+// assembly trusts its arguments.
+func asmRows(kernel func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int), wbb, xbb int) rowsDot {
+	return func(dst []float32, w []byte, wstride int, x []byte, nb int) {
+		rows := len(dst)
+		if rows == 0 {
+			return
+		}
+		if nb == 0 {
+			clear(dst)
+			return
+		}
+		_, _ = w[(rows-1)*wstride+nb*wbb-1], x[nb*xbb-1]
+		kernel(&w[0], wstride, &x[0], nb, &dst[0], rows)
 	}
-	_, _ = w[nb*20-1], x[nb*36-1]
-	return dotQ4_1Q8_1AVX2(&w[0], &x[0], nb)
-}
-
-func dotQ8_0Q8_0Fast(w, x []byte, nb int) float32 {
-	if nb == 0 {
-		return 0
-	}
-	_, _ = w[nb*34-1], x[nb*34-1]
-	return dotQ8_0Q8_0AVX2(&w[0], &x[0], nb)
 }
 
 func init() {
 	if !useAVX2 {
 		return
 	}
-	quantKernels[kernels.Q4_1].dot = dotQ4_1Q8_1Fast
-	quantKernels[kernels.Q8_0].dot = dotQ8_0Q8_0Fast
+	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
+	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
 }

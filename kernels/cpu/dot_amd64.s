@@ -97,170 +97,200 @@ axpydone:
 	VZEROUPPER
 	RET
 
-// func dotQ4_1Q8_1AVX2(w, x *byte, nb int) float32
-// w: nb Q4_1 blocks [d m f16][qs 16]; x: nb Q8_1 blocks [d s f16][qs int8 32].
-// Per block: levels (0..15, low nibbles then high) × q8 via VPMADDUBSW, pairs
-// widened to int32 by VPMADDWD with ones, scaled by d·dx into Y0; m·s goes to
-// lane 1 of X8. nb ≥ 1.
-TEXT ·dotQ4_1Q8_1AVX2(SB), NOSPLIT, $0-28
+// The quantized kernels compute a run of weight rows against one activation
+// row: dst[r] = Σ W[r]·x for r < rows, rows at w, w+wstride, ... Two rows go
+// through the block loop together, sharing the activation's loads and scale
+// conversion, and one call covers a whole tile, so no per-row call overhead.
+// Every row follows the same instruction sequence whichever of the pair it
+// is in, so a result does not depend on rows or on tiling. nb ≥ 1.
+//
+// Registers: SI row pair base, R8 wstride, R9 x, R10 nb, R11 dst, R12 rows
+// left; AX/BX the pair's block pointers, DI x's, CX blocks left; Y0/Y1
+// accumulators, Y2 x's scales, Y5 x's quants, Y9 0x0f bytes, Y10 int16 ones.
+
+// HSUM leaves in lane 0 of accX the sum of accY's eight lanes.
+#define HSUM(accY, accX, tX) \
+	VEXTRACTF128 $1, accY, tX; \
+	VADDPS       tX, accX, accX; \
+	VHADDPS      accX, accX, accX; \
+	VHADDPS      accX, accX, accX
+
+#define ONES_I16(dY, dX) \
+	MOVL         $0x00010001, DX; \
+	VMOVD        DX, dX; \
+	VPBROADCASTD dX, dY
+
+// Q41ROW adds one Q4_1 block [d m][qs 16] at (wp) against the Q8_1 block
+// whose [dx, s] are in X2 and quants in Y5: d·dx·Σq·qx into accY's lanes and
+// [d·dx, m·s] into msX (lane 1 is the one kept).
+#define Q41ROW(wp, accY, msX, tX, tY, uX, uY, vX) \
+	VMOVD        (wp), tX; \
+	VCVTPH2PS    tX, tX; \
+	VMULPS       tX, X2, tX; \
+	VADDPS       tX, msX, msX; \
+	VBROADCASTSS tX, tY; \
+	VMOVDQU      4(wp), uX; \
+	VPSRLW       $4, uX, vX; \
+	VINSERTI128  $1, vX, uY, uY; \
+	VPAND        Y9, uY, uY; \
+	VPMADDUBSW   Y5, uY, uY; \
+	VPMADDWD     Y10, uY, uY; \
+	VCVTDQ2PS    uY, uY; \
+	VFMADD231PS  uY, tY, accY
+
+// func dotQ4_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+TEXT ·dotQ4_1Q8_1Rows(SB), NOSPLIT, $0-48
 	MOVQ         w+0(FP), SI
-	MOVQ         x+8(FP), DI
-	MOVQ         nb+16(FP), CX
-	VXORPS       Y0, Y0, Y0
-	VXORPS       Y11, Y11, Y11
-	VXORPS       X8, X8, X8
-	MOVL         $0x0f0f0f0f, AX
-	VMOVD        AX, X9
+	MOVQ         wstride+8(FP), R8
+	MOVQ         x+16(FP), R9
+	MOVQ         nb+24(FP), R10
+	MOVQ         dst+32(FP), R11
+	MOVQ         rows+40(FP), R12
+	MOVL         $0x0f0f0f0f, DX
+	VMOVD        DX, X9
 	VPBROADCASTD X9, Y9
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X10
-	VPBROADCASTD X10, Y10
+	ONES_I16(Y10, X10)
 
 q41pair:
-	CMPQ        CX, $2
-	JLT         q41one
-	// block 0
-	VMOVD        (SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        (DI), X2
-	VCVTPH2PS    X2, X2
-	VMULPS       X1, X2, X3
-	VADDPS       X3, X8, X8
-	VBROADCASTSS X3, Y3
-	VMOVDQU      4(SI), X4
-	VPSRLW       $4, X4, X5
-	VINSERTI128  $1, X5, Y4, Y4
-	VPAND        Y9, Y4, Y4
-	VPMADDUBSW   4(DI), Y4, Y6
-	VPMADDWD     Y10, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y3, Y0
-	// block 1
-	VMOVD        20(SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        36(DI), X2
-	VCVTPH2PS    X2, X2
-	VMULPS       X1, X2, X12
-	VADDPS       X12, X8, X8
-	VBROADCASTSS X12, Y12
-	VMOVDQU      24(SI), X13
-	VPSRLW       $4, X13, X14
-	VINSERTI128  $1, X14, Y13, Y13
-	VPAND        Y9, Y13, Y13
-	VPMADDUBSW   40(DI), Y13, Y15
-	VPMADDWD     Y10, Y15, Y15
-	VCVTDQ2PS    Y15, Y15
-	VFMADD231PS  Y15, Y12, Y11
-	ADDQ         $40, SI
-	ADDQ         $72, DI
-	SUBQ         $2, CX
-	JMP          q41pair
+	CMPQ   R12, $2
+	JLT    q41single
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*1), BX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS X7, X7, X7
+	VXORPS X8, X8, X8
 
-q41one:
-	TESTQ        CX, CX
-	JEQ          q41done
-	VMOVD        (SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        (DI), X2
-	VCVTPH2PS    X2, X2
-	VMULPS       X1, X2, X3
-	VADDPS       X3, X8, X8
-	VBROADCASTSS X3, Y3
-	VMOVDQU      4(SI), X4
-	VPSRLW       $4, X4, X5
-	VINSERTI128  $1, X5, Y4, Y4
-	VPAND        Y9, Y4, Y4
-	VPMADDUBSW   4(DI), Y4, Y6
-	VPMADDWD     Y10, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y3, Y0
+q41pairblk:
+	VMOVD     (DI), X2
+	VCVTPH2PS X2, X2
+	VMOVDQU   4(DI), Y5
+	Q41ROW(AX, Y0, X7, X3, Y3, X4, Y4, X6)
+	Q41ROW(BX, Y1, X8, X11, Y11, X12, Y12, X13)
+	ADDQ      $20, AX
+	ADDQ      $20, BX
+	ADDQ      $36, DI
+	DECQ      CX
+	JNZ       q41pairblk
+	HSUM(Y0, X0, X3)
+	VMOVSHDUP X7, X7
+	VADDSS    X7, X0, X0
+	MOVSS     X0, (R11)
+	HSUM(Y1, X1, X3)
+	VMOVSHDUP X8, X8
+	VADDSS    X8, X1, X1
+	MOVSS     X1, 4(R11)
+	ADDQ      $8, R11
+	LEAQ      (SI)(R8*2), SI
+	SUBQ      $2, R12
+	JMP       q41pair
+
+q41single:
+	TESTQ  R12, R12
+	JEQ    q41done
+	MOVQ   SI, AX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS X7, X7, X7
+
+q41singleblk:
+	VMOVD     (DI), X2
+	VCVTPH2PS X2, X2
+	VMOVDQU   4(DI), Y5
+	Q41ROW(AX, Y0, X7, X3, Y3, X4, Y4, X6)
+	ADDQ      $20, AX
+	ADDQ      $36, DI
+	DECQ      CX
+	JNZ       q41singleblk
+	HSUM(Y0, X0, X3)
+	VMOVSHDUP X7, X7
+	VADDSS    X7, X0, X0
+	MOVSS     X0, (R11)
 
 q41done:
-	VADDPS       Y11, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
-	VMOVSHDUP    X8, X8
-	VADDSS       X8, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
 	RET
 
-// func dotQ8_0Q8_0AVX2(w, x *byte, nb int) float32
-// w, x: nb Q8_0 blocks [d f16][qs int8 32]. VPMADDUBSW needs one unsigned
-// operand, so |w| is multiplied by x·sign(w) (ggml's trick; exact while no
-// quant is −128, which ggml's quantizers never produce). nb ≥ 1.
-TEXT ·dotQ8_0Q8_0AVX2(SB), NOSPLIT, $0-28
-	MOVQ         w+0(FP), SI
-	MOVQ         x+8(FP), DI
-	MOVQ         nb+16(FP), CX
-	VXORPS       Y0, Y0, Y0
-	VXORPS       Y11, Y11, Y11
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X10
-	VPBROADCASTD X10, Y10
+// Q80ROW adds one Q8_0 block [d][qs int8 32] at (wp) against the Q8_0 block
+// whose dx is in X2 and quants in Y5. VPMADDUBSW needs one unsigned operand,
+// so |w| multiplies x·sign(w) (ggml's trick; exact while no quant is −128,
+// which ggml's quantizers never produce).
+#define Q80ROW(wp, accY, tX, tY, uY, vY) \
+	VMOVD        (wp), tX; \
+	VCVTPH2PS    tX, tX; \
+	VMULSS       tX, X2, tX; \
+	VBROADCASTSS tX, tY; \
+	VMOVDQU      2(wp), uY; \
+	VPSIGNB      uY, uY, vY; \
+	VPSIGNB      uY, Y5, uY; \
+	VPMADDUBSW   uY, vY, vY; \
+	VPMADDWD     Y10, vY, vY; \
+	VCVTDQ2PS    vY, vY; \
+	VFMADD231PS  vY, tY, accY
+
+// func dotQ8_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+TEXT ·dotQ8_0Q8_0Rows(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x+16(FP), R9
+	MOVQ nb+24(FP), R10
+	MOVQ dst+32(FP), R11
+	MOVQ rows+40(FP), R12
+	ONES_I16(Y10, X10)
 
 q80pair:
-	CMPQ         CX, $2
-	JLT          q80one
-	VMOVD        (SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        (DI), X2
-	VCVTPH2PS    X2, X2
-	VMULSS       X1, X2, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(SI), Y4
-	VMOVDQU      2(DI), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y10, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y3, Y0
-	VMOVD        34(SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        34(DI), X2
-	VCVTPH2PS    X2, X2
-	VMULSS       X1, X2, X12
-	VBROADCASTSS X12, Y12
-	VMOVDQU      36(SI), Y13
-	VMOVDQU      36(DI), Y14
-	VPSIGNB      Y13, Y13, Y15
-	VPSIGNB      Y13, Y14, Y7
-	VPMADDUBSW   Y7, Y15, Y15
-	VPMADDWD     Y10, Y15, Y15
-	VCVTDQ2PS    Y15, Y15
-	VFMADD231PS  Y15, Y12, Y11
-	ADDQ         $68, SI
-	ADDQ         $68, DI
-	SUBQ         $2, CX
-	JMP          q80pair
+	CMPQ   R12, $2
+	JLT    q80single
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*1), BX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
 
-q80one:
-	TESTQ        CX, CX
-	JEQ          q80done
-	VMOVD        (SI), X1
-	VCVTPH2PS    X1, X1
-	VMOVD        (DI), X2
-	VCVTPH2PS    X2, X2
-	VMULSS       X1, X2, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(SI), Y4
-	VMOVDQU      2(DI), Y5
-	VPSIGNB      Y4, Y4, Y6
-	VPSIGNB      Y4, Y5, Y7
-	VPMADDUBSW   Y7, Y6, Y6
-	VPMADDWD     Y10, Y6, Y6
-	VCVTDQ2PS    Y6, Y6
-	VFMADD231PS  Y6, Y3, Y0
+q80pairblk:
+	VMOVD     (DI), X2
+	VCVTPH2PS X2, X2
+	VMOVDQU   2(DI), Y5
+	Q80ROW(AX, Y0, X3, Y3, Y4, Y6)
+	Q80ROW(BX, Y1, X11, Y11, Y12, Y13)
+	ADDQ      $34, AX
+	ADDQ      $34, BX
+	ADDQ      $34, DI
+	DECQ      CX
+	JNZ       q80pairblk
+	HSUM(Y0, X0, X3)
+	MOVSS     X0, (R11)
+	HSUM(Y1, X1, X3)
+	MOVSS     X1, 4(R11)
+	ADDQ      $8, R11
+	LEAQ      (SI)(R8*2), SI
+	SUBQ      $2, R12
+	JMP       q80pair
+
+q80single:
+	TESTQ  R12, R12
+	JEQ    q80done
+	MOVQ   SI, AX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+
+q80singleblk:
+	VMOVD     (DI), X2
+	VCVTPH2PS X2, X2
+	VMOVDQU   2(DI), Y5
+	Q80ROW(AX, Y0, X3, Y3, Y4, Y6)
+	ADDQ      $34, AX
+	ADDQ      $34, DI
+	DECQ      CX
+	JNZ       q80singleblk
+	HSUM(Y0, X0, X3)
+	MOVSS     X0, (R11)
 
 q80done:
-	VADDPS       Y11, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS       X1, X0, X0
-	VHADDPS      X0, X0, X0
-	VHADDPS      X0, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
 	RET

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -88,9 +89,20 @@ func TestDotKernels(t *testing.T) {
 				}
 				want += q8_1SumCorrection(dt, w, xq, nb)
 				tol := 1e-5 * mag
-				for name, dot := range map[string]vecDot{"generic": k.generic, "dot": k.dot} {
-					if got := dot(w, xq, nb); math.Abs(float64(got)-want) > tol {
-						t.Errorf("%s: got %v, want %v (tolerance %g)", name, got, want, tol)
+				if got := k.generic(w, xq, nb); math.Abs(float64(got)-want) > tol {
+					t.Errorf("generic: got %v, want %v (tolerance %g)", got, want, tol)
+				}
+				// The row kernel, over runs of 1..5 copies of the row (pairs and a
+				// single left over), must give the same for each.
+				wb := dt.RowBytes(in)
+				for rows := 1; rows <= 5; rows++ {
+					ws := bytes.Repeat(w, rows)
+					dst := make([]float32, rows)
+					k.rows(dst, ws, wb, xq, nb)
+					for r, got := range dst {
+						if math.Abs(float64(got)-want) > tol || got != dst[0] {
+							t.Errorf("rows=%d row %d: got %v, want %v (tolerance %g, row 0 %v)", rows, r, got, want, tol, dst[0])
+						}
 					}
 				}
 			})

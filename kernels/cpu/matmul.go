@@ -22,11 +22,15 @@ type matScratch struct {
 	fn           func(lo, hi int)
 }
 
-// xTile is how many activation rows are dotted against a weight row before
-// moving to the next row: the tile's quantized rows (≤ 32·1.7 KB for in=1536)
-// stay in L1/L2 while each weight row is read from memory once per tile. For
-// decode-sized n there is one tile, so each weight is read once per step.
-const xTile = 32
+// Tiling for n > 1: a tile of wTile weight rows (≤ 16·0.9 KB for in=1536)
+// stays in L1 while each of up to xTile quantized activation rows (≤ 32·1.7
+// KB) passes over it, so each weight is read from memory once per xTile rows;
+// for decode-sized batches that is once per step. With n = 1 a thread's whole
+// range of rows goes to the kernel in one call.
+const (
+	wTile = 16
+	xTile = 32
+)
 
 // fTile is the chunk of a float (F32/F16/BF16) weight row converted to f32 on
 // the stack before it is dotted against every activation row.
@@ -69,17 +73,24 @@ func (s *matScratch) run(lo, hi int) {
 	dt := s.wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
-	raw, xq, dst, out, dot := s.wt.raw, s.xq, s.dst, s.out, s.k.dot
+	raw, xq, dst, out, rows := s.wt.raw, s.xq, s.dst, s.out, s.k.rows
+	tile := wTile
+	if s.n == 1 {
+		tile = hi - lo
+	}
 	for i0 := 0; i0 < s.n; i0 += xTile {
 		i1 := min(s.n, i0+xTile)
-		for o := lo; o < hi; o++ {
-			wrow := raw[o*wrb : (o+1)*wrb]
-			var b float32
-			if s.bias != nil {
-				b = s.bias[o]
-			}
+		for o0 := lo; o0 < hi; o0 += tile {
+			o1 := min(hi, o0+tile)
 			for i := i0; i < i1; i++ {
-				dst[i*out+o] = dot(wrow, xq[i*xrb:(i+1)*xrb], nb) + b
+				rows(dst[i*out+o0:i*out+o1], raw[o0*wrb:o1*wrb], wrb, xq[i*xrb:(i+1)*xrb], nb)
+			}
+		}
+	}
+	if s.bias != nil {
+		for i := range s.n {
+			for o := lo; o < hi; o++ {
+				dst[i*out+o] += s.bias[o]
 			}
 		}
 	}

@@ -1,0 +1,96 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// BenchmarkMatMul runs the default model's (SmolLM2-135M Q4_1) matmul shapes:
+// attention q/o [576→576], k/v [576→192], FFN gate/up [576→1536] and down
+// [1536→576] in Q4_1, the tied output head [576→49152] in Q8_0. GFLOP/s counts
+// 2·n·in·out; GB/s is weight bytes read per second (each weight once per call).
+func BenchmarkMatMul(b *testing.B) {
+	shapes := []struct {
+		name    string
+		dt      kernels.DType
+		in, out int
+	}{
+		{"attn_q", kernels.Q4_1, 576, 576},
+		{"attn_k", kernels.Q4_1, 576, 192},
+		{"ffn_up", kernels.Q4_1, 576, 1536},
+		{"ffn_down", kernels.Q4_1, 1536, 576},
+		{"output", kernels.Q8_0, 576, 49152},
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, sh := range shapes {
+		wt, _ := weightTensor(b, r, sh.dt, sh.out, sh.in)
+		for _, n := range []int{1, 16} {
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s_%v_%dx%d/n=%d/t=%d", sh.name, sh.dt, sh.out, sh.in, n, threads), func(b *testing.B) {
+					x := randVec(r, n*sh.in)
+					dst := make([]float32, n*sh.out)
+					w := &workers{threads: threads}
+					b.ReportAllocs()
+					cpu0 := processCPU()
+					for b.Loop() {
+						matMul(w, dst, x, n, sh.in, wt, sh.out, nil)
+					}
+					reportFlops(b, 2*float64(n*sh.in*sh.out), processCPU()-cpu0)
+					b.ReportMetric(float64(len(wt.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDot measures the kernels alone on one FFN-down-sized row
+// (1536 elements), weight and activation in L1: the compute ceiling.
+func BenchmarkDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	const in = 1536
+	for _, dt := range quantTypes {
+		k := quantKernels[dt]
+		w := mustQuantize(b, dt, randVec(r, in))
+		nb := in / dt.BlockElems()
+		xq := make([]byte, nb*k.actBlockBytes)
+		k.quantize(xq, randVec(r, in))
+		for _, impl := range []struct {
+			name string
+			dot  vecDot
+		}{{"rows", func(w, x []byte, nb int) float32 {
+			var d [1]float32
+			k.rows(d[:], w, len(w), x, nb)
+			return d[0]
+		}}, {"generic", k.generic}} {
+			b.Run(dt.String()+"/"+impl.name, func(b *testing.B) {
+				cpu0 := processCPU()
+				for b.Loop() {
+					impl.dot(w, xq, nb)
+				}
+				reportFlops(b, 2*in, processCPU()-cpu0)
+			})
+		}
+	}
+	a, c := randVec(r, 64), randVec(r, 64)
+	b.Run("F32/64", func(b *testing.B) {
+		cpu0 := processCPU()
+		for b.Loop() {
+			dotF32(a, c)
+		}
+		reportFlops(b, 2*64, processCPU()-cpu0)
+	})
+}
+
+// reportFlops reports GFLOP/s of wall time and GFLOP per CPU-second (the
+// latter sums all threads, so it is per-core efficiency, and it is what to
+// read on a loaded machine).
+func reportFlops(b *testing.B, flopsPerOp, cpuSec float64) {
+	total := flopsPerOp * float64(b.N)
+	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	if cpuSec > 0 {
+		b.ReportMetric(total/cpuSec/1e9, "GFLOP/cpu-s")
+	}
+}
