@@ -21,6 +21,9 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
+	if !dtype.Known() {
+		return fmt.Errorf("modeltest: unknown dtype %v", dtype)
+	}
 	weights := Weights(spec)
 	hd := spec.HeadDim()
 	var tensors []Tensor
@@ -38,6 +41,10 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 		if len(ts.shape) == 1 {
 			dt = kernels.F32
 		}
+		if cols := ts.shape[len(ts.shape)-1]; cols%dt.BlockElems() != 0 {
+			return fmt.Errorf("modeltest: %s: rows of %d are not a multiple of %v's block of %d", ts.name, cols, dt, dt.BlockElems())
+		}
+		// Rows are whole blocks, so quantizing the flat tensor quantizes each row.
 		data, err := quant.Quantize(dt, w)
 		if err != nil {
 			return fmt.Errorf("modeltest: %s %v as %v: %w", ts.name, ts.shape, dt, err)
