@@ -46,6 +46,15 @@ func dotQ4_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows i
 //go:noescape
 func dotQ8_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
+//go:noescape
+func dotQ4_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+
+//go:noescape
+func dotQ5_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+
+//go:noescape
+func dotQ5_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+
 // asmRows wraps an assembly row kernel: it checks the bounds once, since the
 // assembly trusts its arguments.
 func asmRows(kernel func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int), wbb, xbb int) rowsDot {
@@ -69,4 +78,7 @@ func init() {
 	}
 	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
+	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
+	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
+	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
 }
