@@ -1,0 +1,273 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sluicehq/sluice/kvcache"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxBatchTokens = 512
+	DefaultMaxSeqs        = 64
+	DefaultAgingSteps     = 256
+)
+
+// maxPriority bounds |Priority| so the precedence key cannot overflow.
+const maxPriority = 1 << 20
+
+var (
+	// ErrConfig reports an invalid configuration.
+	ErrConfig = errors.New("scheduler: invalid config")
+	// ErrSeq reports a sequence Add cannot take (already added, or no tokens).
+	ErrSeq = errors.New("scheduler: invalid sequence")
+)
+
+// Config bounds each step.
+type Config struct {
+	MaxBatchTokens int     // tokens per step, prefill chunks and decodes together
+	MaxSeqs        int     // running sequences at once
+	Watermark      float64 // fraction of blocks admission leaves free, for running sequences to grow into
+	AgingSteps     int     // steps of waiting worth one priority level (≤ 1<<20)
+}
+
+// Stats are cumulative counters.
+type Stats struct {
+	Steps          int64
+	Admissions     int64 // including readmissions after preemption
+	Preemptions    int64
+	HitTokens      int64 // tokens served from the prefix cache at admission
+	ComputedTokens int64 // tokens whose KV a step computed (Advance)
+}
+
+// Scheduler composes steps. Not safe for concurrent use: one owner.
+type Scheduler struct {
+	cfg     Config
+	pool    *kvcache.Pool
+	reserve int // blocks admission keeps free
+
+	waiting []*Seq // ascending precedence: the next to admit is last
+	running []*Seq // descending precedence: the first victim is last
+
+	step   int64
+	nextID uint64
+	budget int // tokens left in the step being composed
+	plan   Plan
+	pre    kvcache.Prefix
+	stats  Stats
+}
+
+// New makes a scheduler over pool, filling zero Config fields with defaults.
+func New(cfg Config, pool *kvcache.Pool) (*Scheduler, error) {
+	if cfg.MaxBatchTokens == 0 {
+		cfg.MaxBatchTokens = DefaultMaxBatchTokens
+	}
+	if cfg.MaxSeqs == 0 {
+		cfg.MaxSeqs = DefaultMaxSeqs
+	}
+	if cfg.AgingSteps == 0 {
+		cfg.AgingSteps = DefaultAgingSteps
+	}
+	if pool == nil || cfg.MaxBatchTokens < 1 || cfg.MaxSeqs < 1 || cfg.AgingSteps < 1 ||
+		cfg.AgingSteps > maxPriority || !(cfg.Watermark >= 0 && cfg.Watermark < 1) {
+		return nil, fmt.Errorf("%w: %+v", ErrConfig, cfg)
+	}
+	return &Scheduler{
+		cfg:     cfg,
+		pool:    pool,
+		reserve: int(math.Ceil(cfg.Watermark * float64(pool.Usage().Total))),
+	}, nil
+}
+
+// Pool is the block pool the scheduler allocates from.
+func (s *Scheduler) Pool() *kvcache.Pool { return s.pool }
+
+// Stats returns the cumulative counters.
+func (s *Scheduler) Stats() Stats { return s.stats }
+
+// NumWaiting and NumRunning count the sequences in each queue.
+func (s *Scheduler) NumWaiting() int { return len(s.waiting) }
+
+// NumRunning counts admitted sequences.
+func (s *Scheduler) NumRunning() int { return len(s.running) }
+
+// Add queues a new sequence. Its arrival is the current step.
+func (s *Scheduler) Add(q *Seq) error {
+	if q.state != StateNew || len(q.Tokens) == 0 {
+		return fmt.Errorf("%w: state %v, %d tokens", ErrSeq, q.state, len(q.Tokens))
+	}
+	s.nextID++
+	q.id = s.nextID
+	q.key = int64(max(-maxPriority, min(q.Priority, maxPriority)))*int64(s.cfg.AgingSteps) - s.step
+	q.state = StateWaiting
+	s.enqueue(q)
+	return nil
+}
+
+// Finish removes q wherever it is (finished, aborted or failed) and returns
+// its blocks to the pool at once. Finishing a sequence twice is harmless.
+func (s *Scheduler) Finish(q *Seq) {
+	switch q.state {
+	case StateWaiting:
+		s.waiting = remove(s.waiting, q)
+	case StateRunning:
+		s.running = remove(s.running, q)
+		s.pool.Free(&q.table)
+	}
+	q.state = StateDone
+}
+
+// Schedule composes the next step. The plan is valid until the next call;
+// the owner runs it, then calls Advance.
+func (s *Scheduler) Schedule() *Plan {
+	s.step++
+	s.stats.Steps++
+	s.plan.reset()
+	s.budget = s.cfg.MaxBatchTokens
+	s.scheduleRunning(true)
+	s.scheduleRunning(false)
+	// After a preemption the pool is short: admitting now would only thrash.
+	if len(s.plan.Preempted) == 0 {
+		s.admit()
+	}
+	return &s.plan
+}
+
+// scheduleRunning gives each running sequence of one kind (decoding, or
+// still prefilling) its tokens for the step, preempting to make room.
+func (s *Scheduler) scheduleRunning(decodes bool) {
+	// Victims are taken from the tail, so index i stays valid; when q itself
+	// is the victim it was the tail and the loop ends.
+	for i := 0; i < len(s.running) && s.budget > 0; i++ {
+		q := s.running[i]
+		left := len(q.Tokens) - q.computed
+		if left < 1 || (left == 1) != decodes || q.scheduled == s.step {
+			continue
+		}
+		n := min(left, s.budget)
+		if s.grow(q, n) {
+			s.schedule(q, n)
+		}
+	}
+}
+
+// grow makes room for n more tokens of running sequence q, preempting
+// sequences of lower precedence, or q itself when it is the lowest.
+func (s *Scheduler) grow(q *Seq, n int) bool {
+	for !s.pool.Allocate(&q.table, nil, q.computed+n, 0) {
+		victim := s.running[len(s.running)-1]
+		if victim != q {
+			s.preempt(victim)
+			continue
+		}
+		if len(s.running) == 1 { // alone and still too big: it can never run
+			s.Finish(q)
+			s.plan.Unfit = append(s.plan.Unfit, q)
+		} else {
+			s.preempt(q)
+		}
+		return false
+	}
+	return true
+}
+
+func (s *Scheduler) preempt(q *Seq) {
+	if q.scheduled == s.step {
+		i := slices.IndexFunc(s.plan.Items, func(it Item) bool { return it.Seq == q })
+		s.budget += s.plan.Items[i].N
+		s.plan.Tokens -= s.plan.Items[i].N
+		s.plan.Items = slices.Delete(s.plan.Items, i, i+1)
+		q.scheduled = 0
+	}
+	s.running = remove(s.running, q)
+	s.pool.Free(&q.table)
+	q.computed = 0
+	q.state = StateWaiting
+	q.preemptions++
+	s.stats.Preemptions++
+	s.enqueue(q)
+	s.plan.Preempted = append(s.plan.Preempted, q)
+}
+
+// admit moves waiting sequences to running in precedence order while the
+// step and the pool allow; the first that does not fit stops admission.
+func (s *Scheduler) admit() {
+	for s.budget > 0 && len(s.running) < s.cfg.MaxSeqs && len(s.waiting) > 0 {
+		q := s.waiting[len(s.waiting)-1]
+		// Keep at least one token to compute: its logits give the next token.
+		hit := s.pool.Lookup(&s.pre, q.Tokens, len(q.Tokens)-1)
+		n := min(len(q.Tokens)-hit, s.budget)
+		reserve := s.reserve
+		if len(s.running) == 0 {
+			reserve = 0 // the watermark protects running sequences; there are none
+		}
+		if !s.pool.Allocate(&q.table, &s.pre, hit+n, reserve) {
+			if len(s.running) > 0 {
+				return
+			}
+			s.waiting = s.waiting[:len(s.waiting)-1]
+			q.state = StateDone
+			s.plan.Unfit = append(s.plan.Unfit, q)
+			continue
+		}
+		s.waiting = s.waiting[:len(s.waiting)-1]
+		q.state = StateRunning
+		q.computed = hit
+		if !q.admitted {
+			q.admitted = true
+			q.cachedTokens = hit
+		}
+		s.stats.Admissions++
+		s.stats.HitTokens += int64(hit)
+		i, _ := slices.BinarySearchFunc(s.running, q, cmpRunning)
+		s.running = slices.Insert(s.running, i, q)
+		s.schedule(q, n)
+	}
+}
+
+func (s *Scheduler) schedule(q *Seq, n int) {
+	q.scheduled = s.step
+	s.plan.Items = append(s.plan.Items, Item{Seq: q, Start: q.computed, N: n, Sample: q.computed+n == len(q.Tokens)})
+	s.plan.Tokens += n
+	s.budget -= n
+}
+
+// Advance records that the plan's step ran: each item's tokens now have KV,
+// and blocks they completed enter the prefix cache. Call it before
+// appending sampled tokens or finishing sequences.
+func (s *Scheduler) Advance(p *Plan) {
+	for _, it := range p.Items {
+		q := it.Seq
+		q.computed = it.Start + it.N
+		s.pool.Commit(&q.table, q.Tokens, q.computed)
+		s.stats.ComputedTokens += int64(it.N)
+	}
+}
+
+func (s *Scheduler) enqueue(q *Seq) {
+	i, _ := slices.BinarySearchFunc(s.waiting, q, cmpWaiting)
+	s.waiting = slices.Insert(s.waiting, i, q)
+}
+
+// cmpRunning orders by descending precedence, cmpWaiting by ascending.
+func cmpRunning(a, b *Seq) int {
+	switch {
+	case a == b:
+		return 0
+	case before(a, b):
+		return -1
+	}
+	return 1
+}
+
+func cmpWaiting(a, b *Seq) int { return -cmpRunning(a, b) }
+
+func remove(qs []*Seq, q *Seq) []*Seq {
+	if i := slices.Index(qs, q); i >= 0 {
+		return slices.Delete(qs, i, i+1) // clears the vacated tail slot
+	}
+	return qs
+}
