@@ -55,6 +55,28 @@ func dotQ5_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows i
 //go:noescape
 func dotQ5_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
+//go:noescape
+func dotQ4_KQ8_K(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ5_KQ8_K(w, x *byte, nb int) float32
+
+// asmDot makes a row kernel of a one-row assembly kernel: with 256-element
+// super-blocks the call is a small part of a row's work.
+func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
+	return func(dst []float32, w []byte, wstride int, x []byte, nb int) {
+		if nb == 0 {
+			clear(dst)
+			return
+		}
+		_ = x[nb*xbb-1]
+		for r := range dst {
+			_ = w[r*wstride+nb*wbb-1]
+			dst[r] = kernel(&w[r*wstride], &x[0], nb)
+		}
+	}
+}
+
 // asmRows wraps an assembly row kernel: it checks the bounds once, since the
 // assembly trusts its arguments.
 func asmRows(kernel func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int), wbb, xbb int) rowsDot {
@@ -81,4 +103,6 @@ func init() {
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
+	quantKernels[kernels.Q4_K].rows = asmDot(dotQ4_KQ8_K, 144, 292)
+	quantKernels[kernels.Q5_K].rows = asmDot(dotQ5_KQ8_K, 176, 292)
 }

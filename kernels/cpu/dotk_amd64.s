@@ -1,0 +1,160 @@
+//go:build amd64 && !noasm
+
+#include "dotq_amd64.h"
+
+// K-quant kernels: func dotQ?_KQ8_K(w, x *byte, nb int) float32, one weight
+// row of nb super-blocks (256 elements) against one Q8_K activation row
+// [d f32][qs int8 256][bsums int16 16]; nb ≥ 1. They follow ggml's AVX2
+// ggml_vec_dot_q*_K_q8_K: integer sums per super-block, then one FMA by d.
+//
+// Registers: SI w, DI x, CX super-blocks left, Y0 Σ d·sumi (8 lanes), X12
+// Σ dmin·mins·bsums (4 lanes), Y9 0x0f bytes, Y10 int16 ones.
+
+// Q4_K/Q5_K: scales and mins are 6-bit, packed in 12 bytes (see
+// quant.ScaleMinK4). UNPACK_K4 rebuilds ggml's utmp: 8 scale bytes in
+// AX (low 4) / BX (high 4), 8 min bytes in DX (low 4) / R13 (high 4).
+#define UNPACK_K4(sc) \
+	MOVL  sc+0(SI), AX; \
+	MOVL  sc+4(SI), BX; \
+	MOVL  sc+8(SI), DX; \
+	MOVL  DX, R13; \
+	SHRL  $4, R13; \
+	ANDL  $0x0f0f0f0f, R13; \
+	MOVL  BX, R14; \
+	SHRL  $6, R14; \
+	ANDL  $0x03030303, R14; \
+	SHLL  $4, R14; \
+	ORL   R14, R13; \
+	MOVL  BX, R14; \
+	ANDL  $0x3f3f3f3f, R14; \
+	ANDL  $0x0f0f0f0f, DX; \
+	MOVL  AX, BX; \
+	SHRL  $6, BX; \
+	ANDL  $0x03030303, BX; \
+	SHLL  $4, BX; \
+	ORL   DX, BX; \
+	MOVL  R14, DX; \
+	ANDL  $0x3f3f3f3f, AX
+
+// K4_SETUP: the eight int16 scales go to 0(SP) for VPBROADCASTW; the mins
+// term dmin·Σ_j m_j·(bsums[2j]+bsums[2j+1]) is added to X12; Y2 gets d in
+// every lane (d = x.d·w.d, dmin = x.d·w.dmin).
+#define K4_SETUP \
+	UNPACK_K4(4); \
+	VMOVD        AX, X4; \
+	VPINSRD      $1, BX, X4, X4; \
+	VPMOVZXBW    X4, X4; \
+	VMOVDQU      X4, 0(SP); \
+	VMOVD        DX, X5; \
+	VPINSRD      $1, R13, X5, X5; \
+	VPMOVZXBW    X5, X5; \
+	VMOVDQU      260(DI), Y6; \
+	VEXTRACTI128 $1, Y6, X7; \
+	VPHADDW      X7, X6, X6; \
+	VPMADDWD     X6, X5, X5; \
+	VCVTDQ2PS    X5, X5; \
+	VMOVD        (SI), X1; \
+	VCVTPH2PS    X1, X1; \
+	VBROADCASTSS (DI), X2; \
+	VMULPS       X1, X2, X1; \
+	VMOVSHDUP    X1, X3; \
+	VBROADCASTSS X3, X3; \
+	VFMADD231PS  X5, X3, X12; \
+	VBROADCASTSS X1, Y2
+
+// K4_CHUNK: 64 elements (sub-blocks 2j, 2j+1): low levels in Y4, high in
+// Y5 (0..15 or 0..31), against x quants at xoff, scaled and summed into Y11.
+#define K4_CHUNK(xoff, s0, s1) \
+	VPMADDUBSW   xoff(DI), Y4, Y4; \
+	VPMADDUBSW   xoff+32(DI), Y5, Y5; \
+	VPBROADCASTW s0(SP), Y6; \
+	VPMADDWD     Y6, Y4, Y4; \
+	VPBROADCASTW s1(SP), Y7; \
+	VPMADDWD     Y7, Y5, Y5; \
+	VPADDD       Y4, Y11, Y11; \
+	VPADDD       Y5, Y11, Y11
+
+#define Q4K_CHUNK(j) \
+	VMOVDQU 16+32*j(SI), Y4; \
+	VPSRLW  $4, Y4, Y5; \
+	VPAND   Y9, Y4, Y4; \
+	VPAND   Y9, Y5, Y5; \
+	K4_CHUNK(4+64*j, 4*j, 4*j+2)
+
+// KFINISH returns Σ lanes of Y0 − Σ lanes of X12.
+#define KFINISH \
+	HSUM(Y0, X0, X3); \
+	VMOVHLPS  X12, X12, X1; \
+	VADDPS    X1, X12, X12; \
+	VMOVSHDUP X12, X1; \
+	VADDSS    X1, X12, X12; \
+	VSUBSS    X12, X0, X0; \
+	VZEROUPPER; \
+	MOVSS     X0, ret+24(FP); \
+	RET
+
+// func dotQ4_KQ8_K(w, x *byte, nb int) float32
+TEXT ·dotQ4_KQ8_K(SB), NOSPLIT, $16-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	NIBBLE_MASK(Y9, X9)
+	VXORPS Y0, Y0, Y0
+	VXORPS X12, X12, X12
+
+q4kblk:
+	K4_SETUP
+	VPXOR     Y11, Y11, Y11
+	Q4K_CHUNK(0)
+	Q4K_CHUNK(1)
+	Q4K_CHUNK(2)
+	Q4K_CHUNK(3)
+	VCVTDQ2PS Y11, Y11
+	VFMADD231PS Y11, Y2, Y0
+	ADDQ      $144, SI
+	ADDQ      $292, DI
+	DECQ      CX
+	JNZ       q4kblk
+	KFINISH
+
+// Q5K_CHUNK: as Q4K_CHUNK with the fifth bits from qh (Y8): bit 2j for the
+// low levels, 2j+1 for the high, moved to bit 4 of each byte.
+#define Q5K_CHUNK(j, shl, shr) \
+	VMOVDQU 48+32*j(SI), Y4; \
+	VPSRLW  $4, Y4, Y5; \
+	VPAND   Y9, Y4, Y4; \
+	VPAND   Y9, Y5, Y5; \
+	shl; \
+	shr; \
+	K4_CHUNK(4+64*j, 4*j, 4*j+2)
+
+#define HBITS(op, n, dst) \
+	op    $n, Y8, Y6; \
+	VPAND bytes10<>(SB), Y6, Y6; \
+	VPOR  Y6, dst, dst
+
+// func dotQ5_KQ8_K(w, x *byte, nb int) float32
+TEXT ·dotQ5_KQ8_K(SB), NOSPLIT, $16-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	NIBBLE_MASK(Y9, X9)
+	VXORPS Y0, Y0, Y0
+	VXORPS X12, X12, X12
+
+q5kblk:
+	K4_SETUP
+	VMOVDQU   16(SI), Y8
+	VPXOR     Y11, Y11, Y11
+	Q5K_CHUNK(0, HBITS(VPSLLW, 4, Y4), HBITS(VPSLLW, 3, Y5))
+	Q5K_CHUNK(1, HBITS(VPSLLW, 2, Y4), HBITS(VPSLLW, 1, Y5))
+	Q5K_CHUNK(2, HBITS(VPSRLW, 0, Y4), HBITS(VPSRLW, 1, Y5))
+	Q5K_CHUNK(3, HBITS(VPSRLW, 2, Y4), HBITS(VPSRLW, 3, Y5))
+	VCVTDQ2PS Y11, Y11
+	VFMADD231PS Y11, Y2, Y0
+	ADDQ      $176, SI
+	ADDQ      $292, DI
+	DECQ      CX
+	JNZ       q5kblk
+
+	KFINISH
