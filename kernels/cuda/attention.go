@@ -1,0 +1,150 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// qMax is the most query vectors one attention work item holds (QMAX in
+// attention.cu): rows per item = qMax / (query heads per KV head).
+const qMax = 16
+
+// Attention writes k and v into the layer's F16 cache at b.Slots, then runs
+// paged causal attention for every sequence (attention.cu).
+func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
+	ot, err := f32Of(out, "Attention out")
+	if err != nil {
+		return err
+	}
+	qt, err := f32Of(q, "Attention q")
+	if err != nil {
+		return err
+	}
+	kt, err := f32Of(k, "Attention k")
+	if err != nil {
+		return err
+	}
+	vt, err := f32Of(v, "Attention v")
+	if err != nil {
+		return err
+	}
+	store, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cuda backend: KV store %T was not made by this backend", kv)
+	}
+	cfg := store.cfg
+	if layer < 0 || layer >= cfg.Layers {
+		return fmt.Errorf("cuda backend: Attention: layer %d of %d", layer, cfg.Layers)
+	}
+	kvCols := cfg.KVHeads * cfg.HeadDim
+	qCols := qt.cols()
+	n := len(batch.Tokens)
+	if kt.cols() != kvCols || vt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols ||
+		int64(n*qCols) > qt.elems() || int64(n*kvCols) > kt.elems() || int64(n*kvCols) > vt.elems() || int64(n*qCols) > ot.elems() {
+		return fmt.Errorf("cuda backend: Attention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, cfg, n)
+	}
+	heads := qCols / cfg.HeadDim
+	if heads%cfg.KVHeads != 0 {
+		return fmt.Errorf("cuda backend: Attention: %d query heads over %d KV heads", heads, cfg.KVHeads)
+	}
+	group := heads / cfg.KVHeads
+	if group > qMax {
+		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; the kernel takes at most %d", group, qMax)
+	}
+	if len(batch.Positions) < n || len(batch.Slots) < n {
+		return fmt.Errorf("cuda backend: Attention: %d rows with %d positions and %d slots", n, len(batch.Positions), len(batch.Slots))
+	}
+	if err := checkBatch(batch, cfg, n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	off, items := b.attentionTables(batch, n, max(1, qMax/group))
+	kc, vc := store.layer(layer)
+	slotsOff, posOff, itemsOff := off, off+n, off+2*n
+	seqOff, blocksOff := itemsOff+3*items, itemsOff+3*items+len(batch.Seqs)
+	if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
+		ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
+		return err
+	}
+	if items == 0 {
+		return nil
+	}
+	return b.launch("paged_attention", [3]int{items, cfg.KVHeads, 1}, [3]int{128, 1, 1},
+		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(itemsOff), tabArg(seqOff), tabArg(blocksOff),
+		tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(cfg.BlockSize), f32Arg(scale))
+}
+
+// checkBatch applies the CPU backend's checks: slots, blocks and positions in
+// range, each sequence's rows inside the batch with enough blocks.
+func checkBatch(batch *kernels.Batch, cfg kernels.KVConfig, n int) error {
+	slots := cfg.Blocks * cfg.BlockSize
+	for _, s := range batch.Slots[:n] {
+		if s < 0 || int(s) >= slots {
+			return fmt.Errorf("cuda backend: Attention: slot %d out of range [0,%d)", s, slots)
+		}
+	}
+	for si, sq := range batch.Seqs {
+		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
+			return fmt.Errorf("cuda backend: Attention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
+		}
+		if need := (sq.ContextLen + cfg.BlockSize - 1) / cfg.BlockSize; need > len(sq.Blocks) {
+			return fmt.Errorf("cuda backend: Attention: sequence %d has %d blocks for %d tokens", si, len(sq.Blocks), sq.ContextLen)
+		}
+		for _, blk := range sq.Blocks {
+			if blk < 0 || int(blk) >= cfg.Blocks {
+				return fmt.Errorf("cuda backend: Attention: block %d out of range [0,%d)", blk, cfg.Blocks)
+			}
+		}
+		for r := sq.Start; r < sq.End; r++ {
+			if p := batch.Positions[r]; p < 0 || int(p) >= sq.ContextLen {
+				return fmt.Errorf("cuda backend: Attention: row %d at position %d outside its context of %d", r, p, sq.ContextLen)
+			}
+			if r > sq.Start && batch.Positions[r] <= batch.Positions[r-1] {
+				return fmt.Errorf("cuda backend: Attention: sequence %d rows are not in position order", si)
+			}
+		}
+	}
+	return nil
+}
+
+// attentionTables pushes one table block for the step and returns its offset
+// and the number of work items:
+//
+//	[ slots n | positions n | items 3·items | block-table offsets seqs | block tables ]
+//
+// Every layer's call of one forward pass gets the same tables: an identical
+// last copy is reused (its contents are compared, so a Batch reused and
+// refilled before the step is flushed is still seen afresh).
+func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int) (off, items int) {
+	s := &b.step
+	tab := append(s.scratch[:0], batch.Slots[:n]...)
+	tab = append(tab, batch.Positions[:n]...)
+	for si, sq := range batch.Seqs {
+		for r := sq.Start; r < sq.End; r += rowsPerItem {
+			tab = append(tab, int32(si), int32(r), int32(min(rowsPerItem, sq.End-r)))
+			items++
+		}
+	}
+	nb := 0
+	for _, sq := range batch.Seqs {
+		tab = append(tab, int32(nb))
+		nb += len(sq.Blocks)
+	}
+	for _, sq := range batch.Seqs {
+		tab = append(tab, sq.Blocks...)
+	}
+	s.scratch = tab
+	if s.lastAttn != nil && s.lastRows == n && s.lastItems == items && slices.Equal(s.lastAttn, tab) {
+		return s.lastAttnOff, items
+	}
+	s.lastAttnOff = s.push(tab)
+	s.lastAttn = s.tab[s.lastAttnOff : s.lastAttnOff+len(tab) : s.lastAttnOff+len(tab)]
+	s.lastRows, s.lastItems = n, items
+	return s.lastAttnOff, items
+}

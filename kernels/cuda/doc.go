@@ -1,0 +1,24 @@
+// Package cuda is the NVIDIA GPU implementation of kernels.Backend: kernels of
+// our own (the .cu files here, compiled to PTX by build-ptx.sh and embedded)
+// driven through gorgonia.org/cu. It owns device memory for weights, scratch
+// and the KV block pool; only token ids and the logits a caller reads cross
+// back to the host.
+//
+// Everything but this file is under the build tag cuda: gorgonia.org/cu's
+// package init calls cuInit and exits the process without a GPU, and the
+// binary needs libcuda.so.1 to load, so the default build stays CUDA-free.
+//
+// Concurrency: all CUDA calls run on one goroutine locked to its OS thread
+// (CUDA contexts are per thread). Ops called by the engine goroutine only
+// validate their arguments and record launches; Read (and Sample) hand the
+// recorded step to that goroutine in one exchange, which copies the step's
+// small host-side tables (token ids, positions, slots, block tables) to the
+// device in a single transfer, issues the launches on one stream, checks
+// every call's result and waits for the stream. A launch error is therefore
+// reported by the Read that ends the step.
+//
+// Numerics: weights keep their GGUF block layouts and are dequantized in
+// registers; decode-sized matmuls accumulate in F32, larger ones run on
+// tensor cores with activations rounded to BF16 (BF16 weights) or F16 (all
+// other types); the KV cache is stored as F16.
+package cuda

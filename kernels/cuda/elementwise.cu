@@ -1,0 +1,115 @@
+// Row-wise and element-wise kernels: embedding lookup (GetRows), RMSNorm,
+// RoPE, SwiGLU, residual Add, and the KV-cache write. Semantics mirror
+// kernels/cpu (ops.go, rope.go, attention.go). Activations are F32 row-major.
+#include "common.cuh"
+
+// get_rows: dst[i, :] = dequant(src[rows[i], :]). One block per output row;
+// each thread decodes 16-element chunks (cols is a multiple of 16; the host
+// checks, and block sizes of the quantized types are multiples of 16).
+template <int T>
+static __device__ void get_rows(float* dst, const uint8_t* src, const int* rows, int cols, long long rowBytes) {
+    const uint8_t* row = src + (size_t)rows[blockIdx.x] * rowBytes;
+    float* out = dst + (size_t)blockIdx.x * cols;
+    for (int k0 = 16 * threadIdx.x; k0 < cols; k0 += 16 * blockDim.x) {
+        float v[16];
+        dequant16<T>(row, k0, v);
+#pragma unroll
+        for (int i = 0; i < 16; i++) out[k0 + i] = v[i];
+    }
+}
+
+#define GET_ROWS(name, T)                                                                                    \
+    extern "C" __global__ void get_rows_##name(float* dst, const uint8_t* src, const int* rows, int cols, \
+                                               long long rowBytes) {                                        \
+        get_rows<T>(dst, src, rows, cols, rowBytes);                                                       \
+    }
+GET_ROWS(f32, T_F32)
+GET_ROWS(f16, T_F16)
+GET_ROWS(bf16, T_BF16)
+GET_ROWS(q4_0, T_Q4_0)
+GET_ROWS(q4_1, T_Q4_1)
+GET_ROWS(q5_0, T_Q5_0)
+GET_ROWS(q5_1, T_Q5_1)
+GET_ROWS(q8_0, T_Q8_0)
+GET_ROWS(q4_k, T_Q4_K)
+GET_ROWS(q5_k, T_Q5_K)
+GET_ROWS(q6_k, T_Q6_K)
+
+// get_rows_f32_any copies F32 rows of any length (picking logit rows out of
+// the hidden state, where cols need not be a multiple of 16).
+extern "C" __global__ void get_rows_f32_any(float* dst, const float* src, const int* rows, int cols) {
+    const float* in = src + (size_t)rows[blockIdx.x] * cols;
+    float* out = dst + (size_t)blockIdx.x * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = in[c];
+}
+
+// rms_norm: one block per row. The sum of squares is accumulated in double,
+// as the CPU reference does, so long rows keep their precision. dst may be x:
+// each thread writes only the elements it read.
+extern "C" __global__ void rms_norm(float* dst, const float* x, const float* w, int cols, float eps) {
+    __shared__ double part[32];
+    const float* in = x + (size_t)blockIdx.x * cols;
+    float* out = dst + (size_t)blockIdx.x * cols;
+    double ss = 0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss += (double)in[c] * (double)in[c];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    if (lane == 0) part[warp] = ss;
+    __syncthreads();
+    if (warp == 0) {
+        ss = lane < nw ? part[lane] : 0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0) part[0] = ss;
+    }
+    __syncthreads();
+    const float scale = (float)(1.0 / sqrt(part[0] / (double)cols + (double)eps));
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = in[c] * scale * w[c];
+}
+
+// rope rotates x[n, heads*headDim] in place. One thread per (row, head, pair);
+// grid.y is the row. The angle is computed in double and rounded, as the CPU
+// table is, so both backends rotate by the same float32 cos/sin.
+//   interleaved: pair i is (2i, 2i+1)   halves: pair i is (i, i + headDim/2)
+extern "C" __global__ void rope(float* x, const float* invFreq, const int* pos, int heads, int headDim, int half,
+                                int halves) {
+    const int r = blockIdx.y;
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= heads * half) return;
+    const int h = t / half, i = t % half;
+    double s, c;
+    sincos((double)pos[r] * (double)invFreq[i], &s, &c);
+    const float cs = (float)c, sn = (float)s;
+    float* v = x + (size_t)r * heads * headDim + (size_t)h * headDim;
+    const int a = halves ? i : 2 * i, b = halves ? i + headDim / 2 : 2 * i + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * cs - x1 * sn;
+    v[b] = x0 * sn + x1 * cs;
+}
+
+// swiglu: dst = silu(gate) * up over m elements; dst may alias gate.
+extern "C" __global__ void swiglu(float* dst, const float* gate, const float* up, long long m) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m; i += (long long)gridDim.x * blockDim.x) {
+        const float g = gate[i];
+        dst[i] = g / (1.f + expf(-g)) * up[i];
+    }
+}
+
+// add: dst += x over m elements.
+extern "C" __global__ void add(float* dst, const float* x, long long m) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m; i += (long long)gridDim.x * blockDim.x)
+        dst[i] += x[i];
+}
+
+// kv_write stores row r's K and V ([n, kvCols] F32) as F16 at slot slots[r]
+// of one layer's cache ([slots, kvCols] F16). One block per row.
+extern "C" __global__ void kv_write(uint16_t* kc, uint16_t* vc, const float* k, const float* v, const int* slots,
+                                    int kvCols) {
+    const int r = blockIdx.x;
+    const size_t dst = (size_t)slots[r] * kvCols, src = (size_t)r * kvCols;
+    for (int c = threadIdx.x; c < kvCols; c += blockDim.x) {
+        kc[dst + c] = f2h(k[src + c]);
+        vc[dst + c] = f2h(v[src + c]);
+    }
+}

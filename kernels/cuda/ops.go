@@ -1,0 +1,238 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// Every op checks its arguments as kernels/cpu does, then records its
+// launches; none touches the device (see doc.go).
+
+// kernelSuffix names a weight type in kernel names (get_rows_q4_k, gemv_bf16_4).
+var kernelSuffix = map[kernels.DType]string{
+	kernels.F32: "f32", kernels.F16: "f16", kernels.BF16: "bf16",
+	kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q5_0: "q5_0", kernels.Q5_1: "q5_1",
+	kernels.Q8_0: "q8_0", kernels.Q4_K: "q4_k", kernels.Q5_K: "q5_k", kernels.Q6_K: "q6_k",
+}
+
+func f32Of(t kernels.Tensor, what string) (*tensor, error) {
+	ct, err := asCUDA(t)
+	if err != nil {
+		return nil, err
+	}
+	if ct.dtype != kernels.F32 {
+		return nil, fmt.Errorf("cuda backend: %s must be F32, got %v", what, ct.dtype)
+	}
+	return ct, nil
+}
+
+func (t *tensor) elems() int64 { return t.bytes / 4 }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func (b *Backend) GetRows(dst, src kernels.Tensor, rows []int32) error {
+	d, err := f32Of(dst, "GetRows dst")
+	if err != nil {
+		return err
+	}
+	s, err := asCUDA(src)
+	if err != nil {
+		return err
+	}
+	cols, nrows := s.cols(), s.rows()
+	if d.cols() != cols || int64(len(rows)*cols) > d.elems() {
+		return fmt.Errorf("cuda backend: GetRows: %d rows of %d into %v", len(rows), cols, d.shape)
+	}
+	for _, r := range rows {
+		if r < 0 || int(r) >= nrows {
+			return fmt.Errorf("cuda backend: GetRows: row %d out of range [0,%d)", r, nrows)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	off := b.step.push(rows)
+	grid, block := [3]int{len(rows), 1, 1}, [3]int{128, 1, 1}
+	if s.dtype == kernels.F32 {
+		return b.launch("get_rows_f32_any", grid, block, ptrArg(d.ptr), ptrArg(s.ptr), tabArg(off), intArg(cols))
+	}
+	suffix, ok := kernelSuffix[s.dtype]
+	if !ok || cols%16 != 0 {
+		return fmt.Errorf("cuda backend: GetRows: %v rows of %d elements are not supported", s.dtype, cols)
+	}
+	return b.launch("get_rows_"+suffix, grid, block, ptrArg(d.ptr), ptrArg(s.ptr), tabArg(off), intArg(cols),
+		intArg(s.dtype.RowBytes(cols)))
+}
+
+func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {
+	d, err := f32Of(dst, "RMSNorm dst")
+	if err != nil {
+		return err
+	}
+	xt, err := f32Of(x, "RMSNorm x")
+	if err != nil {
+		return err
+	}
+	wt, err := f32Of(w, "RMSNorm weight")
+	if err != nil {
+		return err
+	}
+	cols := xt.cols()
+	if wt.elems() != int64(cols) || int64(n*cols) > xt.elems() || int64(n*cols) > d.elems() {
+		return fmt.Errorf("cuda backend: RMSNorm: %d rows of %d, weight %d", n, cols, wt.elems())
+	}
+	if n <= 0 {
+		return nil
+	}
+	return b.launch("rms_norm", [3]int{n, 1, 1}, [3]int{256, 1, 1},
+		ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(wt.ptr), intArg(cols), f32Arg(eps))
+}
+
+func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
+	d, err := f32Of(dst, "MatMul dst")
+	if err != nil {
+		return err
+	}
+	xt, err := f32Of(x, "MatMul x")
+	if err != nil {
+		return err
+	}
+	wt, err := asCUDA(w)
+	if err != nil {
+		return err
+	}
+	in, out := xt.cols(), wt.rows()
+	if wt.cols() != in || d.cols() != out || int64(n*in) > xt.elems() || int64(n*out) > d.elems() {
+		return fmt.Errorf("cuda backend: MatMul: x %v (n=%d) · w %v → dst %v", xt.shape, n, wt.shape, d.shape)
+	}
+	var biasArg arg
+	if bias != nil {
+		bt, err := f32Of(bias, "MatMul bias")
+		if err != nil {
+			return err
+		}
+		if bt.elems() != int64(out) {
+			return fmt.Errorf("cuda backend: MatMul: bias of %d for %d outputs", bt.elems(), out)
+		}
+		biasArg = ptrArg(bt.ptr)
+	}
+	suffix, ok := kernelSuffix[wt.dtype]
+	if !ok || in%32 != 0 {
+		return fmt.Errorf("cuda backend: MatMul: %v weights with rows of %d elements are not supported (rows must be a multiple of 32)", wt.dtype, in)
+	}
+	if n <= 0 {
+		return nil
+	}
+	rowBytes := intArg(wt.dtype.RowBytes(in))
+	if n > b.opts.GEMVMaxRows && wt.dtype != kernels.F32 {
+		return b.launch("mma_"+suffix, [3]int{ceilDiv(out, 64), ceilDiv(n, 64), 1}, [3]int{128, 1, 1},
+			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(wt.ptr), biasArg, intArg(n), intArg(in), intArg(out), rowBytes)
+	}
+	// Decode kernels: up to 8 rows per pass (F32 weights take this path at
+	// any n: they are rare and small, norms aside).
+	for r0 := 0; r0 < n; r0 += 8 {
+		rows := min(8, n-r0)
+		nr := 8
+		switch {
+		case rows == 1:
+			nr = 1
+		case rows == 2:
+			nr = 2
+		case rows <= 4:
+			nr = 4
+		}
+		fn := fmt.Sprintf("gemv_%s_%d", suffix, nr)
+		err := b.launch(fn, [3]int{ceilDiv(out, 4), 1, 1}, [3]int{128, 1, 1},
+			ptrArg(d.ptr+devOff(4*r0*out)), ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(wt.ptr), biasArg,
+			intArg(rows), intArg(in), intArg(out), rowBytes)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *Backend) RoPE(x, invFreq kernels.Tensor, pos []int32, heads int, style kernels.RoPEStyle) error {
+	xt, err := f32Of(x, "RoPE x")
+	if err != nil {
+		return err
+	}
+	ft, err := f32Of(invFreq, "RoPE invFreq")
+	if err != nil {
+		return err
+	}
+	cols := xt.cols()
+	if heads <= 0 || cols%heads != 0 {
+		return fmt.Errorf("cuda backend: RoPE: %d columns do not split into %d heads", cols, heads)
+	}
+	headDim, half := cols/heads, int(ft.elems())
+	if 2*half > headDim || int64(len(pos)*cols) > xt.elems() {
+		return fmt.Errorf("cuda backend: RoPE: %d frequencies for head size %d, %d rows", half, headDim, len(pos))
+	}
+	for _, p := range pos {
+		if p < 0 {
+			return fmt.Errorf("cuda backend: RoPE: negative position %d", p)
+		}
+	}
+	if len(pos) == 0 {
+		return nil
+	}
+	halves := 0
+	if style == kernels.RoPEHalves {
+		halves = 1
+	}
+	off := b.step.pushPositions(pos)
+	return b.launch("rope", [3]int{ceilDiv(heads*half, 128), len(pos), 1}, [3]int{128, 1, 1},
+		ptrArg(xt.ptr), ptrArg(ft.ptr), tabArg(off), intArg(heads), intArg(headDim), intArg(half), intArg(halves))
+}
+
+func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {
+	d, err := f32Of(dst, "SwiGLU dst")
+	if err != nil {
+		return err
+	}
+	g, err := f32Of(gate, "SwiGLU gate")
+	if err != nil {
+		return err
+	}
+	u, err := f32Of(up, "SwiGLU up")
+	if err != nil {
+		return err
+	}
+	m := int64(n * d.cols())
+	if m > g.elems() || m > u.elems() || m > d.elems() {
+		return fmt.Errorf("cuda backend: SwiGLU: %d rows exceed the tensors", n)
+	}
+	if m <= 0 {
+		return nil
+	}
+	return b.launch("swiglu", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(g.ptr), ptrArg(u.ptr), arg{v: uint64(m)})
+}
+
+func (b *Backend) Add(dst, x kernels.Tensor, n int) error {
+	d, err := f32Of(dst, "Add dst")
+	if err != nil {
+		return err
+	}
+	xt, err := f32Of(x, "Add x")
+	if err != nil {
+		return err
+	}
+	m := int64(n * d.cols())
+	if m > xt.elems() || m > d.elems() {
+		return fmt.Errorf("cuda backend: Add: %d rows exceed the tensors", n)
+	}
+	if m <= 0 {
+		return nil
+	}
+	return b.launch("add", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(xt.ptr), arg{v: uint64(m)})
+}
+
+// elementGrid covers m elements with 256-thread blocks, at most 8192 of
+// them: the element-wise kernels stride over the rest.
+func elementGrid(m int64) [3]int {
+	return [3]int{int(min((m+255)/256, 8192)), 1, 1}
+}

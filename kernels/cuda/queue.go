@@ -1,0 +1,180 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// A step is what the ops record between two flushes: kernel launches, and
+// the host tables they read, packed into one int32 arena that flush copies
+// to the device in a single transfer.
+//
+//	host:   tab = [ rows of GetRows | positions | slots, block tables ... ]
+//	device: arena.ptr + 4·offset  ←  what a launch's table argument becomes
+type step struct {
+	launches []launch
+	tab      []int32
+	// the last positions and attention tables pushed, so that the 2·layers
+	// RoPE calls and the layers' Attention calls of one forward pass share
+	// one copy (contents are compared, never assumed)
+	lastPos             []int32
+	lastPosOff          int
+	lastAttn            []int32
+	lastAttnOff         int
+	lastItems, lastRows int
+	scratch             []int32 // attention tables being built
+}
+
+// maxArgs is the most arguments a kernel here takes.
+const maxArgs = 14
+
+type launch struct {
+	fn          string
+	grid, block [3]int
+	args        [maxArgs]uint64
+	nargs       int
+	tables      uint32 // bit i: args[i] is an offset into tab, not a value
+}
+
+// arg is one kernel argument as the 8 bytes cu.Function.Launch copies: a
+// device pointer, an integer, or a float32's bits in the low half.
+type arg struct {
+	v     uint64
+	table bool
+}
+
+func ptrArg(p cu.DevicePtr) arg { return arg{v: uint64(p)} }
+func intArg(i int) arg          { return arg{v: uint64(int64(i))} }
+func f32Arg(f float32) arg      { return arg{v: uint64(math.Float32bits(f))} }
+func tabArg(off int) arg        { return arg{v: uint64(off), table: true} }
+
+// maxPending bounds a step: a caller that never reads still gets its work run.
+const maxPending = 1 << 14
+
+func (b *Backend) launch(fn string, grid, block [3]int, args ...arg) error {
+	if _, ok := b.fn[fn]; !ok {
+		return fmt.Errorf("cuda backend: no kernel %s in the loaded PTX", fn)
+	}
+	if len(args) > maxArgs {
+		return fmt.Errorf("cuda backend: kernel %s: %d arguments", fn, len(args))
+	}
+	l := launch{fn: fn, grid: grid, block: block, nargs: len(args)}
+	for i, a := range args {
+		l.args[i] = a.v
+		if a.table {
+			l.tables |= 1 << i
+		}
+	}
+	b.step.launches = append(b.step.launches, l)
+	if len(b.step.launches) >= maxPending {
+		return b.Sync()
+	}
+	return nil
+}
+
+// push appends v to the step's tables and returns its offset in int32s.
+func (s *step) push(v []int32) int {
+	off := len(s.tab)
+	s.tab = append(s.tab, v...)
+	return off
+}
+
+// pushPositions is push for RoPE positions, reusing an identical last copy.
+func (s *step) pushPositions(pos []int32) int {
+	if s.lastPos != nil && slices.Equal(s.lastPos, pos) {
+		return s.lastPosOff
+	}
+	s.lastPosOff = s.push(pos)
+	s.lastPos = s.tab[s.lastPosOff : s.lastPosOff+len(pos) : s.lastPosOff+len(pos)]
+	return s.lastPosOff
+}
+
+func (s *step) reset() {
+	s.launches = s.launches[:0]
+	s.tab = s.tab[:0]
+	s.lastPos, s.lastAttn = nil, nil
+}
+
+// devArena is the device copy of a step's tables, grown as needed.
+type devArena struct {
+	ptr   cu.DevicePtr
+	bytes int64
+}
+
+// devBuf is a small device buffer grown on demand (sampled token ids).
+type devBuf = devArena
+
+// ensure makes a hold at least n bytes; on the CUDA goroutine, after the
+// stream has drained (it may free the old buffer).
+func (b *Backend) ensure(a *devArena, n int64) error {
+	if n <= a.bytes {
+		return nil
+	}
+	n = max(n, 2*a.bytes, 1<<16)
+	if a.ptr != 0 {
+		if err := b.stream.Synchronize(); err != nil {
+			return fmt.Errorf("cuda backend: synchronize: %w", err)
+		}
+		if err := cu.MemFree(a.ptr); err != nil {
+			return fmt.Errorf("cuda backend: free: %w", err)
+		}
+		b.allocs = slices.DeleteFunc(b.allocs, func(p cu.DevicePtr) bool { return p == a.ptr })
+		a.ptr, a.bytes = 0, 0
+	}
+	p, err := b.alloc(n)
+	if err != nil {
+		return err
+	}
+	a.ptr, a.bytes = p, n
+	return nil
+}
+
+// flush runs on the CUDA goroutine: one copy of the tables, every launch in
+// order with its result checked, then a wait for the stream. The step is
+// emptied whatever happens, so a failed step does not poison the next.
+func (b *Backend) flush() error {
+	s := &b.step
+	defer s.reset()
+	if len(s.launches) == 0 {
+		return nil
+	}
+	if n := int64(4 * len(s.tab)); n > 0 {
+		if err := b.ensure(&b.arena, n); err != nil {
+			return err
+		}
+		if err := cu.MemcpyHtoDAsync(b.arena.ptr, unsafe.Pointer(&s.tab[0]), n, b.stream); err != nil {
+			return fmt.Errorf("cuda backend: copy step tables: %w", err)
+		}
+	}
+	var vals [maxArgs]uint64
+	var ptrs [maxArgs]unsafe.Pointer
+	for i := range ptrs {
+		ptrs[i] = unsafe.Pointer(&vals[i])
+	}
+	for i := range s.launches {
+		l := &s.launches[i]
+		for j := range l.nargs {
+			vals[j] = l.args[j]
+			if l.tables&(1<<j) != 0 {
+				vals[j] = uint64(b.arena.ptr) + 4*l.args[j]
+			}
+		}
+		err := b.fn[l.fn].Launch(l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], 0, b.stream, ptrs[:l.nargs])
+		if err != nil {
+			return fmt.Errorf("cuda backend: launch %s (grid %v block %v): %w", l.fn, l.grid, l.block, err)
+		}
+	}
+	if err := b.stream.Synchronize(); err != nil {
+		return fmt.Errorf("cuda backend: step of %d launches: %w", len(s.launches), err)
+	}
+	return nil
+}
+
+// devOff is a byte offset into a device allocation.
+func devOff(n int) cu.DevicePtr { return cu.DevicePtr(n) }
