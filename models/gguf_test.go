@@ -122,6 +122,7 @@ func TestGGUFRejects(t *testing.T) {
 		{"empty", nil, ErrMalformed, "magic"},
 		{"bad magic", append([]byte("GGUX"), valid[4:]...), ErrMalformed, "magic"},
 		{"version 1", patch(t, valid, []byte("GGUF\x03\x00\x00\x00"), []byte("GGUF\x01\x00\x00\x00")), ErrUnsupported, "version 1"},
+		{"big-endian", patch(t, valid, []byte("GGUF\x03\x00\x00\x00"), []byte("GGUF\x00\x00\x00\x03")), ErrUnsupported, "big-endian"},
 		{"version 4", patch(t, valid, []byte("GGUF\x03\x00\x00\x00"), []byte("GGUF\x04\x00\x00\x00")), ErrUnsupported, "version 4"},
 		{"huge tensor count", append(append([]byte("GGUF\x03\x00\x00\x00"), u64le(1<<62)...), valid[16:]...), ErrMalformed, "tensor count"},
 		{"huge kv count", append(append(append([]byte(nil), valid[:16]...), u64le(1<<62)...), valid[24:]...), ErrMalformed, "metadata count"},
@@ -275,3 +276,33 @@ func TestOpenMissing(t *testing.T) {
 }
 
 func kv(key string, v any) modeltest.KV { return modeltest.KV{Key: key, Value: v} }
+
+// TestGGUFVersion2: v2 differs from v3 only in allowing big-endian files, which
+// announce themselves with a byte-swapped version; a little-endian v2 reads the same.
+func TestGGUFVersion2(t *testing.T) {
+	v3 := encode(t, []modeltest.KV{kv("general.architecture", "llama")}, []modeltest.Tensor{f32Tensor("a", 2, 8)})
+	g, err := parseGGUF("v2.gguf", patch(t, v3, []byte("GGUF\x03"), []byte("GGUF\x02")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ht, err := g.Tensor("a"); g.Version() != 2 || err != nil || len(ht.Data) != 64 || !reflect.DeepEqual(ht.Shape, []int{2, 8}) {
+		t.Errorf("version %d, tensor %v %d bytes, %v", g.Version(), ht.Shape, len(ht.Data), err)
+	}
+}
+
+func BenchmarkOpenGGUF(b *testing.B) {
+	if _, err := os.Stat(defaultModel); err != nil {
+		b.Skip("default model not available (make model)")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := OpenGGUF(defaultModel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := g.Vocab(); err != nil {
+			b.Fatal(err)
+		}
+		g.Close()
+	}
+}

@@ -257,8 +257,18 @@ func (h *HFDir) Vocab() (*tokenizer.Vocab, error) { return nil, nil }
 // Has reports whether the checkpoint holds the tensor (GGUF name).
 func (h *HFDir) Has(name string) bool { _, ok := h.tensors[name]; return ok }
 
-// Names lists the tensors (GGUF names), sorted.
-func (h *HFDir) Names() []string { return sortedKeys(h.tensors) }
+// Tensors lists the tensors Sluice can load (F32, F16, BF16) under their GGUF
+// names, sorted; Offset is from the start of the tensor's shard.
+func (h *HFDir) Tensors() []TensorInfo {
+	var out []TensorInfo
+	for _, name := range sortedKeys(h.tensors) {
+		e := h.tensors[name]
+		if dt, ok := stDTypes[e.dtype]; ok {
+			out = append(out, TensorInfo{Name: name, DType: dt, Shape: append([]int(nil), e.shape...), Offset: e.begin, Size: e.end - e.begin})
+		}
+	}
+	return out
+}
 
 // Tensor returns the tensor called name (GGUF convention); Data is a slice of
 // the shard's mmap.

@@ -110,6 +110,9 @@ func TestSafetensorsLazyDType(t *testing.T) {
 	if _, err := h.Tensor("output.weight"); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"lm_head.weight": dtype I64`) {
 		t.Errorf("I64 tensor: %v", err)
 	}
+	if ts := h.Tensors(); len(ts) != 1 || ts[0].Name != "output_norm.weight" || ts[0].Size != 8 {
+		t.Errorf("Tensors() = %+v, want only the F32 output_norm.weight", ts)
+	}
 	if _, err := h.Tensor("blk.0.attn_q.weight"); !errors.Is(err, ErrNoTensor) {
 		t.Errorf("absent tensor: %v", err)
 	}
