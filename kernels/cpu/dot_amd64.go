@@ -61,6 +61,12 @@ func dotQ4_KQ8_K(w, x *byte, nb int) float32
 //go:noescape
 func dotQ5_KQ8_K(w, x *byte, nb int) float32
 
+//go:noescape
+func dotQ6_KQ8_K(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ8_KQ8_K(w, x *byte, nb int) float32
+
 // asmDot makes a row kernel of a one-row assembly kernel: with 256-element
 // super-blocks the call is a small part of a row's work.
 func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
@@ -105,4 +111,6 @@ func init() {
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
 	quantKernels[kernels.Q4_K].rows = asmDot(dotQ4_KQ8_K, 144, 292)
 	quantKernels[kernels.Q5_K].rows = asmDot(dotQ5_KQ8_K, 176, 292)
+	quantKernels[kernels.Q6_K].rows = asmDot(dotQ6_KQ8_K, 210, 292)
+	quantKernels[kernels.Q8_K].rows = asmDot(dotQ8_KQ8_K, 292, 292)
 }

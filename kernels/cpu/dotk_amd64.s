@@ -158,3 +158,137 @@ q5kblk:
 	JNZ       q5kblk
 
 	KFINISH
+
+// Q6_K: per 128-element half, pair k of sub-blocks (16 elements each) uses
+// scale bytes 2k and 2k+1; q6Shuf row k spreads them over 8 bytes each so
+// VPMOVSXBW gives the 16 int16 multipliers of one 32-element group.
+DATA q6Shuf<>+0(SB)/8, $0x0000000000000000
+DATA q6Shuf<>+8(SB)/8, $0x0101010101010101
+DATA q6Shuf<>+16(SB)/8, $0x0202020202020202
+DATA q6Shuf<>+24(SB)/8, $0x0303030303030303
+DATA q6Shuf<>+32(SB)/8, $0x0404040404040404
+DATA q6Shuf<>+40(SB)/8, $0x0505050505050505
+DATA q6Shuf<>+48(SB)/8, $0x0606060606060606
+DATA q6Shuf<>+56(SB)/8, $0x0707070707070707
+DATA q6Shuf<>+64(SB)/8, $0x0808080808080808
+DATA q6Shuf<>+72(SB)/8, $0x0909090909090909
+DATA q6Shuf<>+80(SB)/8, $0x0a0a0a0a0a0a0a0a
+DATA q6Shuf<>+88(SB)/8, $0x0b0b0b0b0b0b0b0b
+DATA q6Shuf<>+96(SB)/8, $0x0c0c0c0c0c0c0c0c
+DATA q6Shuf<>+104(SB)/8, $0x0d0d0d0d0d0d0d0d
+DATA q6Shuf<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
+DATA q6Shuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL q6Shuf<>(SB), RODATA|NOPTR, $128
+
+// Q6_DOT: Y11 += scale pair · Σ (q − 32)·q8 for one 32-element group whose
+// levels (0..63) are in Y7; (q−32)·q8 is q·q8 − 32·q8 since VPMADDUBSW
+// needs the unsigned operand. X13 holds the block's 16 int8 scales; Y10
+// 32 in every byte.
+#define Q6_DOT(xoff, shuf) \
+	VMOVDQU    xoff(DI), Y1; \
+	VPMADDUBSW Y1, Y10, Y14; \
+	VPMADDUBSW Y1, Y7, Y7; \
+	VPSUBW     Y14, Y7, Y7; \
+	VPSHUFB    q6Shuf<>+shuf(SB), X13, X15; \
+	VPMOVSXBW  X15, Y15; \
+	VPMADDWD   Y15, Y7, Y7; \
+	VPADDD     Y7, Y11, Y11
+
+// Q6_GROUP builds levels (ql nibble | two qh bits << 4) in Y7 from the ql
+// bytes in qlY (nibble shift lo: 0 or 4) and qh in Y5 (bits at qhShift).
+#define Q6_GROUP(qlY, lo, qhShift) \
+	VPSRLW $qhShift, Y5, Y6; \
+	VPAND  Y8, Y6, Y6; \
+	VPSLLW $4, Y6, Y6; \
+	VPSRLW $lo, qlY, Y7; \
+	VPAND  Y9, Y7, Y7; \
+	VPOR   Y6, Y7, Y7
+
+// Q6_HALF: 128 elements: ql[64h:64h+64], qh[32h:32h+32], scales 8h..8h+7.
+#define Q6_HALF(qloff, qhoff, xoff, shuf) \
+	VMOVDQU qloff(SI), Y3; \
+	VMOVDQU qloff+32(SI), Y4; \
+	VMOVDQU qhoff(SI), Y5; \
+	Q6_GROUP(Y3, 0, 0); \
+	Q6_DOT(xoff, shuf); \
+	Q6_GROUP(Y4, 0, 2); \
+	Q6_DOT(xoff+32, shuf+16); \
+	Q6_GROUP(Y3, 4, 4); \
+	Q6_DOT(xoff+64, shuf+32); \
+	Q6_GROUP(Y4, 4, 6); \
+	Q6_DOT(xoff+96, shuf+48)
+
+// func dotQ6_KQ8_K(w, x *byte, nb int) float32
+// w: [ql 128][qh 64][scales int8 16][d f16] per super-block.
+TEXT ·dotQ6_KQ8_K(SB), NOSPLIT, $0-28
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         nb+16(FP), CX
+	NIBBLE_MASK(Y9, X9)
+	MOVL         $0x03030303, DX
+	VMOVD        DX, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x20202020, DX
+	VMOVD        DX, X10
+	VPBROADCASTD X10, Y10
+	VXORPS       Y0, Y0, Y0
+	VXORPS       X12, X12, X12
+
+q6kblk:
+	MOVWLZX      208(SI), DX // d is the block's last field: a 4-byte load could leave the row
+	VMOVD        DX, X1
+	VCVTPH2PS    X1, X1
+	VMULSS       (DI), X1, X1
+	VBROADCASTSS X1, Y2
+	VMOVDQU      192(SI), X13
+	VPXOR        Y11, Y11, Y11
+	Q6_HALF(0, 128, 4, 0)
+	Q6_HALF(64, 160, 132, 64)
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y11, Y2, Y0
+	ADDQ         $210, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNZ          q6kblk
+	KFINISH
+
+// func dotQ8_KQ8_K(w, x *byte, nb int) float32
+// Q8_K weights (rare, but a valid GGUF type) against Q8_K activations; the
+// quants are in [−127, 127], so the sign trick is exact.
+#define Q8K_CHUNK(off) \
+	VMOVDQU    off(SI), Y4; \
+	VMOVDQU    off(DI), Y5; \
+	VPSIGNB    Y4, Y4, Y6; \
+	VPSIGNB    Y4, Y5, Y5; \
+	VPMADDUBSW Y5, Y6, Y6; \
+	VPMADDWD   Y10, Y6, Y6; \
+	VPADDD     Y6, Y11, Y11
+
+TEXT ·dotQ8_KQ8_K(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nb+16(FP), CX
+	ONES_I16(Y10, X10)
+	VXORPS Y0, Y0, Y0
+	VXORPS X12, X12, X12
+
+q8kblk:
+	VMOVSS       (SI), X1
+	VMULSS       (DI), X1, X1
+	VBROADCASTSS X1, Y2
+	VPXOR        Y11, Y11, Y11
+	Q8K_CHUNK(4)
+	Q8K_CHUNK(36)
+	Q8K_CHUNK(68)
+	Q8K_CHUNK(100)
+	Q8K_CHUNK(132)
+	Q8K_CHUNK(164)
+	Q8K_CHUNK(196)
+	Q8K_CHUNK(228)
+	VCVTDQ2PS    Y11, Y11
+	VFMADD231PS  Y11, Y2, Y0
+	ADDQ         $292, SI
+	ADDQ         $292, DI
+	DECQ         CX
+	JNZ          q8kblk
+	KFINISH
