@@ -77,7 +77,7 @@ func (f *chunkFormat) finish(dst []byte, reason string) []byte {
 func (f *chunkFormat) usage(dst []byte, u Usage) []byte {
 	dst = append(dst, f.usageHd...)
 	dst = append(dst, `"usage":`...)
-	return u.appendJSON(dst)
+	return append(u.appendJSON(dst), '}')
 }
 
 // Usage is OpenAI's token accounting.

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func frameOf(id int64) []byte { return fmt.Appendf(nil, "id: %d\ndata: %03d\n\n", id, id) } // 18 bytes for ids < 10
+
+func framesFrom(from, to int64) string {
+	var s []byte
+	for id := from; id <= to; id++ {
+		s = append(s, frameOf(id)...)
+	}
+	return string(s)
+}
+
+func TestEventLog(t *testing.T) {
+	tests := []struct {
+		name    string
+		maxLen  int
+		add     int64 // frames 1..add
+		sent    int64 // trim(sent) after adding
+		after   int64
+		want    string
+		wantErr bool
+	}{
+		{"replay everything", 1 << 10, 5, 5, 0, framesFrom(1, 5), false},
+		{"replay the missing tail", 1 << 10, 5, 5, 3, framesFrom(4, 5), false},
+		{"nothing missing", 1 << 10, 5, 5, 5, "", false},
+		{"an id never issued", 1 << 10, 5, 5, 6, "", true},
+		{"cap drops the oldest", 3 * 18, 5, 5, 2, framesFrom(3, 5), false},
+		{"dropped frames cannot be replayed", 3 * 18, 5, 5, 1, "", true},
+		{"unsent frames are kept past the cap", 18, 5, 2, 2, framesFrom(3, 5), false},
+		{"no retention keeps nothing sent", 0, 5, 5, 5, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newEventLog(tt.maxLen)
+			for id := int64(1); id <= tt.add; id++ {
+				if l.nextID() != id {
+					t.Fatalf("nextID %d, want %d", l.nextID(), id)
+				}
+				l.add(frameOf(id))
+			}
+			l.trim(tt.sent)
+			if int64(l.size()) != l.retained.Load() {
+				t.Errorf("retained %d, size %d", l.retained.Load(), l.size())
+			}
+			got, err := l.after(tt.after)
+			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrResumeGap)) {
+				t.Fatalf("after(%d) error %v, want error %v", tt.after, err, tt.wantErr)
+			}
+			if string(got) != tt.want {
+				t.Errorf("after(%d) = %q, want %q", tt.after, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEventLogCompacts checks that a long stream under a cap keeps its arena
+// bounded and still replays the right frames.
+func TestEventLogCompacts(t *testing.T) {
+	l := newEventLog(10 * 18)
+	for id := int64(1); id <= 9; id++ {
+		l.add(frameOf(id))
+	}
+	for round := 0; round < 1000; round++ {
+		id := l.nextID()
+		l.add([]byte(fmt.Sprintf("id: %d\ndata: %03d\n\n", id, id%1000)))
+		l.trim(id)
+	}
+	if len(l.data) > 3*10*20 {
+		t.Errorf("arena grew to %d bytes for a cap of %d", len(l.data), 10*18)
+	}
+	got, err := l.after(l.lastID() - 1)
+	if err != nil || string(got) != fmt.Sprintf("id: %d\ndata: %03d\n\n", l.lastID(), l.lastID()%1000) {
+		t.Errorf("last frame %q, %v", got, err)
+	}
+}

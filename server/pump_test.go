@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// recEmitter records what the pump asks of an emitter, with the (fake) time
+// of each flush. Flushes numbered failFrom and later fail, as a write to a
+// vanished client does.
+type recEmitter struct {
+	start      time.Time
+	text       strings.Builder
+	flushes    []time.Duration // time of each flush that wrote something
+	keepAlives []time.Duration
+	dirty      bool
+	failFrom   int
+	n          int
+}
+
+func (e *recEmitter) Text(s string) error { e.text.WriteString(s); e.dirty = true; return nil }
+func (e *recEmitter) KeepAlive() error {
+	e.keepAlives = append(e.keepAlives, time.Since(e.start))
+	return nil
+}
+func (e *recEmitter) Flush() error {
+	e.n++
+	if e.failFrom > 0 && e.n >= e.failFrom {
+		return errors.New("broken pipe")
+	}
+	if e.dirty {
+		e.flushes = append(e.flushes, time.Since(e.start))
+		e.dirty = false
+	}
+	return nil
+}
+
+func TestPump(t *testing.T) {
+	tests := []struct {
+		name     string
+		script   []string
+		queued   time.Duration
+		interval time.Duration
+		cfg      PumpConfig
+		stops    []string
+		cancelAt time.Duration // cancel the request context (client gone)
+		shutAt   time.Duration // close the shutdown channel
+		failFrom int
+		check    func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine)
+	}{
+		{
+			name: "keep-alive while queued, none once tokens flow", script: []string{"a", "b", "c"},
+			queued: 40 * time.Second, interval: time.Second,
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: time.Minute, AbortOnDisconnect: true},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if want := []time.Duration{15 * time.Second, 30 * time.Second}; !slices.Equal(e.keepAlives, want) {
+					t.Errorf("keep-alives at %v, want %v", e.keepAlives, want)
+				}
+				if out.Finish != "stop" || e.text.String() != "abc" {
+					t.Errorf("finish %q text %q", out.Finish, e.text.String())
+				}
+			},
+		},
+		{
+			name: "stall timeout aborts with an in-band error", script: []string{"a", "b"},
+			queued: time.Hour, cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !errors.Is(out.Err, ErrStall) || out.ClientGone {
+					t.Errorf("outcome %+v, want a stall error", out)
+				}
+				if !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseStall}) {
+					t.Errorf("aborts %v", eng.Aborts())
+				}
+			},
+		},
+		{
+			name: "client gone mid-stream aborts at once", script: strings.Split("abcdefghij", ""),
+			interval: time.Second, cfg: PumpConfig{StallTimeout: time.Minute, AbortOnDisconnect: true},
+			cancelAt: 3500 * time.Millisecond,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !out.ClientGone || !out.CutShort || out.Err != nil {
+					t.Errorf("outcome %+v, want client gone, cut short", out)
+				}
+				if !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseClientDisconnect}) {
+					t.Errorf("aborts %v", eng.Aborts())
+				}
+				if e.text.String() != "abcd" {
+					t.Errorf("text %q, want the 4 tokens produced before the cancel", e.text.String())
+				}
+			},
+		},
+		{
+			name: "a failed write is a client gone", script: strings.Split("abcdefghij", ""),
+			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, failFrom: 3,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !out.ClientGone || !out.CutShort {
+					t.Errorf("outcome %+v", out)
+				}
+				if len(eng.Aborts()) != 1 {
+					t.Errorf("aborts %v", eng.Aborts())
+				}
+			},
+		},
+		{
+			name: "without abort-on-disconnect the sequence runs into the void", script: strings.Split("abcdef", ""),
+			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: false}, cancelAt: 1500 * time.Millisecond,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !out.ClientGone || out.CutShort || out.Finish != "stop" || len(eng.Aborts()) != 0 {
+					t.Errorf("outcome %+v aborts %v", out, eng.Aborts())
+				}
+			},
+		},
+		{
+			name: "shutdown ends the stream in-band", script: strings.Split("abcdef", ""),
+			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, shutAt: 2500 * time.Millisecond,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !errors.Is(out.Err, ErrShutdown) || !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseShutdown}) {
+					t.Errorf("outcome %+v aborts %v", out, eng.Aborts())
+				}
+			},
+		},
+		{
+			name: "stop string aborts the sequence", script: []string{"x", "S", "T", "O", "P", "y", "z"},
+			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, stops: []string{"STOP"},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if out.Finish != "stop" || out.Err != nil || e.text.String() != "x" {
+					t.Errorf("outcome %+v text %q", out, e.text.String())
+				}
+				if !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseStopString}) {
+					t.Errorf("aborts %v", eng.Aborts())
+				}
+			},
+		},
+		{
+			name: "flush interval 0 writes every token", script: strings.Split("abcdefghij", ""),
+			interval: 5 * time.Millisecond, cfg: PumpConfig{},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if len(e.flushes) != 10 {
+					t.Errorf("%d flushes, want 10", len(e.flushes))
+				}
+			},
+		},
+		{
+			name: "flush interval groups tokens into fewer writes", script: strings.Split("abcdefghijklmnopqrst", ""),
+			interval: 5 * time.Millisecond, cfg: PumpConfig{FlushInterval: 25 * time.Millisecond},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				// 20 tokens over 95ms: one write per 25ms window (the last
+				// window's text goes out at the end of the stream).
+				if len(e.flushes) != 3 || e.text.String() != "abcdefghijklmnopqrst" {
+					t.Errorf("flushes at %v, text %q", e.flushes, e.text.String())
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				v := newPieceVocab()
+				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, interval: tt.interval}
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				shutdown := make(chan struct{})
+				if tt.cancelAt > 0 {
+					time.AfterFunc(tt.cancelAt, cancel)
+				}
+				if tt.shutAt > 0 {
+					time.AfterFunc(tt.shutAt, func() { close(shutdown) })
+				}
+				submitCtx := ctx
+				if !tt.cfg.AbortOnDisconnect {
+					submitCtx = context.WithoutCancel(ctx) // as Server.submit does
+				}
+				seq, _ := eng.Submit(submitCtx, engine.Request{})
+				e := &recEmitter{start: time.Now(), failFrom: tt.failFrom}
+				out := Pump(ctx, seq, NewTextStream(v.NewDetokenizer(), tt.stops), e, tt.cfg, shutdown)
+				if eng.Live() != 0 {
+					t.Errorf("Pump returned with %d live sequences", eng.Live())
+				}
+				tt.check(t, out, e, eng)
+			})
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+)
+
+func TestParseRequestRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		chat  bool
+		body  string
+		param string
+	}{
+		{"not JSON", true, `{"messages":`, ""},
+		{"messages missing", true, `{"model":"m"}`, "messages"},
+		{"messages wrong type", true, `{"messages":"hi"}`, "messages"},
+		{"bad role", true, `{"messages":[{"role":"wizard","content":"x"}]}`, "messages[0].role"},
+		{"image part", true, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content"},
+		{"content number", true, `{"messages":[{"role":"user","content":3}]}`, "messages[0].content"},
+		{"prompt missing", false, `{}`, "prompt"},
+		{"prompt two strings", false, `{"prompt":["a","b"]}`, "prompt"},
+		{"prompt object", false, `{"prompt":{}}`, "prompt"},
+		{"max_tokens string", false, `{"prompt":"x","max_tokens":"5"}`, "max_tokens"},
+		{"max_tokens zero", false, `{"prompt":"x","max_tokens":0}`, "max_tokens"},
+		{"max_completion_tokens negative", true, `{"messages":[{"role":"user","content":"x"}],"max_completion_tokens":-1}`, "max_completion_tokens"},
+		{"temperature high", false, `{"prompt":"x","temperature":2.5}`, "temperature"},
+		{"temperature string", false, `{"prompt":"x","temperature":"hot"}`, "temperature"},
+		{"top_p zero", false, `{"prompt":"x","top_p":0}`, "top_p"},
+		{"top_p high", false, `{"prompt":"x","top_p":1.1}`, "top_p"},
+		{"top_k negative", false, `{"prompt":"x","top_k":-2}`, "top_k"},
+		{"top_k fraction", false, `{"prompt":"x","top_k":1.5}`, "top_k"},
+		{"min_p high", false, `{"prompt":"x","min_p":2}`, "min_p"},
+		{"presence_penalty low", false, `{"prompt":"x","presence_penalty":-3}`, "presence_penalty"},
+		{"frequency_penalty high", false, `{"prompt":"x","frequency_penalty":2.01}`, "frequency_penalty"},
+		{"repetition_penalty zero", false, `{"prompt":"x","repetition_penalty":0}`, "repetition_penalty"},
+		{"seed string", false, `{"prompt":"x","seed":"7"}`, "seed"},
+		{"stop number", false, `{"prompt":"x","stop":5}`, "stop"},
+		{"stop empty string", false, `{"prompt":"x","stop":[""]}`, "stop"},
+		{"too many stops", false, `{"prompt":"x","stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, "stop"},
+		{"stream string", false, `{"prompt":"x","stream":"yes"}`, "stream"},
+		{"stream_options without stream", false, `{"prompt":"x","stream_options":{"include_usage":true}}`, "stream_options"},
+		{"include_usage wrong type", false, `{"prompt":"x","stream":true,"stream_options":{"include_usage":1}}`, "stream_options.include_usage"},
+		{"n two", false, `{"prompt":"x","n":2}`, "n"},
+		{"user number", false, `{"prompt":"x","user":5}`, "user"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseRequest([]byte(tt.body), tt.chat)
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("got %v, want an APIError", err)
+			}
+			if ae.Status != http.StatusBadRequest || ae.Type != "invalid_request_error" {
+				t.Errorf("status %d type %q, want 400 invalid_request_error", ae.Status, ae.Type)
+			}
+			param := ""
+			if ae.Param != nil {
+				param = *ae.Param
+			}
+			if param != tt.param {
+				t.Errorf("param %q, want %q (message %q)", param, tt.param, ae.Message)
+			}
+			var wire struct {
+				Error map[string]any `json:"error"`
+			}
+			body, _ := json.Marshal(ae)
+			if json.Unmarshal(body, &wire) != nil || wire.Error["message"] == "" {
+				t.Errorf("error JSON %s is not OpenAI's shape", body)
+			}
+			for _, k := range []string{"message", "type", "param", "code"} {
+				if _, ok := wire.Error[k]; !ok {
+					t.Errorf("error JSON %s lacks %q", body, k)
+				}
+			}
+		})
+	}
+}
+
+func TestParseRequestAccepts(t *testing.T) {
+	seven := uint64(7)
+	tests := []struct {
+		name string
+		chat bool
+		body string
+		want GenRequest
+	}{
+		{"chat with every field and unknown ones", true,
+			`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"text","text":"!"}]}],
+			  "max_tokens":9,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"stop":"END","presence_penalty":0.1,
+			  "frequency_penalty":-0.2,"repetition_penalty":1.1,"stream":true,"stream_options":{"include_usage":true},"user":"u1",
+			  "logit_bias":{},"tools":[],"n":1}`,
+			GenRequest{Model: "m", Chat: true, Messages: []ChatMessage{{"system", "be brief"}, {"user", "hi!"}}, MaxTokens: 9,
+				Stop: []string{"END"}, Stream: true, IncludeUsage: true, User: "u1"}},
+		{"max_completion_tokens wins over max_tokens", true,
+			`{"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":6}`,
+			GenRequest{Chat: true, Messages: []ChatMessage{{"user", "x"}}, MaxTokens: 6}},
+		{"null fields are absent", true,
+			`{"messages":[{"role":"assistant","content":null}],"temperature":null,"stop":null,"stream":null}`,
+			GenRequest{Chat: true, Messages: []ChatMessage{{"assistant", ""}}}},
+		{"prompt as one-string list, top_k -1 is off", false, `{"prompt":["hello"],"top_k":-1,"stop":["a","b"]}`,
+			GenRequest{Prompt: "hello", Stop: []string{"a", "b"}}},
+		{"prompt as token ids", false, `{"prompt":[1,2,3]}`, GenRequest{PromptIDs: []int32{1, 2, 3}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := ParseRequest([]byte(tt.body), tt.chat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sp := g.Sampling
+			g.Sampling = tt.want.Sampling
+			gotJSON, _ := json.Marshal(g)
+			wantJSON, _ := json.Marshal(tt.want)
+			if string(gotJSON) != string(wantJSON) {
+				t.Errorf("got  %s\nwant %s", gotJSON, wantJSON)
+			}
+			if tt.name == "chat with every field and unknown ones" {
+				want := [...]float32{0.5, 0.9, 0.05, 1.1, 0.1, -0.2}
+				got := [...]float32{sp.Temperature, sp.TopP, sp.MinP, sp.RepetitionPenalty, sp.PresencePenalty, sp.FrequencyPenalty}
+				if got != want || sp.TopK != 40 || sp.Seed == nil || *sp.Seed != seven {
+					t.Errorf("sampling %+v", sp)
+				}
+			}
+		})
+	}
+}
+
+func TestErrorTableStatuses(t *testing.T) {
+	for _, row := range errorTable {
+		ae := toAPIError(errors.Join(errors.New("context"), row.err))
+		if ae.Status != row.status || *ae.Code != row.code {
+			t.Errorf("%v: got %d %s, want %d %s", row.err, ae.Status, *ae.Code, row.status, row.code)
+		}
+	}
+	if ae := toAPIError(errors.New("boom")); ae.Status != http.StatusInternalServerError {
+		t.Errorf("unknown error got %d, want 500", ae.Status)
+	}
+}
