@@ -53,3 +53,18 @@ golden:
 
 clean:
 	rm -rf bin .build
+
+# --- gRPC endpoint and metrics (issue 5) -------------------------------------
+# `make proto` regenerates server/grpc/proto/**.pb.go with pinned protoc
+# (PyPI grpcio-tools), protoc-gen-go and protoc-gen-go-grpc, all under .build/.
+# grpcurl (pinned) is installed for the reflection test; an install failure is
+# not fatal: that one test then skips with a message.
+.PHONY: proto grpcurl
+
+proto:
+	./scripts/proto.sh
+
+grpcurl:
+	-./scripts/install-grpcurl.sh
+
+test-unit test-race: grpcurl

@@ -29,12 +29,12 @@ GOBIN="$bin" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_G
 # grpc_tools bundles the well-known types (google/protobuf/*.proto) under its _proto dir.
 wkt=$("$venv/bin/python" -c "import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))")
 
+# One directory per proto package (sluice/v1, vllm): each is its own Go package.
 cd server/grpc/proto
-for f in *.proto; do
-	PATH="$bin:$PATH" "$venv/bin/python" -m grpc_tools.protoc \
-		-I . -I "$wkt" \
-		--go_out=. --go_opt=paths=source_relative \
-		--go-grpc_out=. --go-grpc_opt=paths=source_relative \
-		"$f"
-done
-echo "regenerated: $(ls ./*.pb.go | tr '\n' ' ')"
+mapfile -t protos < <(find . -name '*.proto' | sort)
+PATH="$bin:$PATH" "$venv/bin/python" -m grpc_tools.protoc \
+	-I . -I "$wkt" \
+	--go_out=. --go_opt=paths=source_relative \
+	--go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	"${protos[@]}"
+echo "regenerated: $(find . -name '*.pb.go' | sort | tr '\n' ' ')"
