@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// ErrConfig reports an invalid engine configuration (from New).
+var ErrConfig = errors.New("engine: invalid config")
+
+// DefaultMaxQueue bounds the waiting queue when Config.MaxQueue is 0.
+const DefaultMaxQueue = 256
+
+// Config sizes the engine. Zero fields take the defaults of the packages
+// that own them (kvcache, scheduler) or of this one.
+type Config struct {
+	// Blocks and BlockSize size the KV pool; the Model's KV store must have
+	// been made with the same figures (slot = block*BlockSize + pos%BlockSize).
+	Blocks    int
+	BlockSize int // 0 = kvcache.DefaultBlockSize
+
+	MaxBatchTokens int     // tokens per step (0 = scheduler default)
+	MaxSeqs        int     // sequences running at once (0 = scheduler default)
+	Watermark      float64 // fraction of KV blocks admission keeps free
+	AgingSteps     int     // steps of waiting worth one priority level (0 = scheduler default)
+
+	// MaxQueue bounds sequences accepted but not yet started; Submit returns
+	// ErrQueueFull beyond it.
+	MaxQueue int
+
+	// EOG are the model's end-of-generation token ids (EOS, EOT, <|im_end|>…).
+	EOG []int32
+
+	// DisablePrefixCache turns off reuse of computed prompt blocks.
+	DisablePrefixCache bool
+
+	// Observer, when set, is called from the engine loop (see Observer).
+	Observer Observer
+}
+
+func (c *Config) validate(m Model) error {
+	if m == nil {
+		return fmt.Errorf("%w: nil model", ErrConfig)
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = kvcache.DefaultBlockSize
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	switch {
+	case c.Blocks <= 0 || c.BlockSize <= 0 || int64(c.Blocks)*int64(c.BlockSize) > math.MaxInt32:
+		return fmt.Errorf("%w: %d blocks of %d tokens", ErrConfig, c.Blocks, c.BlockSize)
+	case c.MaxQueue < 0:
+		return fmt.Errorf("%w: MaxQueue %d", ErrConfig, c.MaxQueue)
+	case m.VocabSize() <= 0 || m.ContextLen() <= 1:
+		return fmt.Errorf("%w: model vocab %d, context %d", ErrConfig, m.VocabSize(), m.ContextLen())
+	}
+	for _, id := range c.EOG {
+		if id < 0 || int(id) >= m.VocabSize() {
+			return fmt.Errorf("%w: EOG id %d outside vocab %d", ErrConfig, id, m.VocabSize())
+		}
+	}
+	return nil
+}
+
+func (c *Config) schedulerConfig() scheduler.Config {
+	return scheduler.Config{
+		MaxBatchTokens: c.MaxBatchTokens,
+		MaxSeqs:        c.MaxSeqs,
+		Watermark:      c.Watermark,
+		AgingSteps:     c.AgingSteps,
+	}
+}

@@ -1,0 +1,23 @@
+// Package engine owns the generation loop: continuous batching of sequences
+// over a paged KV cache, each sequence's lifecycle (submit, stream, finish,
+// abort), sampling, and the cancellation path that returns a sequence's KV
+// blocks to the pool before the next step.
+//
+// Concurrency: one goroutine, the loop, owns the scheduler, the KV pool and
+// all per-sequence state:
+//
+//	for { select { arrivals, aborts, stop }; step() }
+//	step = schedule → build kernels.Batch → Model.Forward → sample → deliver
+//
+// Callers reach it only through channels: Submit sends an arrival (bounded
+// by Config.MaxQueue: ErrQueueFull is the backpressure), Abort and context
+// cancellation (context.AfterFunc, no goroutine per sequence) send an abort.
+// Both take effect at the next step boundary. The loop never waits on a
+// reader: each Sequence's token channel is buffered for every token it may
+// produce, and is closed exactly once, by the loop, after its Result is set.
+// Status and metrics read a Stats snapshot published once per step, and an
+// optional Observer is called from the loop.
+//
+// The engine knows nothing of HTTP, JSON or SSE, nor of devices: the Model
+// owns its KV storage, sized for Config.Blocks × Config.BlockSize slots.
+package engine

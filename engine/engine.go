@@ -1,0 +1,336 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// Engine runs a Model over continuously batched sequences. One goroutine
+// (the loop) owns the scheduler, the KV pool and every sequence's state;
+// Submit, Abort and context cancellations reach it through channels and take
+// effect at the next step boundary.
+type Engine struct {
+	model Model
+	cfg   Config
+	limit int // longest sequence: min(model context, KV pool capacity)
+
+	// Edge state, shared with callers.
+	closeMu  sync.RWMutex // Close vs Submit's send: nothing is sent after the loop drains
+	closed   bool
+	nextID   atomic.Uint64
+	queued   atomic.Int64 // accepted, not yet started: bounded by cfg.MaxQueue
+	arrivals chan *Sequence
+	aborts   chan abortReq
+	stop     chan struct{}
+	done     chan struct{}
+	stats    atomic.Pointer[Stats]
+
+	// Loop-owned.
+	pool  *kvcache.Pool
+	sched *scheduler.Scheduler
+	live  map[*Sequence]struct{}
+	batch kernels.Batch
+	st    Stats // counters behind the published snapshot
+}
+
+// New validates cfg and starts the engine loop. The model's KV store must
+// hold cfg.Blocks blocks of cfg.BlockSize slots. Call Close to stop it.
+func New(model Model, cfg Config) (*Engine, error) {
+	if err := cfg.validate(model); err != nil {
+		return nil, err
+	}
+	pool, err := kvcache.NewPool(kvcache.Config{
+		Blocks: cfg.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: !cfg.DisablePrefixCache,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	sched, err := scheduler.New(cfg.schedulerConfig(), pool)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	e := &Engine{
+		model: model,
+		cfg:   cfg,
+		limit: min(model.ContextLen(), cfg.Blocks*cfg.BlockSize),
+		// Every queued sequence fits in the buffer, so Submit never blocks on it.
+		arrivals: make(chan *Sequence, cfg.MaxQueue),
+		aborts:   make(chan abortReq, cfg.MaxQueue),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+		pool:     pool,
+		sched:    sched,
+		live:     make(map[*Sequence]struct{}),
+	}
+	e.publish()
+	go e.loop()
+	return e, nil
+}
+
+// MaxSequenceLen is the longest sequence (prompt + output) the engine accepts:
+// the model's context length or the KV pool's capacity, whichever is smaller.
+func (e *Engine) MaxSequenceLen() int { return e.limit }
+
+// Stats returns the latest snapshot the loop published.
+func (e *Engine) Stats() *Stats { return e.stats.Load() }
+
+// Submit validates req and queues it. The sequence is aborted with
+// CauseClientDisconnect when ctx is done. Errors: ErrInvalidRequest,
+// ErrPromptTooLong, ErrQueueFull (backpressure: retry later), ErrClosed, or
+// ctx's error if it is already done.
+//
+// MaxTokens bounds the whole output, Resume included; 0 means up to
+// MaxSequenceLen. The output channel holds every token the sequence may
+// still produce.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
+	maxLen, err := e.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("engine: submit: %w", err)
+	}
+	known := len(req.Prompt) + len(req.Resume)
+	s := &Sequence{
+		id:        e.nextID.Add(1),
+		req:       req,
+		submitted: time.Now(),
+		eng:       e,
+		ctx:       ctx,
+		out:       make(chan Token, maxLen-known),
+		done:      make(chan struct{}),
+		sampler:   newSampler(req.Sampling),
+		maxLen:    maxLen,
+		emitted:   len(req.Resume),
+	}
+	s.sq.Tokens = make([]int32, 0, maxLen)
+	s.sq.Tokens = append(append(s.sq.Tokens, req.Prompt...), req.Resume...)
+	s.sq.Priority = req.Priority
+	s.sq.Owner = s
+
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if e.queued.Add(1) > int64(e.cfg.MaxQueue) {
+		e.queued.Add(-1)
+		return nil, ErrQueueFull
+	}
+	e.arrivals <- s // never blocks: queued ≤ MaxQueue = cap(arrivals)
+	return s, nil
+}
+
+// validate checks req and returns the sequence's length limit (prompt,
+// resume and output tokens).
+func (e *Engine) validate(req Request) (int, error) {
+	vocab := int32(e.model.VocabSize())
+	for _, ids := range [][]int32{req.Prompt, req.Resume, req.StopTokens} {
+		for _, id := range ids {
+			if id < 0 || id >= vocab {
+				return 0, fmt.Errorf("%w: token id %d outside vocab %d", ErrInvalidRequest, id, vocab)
+			}
+		}
+	}
+	switch {
+	case len(req.Prompt) == 0:
+		return 0, fmt.Errorf("%w: empty prompt", ErrInvalidRequest)
+	case req.MaxTokens < 0:
+		return 0, fmt.Errorf("%w: max tokens %d", ErrInvalidRequest, req.MaxTokens)
+	case req.MaxTokens > 0 && len(req.Resume) >= req.MaxTokens:
+		return 0, fmt.Errorf("%w: %d resumed tokens leave nothing of max tokens %d", ErrInvalidRequest, len(req.Resume), req.MaxTokens)
+	}
+	if err := validateSampling(req.Sampling); err != nil {
+		return 0, err
+	}
+	known := len(req.Prompt) + len(req.Resume)
+	maxLen := e.limit
+	if req.MaxTokens > 0 {
+		maxLen = len(req.Prompt) + req.MaxTokens
+	}
+	if known >= e.limit || maxLen > e.limit {
+		return 0, fmt.Errorf("%w: %d prompt + %d output tokens, limit %d", ErrPromptTooLong, len(req.Prompt), maxLen-len(req.Prompt), e.limit)
+	}
+	return maxLen, nil
+}
+
+// Close aborts every sequence with CauseShutdown, stops the loop and waits
+// for it, or for ctx. Submit fails with ErrClosed from the start of Close.
+func (e *Engine) Close(ctx context.Context) error {
+	e.closeMu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.stop)
+	}
+	e.closeMu.Unlock()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("engine: close: %w", ctx.Err())
+	}
+}
+
+// abort hands a cancellation to the loop. Only a sequence's first abort is
+// sent, so the channel (sized like the queue) cannot fill with repeats.
+func (e *Engine) abort(s *Sequence, cause AbortCause) {
+	if !s.aborting.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case e.aborts <- abortReq{seq: s, cause: cause, at: time.Now()}:
+	case <-e.done: // the loop has ended every sequence already
+	}
+}
+
+// loop is the engine: apply what arrived, run a step, publish, repeat;
+// block only when there is nothing to run.
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		if e.sched.NumRunning()+e.sched.NumWaiting() == 0 {
+			select {
+			case s := <-e.arrivals:
+				e.arrive(s)
+			case a := <-e.aborts:
+				e.applyAbort(a)
+			case <-e.stop:
+				e.shutdown()
+				return
+			}
+		}
+		if !e.drain() {
+			e.shutdown()
+			return
+		}
+		if e.sched.NumRunning()+e.sched.NumWaiting() > 0 {
+			e.step()
+		}
+		e.publish()
+	}
+}
+
+// drain applies every pending arrival and abort without blocking; false
+// means stop was requested.
+func (e *Engine) drain() bool {
+	for {
+		select {
+		case s := <-e.arrivals:
+			e.arrive(s)
+		case a := <-e.aborts:
+			e.applyAbort(a)
+		case <-e.stop:
+			return false
+		default:
+			return true
+		}
+	}
+}
+
+func (e *Engine) arrive(s *Sequence) {
+	e.live[s] = struct{}{}
+	if a := s.pendingStop; a != nil {
+		e.applyAbort(*a)
+		return
+	}
+	if err := e.sched.Add(&s.sq); err != nil { // cannot happen: validated, fresh
+		e.finish(s, Result{Finish: FinishError, Err: err})
+		return
+	}
+	s.ctxStop = context.AfterFunc(s.ctx, func() { e.abort(s, CauseClientDisconnect) })
+}
+
+// applyAbort ends a sequence and returns its blocks before the next step.
+func (e *Engine) applyAbort(a abortReq) {
+	s := a.seq
+	switch {
+	case s.finished:
+		return
+	case s.sq.State() == scheduler.StateNew: // its arrival is still in the channel
+		if _, ok := e.live[s]; !ok {
+			s.pendingStop = &a
+			return
+		}
+	}
+	e.sched.Finish(&s.sq)
+	s.reclaim = time.Since(a.at)
+	e.st.Reclaims++
+	e.st.ReclaimTotal += s.reclaim
+	e.st.ReclaimMax = max(e.st.ReclaimMax, s.reclaim)
+	e.st.LastReclaimAt = time.Now()
+	if o := e.cfg.Observer; o != nil {
+		o.OnReclaim(s.reclaim)
+	}
+	e.finish(s, Result{Finish: FinishAbort, Cause: a.cause})
+}
+
+// shutdown ends everything still queued or running. Close set closed under
+// closeMu before closing stop, so no Submit is mid-send and none will send:
+// what is in arrivals now is all there will be.
+func (e *Engine) shutdown() {
+	for len(e.arrivals) > 0 {
+		e.live[<-e.arrivals] = struct{}{}
+	}
+	for len(e.aborts) > 0 {
+		<-e.aborts // shutdown is the cause that counts now
+	}
+	for s := range e.live {
+		e.sched.Finish(&s.sq)
+		e.finish(s, Result{Finish: FinishAbort, Cause: CauseShutdown})
+	}
+	e.publish()
+}
+
+// finish records r and closes the sequence's stream, exactly once. The
+// sequence must already be out of the scheduler.
+func (e *Engine) finish(s *Sequence, r Result) {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	delete(e.live, s)
+	if !s.started {
+		e.queued.Add(-1)
+	}
+	if s.ctxStop != nil {
+		s.ctxStop()
+	}
+	r.PromptTokens = len(s.req.Prompt)
+	r.CompletionTokens = len(s.sq.Tokens) - len(s.req.Prompt)
+	r.CachedTokens = min(s.sq.CachedTokens(), len(s.req.Prompt))
+	e.st.Finished++
+	if r.Finish == FinishAbort {
+		e.st.Aborted++
+	}
+	s.result = r
+	close(s.done)
+	close(s.out)
+	s.sq.Tokens = nil // the loop is done with them; let them be collected
+	if o := e.cfg.Observer; o != nil {
+		queued := time.Since(s.submitted)
+		if s.started {
+			queued = s.startedAt.Sub(s.submitted)
+		}
+		o.OnFinish(s, r, queued)
+	}
+}
+
+func (e *Engine) publish() {
+	st := e.st
+	ss, ps := e.sched.Stats(), e.pool.Stats()
+	st.At = time.Now()
+	st.Steps = ss.Steps
+	st.Running, st.Waiting = e.sched.NumRunning(), e.sched.NumWaiting()
+	st.KV = e.pool.Usage()
+	st.KVEvicts = ps.Evictions
+	st.Preemptions = ss.Preemptions
+	st.PrefixHitTokens = ss.HitTokens
+	e.stats.Store(&st)
+}

@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// Sequence is one submitted generation: a stream of tokens and, once that
+// stream is closed, a Result. Its methods are safe for concurrent use.
+//
+// The engine loop is the only writer: it sends each token into a channel
+// buffered for every token the sequence may produce, so it never waits on a
+// reader, and closes the channel exactly once when the sequence ends.
+type Sequence struct {
+	id        uint64
+	req       Request
+	submitted time.Time
+	eng       *Engine
+	ctx       context.Context
+	out       chan Token
+	done      chan struct{} // closed after result is set, before out is closed
+	aborting  atomic.Bool   // an abort was sent to the loop (only the first is)
+
+	// Written by the loop before done is closed; read after.
+	result  Result
+	reclaim time.Duration
+
+	// Loop-owned from here on.
+	sq          scheduler.Seq
+	sampler     *sampler
+	maxLen      int // len(sq.Tokens) at which the sequence ends with FinishLength
+	emitted     int // output tokens so far, Resume included: the next Token.Index
+	started     bool
+	finished    bool
+	startedAt   time.Time
+	ctxStop     func() bool
+	pendingStop *abortReq // an abort that arrived before the sequence itself
+}
+
+// ID is the engine's unique id for the sequence (Request.ID is the caller's).
+func (s *Sequence) ID() uint64 { return s.id }
+
+// Request is the request as submitted.
+func (s *Sequence) Request() Request { return s.req }
+
+// Submitted is when Submit accepted the sequence.
+func (s *Sequence) Submitted() time.Time { return s.submitted }
+
+// Tokens streams the generated tokens (not the prompt, not Resume) and is
+// closed when the sequence ends.
+func (s *Sequence) Tokens() <-chan Token { return s.out }
+
+// Done is closed when the sequence has ended and Result is set.
+func (s *Sequence) Done() <-chan struct{} { return s.done }
+
+// Result waits until the sequence has ended and returns its outcome. Once
+// Tokens() is closed it returns at once.
+func (s *Sequence) Result() Result {
+	<-s.done
+	return s.result
+}
+
+// ReclaimLatency is, for a sequence ended by an abort, the time from the
+// cancellation (context done or Abort call) to its KV blocks being back in
+// the pool. It waits until the sequence has ended.
+func (s *Sequence) ReclaimLatency() time.Duration {
+	<-s.done
+	return s.reclaim
+}
+
+// Abort ends the sequence at the next step boundary with FinishAbort and
+// cause. The first call wins; calls after the end are no-ops. It does not wait.
+func (s *Sequence) Abort(cause AbortCause) {
+	s.eng.abort(s, cause)
+}
+
+// abortReq asks the loop to end a sequence.
+type abortReq struct {
+	seq   *Sequence
+	cause AbortCause
+	at    time.Time // when the cancellation happened: reclaim latency starts here
+}

@@ -1,0 +1,127 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// step runs one iteration: schedule → build batch → forward → sample → deliver.
+func (e *Engine) step() {
+	start := time.Now()
+	plan := e.sched.Schedule()
+	for _, q := range plan.Unfit { // the length limit makes this unreachable; never spin on it
+		e.finish(owner(q), Result{Finish: FinishError, Err: fmt.Errorf("engine: sequence of %d tokens cannot fit the KV pool", len(q.Tokens))})
+	}
+	if len(plan.Items) == 0 {
+		return
+	}
+	b := e.buildBatch(plan, start)
+	logits, err := e.model.Forward(b)
+	if want := len(b.LogitRows) * e.model.VocabSize(); err == nil && len(logits) < want {
+		err = fmt.Errorf("model returned %d logits, want %d", len(logits), want)
+	}
+	if err != nil {
+		e.failBatch(plan, fmt.Errorf("engine: forward: %w", err))
+	} else {
+		e.sched.Advance(plan)
+		e.deliver(plan, logits)
+	}
+	d := time.Since(start)
+	e.st.LastStep, e.st.LastBatchRows, e.st.LastBatchSeqs = d, len(b.Tokens), len(b.Seqs)
+	e.st.BusyTime += d
+	if o := e.cfg.Observer; o != nil {
+		o.OnStep(d, len(b.Tokens))
+	}
+}
+
+func owner(q *scheduler.Seq) *Sequence { return q.Owner.(*Sequence) }
+
+// buildBatch lays the plan out as rows, reusing the previous step's slices:
+//
+//	rows     | seq A: positions 40…47 (prefill chunk) | seq B: 12 (decode) | …
+//	slot     = table[pos/BlockSize]*BlockSize + pos%BlockSize
+//	logits   for the last row of each sequence whose chunk reaches its end
+func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch {
+	b := &e.batch
+	b.Tokens, b.Positions, b.Slots = b.Tokens[:0], b.Positions[:0], b.Slots[:0]
+	clear(b.Seqs) // drop the previous step's block tables
+	b.Seqs, b.LogitRows = b.Seqs[:0], b.LogitRows[:0]
+	bs := int32(e.cfg.BlockSize)
+	for _, it := range plan.Items {
+		s := owner(it.Seq)
+		if !s.started {
+			s.started, s.startedAt = true, now
+			e.queued.Add(-1)
+		}
+		// Anything but a decode of the token sampled last step is prefill.
+		if decode := it.N == 1 && it.Start >= len(s.req.Prompt)+len(s.req.Resume); !decode {
+			e.st.PromptTokens += int64(it.N)
+		}
+		table := it.Seq.Blocks()
+		first := len(b.Tokens)
+		for pos := int32(it.Start); pos < int32(it.Start+it.N); pos++ {
+			b.Tokens = append(b.Tokens, it.Seq.Tokens[pos])
+			b.Positions = append(b.Positions, pos)
+			b.Slots = append(b.Slots, table[pos/bs]*bs+pos%bs)
+		}
+		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: it.Start + it.N, Blocks: table})
+		if it.Sample {
+			b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
+		}
+	}
+	return b
+}
+
+// deliver samples a token for each sequence whose chunk reached its end,
+// sends it, and ends sequences that stop or reach their length.
+func (e *Engine) deliver(plan *scheduler.Plan, logits []float32) {
+	vocab := e.model.VocabSize()
+	now := time.Now()
+	row := 0
+	for _, it := range plan.Items {
+		if !it.Sample {
+			continue
+		}
+		s := owner(it.Seq)
+		tok := s.sampler.sample(logits[row*vocab:(row+1)*vocab], it.Seq.Tokens)
+		row++
+		it.Seq.Tokens = append(it.Seq.Tokens, tok)
+		e.st.GenTokens++
+		if slices.Contains(e.cfg.EOG, tok) || slices.Contains(s.req.StopTokens, tok) {
+			e.end(s, Result{Finish: FinishStop}) // the stop token is counted, not delivered
+			continue
+		}
+		// Never blocks: out holds maxLen - len(prompt+resume) tokens and the
+		// sequence ends at maxLen.
+		s.out <- Token{ID: tok, Index: s.emitted}
+		s.emitted++
+		if o := e.cfg.Observer; o != nil {
+			if s.emitted == len(s.req.Resume)+1 {
+				o.OnFirstToken(s, now)
+			} else {
+				o.OnToken(s, now)
+			}
+		}
+		if len(it.Seq.Tokens) >= s.maxLen {
+			e.end(s, Result{Finish: FinishLength})
+		}
+	}
+}
+
+// failBatch ends the batch's sequences with err; other sequences and the
+// engine carry on.
+func (e *Engine) failBatch(plan *scheduler.Plan, err error) {
+	for _, it := range plan.Items {
+		e.end(owner(it.Seq), Result{Finish: FinishError, Err: err})
+	}
+}
+
+// end takes s out of the scheduler (its blocks return to the pool) and finishes it.
+func (e *Engine) end(s *Sequence, r Result) {
+	e.sched.Finish(&s.sq)
+	e.finish(s, r)
+}
