@@ -21,8 +21,23 @@
 #define T_Q6_K 14
 #define T_BF16 30
 
-static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+// Block decoding is host-callable too, so hostcheck can test it on a machine
+// without a GPU.
+#define SL_HD static __host__ __device__ __forceinline__
+
+SL_HD float h2f(uint16_t h) {
+    __half_raw r;
+    r.x = h;
+    return __half2float(__half(r));
+}
+SL_HD float bf2f(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = (uint32_t)h << 16;
+    return v.f;
+}
 static __device__ __forceinline__ uint16_t f2h(float f) { return __half_as_ushort(__float2half_rn(f)); }
 
 // f2bf rounds to nearest even, as quant.F32ToBF16 does (NaN kept quiet).
@@ -32,10 +47,10 @@ static __device__ __forceinline__ uint16_t f2bf(float f) {
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
-static __device__ __forceinline__ uint16_t ld16(const uint8_t* p) { return *(const uint16_t*)p; }
+SL_HD uint16_t ld16(const uint8_t* p) { return *(const uint16_t*)p; }
 
 // scale_min_k4 unpacks sub-block j's 6-bit scale and min (ggml's get_scale_min_k4).
-static __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, float* sc, float* m) {
+SL_HD void scale_min_k4(int j, const uint8_t* q, float* sc, float* m) {
     if (j < 4) {
         *sc = (float)(q[j] & 63);
         *m = (float)(q[j + 4] & 63);
@@ -49,7 +64,7 @@ static __device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, flo
 // k0 is a multiple of 16. Alignment: F32 rows are 16-byte aligned, F16/BF16
 // rows too when the row length is a multiple of 8 (the host checks).
 template <int T>
-static __device__ __forceinline__ void dequant16(const uint8_t* row, int k0, float* out) {
+SL_HD void dequant16(const uint8_t* row, int k0, float* out) {
     if (T == T_F32) {
         const float4* p = (const float4*)(row + 4 * (size_t)k0);
 #pragma unroll

@@ -1,0 +1,76 @@
+//go:build cuda
+
+package hostcheck
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// build compiles dequant_host.cu with the flags build-ptx.sh uses.
+func build(t *testing.T) string {
+	t.Helper()
+	nvcc, err := exec.LookPath("nvcc")
+	if err != nil {
+		t.Skip("nvcc not found")
+	}
+	bin := filepath.Join(t.TempDir(), "dequant_host")
+	args := []string{"-O2", "-std=c++14", "-o", bin, "dequant_host.cu"}
+	if out, err := exec.Command(nvcc, "--version").Output(); err == nil && bytes.Contains(out, []byte("release 11.")) {
+		if _, err := exec.LookPath("g++-11"); err == nil {
+			args = append(args, "-ccbin", "g++-11")
+		} else {
+			args = append(args, "-allow-unsupported-compiler")
+		}
+	}
+	cmd := exec.Command(nvcc, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nvcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestDequant16MatchesQuant(t *testing.T) {
+	bin := build(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const cols = 1024
+	for _, dt := range []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q4_0, kernels.Q4_1,
+		kernels.Q5_0, kernels.Q5_1, kernels.Q8_0, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K} {
+		vals := make([]float32, cols)
+		for i := range vals {
+			vals[i] = float32(r.NormFloat64()) * float32(1+i%7)
+		}
+		row, err := quant.Quantize(dt, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]float32, cols)
+		if err := quant.Dequantize(dt, row, want); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, strconv.Itoa(int(dt)), strconv.Itoa(cols))
+		cmd.Stdin = bytes.NewReader(row)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil || len(out) != 4*cols {
+			t.Fatalf("%v: dequant_host: %v (%d bytes)", dt, err, len(out))
+		}
+		for i := range want {
+			got := math.Float32frombits(binary.LittleEndian.Uint32(out[4*i:]))
+			if d := math.Abs(float64(got - want[i])); d > 1e-6*math.Max(1, math.Abs(float64(want[i]))) {
+				t.Errorf("%v element %d: dequant16 %g, quant.Dequantize %g", dt, i, got, want[i])
+				break
+			}
+		}
+	}
+}

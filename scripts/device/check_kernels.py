@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Checks each Sluice CUDA kernel against a PyTorch/NumPy reference on fresh
+random inputs, independently of the Go code: the PTX is loaded with CuPy, the
+quantized blocks are random bytes decoded here by a second implementation of
+the GGUF layouts (facts.md), references run in float64.
+
+    check_kernels.py PTX_DIR [--out results.md]
+
+Prints one line per check, ‖out − ref‖ / ‖ref‖ against its bound, and exits 1
+if any check fails. Bounds: F32 accumulation ~1e-6; tensor-core matmuls round
+x to bf16 (2⁻⁹) or f16 (2⁻¹²); attention reads an F16 cache.
+"""
+import argparse
+import math
+import sys
+
+import cupy as cp
+import numpy as np
+import torch
+
+rng = np.random.default_rng(1234)
+results = []
+
+
+def rel(out, ref):
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def record(name, err, bound):
+    ok = err <= bound
+    results.append((name, err, bound, ok))
+    print(f"{'ok  ' if ok else 'FAIL'} {name:<40} rel err {err:.2e}  bound {bound:.0e}", flush=True)
+
+
+# ---- GGUF blocks: random bytes with sane scales, and their dequantization ----
+
+def f16_bytes(v):
+    return np.asarray(v, np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def make_blocks(kind, rows, cols):
+    """Returns (raw bytes [rows, rowBytes], dequantized float64 [rows, cols])."""
+    if kind == "f32":
+        w = rng.standard_normal((rows, cols)).astype(np.float32) * 0.05
+        return w.view(np.uint8), w.astype(np.float64)
+    if kind in ("f16", "bf16"):
+        w = torch.randn(rows, cols, dtype=torch.float32) * 0.05
+        w = w.to(torch.float16 if kind == "f16" else torch.bfloat16)
+        return w.view(torch.int16).numpy().view(np.uint8), w.double().numpy()
+    spec = {"q8_0": (32, 34), "q4_1": (32, 20), "q4_k": (256, 144), "q6_k": (256, 210)}[kind]
+    be, bb = spec
+    nb = rows * cols // be
+    raw = rng.integers(0, 256, (nb, bb), dtype=np.uint8)
+    d = (rng.random(nb) * 0.01 + 0.001).astype(np.float16)
+    if kind == "q8_0":
+        raw[:, 0:2] = f16_bytes(d)
+        q = raw[:, 2:].view(np.int8).astype(np.float64)
+        y = d.astype(np.float64)[:, None] * q
+    elif kind == "q4_1":
+        raw[:, 0:2] = f16_bytes(d)
+        m = (rng.standard_normal(nb) * 0.05).astype(np.float16)
+        raw[:, 2:4] = f16_bytes(m)
+        qs = raw[:, 4:20]
+        q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float64)
+        y = d.astype(np.float64)[:, None] * q + m.astype(np.float64)[:, None]
+    elif kind == "q4_k":
+        dmin = (rng.random(nb) * 0.01).astype(np.float16)
+        raw[:, 0:2], raw[:, 2:4] = f16_bytes(d), f16_bytes(dmin)
+        s, qs = raw[:, 4:16].astype(np.int64), raw[:, 16:144]
+        sc, mn = np.zeros((nb, 8)), np.zeros((nb, 8))
+        for j in range(8):
+            if j < 4:
+                sc[:, j], mn[:, j] = s[:, j] & 63, s[:, j + 4] & 63
+            else:
+                sc[:, j] = (s[:, j + 4] & 0xF) | ((s[:, j - 4] >> 6) << 4)
+                mn[:, j] = (s[:, j + 4] >> 4) | ((s[:, j] >> 6) << 4)
+        y = np.zeros((nb, 256))
+        dd, dm = d.astype(np.float64)[:, None], dmin.astype(np.float64)[:, None]
+        for c in range(4):
+            q = qs[:, 32 * c:32 * c + 32]
+            y[:, 64 * c:64 * c + 32] = dd * sc[:, 2 * c:2 * c + 1] * (q & 15) - dm * mn[:, 2 * c:2 * c + 1]
+            y[:, 64 * c + 32:64 * c + 64] = dd * sc[:, 2 * c + 1:2 * c + 2] * (q >> 4) - dm * mn[:, 2 * c + 1:2 * c + 2]
+    else:  # q6_k
+        raw[:, 208:210] = f16_bytes(d)
+        dd = d.astype(np.float64)[:, None]
+        y = np.zeros((nb, 256))
+        for h in range(2):
+            ql = raw[:, 64 * h:64 * h + 64].astype(np.int64)
+            qh = raw[:, 128 + 32 * h:128 + 32 * h + 32].astype(np.int64)
+            sc = raw[:, 192 + 8 * h:192 + 8 * h + 8].view(np.int8).astype(np.float64)
+            for l in range(32):
+                i = l // 16
+                q1 = ((ql[:, l] & 15) | (((qh[:, l] >> 0) & 3) << 4)) - 32
+                q2 = ((ql[:, l + 32] & 15) | (((qh[:, l] >> 2) & 3) << 4)) - 32
+                q3 = ((ql[:, l] >> 4) | (((qh[:, l] >> 4) & 3) << 4)) - 32
+                q4 = ((ql[:, l + 32] >> 4) | (((qh[:, l] >> 6) & 3) << 4)) - 32
+                for k, (q, si) in enumerate(((q1, i), (q2, i + 2), (q3, i + 4), (q4, i + 6))):
+                    y[:, 128 * h + 32 * k + l] = dd[:, 0] * sc[:, si] * q
+    return raw.reshape(rows, -1), y.reshape(rows, cols)
+
+
+# ---- kernels ----
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ptx_dir")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    mod = {m: cp.RawModule(path=f"{a.ptx_dir}/{m}.ptx") for m in ("elementwise", "matmul", "attention", "sample")}
+    fn = lambda m, name: mod[m].get_function(name)
+    i32, i64, f32 = np.int32, np.int64, np.float32
+
+    # matmul and get_rows for each weight type
+    for kind in ("f32", "f16", "bf16", "q8_0", "q4_1", "q4_k", "q6_k"):
+        out_f, in_f = 1000, 2048
+        raw, w = make_blocks(kind, out_f, in_f)
+        wd = cp.asarray(np.ascontiguousarray(raw))
+        row_bytes = raw.shape[1]
+        rows = np.array([0, 999, 5, 5, 500], np.int32)
+        dst = cp.zeros((len(rows), in_f), cp.float32)
+        fn("elementwise", f"get_rows_{kind}")((len(rows),), (128,), (dst, wd, cp.asarray(rows), i32(in_f), i64(row_bytes)))
+        record(f"get_rows {kind}", rel(dst.get(), w[rows]), 1e-6)
+        bias = rng.standard_normal(out_f).astype(np.float32)
+        for n in (1, 3, 8, 100):
+            x = rng.standard_normal((n, in_f)).astype(np.float32)
+            ref = x.astype(np.float64) @ w.T + bias
+            dst = cp.zeros((n, out_f), cp.float32)
+            args = (dst, cp.asarray(x), wd, cp.asarray(bias), i32(n), i32(in_f), i32(out_f), i64(row_bytes))
+            if n <= 8:
+                nr = 1 if n == 1 else 4 if n <= 4 else 8
+                fn("matmul", f"gemv_{kind}_{nr}")(((out_f + 3) // 4,), (128,), args)
+                bound = 1e-5
+            elif kind == "f32":
+                continue
+            else:
+                fn("matmul", f"mma_{kind}")(((out_f + 63) // 64, (n + 63) // 64), (128,), args)
+                bound = 1e-2 if kind == "bf16" else 2e-3
+            record(f"matmul {kind} n={n}", rel(dst.get(), ref), bound)
+
+    # rms_norm (in place too), swiglu, add
+    x = rng.standard_normal((7, 4096)).astype(np.float32) * 3
+    w = rng.standard_normal(4096).astype(np.float32)
+    ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-5) * w
+    xd = cp.asarray(x)
+    fn("elementwise", "rms_norm")((7,), (256,), (xd, xd, cp.asarray(w), i32(4096), f32(1e-5)))
+    record("rms_norm (in place)", rel(xd.get(), ref), 1e-6)
+    g, u = rng.standard_normal((2, 5000)).astype(np.float32)
+    gd = cp.asarray(g)
+    fn("elementwise", "swiglu")((20,), (256,), (gd, gd, cp.asarray(u), i64(5000)))
+    record("swiglu", rel(gd.get(), g / (1 + np.exp(-g.astype(np.float64))) * u), 1e-6)
+    ud = cp.asarray(u)
+    fn("elementwise", "add")((20,), (256,), (ud, cp.asarray(g), i64(5000)))
+    record("add", rel(ud.get(), u.astype(np.float64) + g), 1e-7)
+
+    # rope, both styles
+    heads, hd, n = 8, 128, 5
+    inv = (500000.0 ** (-np.arange(0, hd, 2) / hd)).astype(np.float32)
+    pos = np.array([0, 1, 17, 1000, 8000], np.int32)
+    for style, halves in (("interleaved", 0), ("halves", 1)):
+        x = rng.standard_normal((n, heads, hd)).astype(np.float32)
+        ang = pos[:, None].astype(np.float64) * inv[None, :].astype(np.float64)
+        c, s = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        a_idx = np.arange(hd // 2) if halves else 2 * np.arange(hd // 2)
+        b_idx = a_idx + (hd // 2 if halves else 1)
+        ref = x.astype(np.float64).copy()
+        x0, x1 = x[:, :, a_idx], x[:, :, b_idx]
+        ref[:, :, a_idx], ref[:, :, b_idx] = x0 * c - x1 * s, x0 * s + x1 * c
+        xd = cp.asarray(x)
+        fn("elementwise", "rope")(((heads * hd // 2 + 127) // 128, n), (128,),
+                                  (xd, cp.asarray(inv), cp.asarray(pos), i32(heads), i32(hd), i32(hd // 2), i32(halves)))
+        record(f"rope {style}", rel(xd.get(), ref), 1e-6)
+
+    check_attention(fn)
+    check_sample(fn)
+
+    failed = [r for r in results if not r[3]]
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("| kernel check | rel err | bound | |\n|---|---:|---:|---|\n")
+            for name, err, bound, ok in results:
+                f.write(f"| {name} | {err:.2e} | {bound:.0e} | {'ok' if ok else 'FAIL'} |\n")
+    print(f"{len(results) - len(failed)}/{len(results)} kernel checks passed")
+    sys.exit(1 if failed else 0)
+
+
+def check_attention(fn):
+    """kv_write then paged_attention: a prefill chunk, a decode row and a
+    prefill from 0, GQA 32 query heads over 8 KV heads, shuffled blocks."""
+    i32, f32 = np.int32, np.float32
+    heads, kvh, hd, bs, nblocks = 32, 8, 128, 16, 64
+    group = heads // kvh
+    kv_cols = kvh * hd
+    cache_k = rng.standard_normal((nblocks * bs, kv_cols)).astype(np.float16)
+    cache_v = rng.standard_normal((nblocks * bs, kv_cols)).astype(np.float16)
+    perm = rng.permutation(nblocks).astype(np.int32)
+    tables = [perm[0:20], perm[20:40], perm[40:60]]
+    seqs = [(50, 70), (200, 201), (0, 33)]  # rows [from, to) of positions; context = to
+    positions, slots, seq_rows = [], [], []
+    for si, (a, b) in enumerate(seqs):
+        start = len(positions)
+        for p in range(a, b):
+            positions.append(p)
+            slots.append(tables[si][p // bs] * bs + p % bs)
+        seq_rows.append((start, len(positions)))
+    n = len(positions)
+    q = rng.standard_normal((n, heads * hd)).astype(np.float32)
+    k = rng.standard_normal((n, kv_cols)).astype(np.float32)
+    v = rng.standard_normal((n, kv_cols)).astype(np.float32)
+    kd, vd = cp.asarray(cache_k.view(np.uint16)), cp.asarray(cache_v.view(np.uint16))
+    fn("elementwise", "kv_write")((n,), (128,), (kd, vd, cp.asarray(k), cp.asarray(v), cp.asarray(np.array(slots, i32)), i32(kv_cols)))
+    rows_per = max(1, 16 // group)
+    items = []
+    for si, (s, e) in enumerate(seq_rows):
+        for r in range(s, e, rows_per):
+            items += [si, r, min(rows_per, e - r)]
+    seq_off = np.array([0, 20, 40], i32)
+    blocks = np.concatenate(tables).astype(i32)
+    out = cp.zeros((n, heads * hd), cp.float32)
+    scale = 1 / math.sqrt(hd)
+    fn("attention", "paged_attention")((len(items) // 3, kvh), (128,), (
+        out, cp.asarray(q), kd, vd, cp.asarray(np.array(items, i32)), cp.asarray(seq_off), cp.asarray(blocks),
+        cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(hd), i32(bs), f32(scale)))
+    # reference over the cache as written (F16-rounded K/V, like the kernel)
+    ck = kd.get().view(np.float16).astype(np.float64)
+    cv = vd.get().view(np.float16).astype(np.float64)
+    ref = np.zeros((n, heads, hd))
+    for si, (s, e) in enumerate(seq_rows):
+        for r in range(s, e):
+            ctx = positions[r] + 1
+            sl = [tables[si][p // bs] * bs + p % bs for p in range(ctx)]
+            for h in range(heads):
+                g = h // group
+                K, V = ck[sl, g * hd:(g + 1) * hd], cv[sl, g * hd:(g + 1) * hd]
+                sc = K @ q[r, h * hd:(h + 1) * hd].astype(np.float64) * scale
+                p = np.exp(sc - sc.max())
+                ref[r, h] = (p / p.sum()) @ V
+    record("kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
+    record("paged_attention (GQA 32/8, 3 seqs)", rel(out.get(), ref.reshape(n, -1)), 1e-4)
+
+
+def check_sample(fn):
+    rows, vocab = 32, 128256
+    logits = rng.standard_normal((rows, vocab)).astype(np.float32) * 3
+    params = np.zeros((rows, 4), np.float32)
+    for r in range(rows):
+        params[r, 0] = 0 if r < 8 else 0.8  # temperature
+        params[r, 1] = 1 if r < 16 else 0.9  # top-p
+        params[r, 2] = rng.random()  # u
+    topk = np.where(np.arange(rows) % 2 == 0, 0, 50).astype(np.int32)
+    params.view(np.int32)[:, 3] = topk
+    out = cp.zeros(rows, cp.int32)
+    fn("sample", "sample")((rows,), (1024,), (out, cp.asarray(logits), cp.asarray(params), np.int32(vocab)))
+    got = out.get()
+    greedy_ok = all(got[r] == logits[r].argmax() for r in range(8))
+    record("sample greedy = argmax", 0.0 if greedy_ok else 1.0, 0)
+    inside = 0
+    for r in range(8, rows):
+        order = np.argsort(-logits[r])
+        keep = order[:50] if topk[r] else order
+        if params[r, 1] < 1:
+            e = np.exp((logits[r][keep].astype(np.float64) - logits[r].max()) / params[r, 0])
+            keep = keep[:np.searchsorted(np.cumsum(e), 0.9 * e.sum()) + 1]
+        inside += got[r] in set(keep.tolist())
+    record("sample inside top-k/top-p set", 1 - inside / (rows - 8), 0)
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    main()
