@@ -1,0 +1,185 @@
+package grpcserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server"
+	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+)
+
+// inference implements sluice.v1.Inference.
+type inference struct {
+	sluicev1.UnimplementedInferenceServer
+	s *Server
+}
+
+func (x *inference) Generate(r *sluicev1.GenerateRequest, stream grpc.ServerStreamingServer[sluicev1.GenerateResponse]) error {
+	s := x.s
+	b, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	g, err := genRequest(r)
+	if err != nil {
+		return toStatus(err)
+	}
+	if err := s.servesModel(g.Model); err != nil {
+		return toStatus(err)
+	}
+	req, err := engineRequest(b, g)
+	if err != nil {
+		return toStatus(err)
+	}
+	if req.StopTokens, err = int32s(r.GetSampling().GetStopTokenIds()); err != nil {
+		return toStatus(err)
+	}
+	id := r.GetRequestId()
+	if id == "" {
+		id = "gen-" + randID()
+	}
+	req.ID = id
+	ctx, done, err := s.inflight.add(stream.Context(), id)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer done()
+	seq, err := s.submit(ctx, b, req)
+	if err != nil {
+		return toStatus(err)
+	}
+	ts := server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)
+	em := &chunkEmitter{ts: ts, send: func(text string, ids []int32) error {
+		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
+			Chunk: &sluicev1.GenerateChunk{Text: text, TokenIds: uint32s(ids)}}})
+	}}
+	out := server.Pump(ctx, seq, ts, em, s.pumpConfig(true), s.drain)
+	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
+
+	usage := &sluicev1.Usage{PromptTokens: uint32(len(req.Prompt)), CompletionTokens: uint32(len(ts.IDs())),
+		CachedTokens: uint32(out.Result.CachedTokens)}
+	complete := func(finish string) error {
+		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
+			Complete: &sluicev1.GenerateComplete{FinishReason: finish, Usage: usage}}})
+	}
+	switch {
+	case errors.Is(context.Cause(ctx), errAbortRPC) && out.Err == nil:
+		// Abort RPC: the caller is still reading. The sequence may have
+		// finished on its own in the same instant.
+		if out.CutShort || out.Finish == "" {
+			return complete(string(engine.FinishAbort))
+		}
+		return complete(out.Finish)
+	case out.ClientGone:
+		return toStatus(context.Cause(ctx))
+	case out.Err != nil:
+		code, httpStatus := classify(out.Err)
+		_ = stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Error{
+			Error: &sluicev1.GenerateError{Code: code.String(), Message: out.Err.Error(), HttpStatus: uint32(httpStatus)}}})
+		return toStatus(out.Err)
+	}
+	return complete(out.Finish)
+}
+
+func (x *inference) Abort(_ context.Context, r *sluicev1.AbortRequest) (*sluicev1.AbortResponse, error) {
+	if err := x.s.inflight.abort(r.GetRequestId()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &sluicev1.AbortResponse{}, nil
+}
+
+func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*sluicev1.TokenizeResponse, error) {
+	b, err := x.s.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if err := x.s.servesModel(r.GetModel()); err != nil {
+		return nil, toStatus(err)
+	}
+	var ids []int32
+	switch in := r.GetInput().(type) {
+	case *sluicev1.TokenizeRequest_Text:
+		addSpecial := r.AddSpecialTokens == nil || r.GetAddSpecialTokens()
+		ids, err = b.Tokenizer.Encode(in.Text, addSpecial)
+	case *sluicev1.TokenizeRequest_Chat:
+		var text string
+		msgs := make([]server.ChatMessage, len(in.Chat.GetMessages()))
+		for i, m := range in.Chat.GetMessages() {
+			msgs[i] = server.ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
+		}
+		if text, err = b.Tokenizer.ChatPrompt(msgs); err == nil {
+			ids, err = b.Tokenizer.Encode(text, false)
+		}
+	default:
+		err = errors.New("input: text or chat is required")
+	}
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err))
+	}
+	return &sluicev1.TokenizeResponse{TokenIds: uint32s(ids), ContextLength: uint32(b.ContextLen)}, nil
+}
+
+func (x *inference) Detokenize(_ context.Context, r *sluicev1.DetokenizeRequest) (*sluicev1.DetokenizeResponse, error) {
+	b, err := x.s.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if err := x.s.servesModel(r.GetModel()); err != nil {
+		return nil, toStatus(err)
+	}
+	ids, err := int32s(r.GetTokenIds())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	// The stream decoder is the only decoder the server's Tokenizer offers;
+	// fed every id and flushed it yields the whole text.
+	dec := b.Tokenizer.NewDetokenizer()
+	var text strings.Builder
+	for _, id := range ids {
+		text.WriteString(dec.Add(id))
+	}
+	text.WriteString(dec.Flush())
+	return &sluicev1.DetokenizeResponse{Text: text.String()}, nil
+}
+
+func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*sluicev1.ListModelsResponse, error) {
+	m := &sluicev1.Model{Id: x.s.cfg.HTTP.ModelID, Aliases: x.s.cfg.HTTP.Aliases, OwnedBy: "sluice"}
+	if b := x.s.backend.Load(); b != nil {
+		m.ContextLength = uint32(b.ContextLen)
+	}
+	return &sluicev1.ListModelsResponse{Models: []*sluicev1.Model{m}}, nil
+}
+
+// chunkEmitter is the Pump's Emitter for gRPC: Text buffers, Flush sends one
+// message with the buffered text and every token id consumed since the last
+// message. Ids can run ahead of text (held-back stop-string prefixes, partial
+// UTF-8); they never lag it. After a failed send every Flush returns that error.
+type chunkEmitter struct {
+	ts   *server.TextStream
+	send func(text string, ids []int32) error
+	text []byte
+	ids  int // len(ts.IDs()) already sent
+	err  error
+}
+
+func (e *chunkEmitter) Text(s string) error { e.text = append(e.text, s...); return nil }
+func (e *chunkEmitter) KeepAlive() error    { return e.err }
+
+func (e *chunkEmitter) Flush() error {
+	if e.err != nil {
+		return e.err
+	}
+	ids := e.ts.IDs()[e.ids:]
+	if len(e.text) == 0 && len(ids) == 0 {
+		return nil
+	}
+	e.err = e.send(string(e.text), ids)
+	e.ids += len(ids)
+	e.text = e.text[:0]
+	return e.err
+}

@@ -1,0 +1,272 @@
+package grpcserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server"
+	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
+)
+
+// Config is the gRPC endpoint's configuration. HTTP carries the settings it
+// shares with the HTTP server (model id and aliases, API key, stream
+// timing, shutdown grace), so both endpoints behave alike.
+type Config struct {
+	Addr      string // --grpc-addr, ":9090"
+	HTTP      server.Config
+	ModelPath string // reported by VllmEngine.GetModelInfo
+	VocabSize int    // reported by VllmEngine.GetModelInfo
+}
+
+// Validate reports every invalid field at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Addr == "" {
+		errs = append(errs, errors.New("grpc addr is empty"))
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the gRPC endpoint. Health reports NOT_SERVING until SetBackend
+// attaches a loaded model, and again from the start of shutdown.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	gs       *grpc.Server
+	health   *health.Server
+	backend  atomic.Pointer[server.Backend]
+	inflight inflight
+	started  time.Time
+	lastRecv atomic.Int64 // unix nanoseconds of the last Generate
+
+	drainOnce sync.Once
+	drain     chan struct{} // closed when open streams must end
+}
+
+// Service names as the health service and reflection list them.
+const (
+	InferenceService = "sluice.v1.Inference"
+	VLLMService      = "vllm.grpc.engine.VllmEngine"
+)
+
+// New validates cfg and returns a server with no model attached yet.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("grpc config: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}),
+		inflight: inflight{calls: map[string]context.CancelCauseFunc{}}}
+	s.gs = grpc.NewServer(
+		// Pings find a vanished client (cable pulled, NAT dropped) so its
+		// streams' contexts end and their blocks are freed, as a TCP reset would.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(s.authUnary),
+		grpc.ChainStreamInterceptor(s.authStream),
+	)
+	s.health = health.NewServer()
+	for _, name := range []string{"", InferenceService, VLLMService} {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+	healthpb.RegisterHealthServer(s.gs, s.health)
+	sluicev1.RegisterInferenceServer(s.gs, &inference{s: s})
+	vllmpb.RegisterVllmEngineServer(s.gs, &vllmEngine{s: s})
+	reflection.Register(s.gs)
+	return s, nil
+}
+
+// SetBackend attaches the loaded model; health turns SERVING.
+func (s *Server) SetBackend(b *server.Backend) error {
+	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
+		return errors.New("grpc: backend needs an engine, a tokenizer and a context length")
+	}
+	s.backend.Store(b)
+	for _, name := range []string{"", InferenceService, VLLMService} {
+		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	return nil
+}
+
+// Serve serves on ln until ctx is done, then shuts down like the HTTP
+// server: health turns NOT_SERVING, no new calls, open streams may finish
+// within ShutdownTimeout, and those still open then end with an in-band
+// shutdown error (UNAVAILABLE).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- s.gs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("grpc serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.Shutdown(s.cfg.HTTP.ShutdownTimeout)
+	return nil
+}
+
+// Shutdown stops the server gracefully within grace, then drains.
+func (s *Server) Shutdown(grace time.Duration) {
+	s.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() { s.gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+		return
+	case <-time.After(grace):
+	}
+	s.log.Info("grpc: grace period over, ending open streams", "grace", grace)
+	s.Drain()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.gs.Stop()
+	}
+}
+
+// Drain ends every open stream with an in-band shutdown error.
+func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+// GRPC exposes the underlying server, to register more services before Serve.
+func (s *Server) GRPC() *grpc.Server { return s.gs }
+
+// loaded returns the backend or UNAVAILABLE while the model loads.
+func (s *Server) loaded() (*server.Backend, error) {
+	b := s.backend.Load()
+	if b == nil {
+		return nil, toStatus(fmt.Errorf("%w: model still loading", engine.ErrClosed))
+	}
+	return b, nil
+}
+
+// servesModel reports whether name selects the served model ("" does).
+func (s *Server) servesModel(name string) error {
+	if name == "" || name == s.cfg.HTTP.ModelID {
+		return nil
+	}
+	for _, a := range s.cfg.HTTP.Aliases {
+		if name == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q (this server serves %q)", server.ErrModelNotFound, name, s.cfg.HTTP.ModelID)
+}
+
+// submit hands req to the engine, under ctx unless the naive benchmark mode
+// (AbortOnDisconnect off) hides cancellation from the engine.
+func (s *Server) submit(ctx context.Context, b *server.Backend, req engine.Request) (server.Sequence, error) {
+	if !s.cfg.HTTP.AbortOnDisconnect {
+		ctx = context.WithoutCancel(ctx)
+	}
+	s.lastRecv.Store(time.Now().UnixNano())
+	seq, err := b.Engine.Submit(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	return seq, nil
+}
+
+func (s *Server) pumpConfig(stream bool) server.PumpConfig {
+	pc := server.PumpConfig{StallTimeout: s.cfg.HTTP.StallTimeout, AbortOnDisconnect: s.cfg.HTTP.AbortOnDisconnect}
+	if stream {
+		// KeepAlive is left off: HTTP/2 pings keep a gRPC connection alive.
+		pc.FlushInterval = s.cfg.HTTP.FlushInterval
+	}
+	return pc
+}
+
+// inflight maps request ids to the cancel functions of their calls.
+type inflight struct {
+	mu    sync.Mutex
+	calls map[string]context.CancelCauseFunc
+}
+
+// add registers id; the returned context ends when the call does or Abort names id.
+func (f *inflight) add(ctx context.Context, id string) (context.Context, func(), error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, dup := f.calls[id]; dup {
+		cancel(nil)
+		return nil, nil, fmt.Errorf("%w: %q", ErrDuplicateID, id)
+	}
+	f.calls[id] = cancel
+	return ctx, func() {
+		f.mu.Lock()
+		delete(f.calls, id)
+		f.mu.Unlock()
+		cancel(nil)
+	}, nil
+}
+
+func (f *inflight) abort(id string) error {
+	f.mu.Lock()
+	cancel, ok := f.calls[id]
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownID, id)
+	}
+	cancel(errAbortRPC)
+	return nil
+}
+
+func (f *inflight) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+// Health and reflection stay open without the API key: load balancers and
+// grpcurl probe them without credentials, and they reveal nothing private.
+func open(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
+}
+
+func (s *Server) authorize(ctx context.Context, method string) error {
+	if s.cfg.HTTP.APIKey == "" || open(method) {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	want := []byte("Bearer " + s.cfg.HTTP.APIKey)
+	for _, got := range md.Get("authorization") {
+		if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+			return nil
+		}
+	}
+	return toStatus(server.ErrUnauthorized)
+}
+
+func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := s.authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := s.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}

@@ -1,0 +1,175 @@
+package grpcserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server"
+	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
+)
+
+// vllmEngine implements vllm.grpc.engine.VllmEngine: token ids in, token ids
+// out. It shares the Inference service's path (validation, Pump, in-flight
+// table), so stop strings, cancellation and errors behave the same; only the
+// framing differs.
+type vllmEngine struct {
+	vllmpb.UnimplementedVllmEngineServer // Embed: UNIMPLEMENTED (no embedding models)
+	s                                    *Server
+}
+
+// vllmRequest checks what Sluice cannot honour and validates the rest with
+// the HTTP API's validator (see genRequest).
+func vllmRequest(r *vllmpb.GenerateRequest) (*server.GenRequest, error) {
+	sp := r.GetSamplingParams()
+	for _, c := range []struct {
+		bad   bool
+		field string
+	}{
+		{sp.GetN() > 1, "n > 1"},
+		{sp.Logprobs != nil, "logprobs"},
+		{sp.PromptLogprobs != nil, "prompt_logprobs"},
+		{sp.GetConstraint() != nil, "structured output constraints"},
+		{len(sp.GetLogitBias()) > 0, "logit_bias"},
+		{sp.GetMinTokens() > 0, "min_tokens"},
+		{sp.GetIgnoreEos(), "ignore_eos"},
+		{sp.TruncatePromptTokens != nil, "truncate_prompt_tokens"},
+		{sp.GetIncludeStopStrInOutput(), "include_stop_str_in_output"},
+	} {
+		if c.bad {
+			return nil, fmt.Errorf("%w: %s", ErrUnsupported, c.field)
+		}
+	}
+	body := map[string]any{"prompt": r.GetTokenized().GetInputIds()}
+	// proto3 zero means "unset" for the fields whose zero is out of range.
+	optional := func(name string, set bool, v any) {
+		if set {
+			body[name] = v
+		}
+	}
+	body["temperature"] = sp.GetTemperature()
+	optional("top_p", sp.GetTopP() > 0, sp.GetTopP())
+	optional("top_k", sp.GetTopK() != 0, sp.GetTopK())
+	optional("min_p", sp.GetMinP() != 0, sp.GetMinP())
+	optional("presence_penalty", sp.GetPresencePenalty() != 0, sp.GetPresencePenalty())
+	optional("frequency_penalty", sp.GetFrequencyPenalty() != 0, sp.GetFrequencyPenalty())
+	optional("repetition_penalty", sp.GetRepetitionPenalty() > 0, sp.GetRepetitionPenalty())
+	optional("max_tokens", sp.MaxTokens != nil, sp.GetMaxTokens())
+	optional("stop", len(sp.GetStop()) > 0, sp.GetStop())
+	optional("seed", sp.Seed != nil, sp.GetSeed())
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err)
+	}
+	return server.ParseRequest(raw, false)
+}
+
+func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStreamingServer[vllmpb.GenerateResponse]) error {
+	s := v.s
+	b, err := s.loaded()
+	if err != nil {
+		return err
+	}
+	g, err := vllmRequest(r)
+	if err != nil {
+		return toStatus(err)
+	}
+	req, err := engineRequest(b, g)
+	if err != nil {
+		return toStatus(err)
+	}
+	if req.StopTokens, err = int32s(r.GetSamplingParams().GetStopTokenIds()); err != nil {
+		return toStatus(err)
+	}
+	id := r.GetRequestId()
+	if id == "" {
+		id = "vllm-" + randID()
+	}
+	req.ID = id
+	ctx, done, err := s.inflight.add(stream.Context(), id)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer done()
+	seq, err := s.submit(ctx, b, req)
+	if err != nil {
+		return toStatus(err)
+	}
+	ts := server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)
+	prompt := int32(len(req.Prompt))
+	em := &chunkEmitter{ts: ts, send: func(_ string, ids []int32) error {
+		if !r.GetStream() {
+			return nil // one GenerateComplete at the end
+		}
+		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
+			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(ts.IDs()))}}})
+	}}
+	out := server.Pump(ctx, seq, ts, em, s.pumpConfig(r.GetStream()), s.drain)
+	_ = em.Flush()
+
+	complete := func(finish string) error {
+		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Complete{
+			Complete: &vllmpb.GenerateComplete{OutputIds: uint32s(ts.IDs()), FinishReason: finish, PromptTokens: prompt,
+				CompletionTokens: int32(len(ts.IDs())), CachedTokens: int32(out.Result.CachedTokens)}}})
+	}
+	switch {
+	case errors.Is(context.Cause(ctx), errAbortRPC) && out.Err == nil:
+		if out.CutShort || out.Finish == "" {
+			return complete(string(engine.FinishAbort))
+		}
+		return complete(out.Finish)
+	case out.ClientGone:
+		return toStatus(context.Cause(ctx))
+	case out.Err != nil:
+		code, httpStatus := classify(out.Err)
+		_ = stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Error{
+			Error: &vllmpb.GenerateError{Message: out.Err.Error(), HttpStatusCode: strconv.Itoa(httpStatus), Details: code.String()}}})
+		return toStatus(out.Err)
+	}
+	return complete(out.Finish)
+}
+
+// Abort answers success=false for an unknown id instead of NOT_FOUND: routers
+// abort fire-and-forget, often after the request has already finished.
+func (v *vllmEngine) Abort(_ context.Context, r *vllmpb.AbortRequest) (*vllmpb.AbortResponse, error) {
+	if err := v.s.inflight.abort(r.GetRequestId()); err != nil {
+		return &vllmpb.AbortResponse{Success: false, Message: err.Error()}, nil
+	}
+	return &vllmpb.AbortResponse{Success: true}, nil
+}
+
+func (v *vllmEngine) HealthCheck(context.Context, *vllmpb.HealthCheckRequest) (*vllmpb.HealthCheckResponse, error) {
+	select {
+	case <-v.s.drain:
+		return &vllmpb.HealthCheckResponse{Healthy: false, Message: "shutting down"}, nil
+	default:
+	}
+	if v.s.backend.Load() == nil {
+		return &vllmpb.HealthCheckResponse{Healthy: false, Message: "model loading"}, nil
+	}
+	return &vllmpb.HealthCheckResponse{Healthy: true, Message: "ok"}, nil
+}
+
+func (v *vllmEngine) GetModelInfo(context.Context, *vllmpb.GetModelInfoRequest) (*vllmpb.GetModelInfoResponse, error) {
+	b, err := v.s.loaded()
+	if err != nil {
+		return nil, err
+	}
+	return &vllmpb.GetModelInfoResponse{ModelPath: v.s.cfg.ModelPath, IsGeneration: true,
+		MaxContextLength: int32(b.ContextLen), VocabSize: int32(v.s.cfg.VocabSize)}, nil
+}
+
+func (v *vllmEngine) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequest) (*vllmpb.GetServerInfoResponse, error) {
+	last := 0.0
+	if ns := v.s.lastRecv.Load(); ns > 0 {
+		last = float64(ns) / 1e9
+	}
+	return &vllmpb.GetServerInfoResponse{ActiveRequests: int32(v.s.inflight.len()), LastReceiveTimestamp: last,
+		UptimeSeconds: time.Since(v.s.started).Seconds(), ServerType: "sluice-grpc"}, nil
+}
