@@ -85,10 +85,11 @@ type scriptEngine struct {
 	interval time.Duration // between tokens
 	finish   engine.FinishReason
 
-	mu      sync.Mutex
-	live    int // sequences whose channel is not closed yet
-	submits []engine.Request
-	aborts  []engine.AbortCause
+	mu       sync.Mutex
+	live     int // sequences whose channel is not closed yet
+	produced int // tokens sent by all sequences
+	submits  []engine.Request
+	aborts   []engine.AbortCause
 }
 
 func (e *scriptEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
@@ -105,6 +106,18 @@ func (e *scriptEngine) Live() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.live
+}
+
+func (e *scriptEngine) Produced() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.produced
+}
+
+func (e *scriptEngine) Submits() []engine.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.Request(nil), e.submits...)
 }
 
 func (e *scriptEngine) Aborts() []engine.AbortCause {
@@ -149,6 +162,9 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 			return
 		}
 		s.ch <- engine.Token{ID: s.e.script[i], Index: i}
+		s.e.mu.Lock()
+		s.e.produced++
+		s.e.mu.Unlock()
 	}
 	s.res = engine.Result{Finish: s.e.finish, CompletionTokens: len(s.e.script)}
 	if s.res.Finish == "" {

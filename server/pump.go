@@ -218,8 +218,9 @@ func (p *pump) finish() Outcome {
 		p.out.Err = fmt.Errorf("generation failed: %w", res.Err)
 	case res.Finish == engine.FinishAbort && res.Cause == engine.CauseShutdown:
 		p.out.Err = ErrShutdown
-	case res.Finish == engine.FinishAbort && p.out.ClientGone:
-		p.out.CutShort = true
+	case res.Finish == engine.FinishAbort && (p.out.ClientGone || res.Cause == engine.CauseClientDisconnect):
+		// The engine may see the context end before this loop does.
+		p.out.ClientGone, p.out.CutShort = true, true
 	default:
 		p.out.Err = fmt.Errorf("generation aborted (%s)", res.Cause)
 	}

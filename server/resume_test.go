@@ -1,0 +1,134 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestResume cuts a stream after some events, reconnects with the response
+// id and Last-Event-ID, and checks that exactly the missing events arrive,
+// that the generation continued (not restarted) from the tokens already
+// produced, and that the result equals an uninterrupted stream.
+func TestResume(t *testing.T) {
+	script := strings.Split("The quick brown fox jumps over the lazy dog again and again.", " ")
+	for i := range script[1:] {
+		script[i+1] = " " + script[i+1]
+	}
+	tests := []struct {
+		name   string
+		cutAt  int // events read before the disconnect
+		viaGET bool
+	}{
+		{"GET /v1/streams/{id}", 5, true},
+		{"same POST with headers", 5, false},
+		{"cut right after the role chunk", 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rig := newRig(t, script, 5*time.Millisecond, nil)
+			body := fmt.Sprintf(chatBody, "", true, `,"stream_options":{"include_usage":true}`)
+			whole, _ := readSSE(t, rig.post(t, "/v1/chat/completions", body).Body, 0)
+			wantText, _, _, wantUsage := contentOf(t, whole)
+
+			resp := rig.post(t, "/v1/chat/completions", body)
+			id := resp.Header.Get(streamIDHeader)
+			first, _ := readSSE(t, resp.Body, tt.cutAt)
+			resp.Body.Close() // the client vanishes mid-stream
+			last := first[len(first)-1].ID
+
+			var again *http.Response
+			if tt.viaGET {
+				req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
+				req.Header.Set(lastEventIDHeader, strconv.FormatInt(last, 10))
+				var err error
+				if again, err = http.DefaultClient.Do(req); err != nil {
+					t.Fatal(err)
+				}
+				defer again.Body.Close()
+			} else {
+				again = rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
+			}
+			if again.StatusCode != 200 {
+				t.Fatalf("resume status %d", again.StatusCode)
+			}
+			rest, _ := readSSE(t, again.Body, 0)
+			if len(rest) == 0 {
+				t.Fatalf("no events after resume; submits %d aborts %v produced %d", len(rig.eng.Submits()), rig.eng.Aborts(), rig.eng.Produced())
+			}
+			for i, ev := range rest {
+				if ev.ID != last+1+int64(i) {
+					t.Fatalf("resumed event %d has id %d, want %d", i, ev.ID, last+1+int64(i))
+				}
+			}
+			text, finish, _, usage := contentOf(t, append(first, rest...))
+			if text != wantText || finish != "stop" {
+				t.Fatalf("resumed text %q (%s), uninterrupted %q; resumed events %v", text, finish, wantText, rest)
+			}
+			if *usage != *wantUsage {
+				t.Errorf("usage %+v, uninterrupted %+v", usage, wantUsage)
+			}
+			subs := rig.eng.Submits()
+			if len(subs) != 3 || *subs[2].Sampling.Seed != *subs[1].Sampling.Seed {
+				t.Fatalf("%d submits; want the resume to reuse the seed", len(subs))
+			}
+			if n := len(subs[2].Resume); !slices.Equal(subs[2].Resume, rig.eng.script[:n]) {
+				t.Errorf("Resume %v is not the script's first %d tokens", subs[2].Resume, n)
+			}
+			// The disconnect aborted the first sequence, and nothing was generated twice.
+			if !slices.Equal(rig.eng.Aborts(), []engine.AbortCause{engine.CauseClientDisconnect}) {
+				t.Errorf("aborts %v", rig.eng.Aborts())
+			}
+			if got := rig.eng.Produced(); got != 2*len(script) {
+				t.Errorf("engine produced %d tokens for two streams of %d", got, len(script))
+			}
+		})
+	}
+}
+
+// TestResumeFinishedStream replays the tail of a stream that ended while its
+// client was away: no second generation.
+func TestResumeFinishedStream(t *testing.T) {
+	rig := newRig(t, []string{"a", "b", "c"}, time.Millisecond, nil)
+	resp := rig.post(t, "/v1/completions", `{"prompt":"x","stream":true}`)
+	id := resp.Header.Get(streamIDHeader)
+	all, _ := readSSE(t, resp.Body, 0)
+	tests := []struct {
+		last   string
+		status int
+		want   int // events replayed
+	}{
+		{"2", 200, len(all) - 2},
+		{"0", 200, len(all)},
+		{fmt.Sprint(len(all)), 200, 0},
+		{fmt.Sprint(len(all) + 1), 409, 0},
+		{"x", 400, 0},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
+		req.Header.Set(lastEventIDHeader, tt.last)
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.StatusCode != tt.status {
+			t.Errorf("Last-Event-ID %s: status %d, want %d", tt.last, r.StatusCode, tt.status)
+		}
+		if r.StatusCode == 200 {
+			got, _ := readSSE(t, r.Body, 0)
+			if len(got) != tt.want || (len(got) > 0 && got[len(got)-1] != all[len(all)-1]) {
+				t.Errorf("Last-Event-ID %s: %d events, want %d", tt.last, len(got), tt.want)
+			}
+		}
+		r.Body.Close()
+	}
+	if n := len(rig.eng.Submits()); n != 1 {
+		t.Errorf("%d submits, want 1", n)
+	}
+}
