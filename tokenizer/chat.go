@@ -1,0 +1,52 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// ErrNoChatTemplate reports a chat request for a model that ships no template.
+var ErrNoChatTemplate = errors.New("tokenizer: model has no chat template")
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string // "system", "user", "assistant", ...
+	Content string
+}
+
+// ApplyChatTemplate renders msgs with the model's chat template into the
+// prompt text the model was trained on. With addGenerationPrompt the text ends
+// with the header of an assistant turn, ready for the model to continue. The
+// template sees the variables Hugging Face's apply_chat_template passes:
+// messages, add_generation_prompt, bos_token, eos_token, and the functions
+// raise_exception and strftime_now.
+//
+// The result usually starts with special tokens written as text; encode it
+// with Encode(prompt, false) when the template already writes BOS.
+func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) (string, error) {
+	if t.template == "" {
+		return "", ErrNoChatTemplate
+	}
+	t.templateOnce.Do(func() {
+		t.compiled, t.compileErr = jinja.Compile(t.template)
+	})
+	if t.compileErr != nil {
+		return "", fmt.Errorf("tokenizer: compiling chat template: %w", t.compileErr)
+	}
+	list := make([]any, len(msgs))
+	for i, m := range msgs {
+		list[i] = map[string]any{"role": m.Role, "content": m.Content}
+	}
+	out, err := t.compiled.Render(map[string]any{
+		"messages":              list,
+		"add_generation_prompt": addGenerationPrompt,
+		"bos_token":             t.bosText,
+		"eos_token":             t.eosText,
+	})
+	if err != nil {
+		return "", fmt.Errorf("tokenizer: rendering chat template: %w", err)
+	}
+	return out, nil
+}

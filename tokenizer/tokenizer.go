@@ -1,0 +1,232 @@
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ardanlabs/jinja"
+	"github.com/daulet/tokenizers"
+)
+
+// ErrUnsupported reports a vocabulary this package cannot turn into a
+// tokenizer (an unknown tokenizer model or pre-tokenizer type).
+var ErrUnsupported = errors.New("tokenizer: unsupported vocabulary")
+
+// Tokenizer encodes text to token ids and back. See the package comment for
+// its concurrency rules.
+type Tokenizer struct {
+	hf *tokenizers.Tokenizer
+
+	ids       map[string]int32 // token text (as the vocabulary spells it) → id
+	special   []bool           // by id: control tokens, dropped by Decode(skipSpecial)
+	byteToken []bool           // by id: SentencePiece byte-fallback tokens <0xNN>; nil for byte-level BPE
+
+	// Decoding in Go (detok.go) for generated tokenizers.
+	kind       decodeKind
+	pieces     []string // by id: token text (SentencePiece)
+	bytes      [][]byte // by id: the bytes a byte-level token stands for
+	stripSpace bool     // SentencePiece add_space_prefix: decoding drops one leading space
+	vocabSize  int
+	bos, eos   int32 // -1 when absent
+	eog        []int32
+
+	// Chat template variables bos_token and eos_token.
+	bosText, eosText string
+
+	template     string
+	templateOnce sync.Once
+	compiled     *jinja.Template
+	compileErr   error
+}
+
+// New builds a tokenizer from a GGUF vocabulary by generating the equivalent
+// Hugging Face tokenizer.json in memory.
+func New(v *Vocab) (*Tokenizer, error) {
+	data, err := hfJSON(v)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: building tokenizer.json from the %s vocabulary: %w", v.Model, err)
+	}
+	hf, err := tokenizers.FromBytes(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: loading the generated tokenizer.json: %w", err)
+	}
+	t := &Tokenizer{
+		hf:        hf,
+		ids:       make(map[string]int32, len(v.Tokens)),
+		special:   make([]bool, len(v.Tokens)),
+		vocabSize: len(v.Tokens),
+		bos:       validID(v.BOS, len(v.Tokens)),
+		eos:       validID(v.EOS, len(v.Tokens)),
+		template:  v.ChatTemplate,
+	}
+	for i, s := range v.Tokens {
+		if _, dup := t.ids[s]; !dup {
+			t.ids[s] = int32(i)
+		}
+		typ := tokenType(v, i)
+		t.special[i] = typ == typeControl || typ == typeUnknown
+		if v.Model == "llama" && typ == typeByte {
+			if t.byteToken == nil {
+				t.byteToken = make([]bool, len(v.Tokens))
+			}
+			t.byteToken[i] = true
+		}
+	}
+	switch v.Model {
+	case "gpt2":
+		t.kind = decodeByteLevel
+		t.bytes = make([][]byte, len(v.Tokens))
+		for i, s := range v.Tokens {
+			t.bytes[i] = byteLevelBytes(s)
+		}
+	case "llama":
+		t.kind = decodeSPM
+		t.pieces = v.Tokens
+		t.stripSpace = v.AddSpacePrefix
+	}
+	t.eog = t.findEOG(validID(v.EOT, len(v.Tokens)), validID(v.EOM, len(v.Tokens)))
+	if t.bos >= 0 {
+		t.bosText = v.Tokens[t.bos]
+	}
+	if t.eos >= 0 {
+		t.eosText = v.Tokens[t.eos]
+	}
+	return t, nil
+}
+
+func validID(id int32, n int) int32 {
+	if id < 0 || int(id) >= n {
+		return -1
+	}
+	return id
+}
+
+// eogTexts are the tokens that end a generation wherever a vocabulary has
+// them, the list llama.cpp keeps (llama_vocab::impl::load): model files do not
+// mark them, so they are found by their text.
+var eogTexts = []string{
+	"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>",
+	"<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
+	"<end_of_utterance>", "<｜end▁of▁sentence｜>",
+	// fill-in-the-middle padding, repository and file separators: llama.cpp
+	// stops on these too, since a chat model emitting one has left the chat.
+	"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>",
+	"<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>",
+}
+
+func (t *Tokenizer) findEOG(extra ...int32) []int32 {
+	var eog []int32
+	add := func(id int32) {
+		if id >= 0 && !slices.Contains(eog, id) {
+			eog = append(eog, id)
+		}
+	}
+	add(t.eos)
+	for _, id := range extra {
+		add(id)
+	}
+	for _, s := range eogTexts {
+		if id, ok := t.ids[s]; ok {
+			add(id)
+		}
+	}
+	slices.Sort(eog)
+	return eog
+}
+
+// Encode returns the token ids of text. With addSpecial it also adds what the
+// vocabulary asks for around a whole input (BOS when AddBOS). Control tokens
+// written in text (e.g. "<|im_start|>") are always encoded as one token, as
+// chat templates need. Text past a NUL byte is not encoded (the C interface
+// of the library takes NUL-terminated strings).
+func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
+	if t.hf == nil {
+		return nil
+	}
+	if i := strings.IndexByte(text, 0); i >= 0 {
+		text = text[:i]
+	}
+	enc := t.hf.EncodeWithOptions(text, addSpecial)
+	out := make([]int32, len(enc.IDs))
+	for i, id := range enc.IDs {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// Decode returns the text of ids. With skipSpecial, control tokens (BOS,
+// <|im_end|>, ...) are left out. Ids outside the vocabulary are ignored.
+// Bytes that do not form valid UTF-8 become U+FFFD.
+func (t *Tokenizer) Decode(ids []int32, skipSpecial bool) string {
+	if t.hf == nil || len(ids) == 0 {
+		return ""
+	}
+	if t.kind != decodeLibrary {
+		return t.decodeGo(ids, skipSpecial)
+	}
+	return t.decodeLibrary(ids, skipSpecial)
+}
+
+// decodeLibrary decodes through the Rust library. Its C interface cannot
+// return text containing a NUL byte: such text comes back as "".
+func (t *Tokenizer) decodeLibrary(ids []int32, skipSpecial bool) string {
+	u := make([]uint32, 0, len(ids))
+	for _, id := range ids {
+		if id >= 0 && (t.vocabSize == 0 || int(id) < t.vocabSize) {
+			u = append(u, uint32(id))
+		}
+	}
+	return t.hf.Decode(u, skipSpecial)
+}
+
+// TokenID returns the id of the token whose text, as the vocabulary spells it,
+// is s (byte-level vocabularies spell a leading space "Ġ", SentencePiece "▁").
+func (t *Tokenizer) TokenID(s string) (int32, bool) {
+	id, ok := t.ids[s]
+	return id, ok
+}
+
+// BOS returns the beginning-of-sequence id, or -1.
+func (t *Tokenizer) BOS() int32 { return t.bos }
+
+// EOS returns the end-of-sequence id, or -1.
+func (t *Tokenizer) EOS() int32 { return t.eos }
+
+// EOGIDs returns every id that ends a generation (EOS, end-of-turn tokens such
+// as <|im_end|> or <|eot_id|>), sorted. The caller must not modify it.
+func (t *Tokenizer) EOGIDs() []int32 { return t.eog }
+
+// IsEOG reports whether id ends a generation.
+func (t *Tokenizer) IsEOG(id int32) bool {
+	_, found := slices.BinarySearch(t.eog, id)
+	return found
+}
+
+// IsSpecial reports whether id is a control token, which Decode drops when
+// asked to skip special tokens.
+func (t *Tokenizer) IsSpecial(id int32) bool {
+	return id >= 0 && int(id) < len(t.special) && t.special[id]
+}
+
+func (t *Tokenizer) isByteToken(id int32) bool {
+	return id >= 0 && int(id) < len(t.byteToken) && t.byteToken[id]
+}
+
+// VocabSize returns the number of token ids (the model's logit count may be
+// larger, padded).
+func (t *Tokenizer) VocabSize() int { return t.vocabSize }
+
+// ChatTemplate returns the model's Jinja chat template, or "".
+func (t *Tokenizer) ChatTemplate() string { return t.template }
+
+// Close frees the Rust tokenizer. The Tokenizer must not be used afterwards;
+// Encode and Decode return nothing once closed.
+func (t *Tokenizer) Close() {
+	if t.hf != nil {
+		t.hf.Close()
+		t.hf = nil
+	}
+}
