@@ -158,6 +158,9 @@ func mmapFile(path string) ([]byte, error) {
 // parseSafetensors checks a safetensors header against the file: known
 // dtypes, offsets inside the data section, sizes equal to shape × element size.
 func parseSafetensors(data []byte) (map[string]stEntry, error) {
+	if len(data) < 8 {
+		return nil, fmt.Errorf("%d bytes is too short for a header: %w", len(data), ErrMalformed)
+	}
 	n := binary.LittleEndian.Uint64(data)
 	if n > uint64(len(data))-8 {
 		return nil, fmt.Errorf("header of %d bytes beyond the end of the file (%d bytes): %w", n, len(data), ErrMalformed)

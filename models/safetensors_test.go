@@ -42,7 +42,7 @@ func TestHFToGGUFNames(t *testing.T) {
 }
 
 // stFile builds a safetensors image from a raw header value and n data bytes.
-func stFile(t *testing.T, header any, n int) []byte {
+func stFile(t testing.TB, header any, n int) []byte {
 	t.Helper()
 	h, err := json.Marshal(header)
 	if err != nil {
@@ -202,4 +202,34 @@ func editConfig(old, new string) func(string) error {
 		}
 		return os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644)
 	}
+}
+
+// FuzzSafetensorsHeader: no header may panic the parser, and every entry it
+// accepts must lie inside the file with the size its shape implies.
+func FuzzSafetensorsHeader(f *testing.F) {
+	dir := f.TempDir()
+	if err := modeltest.WriteHF(dir, modeltest.Spec{Layers: 1, Hidden: 8, Heads: 2, FFN: 8, Vocab: 259, Seed: 1}, kernels.BF16); err != nil {
+		f.Fatal(err)
+	}
+	seed, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seed)
+	f.Add(stFile(f, map[string]stInfo{"w": {"F32", []int{2, 2}, []int{0, 16}}}, 16))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		entries, err := parseSafetensors(data)
+		if err != nil {
+			return
+		}
+		for name, e := range entries {
+			n := stElemSize[e.dtype]
+			for _, d := range e.shape {
+				n *= uint64(d)
+			}
+			if e.begin > e.end || e.end > uint64(len(data)) || e.end-e.begin != n {
+				t.Fatalf("%q: [%d, %d) in %d bytes for %v %s", name, e.begin, e.end, len(data), e.shape, e.dtype)
+			}
+		}
+	})
 }
