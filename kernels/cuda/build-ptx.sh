@@ -22,7 +22,7 @@ fi
 mkdir -p "$out"
 for src in "$here"/*.cu; do
 	name=$(basename "$src" .cu)
-	"$NVCC" -ptx -arch="$arch" -O3 $NVCC_FLAGS -std=c++14 -I"$here" -o "$out/$name.ptx.tmp" "$src"
+	"$NVCC" -ptx -arch="$arch" -O3 $NVCC_FLAGS -std=c++17 -I"$here" -o "$out/$name.ptx.tmp" "$src"
 	# nvcc writes its version and the source path into the header; drop the
 	# path so the committed PTX does not depend on where it was built.
 	grep -v '^// Compiler Build ID\|^// Based on\|^//.*\.cu$' "$out/$name.ptx.tmp" >"$out/$name.ptx"

@@ -25,7 +25,7 @@ func build(t *testing.T) string {
 		t.Skip("nvcc not found")
 	}
 	bin := filepath.Join(t.TempDir(), "dequant_host")
-	args := []string{"-O2", "-std=c++14", "-o", bin, "dequant_host.cu"}
+	args := []string{"-O2", "-std=c++17", "-o", bin, "dequant_host.cu"}
 	if out, err := exec.Command(nvcc, "--version").Output(); err == nil && bytes.Contains(out, []byte("release 11.")) {
 		if _, err := exec.LookPath("g++-11"); err == nil {
 			args = append(args, "-ccbin", "g++-11")
