@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
 )
 
 // useAVX2 selects the assembly kernels in dot_amd64.s. F16C converts the
@@ -67,6 +68,24 @@ func dotQ6_KQ8_K(w, x *byte, nb int) float32
 //go:noescape
 func dotQ8_KQ8_K(w, x *byte, nb int) float32
 
+//go:noescape
+func actQ8_0AVX2(dst *byte, x *float32, nb int)
+
+//go:noescape
+func actQ8_1AVX2(dst *byte, x *float32, nb int)
+
+// asmQuantize wraps an activation quantizer (blocks of 32 floats, bb bytes).
+func asmQuantize(kernel func(dst *byte, x *float32, nb int), bb int) func(dst []byte, x []float32) {
+	return func(dst []byte, x []float32) {
+		nb := len(x) / 32
+		if nb == 0 {
+			return
+		}
+		_ = dst[nb*bb-1]
+		kernel(&dst[0], &x[0], nb)
+	}
+}
+
 // asmDot makes a row kernel of a one-row assembly kernel: with 256-element
 // super-blocks the call is a small part of a row's work.
 func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
@@ -109,6 +128,14 @@ func init() {
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
+	for _, k := range quantKernels {
+		switch k.actBlockBytes {
+		case quant.Q8_0BlockBytes:
+			k.quantize = asmQuantize(actQ8_0AVX2, quant.Q8_0BlockBytes)
+		case quant.Q8_1BlockBytes:
+			k.quantize = asmQuantize(actQ8_1AVX2, quant.Q8_1BlockBytes)
+		}
+	}
 	quantKernels[kernels.Q4_K].rows = asmDot(dotQ4_KQ8_K, 144, 292)
 	quantKernels[kernels.Q5_K].rows = asmDot(dotQ5_KQ8_K, 176, 292)
 	quantKernels[kernels.Q6_K].rows = asmDot(dotQ6_KQ8_K, 210, 292)

@@ -162,3 +162,50 @@ func TestDotF32(t *testing.T) {
 		}
 	}
 }
+
+// TestActivationQuantizers: the matmul's activation quantizers (assembly on
+// amd64) must produce the bytes of quant.ActQ8_0/ActQ8_1/ActQ8_K exactly, on
+// ordinary rows, all-zero blocks, halves that are rounding ties (amax 127
+// makes the scale 1) and tiny values.
+func TestActivationQuantizers(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	rows := map[string][]float32{"normal": randVec(r, 1536)}
+	zero := randVec(r, 512)
+	clear(zero[64:128])
+	rows["zero blocks"] = zero
+	ties := make([]float32, 256)
+	for i := range ties {
+		ties[i] = float32(i%64) - 31.5
+	}
+	ties[0], ties[32], ties[64], ties[96] = 127, -127, 127, 127
+	rows["ties"] = ties
+	tiny := randVec(r, 256)
+	for i := range tiny {
+		tiny[i] *= 1e-30
+	}
+	rows["tiny"] = tiny
+	refs := map[int]func([]byte, []float32){
+		quant.Q8_0BlockBytes: quant.ActQ8_0,
+		quant.Q8_1BlockBytes: quant.ActQ8_1,
+		quant.Q8_KBlockBytes: quant.ActQ8_K,
+	}
+	for _, dt := range quantTypes {
+		k := quantKernels[dt]
+		for name, x := range rows {
+			if len(x)%dt.BlockElems() != 0 {
+				continue
+			}
+			nb := len(x) / dt.BlockElems()
+			got, want := make([]byte, nb*k.actBlockBytes), make([]byte, nb*k.actBlockBytes)
+			k.quantize(got, x)
+			refs[k.actBlockBytes](want, x)
+			if !bytes.Equal(got, want) {
+				i := 0
+				for got[i] == want[i] {
+					i++
+				}
+				t.Errorf("%v %s: byte %d differs: got %#02x, want %#02x", dt, name, i, got[i], want[i])
+			}
+		}
+	}
+}
