@@ -102,6 +102,35 @@ func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
 	}
 }
 
+//go:noescape
+func dotQ4_1Q8_1Rows2(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int)
+
+// asmRows2 wraps a two-activation kernel that takes weight rows in pairs; an
+// odd last row goes through the one-activation kernel, which gives the same bits.
+func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int), one rowsDot, wbb, xbb int) rows2Dot {
+	return func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, nb int) {
+		rows := len(dst0)
+		if rows == 0 {
+			return
+		}
+		if nb == 0 {
+			clear(dst0)
+			clear(dst1)
+			return
+		}
+		_, _, _ = w[(rows-1)*wstride+nb*wbb-1], x0[nb*xbb-1], x1[nb*xbb-1]
+		dst1 = dst1[:rows]
+		if pairs := rows / 2; pairs > 0 {
+			kernel(&w[0], wstride, &x0[0], &x1[0], nb, &dst0[0], &dst1[0], pairs)
+		}
+		if rows%2 == 1 {
+			last := w[(rows-1)*wstride:]
+			one(dst0[rows-1:], last, wstride, x0, nb)
+			one(dst1[rows-1:], last, wstride, x1, nb)
+		}
+	}
+}
+
 // asmRows wraps an assembly row kernel: it checks the bounds once, since the
 // assembly trusts its arguments.
 func asmRows(kernel func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int), wbb, xbb int) rowsDot {
@@ -124,6 +153,7 @@ func init() {
 		return
 	}
 	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
+	quantKernels[kernels.Q4_1].rows2 = asmRows2(dotQ4_1Q8_1Rows2, quantKernels[kernels.Q4_1].rows, 20, 36)
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)

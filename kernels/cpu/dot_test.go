@@ -104,6 +104,22 @@ func TestDotKernels(t *testing.T) {
 							t.Errorf("rows=%d row %d: got %v, want %v (tolerance %g, row 0 %v)", rows, r, got, want, tol, dst[0])
 						}
 					}
+					if k.rows2 == nil {
+						continue
+					}
+					// The two-activation form must match rows bit for bit.
+					x2 := randVec(r, in)
+					xq2 := make([]byte, len(xq))
+					k.quantize(xq2, x2)
+					want2 := make([]float32, rows)
+					k.rows(want2, ws, wb, xq2, nb)
+					d0, d1 := make([]float32, rows), make([]float32, rows)
+					k.rows2(d0, d1, ws, wb, xq, xq2, nb)
+					for i := range rows {
+						if d0[i] != dst[i] || d1[i] != want2[i] {
+							t.Errorf("rows2, rows=%d row %d: got %v, %v; rows gives %v, %v", rows, i, d0[i], d1[i], dst[i], want2[i])
+						}
+					}
 				}
 			})
 		}

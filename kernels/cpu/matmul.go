@@ -82,8 +82,14 @@ func (s *matScratch) run(lo, hi int) {
 		i1 := min(s.n, i0+xTile)
 		for o0 := lo; o0 < hi; o0 += tile {
 			o1 := min(hi, o0+tile)
-			for i := i0; i < i1; i++ {
-				rows(dst[i*out+o0:i*out+o1], raw[o0*wrb:o1*wrb], wrb, xq[i*xrb:(i+1)*xrb], nb)
+			ws := raw[o0*wrb : o1*wrb]
+			i := i0
+			for ; s.k.rows2 != nil && i+1 < i1; i += 2 {
+				s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
+					xq[i*xrb:(i+1)*xrb], xq[(i+1)*xrb:(i+2)*xrb], nb)
+			}
+			for ; i < i1; i++ {
+				rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
 			}
 		}
 	}
