@@ -14,6 +14,13 @@
 // with an online softmax (running max m, running sum l, rescale factor
 // exp(m_old − m_new)) so no score vector of context length is materialised.
 // Row at position P sees positions [0, P].
+//
+// Split context (flash-decoding): when a step has too few work items to fill
+// the GPU (decode at small batch), grid.z splits each item's context into
+// ranges of splitLen positions. Each split writes its unnormalised output
+// and its (m, l) to part, and attention_combine merges the splits:
+//
+//	out = Σ_z e^(m_z − M)·acc_z / Σ_z e^(m_z − M)·l_z,   M = max_z m_z
 #include <math_constants.h>
 
 #include "common.cuh"
@@ -22,13 +29,15 @@
 #define HDMAX 128
 #define TILE 32
 #define NT 128
+// floats of one split's partial result: acc[QMAX][HDMAX], m[QMAX], l[QMAX]
+#define PART (QMAX * HDMAX + 2 * QMAX)
 
 extern "C" __global__ void __launch_bounds__(NT)
     paged_attention(float* out, const float* q, const uint16_t* kc, const uint16_t* vc,
                     const int* items,     // [items][3]: sequence, first row, rows
                     const int* seqBlocks, // [seqs]: offset of each block table in blocks
                     const int* blocks, const int* positions, int heads, int kvHeads, int headDim, int blockSize,
-                    float scale) {
+                    float scale, float* part, int splitLen) {
     __shared__ float qs[QMAX][HDMAX];
     __shared__ float ks[TILE][HDMAX + 1]; // +1: lanes read different rows of one column
     __shared__ float vs[TILE][HDMAX];
@@ -53,13 +62,15 @@ extern "C" __global__ void __launch_bounds__(NT)
         mrun[tid] = -CUDART_INF_F;
         lsum[tid] = 0.f;
     }
-    const int ctx = positions[row0 + nrows - 1] + 1; // rows are in position order
+    // this block's positions [lo, ctx); rows are in position order
+    const int lo = blockIdx.z * splitLen;
+    const int ctx = min(positions[row0 + nrows - 1] + 1, lo + splitLen);
 
     float acc[QMAX * HDMAX / NT];
 #pragma unroll
     for (int i = 0; i < QMAX * HDMAX / NT; i++) acc[i] = 0.f;
 
-    for (int t0 = 0; t0 < ctx; t0 += TILE) {
+    for (int t0 = lo; t0 < ctx; t0 += TILE) {
         const int tn = min(TILE, ctx - t0);
         // K and V tile: tn positions × headDim, 8 halves per load
         for (int idx = tid; idx < tn * (headDim / 8); idx += NT) {
@@ -110,6 +121,20 @@ extern "C" __global__ void __launch_bounds__(NT)
         }
         __syncthreads();
     }
+    __syncthreads(); // a split past every row's position never ran the loop
+    if (gridDim.z > 1) {
+        float* pp = part + ((size_t)(blockIdx.x * kvHeads + g) * gridDim.z + blockIdx.z) * PART;
+#pragma unroll
+        for (int i = 0; i < QMAX * HDMAX / NT; i++) {
+            const int idx = tid + NT * i;
+            if (idx < nq * headDim) pp[(idx / headDim) * HDMAX + idx % headDim] = acc[i];
+        }
+        if (tid < nq) {
+            pp[QMAX * HDMAX + tid] = mrun[tid];
+            pp[QMAX * HDMAX + QMAX + tid] = lsum[tid];
+        }
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < QMAX * HDMAX / NT; i++) {
         const int idx = tid + NT * i;
@@ -118,5 +143,29 @@ extern "C" __global__ void __launch_bounds__(NT)
             const int r = row0 + qi / group, h = g * group + qi % group;
             out[(size_t)r * qCols + (size_t)h * headDim + d] = acc[i] / lsum[qi];
         }
+    }
+}
+
+// attention_combine merges the splits' partial results; grid (items, kvHeads).
+extern "C" __global__ void __launch_bounds__(NT)
+    attention_combine(float* out, const float* part, const int* items, int heads, int kvHeads, int headDim, int splits) {
+    const int row0 = items[3 * blockIdx.x + 1], nrows = items[3 * blockIdx.x + 2];
+    const int g = blockIdx.y, group = heads / kvHeads, nq = nrows * group, qCols = heads * headDim;
+    const float* pp = part + (size_t)(blockIdx.x * kvHeads + g) * splits * PART;
+    for (int idx = threadIdx.x; idx < nq * headDim; idx += NT) {
+        const int qi = idx / headDim, d = idx % headDim;
+        float M = -CUDART_INF_F;
+        for (int z = 0; z < splits; z++) M = fmaxf(M, pp[z * PART + QMAX * HDMAX + qi]);
+        float num = 0.f, den = 0.f;
+        for (int z = 0; z < splits; z++) {
+            const float* pz = pp + z * PART;
+            const float m = pz[QMAX * HDMAX + qi];
+            if (m == -CUDART_INF_F) continue; // the split saw no position of this row
+            const float w = __expf(m - M);
+            num += w * pz[qi * HDMAX + d];
+            den += w * pz[QMAX * HDMAX + QMAX + qi];
+        }
+        const int r = row0 + qi / group, h = g * group + qi % group;
+        out[(size_t)r * qCols + (size_t)h * headDim + d] = num / den;
     }
 }

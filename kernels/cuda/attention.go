@@ -13,6 +13,12 @@ import (
 // attention.cu): rows per item = qMax / (query heads per KV head).
 const qMax = 16
 
+// partFloats is one split's partial result (PART in attention.cu).
+const partFloats = qMax*128 + 2*qMax
+
+// minSplit is the fewest positions worth a split of their own.
+const minSplit = 64
+
 // Attention writes k and v into the layer's F16 cache at b.Slots, then runs
 // paged causal attention for every sequence (attention.cu).
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
@@ -75,9 +81,40 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	if items == 0 {
 		return nil
 	}
-	return b.launch("paged_attention", [3]int{items, cfg.KVHeads, 1}, [3]int{128, 1, 1},
+	splits, splitLen := b.splits(items*cfg.KVHeads, batch)
+	err = b.launch("paged_attention", [3]int{items, cfg.KVHeads, splits}, [3]int{128, 1, 1},
 		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(itemsOff), tabArg(seqOff), tabArg(blocksOff),
-		tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(cfg.BlockSize), f32Arg(scale))
+		tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(cfg.BlockSize), f32Arg(scale),
+		ptrArg(store.part), intArg(splitLen))
+	if err != nil || splits == 1 {
+		return err
+	}
+	return b.launch("attention_combine", [3]int{items, cfg.KVHeads, 1}, [3]int{128, 1, 1},
+		ptrArg(ot.ptr), ptrArg(store.part), tabArg(itemsOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(splits))
+}
+
+// splits decides how many ranges each work item's context is cut into: one
+// when the items alone give every SM two blocks, else enough to do so, each
+// range at least minSplit positions (a multiple of the kernel's 32-position
+// tile) and all partials within the store's scratch.
+func (b *Backend) splits(blocks int, batch *kernels.Batch) (splits, splitLen int) {
+	const whole = 1 << 30
+	ctx := 0
+	for _, sq := range batch.Seqs {
+		if sq.End > sq.Start {
+			ctx = max(ctx, sq.ContextLen)
+		}
+	}
+	target := 2 * max(b.sms, 1)
+	if blocks >= target || ctx < 2*minSplit {
+		return 1, whole
+	}
+	splits = min(ceilDiv(target, blocks), ctx/minSplit, partBytes/(4*partFloats*blocks))
+	if splits <= 1 {
+		return 1, whole
+	}
+	splitLen = ceilDiv(ceilDiv(ctx, splits), 32) * 32
+	return ceilDiv(ctx, splitLen), splitLen
 }
 
 // checkBatch applies the CPU backend's checks: slots, blocks and positions in

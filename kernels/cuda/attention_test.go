@@ -38,7 +38,7 @@ func TestAttention(t *testing.T) {
 
 func testAttention(t *testing.T, heads, kvHeads, hd int) {
 	p := newPair(t)
-	const layers, blocks, bs, rows = 2, 64, 16, 128
+	const layers, blocks, bs, rows = 2, 256, 16, 1024
 	cfg := kernels.KVConfig{Layers: layers, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd}
 	kg, err := p.gpu.NewKVStore(cfg)
 	must(t, err)
@@ -47,7 +47,7 @@ func testAttention(t *testing.T, heads, kvHeads, hd int) {
 	perm := p.rand.Perm(blocks)
 	tables := make([][]int32, 3)
 	for i := range tables {
-		for _, b := range perm[i*20 : i*20+20] {
+		for _, b := range perm[i*80 : i*80+80] {
 			tables[i] = append(tables[i], int32(b))
 		}
 	}
@@ -55,10 +55,14 @@ func testAttention(t *testing.T, heads, kvHeads, hd int) {
 	out := p.scratch(nil, rows, qCols)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	// step 1 fills prefixes; step 2 mixes a prefill from 0, a decode row
-	// deep in its context and a chunk continuing a prefix.
+	// and a chunk continuing a prefix; step 3 grows one context to 1000;
+	// step 4 decodes three rows, few enough that the contexts are split
+	// across blocks (attention_combine).
 	steps := [][]seqSpec{
 		{{0, 0}, {0, 60}, {0, 50}},
 		{{0, 37}, {60, 61}, {50, 70}},
+		{{37, 37}, {61, 61}, {70, 1000}},
+		{{37, 38}, {61, 62}, {1000, 1001}},
 	}
 	for si, st := range steps {
 		b := buildBatch(st, tables, bs)

@@ -51,6 +51,7 @@ type Backend struct {
 	step  step                   // launches recorded since the last flush
 	name  string
 	total int64
+	sms   int // streaming multiprocessors: how many blocks fill the GPU
 }
 
 // New creates a context on the device, loads the kernels and starts the
@@ -98,6 +99,9 @@ func (b *Backend) init() error {
 	}
 	if b.total, err = dev.TotalMem(); err != nil {
 		return fmt.Errorf("cuda backend: device %d memory: %w", b.opts.Device, err)
+	}
+	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return fmt.Errorf("cuda backend: device %d SM count: %w", b.opts.Device, err)
 	}
 	if b.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
 		return fmt.Errorf("cuda backend: context on device %d: %w", b.opts.Device, err)
@@ -254,12 +258,19 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 // kvStore keeps, per layer, K and V as [Blocks*BlockSize, KVHeads*HeadDim]
 // F16 — the CPU layout at half the bytes — in one allocation:
 //
-//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... ]
+//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... | split partials ]
+//
+// The tail holds the split-context attention's partial results (partBytes).
 type kvStore struct {
 	cfg      kernels.KVConfig
 	base     cu.DevicePtr
 	perLayer int64 // bytes of one layer's K (or V)
+	part     cu.DevicePtr
 }
+
+// partBytes is the split-context scratch: 1,000 partial results of
+// attention.cu's PART floats, several times what one step uses.
+const partBytes = 1000 * partFloats * 4
 
 func (s *kvStore) Config() kernels.KVConfig { return s.cfg }
 
@@ -277,12 +288,12 @@ func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
 	}
 	s := &kvStore{cfg: cfg, perLayer: 2 * int64(cfg.Blocks) * int64(cfg.BlockSize) * int64(cfg.KVHeads*cfg.HeadDim)}
 	err := b.do(func() error {
-		total := 2 * int64(cfg.Layers) * s.perLayer
+		total := 2*int64(cfg.Layers)*s.perLayer + partBytes
 		p, err := b.alloc(total)
 		if err != nil {
 			return fmt.Errorf("KV pool: %w", err)
 		}
-		s.base = p
+		s.base, s.part = p, p+cu.DevicePtr(total-partBytes)
 		if err := cu.MemsetD8(p, 0, total); err != nil {
 			return fmt.Errorf("cuda backend: clear KV pool: %w", err)
 		}

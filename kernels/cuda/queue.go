@@ -32,7 +32,7 @@ type step struct {
 }
 
 // maxArgs is the most arguments a kernel here takes.
-const maxArgs = 14
+const maxArgs = 16
 
 type launch struct {
 	fn          string

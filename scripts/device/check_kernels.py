@@ -216,11 +216,20 @@ def check_attention(fn):
             items += [si, r, min(rows_per, e - r)]
     seq_off = np.array([0, 20, 40], i32)
     blocks = np.concatenate(tables).astype(i32)
-    out = cp.zeros((n, heads * hd), cp.float32)
     scale = 1 / math.sqrt(hd)
-    fn("attention", "paged_attention")((len(items) // 3, kvh), (128,), (
-        out, cp.asarray(q), kd, vd, cp.asarray(np.array(items, i32)), cp.asarray(seq_off), cp.asarray(blocks),
-        cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(hd), i32(bs), f32(scale)))
+    n_items = len(items) // 3
+    common = (cp.asarray(q), kd, vd, cp.asarray(np.array(items, i32)), cp.asarray(seq_off), cp.asarray(blocks),
+              cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(hd), i32(bs), f32(scale))
+    outs = {}
+    for split_len in (1 << 30, 64):  # whole contexts, then 64-position splits merged by attention_combine
+        splits = -(-(max(positions) + 1) // split_len)  # ceil(context / split_len)
+        part = cp.zeros(n_items * kvh * splits * (16 * 128 + 32), cp.float32)
+        out = cp.zeros((n, heads * hd), cp.float32)
+        fn("attention", "paged_attention")((n_items, kvh, splits), (128,), (out,) + common + (part, i32(split_len)))
+        if splits > 1:
+            fn("attention", "attention_combine")((n_items, kvh), (128,), (
+                out, part, cp.asarray(np.array(items, i32)), i32(heads), i32(kvh), i32(hd), i32(splits)))
+        outs[splits] = out.get()
     # reference over the cache as written (F16-rounded K/V, like the kernel)
     ck = kd.get().view(np.float16).astype(np.float64)
     cv = vd.get().view(np.float16).astype(np.float64)
@@ -236,7 +245,8 @@ def check_attention(fn):
                 p = np.exp(sc - sc.max())
                 ref[r, h] = (p / p.sum()) @ V
     record("kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
-    record("paged_attention (GQA 32/8, 3 seqs)", rel(out.get(), ref.reshape(n, -1)), 1e-4)
+    for splits, out in outs.items():
+        record(f"paged_attention (GQA 32/8, {splits} splits)", rel(out, ref.reshape(n, -1)), 1e-4)
 
 
 def check_sample(fn):
