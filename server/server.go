@@ -43,6 +43,17 @@ type Server struct {
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
+
+	extra map[string]http.Handler // routes other packages add (GET /metrics)
+}
+
+// Handle adds a route beside the API, such as "GET /metrics". It must be
+// called before Handler, HTTPServer or Serve.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	if s.extra == nil {
+		s.extra = map[string]http.Handler{}
+	}
+	s.extra[pattern] = h
 }
 
 // New validates cfg and returns a server with no model attached yet.
@@ -78,6 +89,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, true) }))
 	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, false) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(s.handleStreamGet))
+	for pattern, h := range s.extra {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 

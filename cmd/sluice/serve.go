@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/local"
+)
+
+// runServe: sluice serve --model PATH [--addr :8080] ... Every flag can also
+// come from the environment as SLUICE_<FLAG> (--kv-blocks: SLUICE_KV_BLOCKS);
+// a flag on the command line wins.
+func runServe(args []string) error {
+	cfg := server.DefaultConfig()
+	var lo local.Options
+	var modelPath, aliases string
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&modelPath, "model", "", "model file (GGUF)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/*")
+	fs.StringVar(&aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
+	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
+	fs.IntVar(&lo.ContextLen, "ctx", 0, "context length cap (0 = the model's own)")
+	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
+	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
+	fs.IntVar(&lo.MaxBatchTokens, "max-batch-tokens", 0, "tokens per engine step (0 = default)")
+	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
+	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
+	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "keep-alive comment after this much silence (0 = off)")
+	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "abort a stream with no token for this long, queueing included (0 = off)")
+	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a client (0 = none)")
+	fs.DurationVar(&cfg.ResumeWindow, "resume-window", cfg.ResumeWindow, "how long a stream stays resumable after its client left (0 = no resume)")
+	fs.IntVar(&cfg.ResumeStreamBytes, "resume-stream-bytes", cfg.ResumeStreamBytes, "events retained per stream for resume, in bytes")
+	fs.IntVar(&cfg.ResumeTotalBytes, "resume-total-bytes", cfg.ResumeTotalBytes, "events retained for resume, all streams, in bytes")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "larger request bodies get 413")
+	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
+		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
+	if err := parseWithEnv(fs, args); err != nil {
+		return err
+	}
+	if modelPath == "" {
+		return errors.New("--model is required")
+	}
+	if aliases != "" {
+		cfg.Aliases = strings.Split(aliases, ",")
+	}
+	cfg.ModelID = local.ModelID(modelPath)
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv, err := server.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if limit, err := server.RaiseFileLimit(); err != nil {
+		log.Warn("raising the open-file limit", "err", err)
+	} else {
+		log.Info("open-file limit", "nofile", limit)
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }() // /health answers while the model loads
+	log.Info("listening", "addr", ln.Addr().String(), "model", modelPath)
+
+	start := time.Now()
+	m, err := local.Load(modelPath, lo)
+	if err != nil {
+		stop()
+		<-served
+		return err
+	}
+	if err := srv.SetBackend(m.Backend()); err != nil {
+		return err
+	}
+	log.Info("ready", "model", m.ID, "context", m.Llama.ContextLen(), "kv_blocks", m.Llama.Options().KVBlocks,
+		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
+	err = <-served
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, m.Close(closeCtx))
+}
+
+// parseWithEnv applies SLUICE_* variables as flag defaults, then parses args.
+func parseWithEnv(fs *flag.FlagSet, args []string) error {
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", name, v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}

@@ -1,0 +1,130 @@
+// Package local loads a model file into a running engine and adapts it to
+// the server's interfaces: weights on the CPU backend, the tokenizer from the
+// file's own vocabulary, an engine sized to the model's KV pool. It is the
+// wiring `sluice serve` and the end-to-end tests share.
+//
+// Concurrency: a Model is safe for concurrent use once Load returns; Close
+// must be called once, after the HTTP server stopped submitting.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/models"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/tokenizer"
+)
+
+// Options size the engine. Zero fields take the defaults of models and engine.
+type Options struct {
+	Threads        int // CPU backend goroutines (default 1)
+	ContextLen     int // caps the model's context (0 = the model's own)
+	KVBlocks       int // KV pool blocks (0 = as many as the default KV memory holds)
+	MaxSeqs        int // sequences running at once
+	MaxBatchTokens int // tokens per step
+	MaxQueue       int // sequences waiting beyond MaxSeqs before 429
+	Observer       engine.Observer
+}
+
+// Model is a loaded model behind a running engine.
+type Model struct {
+	ID        string // the file name without extension: what /v1/models lists
+	Engine    *engine.Engine
+	Tokenizer *tokenizer.Tokenizer
+	Llama     *models.Llama
+	src       models.WeightSource
+	be        *cpu.Backend
+}
+
+// Load opens a GGUF file and starts an engine on it.
+func Load(path string, o Options) (*Model, error) {
+	src, err := models.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{ID: ModelID(path), src: src}
+	if err := m.load(o); err != nil {
+		_ = src.Close()
+		if m.be != nil {
+			_ = m.be.Close()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Model) load(o Options) error {
+	vocab, err := m.src.Vocab()
+	if err != nil {
+		return err
+	}
+	if vocab == nil {
+		return fmt.Errorf("%s: no tokenizer vocabulary in the file (serve a GGUF file)", m.src.Path())
+	}
+	if m.Tokenizer, err = tokenizer.New(vocab); err != nil {
+		return err
+	}
+	m.be = cpu.New(o.Threads)
+	m.Llama, err = models.Load(m.src, m.be, models.Options{
+		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
+	})
+	if err != nil {
+		return err
+	}
+	mo := m.Llama.Options() // the figures after defaults: the engine must use the same pool
+	m.Engine, err = engine.New(m.Llama, engine.Config{
+		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
+		MaxQueue: o.MaxQueue, EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer,
+	})
+	return err
+}
+
+// ModelID is the id a model file is served under: its base name without
+// the .gguf extension.
+func ModelID(path string) string {
+	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".gguf")
+}
+
+// Backend adapts the model to the server.
+func (m *Model) Backend() *server.Backend {
+	return &server.Backend{Engine: engineAdapter{m.Engine}, Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen()}
+}
+
+// Close stops the engine (open sequences end with CauseShutdown) and frees the model.
+func (m *Model) Close(ctx context.Context) error {
+	err := m.Engine.Close(ctx)
+	m.Tokenizer.Close()
+	return errors.Join(err, m.be.Close(), m.src.Close())
+}
+
+type engineAdapter struct{ e *engine.Engine }
+
+func (a engineAdapter) Submit(ctx context.Context, req engine.Request) (server.Sequence, error) {
+	s, err := a.e.Submit(ctx, req)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return s, nil
+}
+
+type tokAdapter struct{ t *tokenizer.Tokenizer }
+
+func (a tokAdapter) Encode(text string, addSpecial bool) ([]int32, error) {
+	return a.t.Encode(text, addSpecial), nil
+}
+
+func (a tokAdapter) ChatPrompt(msgs []server.ChatMessage) (string, error) {
+	tm := make([]tokenizer.Message, len(msgs))
+	for i, m := range msgs {
+		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
+	}
+	return a.t.ApplyChatTemplate(tm, true)
+}
+
+func (a tokAdapter) NewDetokenizer() server.Detokenizer { return a.t.NewDecoder() }
