@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -68,8 +69,9 @@ func (d *pieceDecoder) Add(id int32) string {
 	return out
 }
 
+// Flush renders an incomplete character as U+FFFD, as the real decoder does.
 func (d *pieceDecoder) Flush() string {
-	out := string(d.pending)
+	out := strings.ToValidUTF8(string(d.pending), "\uFFFD")
 	d.pending = nil
 	return out
 }

@@ -55,12 +55,15 @@ func (t *TextStream) Push(id int32) (text string, stopped bool) {
 }
 
 // Finish ends the stream: the detokenizer's remainder and any held-back text
-// that did not become a stop string are returned.
+// that did not become a stop string are returned. A character the output
+// ended in the middle of (generation stopped by length between the bytes of
+// one character) can never complete: the detokenizer renders it as U+FFFD,
+// and it is dropped rather than sent.
 func (t *TextStream) Finish() string {
 	if t.stopped {
 		return ""
 	}
-	text, _ := t.release(t.dec.Flush())
+	text, _ := t.release(strings.TrimRight(t.dec.Flush(), "\uFFFD"))
 	text += t.held
 	t.sent += len(t.held)
 	t.held = ""

@@ -81,6 +81,18 @@ func TestTextStream(t *testing.T) {
 			final:  "bc",
 		},
 		{
+			name:   "a character cut by the end of generation is dropped, not sent as U+FFFD",
+			pieces: []string{"ok ", "\xf0\x9f"},
+			deltas: []string{"ok ", ""},
+		},
+		{
+			name:   "a cut character after held text: the held text is still flushed",
+			pieces: []string{"ok E", "\xe3\x81"},
+			stops:  []string{"END"},
+			deltas: []string{"ok ", ""},
+			final:  "E",
+		},
+		{
 			name:    "stop completed by the final flush",
 			pieces:  []string{"ok E", "N", "D\xe2"},
 			stops:   []string{"END"},
