@@ -52,10 +52,11 @@ var (
 		0.15, 0.2, 0.3, 0.5, 1, 2, 5,
 	}
 
-	// BatchBuckets: sequences in one step (a count, not seconds). Every size
-	// up to 4, then half-powers of two up to 512, so the fill of a
-	// --max-seqs limit reads directly.
+	// BatchBuckets: tokens (batch rows) in one step, a count rather than
+	// seconds. A decode step has one row per running sequence; a step with a
+	// prefill chunk has up to --max-batch-tokens rows. Powers of two from 1
+	// to 8192, so both the decode batch width and chunk sizes read directly.
 	BatchBuckets = []float64{
-		1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512,
+		1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192,
 	}
 )

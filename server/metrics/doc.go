@@ -5,18 +5,17 @@
 //
 // Sources:
 //
-//	engine loop ──OnStep (once per step)────────▶ gauges, step/batch histograms
-//	            ──OnQueued/OnFirstToken/OnToken─▶ latency histograms, token counters
-//	            ──OnFinish/OnReclaim────────────▶ request counters, reclaim histogram
+//	engine loop ──Observer (OnFirstToken, OnToken, OnFinish, OnReclaim, OnStep)──▶ histograms, request counters
+//	engine.Stats snapshot (published once per step) ──read at scrape──▶ gauges, token/preemption/prefix counters
 //
-// The gauges are the snapshot the loop publishes after each step, never a
-// read of engine state, so a scrape cannot block or race the loop.
+// The gauges come from the snapshot the loop publishes, never from a read of
+// engine state, so a scrape cannot block or race the loop.
 //
 // Units: every duration is in seconds, every size in blocks or tokens, the
 // KV usage ratio in [0, 1]. Bucket boundaries are documented beside each
 // histogram in buckets.go.
 //
-// Concurrency: every method is safe for concurrent use (the Prometheus
-// collectors are); the observer methods run on the engine loop's goroutine
-// and do no I/O and take no lock the HTTP side can hold for long.
+// Concurrency: scrapes may run concurrently with everything. The Observer
+// methods must be called from one goroutine (the engine loop calls them so):
+// they keep per-sequence token times in a map without a lock. They do no I/O.
 package metrics

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,18 +44,22 @@ type Options struct {
 	NoRuntime bool
 }
 
-// Metrics holds Sluice's collectors. Its On* methods are the engine observer.
+// Metrics holds Sluice's collectors. It implements engine.Observer (set it
+// as engine.Config.Observer) and reads the engine's per-step Stats snapshot
+// at scrape time (SetSource) for the gauges and the loop's own counters.
 type Metrics struct {
 	gatherer prometheus.Gatherer
+	source   atomic.Pointer[func() *engine.Stats]
 
-	running, waiting                   prometheus.Gauge
-	kvUsage, kvTotal, kvFree, kvCached prometheus.Gauge
 	ttft, itl, request, queue, reclaim prometheus.Histogram
 	step, batch                        prometheus.Histogram
-	promptTokens, genTokens            prometheus.Counter
-	preemptions, prefixHits            prometheus.Counter
+	promptTokens                       prometheus.Counter
 	requests                           *prometheus.CounterVec // finish_reason
 	aborted                            *prometheus.CounterVec // cause
+
+	// lastToken is when each live sequence delivered its previous token, for
+	// the inter-token gap. Only the engine loop touches it (Observer calls).
+	lastToken map[*engine.Sequence]time.Time
 }
 
 // finishReasons and abortCauses are pre-created so their series exist at 0
@@ -74,13 +79,8 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 	if opts.Compat != CompatNone && opts.Compat != CompatVLLM {
 		return nil, fmt.Errorf("metrics: unknown compat %q", opts.Compat)
 	}
-	m := &Metrics{gatherer: reg}
-	var cs []prometheus.Collector
-	gauge := func(name, help string) prometheus.Gauge {
-		g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-		cs = append(cs, g)
-		return g
-	}
+	m := &Metrics{gatherer: reg, lastToken: map[*engine.Sequence]time.Time{}}
+	cs := []prometheus.Collector{statsCollector{m}}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		cs = append(cs, c)
@@ -92,25 +92,15 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 		return h
 	}
 
-	m.running = gauge("sluice_requests_running", "Sequences in the running batch (prefilling or decoding) after the last step.")
-	m.waiting = gauge("sluice_requests_waiting", "Sequences queued for admission (preempted ones included) after the last step.")
-	m.kvUsage = gauge("sluice_kv_cache_usage_ratio", "KV blocks held by live sequences over all blocks, 0 to 1; cached-but-idle blocks count as free.")
-	m.kvTotal = gauge("sluice_kv_blocks_total", "KV blocks in the pool.")
-	m.kvFree = gauge("sluice_kv_blocks_free", "KV blocks neither held by a sequence nor kept for the prefix cache.")
-	m.kvCached = gauge("sluice_kv_blocks_cached", "KV blocks held by no sequence but kept for prefix reuse (evictable).")
-
 	m.ttft = hist("sluice_time_to_first_token_seconds", "Arrival to first generated token.", TTFTBuckets)
 	m.itl = hist("sluice_inter_token_latency_seconds", "Gap between consecutive generated tokens of one sequence.", ITLBuckets)
 	m.request = hist("sluice_request_duration_seconds", "Arrival to end of the sequence, whatever the finish reason.", RequestBuckets)
 	m.queue = hist("sluice_request_queue_seconds", "Arrival to first scheduled step.", QueueBuckets)
 	m.reclaim = hist("sluice_kv_reclaim_seconds", "Abort request to the sequence's KV blocks being back in the pool.", ReclaimBuckets)
 	m.step = hist("sluice_step_duration_seconds", "One engine step: schedule, forward, sample, deliver.", StepBuckets)
-	m.batch = hist("sluice_batch_size", "Sequences in one engine step.", BatchBuckets)
+	m.batch = hist("sluice_batch_size", "Tokens (batch rows) in one engine step: one per decoding sequence plus prefill chunks.", BatchBuckets)
 
 	m.promptTokens = counter("sluice_prompt_tokens_total", "Prompt tokens of finished requests (prefix-cache hits included).")
-	m.genTokens = counter("sluice_generation_tokens_total", "Tokens generated, counted as they are produced.")
-	m.preemptions = counter("sluice_preemptions_total", "Sequences preempted (blocks freed, to be recomputed) for lack of KV blocks.")
-	m.prefixHits = counter("sluice_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache instead of computed.")
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_requests_total", Help: "Finished requests by finish reason (stop, length, abort, error).",
 	}, []string{"finish_reason"})
@@ -157,67 +147,61 @@ func (m *Metrics) Handler() http.Handler {
 // Gatherer is what Handler serves, for callers that mount their own handler.
 func (m *Metrics) Gatherer() prometheus.Gatherer { return m.gatherer }
 
-// Step is the snapshot the engine loop publishes after each step.
-type Step struct {
-	Duration     time.Duration
-	Running      int // sequences in the running batch after the step
-	Waiting      int // sequences waiting for admission after the step
-	Batch        int // sequences that ran in this step
-	BlocksTotal  int
-	BlocksFree   int
-	BlocksCached int
-	Preemptions  int // sequences preempted during this step
-}
+// SetSource makes scrapes read the gauges and loop counters from f, usually
+// (*engine.Engine).Stats. Until it is called they read as zero.
+func (m *Metrics) SetSource(f func() *engine.Stats) { m.source.Store(&f) }
 
-// OnStep updates the gauges and the per-step histograms. A step that ran no
-// sequence (the loop woke for arrivals or aborts only) updates only the gauges,
-// so idle wake-ups do not drag the step-duration figures down.
-func (m *Metrics) OnStep(s Step) {
-	m.running.Set(float64(s.Running))
-	m.waiting.Set(float64(s.Waiting))
-	m.kvTotal.Set(float64(s.BlocksTotal))
-	m.kvFree.Set(float64(s.BlocksFree))
-	m.kvCached.Set(float64(s.BlocksCached))
-	usage := 0.0
-	if s.BlocksTotal > 0 {
-		usage = float64(s.BlocksTotal-s.BlocksFree-s.BlocksCached) / float64(s.BlocksTotal)
+func (m *Metrics) snapshot() *engine.Stats {
+	if f := m.source.Load(); f != nil {
+		if st := (*f)(); st != nil {
+			return st
+		}
 	}
-	m.kvUsage.Set(usage)
-	if s.Preemptions > 0 {
-		m.preemptions.Add(float64(s.Preemptions))
+	return &engine.Stats{}
+}
+
+var _ engine.Observer = (*Metrics)(nil)
+
+// OnFirstToken implements engine.Observer.
+func (m *Metrics) OnFirstToken(s *engine.Sequence, at time.Time) {
+	m.observeFirstToken(at.Sub(s.Submitted()))
+	m.lastToken[s] = at
+}
+
+// OnToken implements engine.Observer.
+func (m *Metrics) OnToken(s *engine.Sequence, at time.Time) {
+	if prev, ok := m.lastToken[s]; ok {
+		m.itl.Observe(at.Sub(prev).Seconds())
 	}
-	if s.Batch > 0 {
-		m.step.Observe(s.Duration.Seconds())
-		m.batch.Observe(float64(s.Batch))
-	}
+	m.lastToken[s] = at
 }
 
-// OnScheduled records a sequence's first admission into a step, wait after arrival.
-func (m *Metrics) OnScheduled(wait time.Duration) { m.queue.Observe(wait.Seconds()) }
-
-// OnFirstToken records a sequence's first generated token, ttft after arrival.
-func (m *Metrics) OnFirstToken(ttft time.Duration) {
-	m.ttft.Observe(ttft.Seconds())
-	m.genTokens.Inc()
+// OnFinish implements engine.Observer.
+func (m *Metrics) OnFinish(s *engine.Sequence, r engine.Result, queued time.Duration) {
+	delete(m.lastToken, s)
+	m.observeFinish(r, queued, time.Since(s.Submitted()))
 }
 
-// OnToken records every later token, gap after the previous one of the same sequence.
-func (m *Metrics) OnToken(gap time.Duration) {
-	m.itl.Observe(gap.Seconds())
-	m.genTokens.Inc()
-}
-
-// OnFinish records a sequence's end, elapsed after arrival.
-func (m *Metrics) OnFinish(res engine.Result, elapsed time.Duration) {
-	m.request.Observe(elapsed.Seconds())
-	m.requests.WithLabelValues(string(res.Finish)).Inc()
-	if res.Finish == engine.FinishAbort && res.Cause != engine.CauseNone {
-		m.aborted.WithLabelValues(string(res.Cause)).Inc()
-	}
-	m.promptTokens.Add(float64(res.PromptTokens))
-	m.prefixHits.Add(float64(res.CachedTokens))
-}
-
-// OnReclaim records the time from an abort request to the sequence's blocks
-// being free again.
+// OnReclaim implements engine.Observer.
 func (m *Metrics) OnReclaim(d time.Duration) { m.reclaim.Observe(d.Seconds()) }
+
+// OnStep implements engine.Observer. Wake-ups that ran no row are not steps.
+func (m *Metrics) OnStep(d time.Duration, rows int) {
+	if rows == 0 {
+		return
+	}
+	m.step.Observe(d.Seconds())
+	m.batch.Observe(float64(rows))
+}
+
+func (m *Metrics) observeFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Seconds()) }
+
+func (m *Metrics) observeFinish(r engine.Result, queued, elapsed time.Duration) {
+	m.queue.Observe(queued.Seconds())
+	m.request.Observe(elapsed.Seconds())
+	m.requests.WithLabelValues(string(r.Finish)).Inc()
+	if r.Finish == engine.FinishAbort && r.Cause != engine.CauseNone {
+		m.aborted.WithLabelValues(string(r.Cause)).Inc()
+	}
+	m.promptTokens.Add(float64(r.PromptTokens))
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/kvcache"
 )
 
 // scrape GETs /metrics from h and parses the text exposition, as Prometheus would.
@@ -81,15 +82,21 @@ func newTest(t *testing.T, opts Options) *Metrics {
 
 func TestObserverFeedsFamilies(t *testing.T) {
 	m := newTest(t, Options{})
-	m.OnStep(Step{Duration: 30 * time.Millisecond, Running: 2, Waiting: 3, Batch: 2,
-		BlocksTotal: 100, BlocksFree: 60, BlocksCached: 15, Preemptions: 1})
-	m.OnStep(Step{Running: 2, Waiting: 3, BlocksTotal: 100, BlocksFree: 60, BlocksCached: 15}) // idle wake-up
-	m.OnScheduled(4 * time.Millisecond)
-	m.OnFirstToken(50 * time.Millisecond)
-	m.OnToken(20 * time.Millisecond)
-	m.OnToken(25 * time.Millisecond)
-	m.OnFinish(engine.Result{Finish: engine.FinishStop, PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}, time.Second)
-	m.OnFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, PromptTokens: 5}, 2*time.Second)
+	m.SetSource(func() *engine.Stats {
+		return &engine.Stats{Running: 2, Waiting: 3, KV: kvcache.Usage{Total: 100, Free: 60, Used: 25, Cached: 15},
+			GenTokens: 41, Preemptions: 1, PrefixHitTokens: 8}
+	})
+	a, b := &engine.Sequence{}, &engine.Sequence{}
+	t0 := time.Now()
+	m.observeFirstToken(50 * time.Millisecond)
+	m.lastToken[a] = t0
+	m.OnToken(a, t0.Add(20*time.Millisecond))
+	m.OnToken(a, t0.Add(45*time.Millisecond))
+	m.OnToken(b, t0) // b's first token was never seen: no gap to measure
+	m.OnStep(30*time.Millisecond, 2)
+	m.OnStep(time.Millisecond, 0) // a wake-up for arrivals only
+	m.observeFinish(engine.Result{Finish: engine.FinishStop, PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}, 4*time.Millisecond, time.Second)
+	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, PromptTokens: 5}, time.Millisecond, 2*time.Second)
 	m.OnReclaim(300 * time.Microsecond)
 
 	fams := scrape(t, m.Handler())
@@ -105,17 +112,17 @@ func TestObserverFeedsFamilies(t *testing.T) {
 		{"sluice_kv_blocks_total", model, 100},
 		{"sluice_kv_blocks_free", model, 60},
 		{"sluice_kv_blocks_cached", model, 15},
-		{"sluice_kv_cache_usage_ratio", model, 0.25}, // (100-60-15)/100
+		{"sluice_kv_cache_usage_ratio", model, 0.25},
+		{"sluice_generation_tokens_total", model, 41},
 		{"sluice_preemptions_total", model, 1},
-		{"sluice_step_duration_seconds", model, 1}, // the idle wake-up is not a step
+		{"sluice_prefix_cache_hit_tokens_total", model, 8},
+		{"sluice_step_duration_seconds", model, 1}, // the wake-up is not a step
 		{"sluice_batch_size", model, 1},
-		{"sluice_request_queue_seconds", model, 1},
+		{"sluice_request_queue_seconds", model, 2},
 		{"sluice_time_to_first_token_seconds", model, 1},
 		{"sluice_inter_token_latency_seconds", model, 2},
-		{"sluice_generation_tokens_total", model, 3},
 		{"sluice_request_duration_seconds", model, 2},
 		{"sluice_prompt_tokens_total", model, 17},
-		{"sluice_prefix_cache_hit_tokens_total", model, 8},
 		{"sluice_requests_total", with("finish_reason", "stop"), 1},
 		{"sluice_requests_total", with("finish_reason", "abort"), 1},
 		{"sluice_requests_total", with("finish_reason", "length"), 0},
@@ -127,10 +134,15 @@ func TestObserverFeedsFamilies(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	// The ITL histogram's sum is the two gaps: the units are seconds.
+	// The ITL sum is the two gaps (20 ms, 25 ms): the unit is seconds.
 	sum := fams["sluice_inter_token_latency_seconds"].GetMetric()[0].GetHistogram().GetSampleSum()
 	if math.Abs(sum-0.045) > 1e-9 {
 		t.Errorf("ITL sum = %v s, want 0.045", sum)
+	}
+	m.OnFinish(a, engine.Result{Finish: engine.FinishStop}, 0)
+	m.OnFinish(b, engine.Result{Finish: engine.FinishStop}, 0)
+	if len(m.lastToken) != 0 {
+		t.Errorf("%d sequences still tracked after they finished", len(m.lastToken))
 	}
 	for name := range fams {
 		if strings.HasPrefix(name, "vllm:") {
@@ -139,10 +151,22 @@ func TestObserverFeedsFamilies(t *testing.T) {
 	}
 }
 
+func TestNoSourceReadsIdle(t *testing.T) {
+	m := newTest(t, Options{})
+	fams := scrape(t, m.Handler())
+	for _, name := range []string{"sluice_requests_running", "sluice_kv_blocks_total", "sluice_kv_cache_usage_ratio"} {
+		if got := value(t, fams, name, nil); got != 0 {
+			t.Errorf("%s = %v before SetSource, want 0", name, got)
+		}
+	}
+}
+
 func TestVLLMCompat(t *testing.T) {
 	m := newTest(t, Options{Compat: CompatVLLM, BlockSize: 16})
-	m.OnStep(Step{Duration: time.Millisecond, Running: 4, Waiting: 7, Batch: 4, BlocksTotal: 200, BlocksFree: 150})
-	m.OnFinish(engine.Result{Finish: engine.FinishLength, PromptTokens: 9}, time.Second)
+	m.SetSource(func() *engine.Stats {
+		return &engine.Stats{Running: 4, Waiting: 7, KV: kvcache.Usage{Total: 200, Free: 150, Used: 50}}
+	})
+	m.observeFinish(engine.Result{Finish: engine.FinishLength, PromptTokens: 9}, time.Millisecond, time.Second)
 	fams := scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
