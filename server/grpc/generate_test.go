@@ -55,7 +55,9 @@ func greedy(maxTokens uint32, stop ...string) *sluicev1.SamplingParams {
 	return &sluicev1.SamplingParams{Temperature: ptr[float32](0), MaxTokens: ptr(maxTokens), Stop: stop}
 }
 
-func textInput(s string) *sluicev1.GenerateRequest_Text { return &sluicev1.GenerateRequest_Text{Text: s} }
+func textInput(s string) *sluicev1.GenerateRequest_Text {
+	return &sluicev1.GenerateRequest_Text{Text: s}
+}
 
 // TestCancelMidwayFreesBlocks is the SSE disconnect test's twin: a client
 // cancels a stream mid-generation, the sequence ends with cause
