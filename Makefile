@@ -80,11 +80,15 @@ test-unit test-race: grpcurl
 # block decoders pass on the host (nvcc, no GPU). `make cuda-device` builds
 # bin/device/ for scripts/device/run.sh on the GPU machine.
 .PHONY: cuda cuda-ptx cuda-check cuda-device
+CUDA_PTX := $(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.ptx,$(wildcard kernels/cuda/*.cu))
+
+$(CUDA_PTX) &: $(wildcard kernels/cuda/*.cu kernels/cuda/*.cuh) kernels/cuda/build-ptx.sh
+	./kernels/cuda/build-ptx.sh
 
 cuda-ptx:
 	./kernels/cuda/build-ptx.sh
 
-cuda: $(TOKENIZERS_LIB) cuda-ptx
+cuda: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	mkdir -p bin
 	$(GO) build -tags cuda -o bin/sluice-cuda ./cmd/sluice
 
@@ -95,5 +99,5 @@ cuda-check: $(TOKENIZERS_LIB) cuda-ptx
 	$(GO) test -tags cuda -c -o /dev/null ./kernels/cuda/modeltest/
 	$(GO) test -tags cuda -count=1 ./kernels/cuda/hostcheck/
 
-cuda-device: $(TOKENIZERS_LIB) cuda-ptx
+cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	./scripts/device/build.sh
