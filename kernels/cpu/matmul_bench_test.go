@@ -1,11 +1,13 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
 )
 
 // BenchmarkMatMul runs the default model's (SmolLM2-135M Q4_1) matmul shapes:
@@ -92,5 +94,67 @@ func reportFlops(b *testing.B, flopsPerOp, cpuSec float64) {
 	b.ReportMetric(total/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	if cpuSec > 0 {
 		b.ReportMetric(total/cpuSec/1e9, "GFLOP/cpu-s")
+	}
+}
+
+// randomBlocks makes rows×in weights of dt (a 32-element legacy type) from
+// random bytes with sane f16 scales: quantizing 134M floats with the
+// reference quantizer would take longer than the benchmark.
+func randomBlocks(r *rand.Rand, dt kernels.DType, rows, in int) *tensor {
+	raw := make([]byte, rows*dt.RowBytes(in))
+	for i := 0; i < len(raw); i += 8 {
+		binary.LittleEndian.PutUint64(raw[i:], r.Uint64())
+	}
+	halves := map[kernels.DType]int{kernels.Q4_1: 2, kernels.Q8_0: 1}[dt]
+	for b := 0; b < len(raw); b += dt.BlockBytes() {
+		for h := range halves {
+			binary.LittleEndian.PutUint16(raw[b+2*h:], quant.F32ToF16(float32(r.NormFloat64())*0.01))
+		}
+	}
+	return &tensor{shape: []int{rows, in}, dtype: dt, raw: raw}
+}
+
+// BenchmarkDecodeStep runs every matmul of one SmolLM2-135M decode step (30
+// layers of Q4_1 q/k/v/o/gate/up/down, then the Q8_0 output head) over 96 MB
+// of distinct weights, so that, as in the real model, they stream from
+// memory instead of sitting in cache. tokens/s is the ceiling the matmuls
+// alone allow.
+func BenchmarkDecodeStep(b *testing.B) {
+	const layers, hidden, ffn, kv, vocab = 30, 576, 1536, 192, 49152
+	r := rand.New(rand.NewPCG(3, 3))
+	type mm struct {
+		wt      *tensor
+		in, out int
+	}
+	var step []mm
+	for range layers {
+		for _, s := range [][2]int{{hidden, hidden}, {hidden, kv}, {hidden, kv}, {hidden, hidden}, {hidden, ffn}, {hidden, ffn}, {ffn, hidden}} {
+			step = append(step, mm{randomBlocks(r, kernels.Q4_1, s[1], s[0]), s[0], s[1]})
+		}
+	}
+	step = append(step, mm{randomBlocks(r, kernels.Q8_0, vocab, hidden), hidden, vocab})
+	var flops float64
+	for _, m := range step {
+		flops += 2 * float64(m.in*m.out)
+	}
+	x := randVec(r, ffn)
+	dst := make([]float32, vocab)
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("t=%d", threads), func(b *testing.B) {
+			w := &workers{threads: threads}
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				for _, m := range step {
+					matMul(w, dst, x, 1, m.in, m.wt, m.out, nil)
+				}
+			}
+			cpuSec := processCPU() - cpu0
+			reportFlops(b, flops, cpuSec)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+			if cpuSec > 0 {
+				b.ReportMetric(float64(b.N)/cpuSec, "tokens/cpu-s")
+			}
+		})
 	}
 }
