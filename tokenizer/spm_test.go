@@ -33,7 +33,7 @@ func tinySPMVocab() *Vocab {
 	return v
 }
 
-func newSPM(t *testing.T, edit func(*Vocab)) *Tokenizer {
+func newSPM(t testing.TB, edit func(*Vocab)) *Tokenizer {
 	t.Helper()
 	v := tinySPMVocab()
 	if edit != nil {
