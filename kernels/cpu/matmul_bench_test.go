@@ -97,7 +97,7 @@ func reportFlops(b *testing.B, flopsPerOp, cpuSec float64) {
 	}
 }
 
-// randomBlocks makes rows×in weights of dt (a 32-element legacy type) from
+// randomBlocks makes rows×in weights of dt (any quantized type but Q8_K) from
 // random bytes with sane f16 scales: quantizing 134M floats with the
 // reference quantizer would take longer than the benchmark.
 func randomBlocks(r *rand.Rand, dt kernels.DType, rows, in int) *tensor {
@@ -105,10 +105,14 @@ func randomBlocks(r *rand.Rand, dt kernels.DType, rows, in int) *tensor {
 	for i := 0; i < len(raw); i += 8 {
 		binary.LittleEndian.PutUint64(raw[i:], r.Uint64())
 	}
-	halves := map[kernels.DType]int{kernels.Q4_1: 2, kernels.Q8_0: 1}[dt]
+	// byte offsets of each block's f16 scales
+	scales := map[kernels.DType][]int{
+		kernels.Q4_0: {0}, kernels.Q4_1: {0, 2}, kernels.Q5_0: {0}, kernels.Q5_1: {0, 2}, kernels.Q8_0: {0},
+		kernels.Q4_K: {0, 2}, kernels.Q5_K: {0, 2}, kernels.Q6_K: {208},
+	}[dt]
 	for b := 0; b < len(raw); b += dt.BlockBytes() {
-		for h := range halves {
-			binary.LittleEndian.PutUint16(raw[b+2*h:], quant.F32ToF16(float32(r.NormFloat64())*0.01))
+		for _, off := range scales {
+			binary.LittleEndian.PutUint16(raw[b+off:], quant.F32ToF16(float32(r.NormFloat64())*0.01))
 		}
 	}
 	return &tensor{shape: []int{rows, in}, dtype: dt, raw: raw}
@@ -155,6 +159,29 @@ func BenchmarkDecodeStep(b *testing.B) {
 			if cpuSec > 0 {
 				b.ReportMetric(float64(b.N)/cpuSec, "tokens/cpu-s")
 			}
+		})
+	}
+}
+
+// BenchmarkMatMulStreaming: one activation row against 64 MB of weights of
+// each type, twice the L3 cache, as decoding a model larger than cache does.
+// GB/s here is the memory throughput the kernel sustains.
+func BenchmarkMatMulStreaming(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	const in = 2048
+	for _, dt := range quantTypes[:len(quantTypes)-1] { // Q8_K is an activation format
+		rows := (64 << 20) / dt.RowBytes(in)
+		wt := randomBlocks(r, dt, rows, in)
+		x := randVec(r, in)
+		dst := make([]float32, rows)
+		b.Run(dt.String(), func(b *testing.B) {
+			w := &workers{threads: 1}
+			cpu0 := processCPU()
+			for b.Loop() {
+				matMul(w, dst, x, 1, in, wt, rows, nil)
+			}
+			reportFlops(b, 2*float64(rows*in), processCPU()-cpu0)
+			b.ReportMetric(float64(len(wt.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 		})
 	}
 }
