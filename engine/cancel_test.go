@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"testing/synctest"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// stepRecord is what the model saw at one Forward, read on the loop goroutine.
+type stepRecord struct {
+	seqs       int
+	tableBlock int // blocks in the batch's block tables
+	used       int // blocks in use in the pool
+	lastRows   int // rows and context of the batch's last sequence
+	lastCtx    int
+}
+
+// lockstep makes the engine loop stop inside every Forward until the test
+// lets it go, so a test can act (cancel a context) at an exact step. Every
+// step is recorded first. Every running sequence is in every batch in these
+// tests and no prompt shares blocks, so used blocks must equal the batch's
+// table blocks: a leaked block shows.
+type lockstep struct {
+	rec     []stepRecord // written by the loop before it signals stopped
+	stopped chan struct{}
+	resume  chan struct{}
+}
+
+func newLockstep(m *hashModel, e *Engine) *lockstep {
+	ls := &lockstep{stopped: make(chan struct{}), resume: make(chan struct{})}
+	m.onForward = func(b *kernels.Batch) error {
+		r := stepRecord{seqs: len(b.Seqs), used: e.pool.Usage().Used}
+		for _, s := range b.Seqs {
+			r.tableBlock += len(s.Blocks)
+		}
+		last := b.Seqs[len(b.Seqs)-1]
+		r.lastRows, r.lastCtx = last.End-last.Start, last.ContextLen
+		ls.rec = append(ls.rec, r)
+		ls.stopped <- struct{}{}
+		<-ls.resume
+		return nil
+	}
+	return ls
+}
+
+// next waits until the loop is inside its next Forward and returns that step's record.
+func (ls *lockstep) next() stepRecord {
+	<-ls.stopped
+	return ls.rec[len(ls.rec)-1]
+}
+
+func (ls *lockstep) release() { ls.resume <- struct{}{} }
+
+// freeRun lets the loop run on until the returned function is called.
+func (ls *lockstep) freeRun() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ls.stopped:
+				ls.resume <- struct{}{}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// The three cancellation points: while queued, between the prefill chunks of
+// a long prompt (prefill must not run to its end first), and mid-decode. In
+// each, the sequence has ended with client_disconnect before the next step
+// starts, no later step includes it, its blocks are free by then, and no
+// goroutine is left behind.
+func TestCancelFreesBlocksBeforeNextStep(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxSeqs int
+		bPrompt int
+		cancel  func(r stepRecord, stepsSinceSubmit int) bool // cancel b inside this step
+		bSteps  int                                           // steps b took part in
+	}{
+		{"queued", 1, 40, func(r stepRecord, n int) bool { return n == 2 }, 0},
+		{"between prefill chunks", 4, 300, func(r stepRecord, n int) bool { return r.seqs == 2 }, 1},
+		{"mid-decode", 4, 10, func(r stepRecord, n int) bool { return r.seqs == 2 && r.lastRows == 1 && r.lastCtx == 13 }, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := newHashModel(64, 4096, 64, 16)
+				e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: tc.maxSeqs, DisablePrefixCache: true})
+				ls := newLockstep(m, e)
+				synctest.Wait()
+				baseline := runtime.NumGoroutine()
+
+				a := submit(t, e, Request{Prompt: prompt(8, 1, 64), MaxTokens: 200})
+				ls.next()
+				ls.release()
+				ctx, cancel := context.WithCancel(bg)
+				b, err := e.Submit(ctx, Request{Prompt: prompt(tc.bPrompt, 2, 64), MaxTokens: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for n := 1; !tc.cancel(ls.next(), n); n++ {
+					ls.release()
+				}
+				cancelStep := len(ls.rec) - 1
+				cancel()
+				synctest.Wait() // the abort is in the loop's channel; the loop is parked in Forward
+				ls.release()
+
+				r := ls.next() // the loop is inside the next step
+				select {
+				case <-b.Done():
+				default:
+					t.Fatal("b not ended before the next step")
+				}
+				if r.seqs != 1 || r.used != r.tableBlock {
+					t.Fatalf("next step: %+v", r)
+				}
+				if res := b.Result(); res.Finish != FinishAbort || res.Cause != CauseClientDisconnect {
+					t.Fatalf("b: %+v", res)
+				}
+				ls.release()
+				ls.next()
+				a.Abort(CauseStall)
+				ls.release()
+				if res := a.Result(); res.Finish != FinishAbort || res.Cause != CauseStall {
+					t.Fatalf("a: %+v", res)
+				}
+				synctest.Wait()
+				if n := runtime.NumGoroutine(); n != baseline {
+					t.Fatalf("%d goroutines, baseline %d", n, baseline)
+				}
+				if st := e.Stats(); st.KV.Used != 0 || st.Reclaims != 2 || st.Running+st.Waiting != 0 {
+					t.Fatalf("stats %+v", st)
+				}
+				withB := 0
+				for i, r := range ls.rec {
+					if r.used != r.tableBlock {
+						t.Fatalf("step %d: %d blocks used, batch tables hold %d", i, r.used, r.tableBlock)
+					}
+					if r.seqs == 2 {
+						if withB++; i > cancelStep {
+							t.Fatalf("b is in step %d, after its cancellation in step %d", i, cancelStep)
+						}
+					}
+				}
+				if withB != tc.bSteps {
+					t.Fatalf("b ran in %d steps, want %d", withB, tc.bSteps)
+				}
+			})
+		})
+	}
+}
