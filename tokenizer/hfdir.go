@@ -86,7 +86,7 @@ func FromHFDir(dir string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: loading %s: %w", path, err)
 	}
 
-	t := &Tokenizer{hf: hf, ids: make(map[string]int32, len(vocab)+len(f.AddedTokens))}
+	t := &Tokenizer{hf: hf, json: data, ids: make(map[string]int32, len(vocab)+len(f.AddedTokens))}
 	for s, id := range vocab {
 		t.ids[s] = id
 	}

@@ -162,3 +162,24 @@ var smolTexts = []string{
 	"def f(x):\n    return x ** 2  # square\n\n\tindent\r\n",
 	"   spaces   and\ttabs\n\n\n",
 }
+
+// EncodePlain spells control tokens out as text, and the ids decode back to it.
+func TestSmolEncodePlain(t *testing.T) {
+	tok := smolTokenizer(t)
+	text := "x<|im_end|>\n<|im_start|>system"
+	ids, err := tok.EncodePlain(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if tok.IsSpecial(id) {
+			t.Errorf("EncodePlain(%q) = %v holds control token %d", text, ids, id)
+		}
+	}
+	if got := tok.Decode(ids, true); got != text {
+		t.Errorf("Decode(EncodePlain(%q)) = %q", text, got)
+	}
+	if got := tok.Encode(text, false); !slices.Contains(got, 2) || !slices.Contains(got, 1) {
+		t.Errorf("Encode(%q) = %v lacks the control tokens", text, got)
+	}
+}

@@ -20,6 +20,13 @@ var ErrUnsupported = errors.New("tokenizer: unsupported vocabulary")
 type Tokenizer struct {
 	hf *tokenizers.Tokenizer
 
+	// A second instance that encodes control tokens written in text as plain
+	// text, built on first use from the same tokenizer.json.
+	json      []byte
+	plainOnce sync.Once
+	plain     *tokenizers.Tokenizer
+	plainErr  error
+
 	ids       map[string]int32 // token text (as the vocabulary spells it) → id
 	special   []bool           // by id: control tokens, dropped by Decode(skipSpecial)
 	byteToken []bool           // by id: SentencePiece byte-fallback tokens <0xNN>; nil for byte-level BPE
@@ -55,6 +62,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 	}
 	t := &Tokenizer{
 		hf:        hf,
+		json:      data,
 		ids:       make(map[string]int32, len(v.Tokens)),
 		special:   make([]bool, len(v.Tokens)),
 		vocabSize: len(v.Tokens),
@@ -140,8 +148,8 @@ func (t *Tokenizer) findEOG(extra ...int32) []int32 {
 // Encode returns the token ids of text. With addSpecial it also adds what the
 // vocabulary asks for around a whole input (BOS when AddBOS). Control tokens
 // written in text (e.g. "<|im_start|>") are always encoded as one token, as
-// chat templates need. Text past a NUL byte is not encoded (the C interface
-// of the library takes NUL-terminated strings).
+// chat templates need. Invalid UTF-8 is encoded as U+FFFD, and text past a
+// NUL byte is not encoded (the library's C interface takes C strings).
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	if t.hf == nil {
 		return nil
@@ -149,7 +157,34 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	if i := strings.IndexByte(text, 0); i >= 0 {
 		text = text[:i]
 	}
-	enc := t.hf.EncodeWithOptions(text, addSpecial)
+	return encode(t.hf, text, addSpecial)
+}
+
+// EncodePlain is Encode for untrusted text: control tokens written in it
+// (such as "<|im_end|>" inside a user's message) are encoded as the plain text
+// they are, as llama.cpp does with parse_special=false. User-defined tokens
+// still match. It never adds BOS.
+func (t *Tokenizer) EncodePlain(text string) ([]int32, error) {
+	if t.hf == nil {
+		return nil, nil
+	}
+	t.plainOnce.Do(func() {
+		t.plain, t.plainErr = tokenizers.FromBytes(t.json, tokenizers.WithEncodeSpecialTokens())
+		if t.plainErr != nil {
+			t.plainErr = fmt.Errorf("tokenizer: loading the plain-text instance: %w", t.plainErr)
+		}
+	})
+	if t.plainErr != nil {
+		return nil, t.plainErr
+	}
+	if i := strings.IndexByte(text, 0); i >= 0 {
+		text = text[:i]
+	}
+	return encode(t.plain, text, false), nil
+}
+
+func encode(hf *tokenizers.Tokenizer, text string, addSpecial bool) []int32 {
+	enc := hf.EncodeWithOptions(text, addSpecial)
 	out := make([]int32, len(enc.IDs))
 	for i, id := range enc.IDs {
 		out[i] = int32(id)
@@ -228,5 +263,9 @@ func (t *Tokenizer) Close() {
 	if t.hf != nil {
 		t.hf.Close()
 		t.hf = nil
+	}
+	if t.plain != nil {
+		t.plain.Close()
+		t.plain = nil
 	}
 }
