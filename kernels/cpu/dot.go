@@ -75,3 +75,18 @@ func axpyF32(dst []float32, a float32, x []float32) {
 	}
 	axpyF32Generic(dst, a, x)
 }
+
+// dotHalf is Σ W[k]·x[k] for a row of F16 or BF16 weights (raw little-endian
+// halves, len(x) of them) against f32 activations.
+func dotHalf(dt kernels.DType, w []byte, x []float32) float32 {
+	if dt == kernels.BF16 {
+		if useAVX2 && len(x) >= 8 {
+			return dotBF16F32Fast(w, x)
+		}
+		return dotBF16F32Generic(w, x)
+	}
+	if useAVX2 && len(x) >= 8 {
+		return dotF16F32Fast(w, x)
+	}
+	return dotF16F32Generic(w, x)
+}

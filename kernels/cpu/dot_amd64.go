@@ -42,6 +42,28 @@ func axpyF32Fast(dst []float32, a float32, x []float32) {
 }
 
 //go:noescape
+func dotF16F32AVX2(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotBF16F32AVX2(w *byte, x *float32, n int) float32
+
+// dotF16F32Fast and dotBF16F32Fast: assembly for the multiple-of-8 prefix, Go
+// for the tail; w holds len(x) halves.
+func dotF16F32Fast(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	m := n &^ 7
+	return dotF16F32AVX2(&w[0], &x[0], m) + dotF16F32Generic(w[2*m:], x[m:])
+}
+
+func dotBF16F32Fast(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	m := n &^ 7
+	return dotBF16F32AVX2(&w[0], &x[0], m) + dotBF16F32Generic(w[2*m:], x[m:])
+}
+
+//go:noescape
 func dotQ4_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
 //go:noescape

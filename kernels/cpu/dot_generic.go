@@ -37,6 +37,24 @@ func axpyF32Generic(dst []float32, a float32, x []float32) {
 	}
 }
 
+func dotF16F32Generic(w []byte, x []float32) float32 {
+	w = w[:2*len(x)]
+	var s float32
+	for i, v := range x {
+		s += quant.F16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * v
+	}
+	return s
+}
+
+func dotBF16F32Generic(w []byte, x []float32) float32 {
+	w = w[:2*len(x)]
+	var s float32
+	for i, v := range x {
+		s += quant.BF16ToF32(binary.LittleEndian.Uint16(w[2*i:])) * v
+	}
+	return s
+}
+
 // Q4_1 [d m qs16] · Q8_1 [d s qs32]: Σ d·q+m times dx·qx = d·dx·Σq·qx + m·s.
 func dotQ4_1Q8_1Generic(w, x []byte, nb int) float32 {
 	var sum float32

@@ -8,3 +8,6 @@ const useAVX2 = false
 
 func dotF32Fast(a, b []float32) float32                 { return dotF32Generic(a, b) }
 func axpyF32Fast(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a, x) }
+
+func dotF16F32Fast(w []byte, x []float32) float32  { return dotF16F32Generic(w, x) }
+func dotBF16F32Fast(w []byte, x []float32) float32 { return dotBF16F32Generic(w, x) }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"syscall"
 	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // guarded returns a slice of n bytes that ends exactly where an unmapped page
@@ -49,6 +51,14 @@ func TestKernelsStayInBounds(t *testing.T) {
 				}
 			}
 		})
+	}
+	for _, dt := range []kernels.DType{kernels.F16, kernels.BF16} {
+		w := guarded(t, 2*37)
+		copy(w, mustQuantize(t, dt, randVec(r, 37)))
+		x := randVec(r, 37)
+		if got, want := dotHalf(dt, w, x), dotF32Generic(mustDequantize(t, dt, w, 37), x); abs(got-want) > 1e-4*abs(want)+1e-4 {
+			t.Fatalf("%v: got %v, want %v", dt, got, want)
+		}
 	}
 	a, b := bytesToF32(guarded(t, 4*37)), bytesToF32(guarded(t, 4*37))
 	b[36] = 1

@@ -1,13 +1,5 @@
 package cpu
 
-import (
-	"encoding/binary"
-	"math"
-
-	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/kernels/quant"
-)
-
 // matScratch is matMul's state, kept on the workers so a steady-state call
 // allocates nothing: the quantized activations and the one closure handed to
 // parallelFor (a fresh closure per call would escape to the heap).
@@ -31,10 +23,6 @@ const (
 	wTile = 16
 	xTile = 32
 )
-
-// fTile is the chunk of a float (F32/F16/BF16) weight row converted to f32 on
-// the stack before it is dotted against every activation row.
-const fTile = 256
 
 // matMul computes dst[i*out+o] = Σ_k x[i*in+k]·W[o,k] (+ bias[o]) for i < n,
 // where W is wt: out rows of in elements, quantized or float. Quantized
@@ -102,52 +90,27 @@ func (s *matScratch) run(lo, hi int) {
 	}
 }
 
-// runFloat handles F32, F16 and BF16 weights: each row, fTile elements at a
-// time, is converted to f32 once and dotted against all n activation rows.
+// runFloat handles F32, F16 and BF16 weights: dotted in f32 against the
+// unquantized activations, F16/BF16 widened as they are loaded.
 func (s *matScratch) runFloat(lo, hi int) {
-	var buf [fTile]float32
-	dt, in, out, n := s.wt.dtype, s.in, s.out, s.n
+	dt, in, out := s.wt.dtype, s.in, s.out
 	esz := dt.BlockBytes()
-	for o := lo; o < hi; o++ {
-		for i := range n {
-			dst := &s.dst[i*out+o]
-			*dst = 0
-			if s.bias != nil {
-				*dst = s.bias[o]
+	for i0 := 0; i0 < s.n; i0 += xTile {
+		i1 := min(s.n, i0+xTile)
+		for o := lo; o < hi; o++ {
+			for i := i0; i < i1; i++ {
+				xi := s.x[i*in : (i+1)*in]
+				var v float32
+				if s.wt.f32 != nil {
+					v = dotF32(s.wt.f32[o*in:(o+1)*in], xi)
+				} else {
+					v = dotHalf(dt, s.wt.raw[o*in*esz:(o+1)*in*esz], xi)
+				}
+				if s.bias != nil {
+					v += s.bias[o]
+				}
+				s.dst[i*out+o] = v
 			}
-		}
-		for c := 0; c < in; c += fTile {
-			m := min(fTile, in-c)
-			var wv []float32
-			if s.wt.f32 != nil {
-				wv = s.wt.f32[o*in+c : o*in+c+m]
-			} else {
-				off := (o*in + c) * esz
-				wv = buf[:m]
-				halvesToF32(dt, wv, s.wt.raw[off:off+m*esz])
-			}
-			for i := range n {
-				s.dst[i*out+o] += dotF32(wv, s.x[i*in+c:i*in+c+m])
-			}
-		}
-	}
-}
-
-// halvesToF32 converts F16 or BF16 (or unaligned F32) bytes into dst. It is
-// here rather than quant.Dequantize so buf above stays on the stack.
-func halvesToF32(dt kernels.DType, dst []float32, src []byte) {
-	switch dt {
-	case kernels.F16:
-		for i := range dst {
-			dst[i] = quant.F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	case kernels.BF16:
-		for i := range dst {
-			dst[i] = quant.BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
-		}
-	default:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 		}
 	}
 }

@@ -25,6 +25,8 @@ func BenchmarkMatMul(b *testing.B) {
 		{"ffn_up", kernels.Q4_1, 576, 1536},
 		{"ffn_down", kernels.Q4_1, 1536, 576},
 		{"output", kernels.Q8_0, 576, 49152},
+		{"ffn_up", kernels.F16, 576, 1536},
+		{"ffn_up", kernels.BF16, 576, 1536},
 	}
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, sh := range shapes {
