@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/sluicehq/sluice/server/metrics"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+	"github.com/sluicehq/sluice/server/metrics"
 )
 
 // scrapeText GETs /metrics as Prometheus would and parses the text format.
