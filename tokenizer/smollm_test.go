@@ -183,3 +183,53 @@ func TestSmolEncodePlain(t *testing.T) {
 		t.Errorf("Encode(%q) = %v lacks the control tokens", text, got)
 	}
 }
+
+// One Tokenizer serves many goroutines (one per request in the server).
+func TestSmolConcurrentUse(t *testing.T) {
+	tok := smolTokenizer(t)
+	want := make([][]int32, len(smolTexts))
+	for i, text := range smolTexts {
+		want[i] = tok.Encode(text, false)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for k := range 50 {
+				i := (g + k) % len(smolTexts)
+				ids := tok.Encode(smolTexts[i], false)
+				if !slices.Equal(ids, want[i]) {
+					t.Errorf("goroutine %d: Encode(%q) = %v, want %v", g, smolTexts[i], ids, want[i])
+					return
+				}
+				d := tok.NewDecoder()
+				var sb strings.Builder
+				for _, id := range ids {
+					sb.WriteString(d.Add(id))
+				}
+				sb.WriteString(d.Flush())
+				if sb.String() != tok.Decode(ids, true) {
+					t.Errorf("goroutine %d: streamed %q", g, sb.String())
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// After a prompt as context, a generated " word" keeps its leading space and
+// the prompt's own text is not repeated.
+func TestSmolDecoderAfterPrompt(t *testing.T) {
+	tok := smolTokenizer(t)
+	prompt := tok.Encode("<|im_start|>assistant\nThe capital of France is", false)
+	gen := tok.Encode(" Paris. 日本の首都は東京です。", false)
+	d := tok.NewDecoder(prompt...)
+	var sb strings.Builder
+	for _, id := range gen {
+		sb.WriteString(d.Add(id))
+	}
+	sb.WriteString(d.Flush())
+	if want := " Paris. 日本の首都は東京です。"; sb.String() != want {
+		t.Errorf("streamed %q, want %q", sb.String(), want)
+	}
+}
