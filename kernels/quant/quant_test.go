@@ -256,3 +256,45 @@ func TestBF16(t *testing.T) {
 		t.Errorf("BF16ToF32(0xc040) = %v", v)
 	}
 }
+
+// TestQuantizeGolden checks the reference quantizers byte for byte against
+// gguf-py's (testdata/gen_golden.py), which follow ggml's quantize_row_*_ref.
+// gguf-py has no K-quant quantizer; those are covered by TestRoundTrip.
+func TestQuantizeGolden(t *testing.T) {
+	data, err := os.ReadFile("testdata/quant_golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Type, Want string
+			X          []float64
+		}
+	}
+	if err := json.Unmarshal(data, &golden); err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]kernels.DType{}
+	for _, dt := range allTypes {
+		types[dt.String()] = dt
+	}
+	for _, c := range golden.Cases {
+		t.Run(c.Type, func(t *testing.T) {
+			x := make([]float32, len(c.X))
+			for i, v := range c.X {
+				x[i] = float32(v)
+			}
+			got, err := Quantize(types[c.Type], x)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := hex.EncodeToString(got); g != c.Want {
+				for i := 0; i < len(g); i += 2 {
+					if g[i:i+2] != c.Want[i:i+2] {
+						t.Fatalf("byte %d: got %s, want %s", i/2, g[i:i+2], c.Want[i:i+2])
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,5 +1,6 @@
-"""Writes dequant_golden.json: blocks and their values as decoded by the
-reference Python implementation (pip package gguf, gguf.quants.dequantize).
+"""Writes dequant_golden.json (blocks and their values as decoded by the
+reference Python implementation, pip package gguf, gguf.quants.dequantize) and
+quant_golden.json (inputs and the bytes gguf.quants.quantize makes of them).
 
 Run from this directory: python3 gen_golden.py [path/to/SmolLM2-135M-Instruct.Q4_1.gguf]
 Random blocks cover every type gguf can decode; the model blocks are the first
@@ -51,6 +52,21 @@ if len(sys.argv) > 1:
         vals = gguf.quants.dequantize(raw, t).reshape(-1)
         cases.append({"name": tensor.name, "type": t.name, "raw": raw.tobytes().hex(),
                       "want": [float(v) for v in vals.astype(np.float32)]})
+
+# Quantization: gguf-py's numpy quantizers follow ggml's quantize_row_*_ref
+# (K-quants are not implemented there). Inputs: normal noise, a shifted block
+# (affine types), a zero block.
+quant_cases = []
+x = rng.standard_normal(256).astype(np.float32)
+x[64:96] += 3
+x[96:128] = 0
+for t in [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.F16, T.BF16]:
+    q = gguf.quants.quantize(x.reshape(1, -1), t).reshape(-1)
+    quant_cases.append({"type": t.name, "x": [float(v) for v in x], "want": q.view(np.uint8).tobytes().hex()})
+
+with open("quant_golden.json", "w") as f:
+    json.dump({"generator": "gen_golden.py, gguf " + getattr(gguf, "__version__", "0.19.0"),
+               "cases": quant_cases}, f, indent=1)
 
 with open("dequant_golden.json", "w") as f:
     json.dump({"generator": "gen_golden.py, gguf " + getattr(gguf, "__version__", "0.19.0"),
