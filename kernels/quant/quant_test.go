@@ -258,10 +258,17 @@ func TestBF16(t *testing.T) {
 }
 
 // TestQuantizeGolden checks the reference quantizers byte for byte against
-// gguf-py's (testdata/gen_golden.py), which follow ggml's quantize_row_*_ref.
-// gguf-py has no K-quant quantizer; those are covered by TestRoundTrip.
+// gguf-py's (testdata/gen_golden.py), which follow ggml's quantize_row_*_ref,
+// and, for the K-quants, against ggml's own C quantizers
+// (testdata/gen_kquant_golden.py).
 func TestQuantizeGolden(t *testing.T) {
-	data, err := os.ReadFile("testdata/quant_golden.json")
+	for _, file := range []string{"testdata/quant_golden.json", "testdata/kquant_golden.json"} {
+		testQuantizeGolden(t, file)
+	}
+}
+
+func testQuantizeGolden(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
