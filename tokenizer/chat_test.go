@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func readTemplate(tb testing.TB, name string) string {
@@ -54,15 +55,38 @@ func TestApplyChatTemplate(t *testing.T) {
 		{"mistral.jinja", "<s>", "</s>", []Message{u1, a1, u2}, true,
 			"<s>[INST] Hi! [/INST]Hello. How can I help?</s>[INST]   Name a river.\n [/INST]"},
 		{"mistral.jinja", "<s>", "</s>", []Message{u1}, false, "<s>[INST] Hi! [/INST]"},
+		{"gemma.jinja", "<bos>", "<eos>", []Message{u1, a1, u2}, true,
+			"<bos><start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\nHello. How can I help?<end_of_turn>\n" +
+				"<start_of_turn>user\nName a river.<end_of_turn>\n<start_of_turn>model\n"},
+		{"llama2.jinja", "<s>", "</s>", []Message{sys, u1, a1, u2}, false,
+			"<s>[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi! [/INST] Hello. How can I help? </s><s>[INST] Name a river. [/INST]"},
+		{"llama2.jinja", "<s>", "</s>", []Message{u1}, true, "<s>[INST] Hi! [/INST]"},
+		{"phi3.jinja", "<s>", "<|endoftext|>", []Message{sys, u1}, true,
+			"<|system|>\nYou are terse.<|end|>\n<|user|>\nHi!<|end|>\n<|assistant|>\n"},
+		{"phi3.jinja", "<s>", "<|endoftext|>", []Message{u1, a1}, false,
+			"<|user|>\nHi!<|end|>\n<|assistant|>\nHello. How can I help?<|end|>\n<|endoftext|>"},
+		// Llama 3.2 writes today's date through strftime_now ({date} below).
+		{"llama3.2.jinja", "<|begin_of_text|>", "<|eot_id|>", []Message{sys, u1, a1, u2}, true,
+			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n" +
+				"Today Date: {date}\n\nYou are terse.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>" +
+				"<|start_header_id|>assistant<|end_header_id|>\n\nHello. How can I help?<|eot_id|>" +
+				"<|start_header_id|>user<|end_header_id|>\n\nName a river.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
+		{"llama3.2.jinja", "<|begin_of_text|>", "<|eot_id|>", []Message{u1}, false,
+			"<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n" +
+				"Today Date: {date}\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"},
 	}
 	for _, tt := range tests {
 		tok := &Tokenizer{template: readTemplate(t, tt.template), bosText: tt.bos, eosText: tt.eos}
+		before := time.Now().Format("02 Jan 2006")
 		got, err := tok.ApplyChatTemplate(tt.msgs, tt.addGen)
 		if err != nil {
 			t.Errorf("%s %v: %v", tt.template, tt.msgs, err)
 			continue
 		}
-		if got != tt.want {
+		if after := time.Now().Format("02 Jan 2006"); after != before && strings.Contains(got, after) {
+			before = after // rendered just after midnight
+		}
+		if tt.want = strings.ReplaceAll(tt.want, "{date}", before); got != tt.want {
 			t.Errorf("%s %v addGen=%v:\n got %q\nwant %q", tt.template, tt.msgs, tt.addGen, got, tt.want)
 		}
 	}
@@ -74,6 +98,11 @@ func TestApplyChatTemplateErrors(t *testing.T) {
 	_, err := mistral.ApplyChatTemplate([]Message{{"system", "x"}, {"user", "y"}}, true)
 	if err == nil || !strings.Contains(err.Error(), "Conversation roles must alternate") {
 		t.Errorf("system message on Mistral: err = %v, want the template's raise_exception", err)
+	}
+	gemma := &Tokenizer{template: readTemplate(t, "gemma.jinja")}
+	_, err = gemma.ApplyChatTemplate([]Message{{"system", "x"}, {"user", "y"}}, true)
+	if err == nil || !strings.Contains(err.Error(), "System role not supported") {
+		t.Errorf("system message on Gemma: err = %v", err)
 	}
 	if _, err := (&Tokenizer{}).ApplyChatTemplate([]Message{{"user", "y"}}, true); !errors.Is(err, ErrNoChatTemplate) {
 		t.Errorf("no template: err = %v, want ErrNoChatTemplate", err)

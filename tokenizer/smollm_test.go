@@ -233,3 +233,28 @@ func TestSmolDecoderAfterPrompt(t *testing.T) {
 		t.Errorf("streamed %q, want %q", sb.String(), want)
 	}
 }
+
+// The GGUF's own template renders SmolLM2's ChatML prompt, and its control
+// tokens encode as single ids.
+func TestSmolChatTemplate(t *testing.T) {
+	tok := smolTokenizer(t)
+	got, err := tok.ApplyChatTemplate([]tokenizer.Message{{Role: "user", Content: "What is 2+2?"}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n" +
+		"<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+	if got != want {
+		t.Fatalf("rendered %q\nwant %q", got, want)
+	}
+	ids := tok.Encode(got, true)
+	var control []int32
+	for _, id := range ids {
+		if tok.IsSpecial(id) {
+			control = append(control, id)
+		}
+	}
+	if !slices.Equal(control, []int32{1, 2, 1, 2, 1}) {
+		t.Errorf("control tokens %v, want im_start/im_end pairs [1 2 1 2 1]", control)
+	}
+}
