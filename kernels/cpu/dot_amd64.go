@@ -127,6 +127,9 @@ func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
 //go:noescape
 func dotQ4_1Q8_1Rows2(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int)
 
+//go:noescape
+func dotQ8_0Q8_0Rows2(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int)
+
 // asmRows2 wraps a two-activation kernel that takes weight rows in pairs; an
 // odd last row goes through the one-activation kernel, which gives the same bits.
 func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int), one rowsDot, wbb, xbb int) rows2Dot {
@@ -177,6 +180,7 @@ func init() {
 	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
 	quantKernels[kernels.Q4_1].rows2 = asmRows2(dotQ4_1Q8_1Rows2, quantKernels[kernels.Q4_1].rows, 20, 36)
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
+	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)

@@ -111,3 +111,89 @@ r2blk:
 r2done:
 	VZEROUPPER
 	RET
+
+// Q80PAIR: one Q8_0 weight row (quants uY, |quants| aY, scale in X4) against
+// one activation (scale sX, quants xY) into accY, with the operations
+// Q80ROW performs, so results match dotQ8_0Q8_0Rows bit for bit.
+#define Q80PAIR(sX, xY, uY, aY, accY) \
+	VMULSS       sX, X4, X5; \
+	VBROADCASTSS X5, Y5; \
+	VPSIGNB      uY, xY, Y15; \
+	VPMADDUBSW   Y15, aY, Y15; \
+	VPMADDWD     Y10, Y15, Y15; \
+	VCVTDQ2PS    Y15, Y15; \
+	VFMADD231PS  Y15, Y5, accY
+
+// func dotQ8_0Q8_0Rows2(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1 *float32, pairs int)
+// dotQ4_1Q8_1Rows2's counterpart for Q8_0. Registers: Y0 A0, Y1 B0, Y2 A1,
+// Y3 B1; X6/X7 and Y8/Y9 the activations' scales and quants; Y11/Y12 row A's
+// quants and their magnitudes, Y13/Y14 row B's.
+TEXT ·dotQ8_0Q8_0Rows2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ wstride+8(FP), R8
+	MOVQ x0+16(FP), R9
+	MOVQ x1+24(FP), R10
+	MOVQ nb+32(FP), R11
+	MOVQ dst0+40(FP), R12
+	MOVQ dst1+48(FP), R13
+	MOVQ pairs+56(FP), R14
+	ONES_I16(Y10, X10)
+
+q80r2pair:
+	TESTQ  R14, R14
+	JEQ    q80r2done
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*1), BX
+	MOVQ   R9, DI
+	MOVQ   R10, DX
+	MOVQ   R11, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+q80r2blk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (BX)(R8*8)
+	VMOVD      (DI), X6
+	VCVTPH2PS  X6, X6
+	VMOVDQU    2(DI), Y8
+	VMOVD      (DX), X7
+	VCVTPH2PS  X7, X7
+	VMOVDQU    2(DX), Y9
+	VMOVDQU    2(AX), Y11
+	VPSIGNB    Y11, Y11, Y12
+	VMOVDQU    2(BX), Y13
+	VPSIGNB    Y13, Y13, Y14
+	VMOVD      (AX), X4
+	VCVTPH2PS  X4, X4
+	Q80PAIR(X6, Y8, Y11, Y12, Y0)
+	Q80PAIR(X7, Y9, Y11, Y12, Y2)
+	VMOVD      (BX), X4
+	VCVTPH2PS  X4, X4
+	Q80PAIR(X6, Y8, Y13, Y14, Y1)
+	Q80PAIR(X7, Y9, Y13, Y14, Y3)
+	ADDQ       $34, AX
+	ADDQ       $34, BX
+	ADDQ       $34, DI
+	ADDQ       $34, DX
+	DECQ       CX
+	JNZ        q80r2blk
+
+	HSUM(Y0, X0, X5)
+	MOVSS X0, (R12)
+	HSUM(Y1, X1, X5)
+	MOVSS X1, 4(R12)
+	HSUM(Y2, X2, X5)
+	MOVSS X2, (R13)
+	HSUM(Y3, X3, X5)
+	MOVSS X3, 4(R13)
+	ADDQ  $8, R12
+	ADDQ  $8, R13
+	LEAQ  (SI)(R8*2), SI
+	DECQ  R14
+	JMP   q80r2pair
+
+q80r2done:
+	VZEROUPPER
+	RET
