@@ -30,8 +30,13 @@ type lockstep struct {
 }
 
 func newLockstep(m *hashModel, e *Engine) *lockstep {
+	return newLockstepHook(func(h func(*kernels.Batch) error) { m.onForward = h }, e)
+}
+
+// newLockstepHook installs the lockstep hook with install (before any Submit).
+func newLockstepHook(install func(func(*kernels.Batch) error), e *Engine) *lockstep {
 	ls := &lockstep{stopped: make(chan struct{}), resume: make(chan struct{})}
-	m.onForward = func(b *kernels.Batch) error {
+	install(func(b *kernels.Batch) error {
 		r := stepRecord{seqs: len(b.Seqs), used: e.pool.Usage().Used}
 		for _, s := range b.Seqs {
 			r.tableBlock += len(s.Blocks)
@@ -42,7 +47,7 @@ func newLockstep(m *hashModel, e *Engine) *lockstep {
 		ls.stopped <- struct{}{}
 		<-ls.resume
 		return nil
-	}
+	})
 	return ls
 }
 
@@ -76,6 +81,15 @@ func (ls *lockstep) freeRun() (stop func()) {
 // starts, no later step includes it, its blocks are free by then, and no
 // goroutine is left behind.
 func TestCancelFreesBlocksBeforeNextStep(t *testing.T) {
+	testCancel(t, func(t *testing.T) (Model, func(func(*kernels.Batch) error), Config) {
+		m := newHashModel(64, 4096, 64, 16)
+		return m, func(h func(*kernels.Batch) error) { m.onForward = h }, Config{Blocks: 64, BlockSize: 16}
+	})
+}
+
+// testCancel runs the cancellation cases on the model mk makes; install
+// sets a hook run at the start of each Forward; cfg carries the pool size.
+func testCancel(t *testing.T, mk func(t *testing.T) (Model, func(func(*kernels.Batch) error), Config)) {
 	for _, tc := range []struct {
 		name    string
 		maxSeqs int
@@ -89,9 +103,14 @@ func TestCancelFreesBlocksBeforeNextStep(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := newHashModel(64, 4096, 64, 16)
-				e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: tc.maxSeqs, DisablePrefixCache: true})
-				ls := newLockstep(m, e)
+				m, install, cfg := mk(t)
+				cfg.MaxBatchTokens, cfg.MaxSeqs, cfg.DisablePrefixCache = 32, tc.maxSeqs, true
+				e, err := New(m, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(bg)
+				ls := newLockstepHook(install, e)
 				synctest.Wait()
 				baseline := runtime.NumGoroutine()
 
