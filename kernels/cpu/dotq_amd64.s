@@ -101,11 +101,11 @@ dotq4_1q8_1pairblk:
 	HSUM(Y0, X0, X3)
 	VMOVSHDUP X7, X7
 	VADDSS    X7, X0, X0
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 	HSUM(Y1, X1, X3)
 	VMOVSHDUP X8, X8
 	VADDSS    X8, X1, X1
-	MOVSS     X1, 4(R11)
+	VMOVSS     X1, 4(R11)
 	ADDQ      $8, R11
 	LEAQ      (SI)(R8*2), SI
 	SUBQ      $2, R12
@@ -132,7 +132,7 @@ dotq4_1q8_1singleblk:
 	HSUM(Y0, X0, X3)
 	VMOVSHDUP X7, X7
 	VADDSS    X7, X0, X0
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 
 dotq4_1q8_1done:
 	VZEROUPPER
@@ -174,9 +174,9 @@ dotq8_0q8_0pairblk:
 	DECQ      CX
 	JNZ       dotq8_0q8_0pairblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 	HSUM(Y1, X1, X3)
-	MOVSS     X1, 4(R11)
+	VMOVSS     X1, 4(R11)
 	ADDQ      $8, R11
 	LEAQ      (SI)(R8*2), SI
 	SUBQ      $2, R12
@@ -200,7 +200,7 @@ dotq8_0q8_0singleblk:
 	DECQ      CX
 	JNZ       dotq8_0q8_0singleblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 
 dotq8_0q8_0done:
 	VZEROUPPER
@@ -242,9 +242,9 @@ dotq4_0q8_0pairblk:
 	DECQ      CX
 	JNZ       dotq4_0q8_0pairblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 	HSUM(Y1, X1, X3)
-	MOVSS     X1, 4(R11)
+	VMOVSS     X1, 4(R11)
 	ADDQ      $8, R11
 	LEAQ      (SI)(R8*2), SI
 	SUBQ      $2, R12
@@ -268,7 +268,7 @@ dotq4_0q8_0singleblk:
 	DECQ      CX
 	JNZ       dotq4_0q8_0singleblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 
 dotq4_0q8_0done:
 	VZEROUPPER
@@ -310,9 +310,9 @@ dotq5_0q8_0pairblk:
 	DECQ      CX
 	JNZ       dotq5_0q8_0pairblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 	HSUM(Y1, X1, X3)
-	MOVSS     X1, 4(R11)
+	VMOVSS     X1, 4(R11)
 	ADDQ      $8, R11
 	LEAQ      (SI)(R8*2), SI
 	SUBQ      $2, R12
@@ -336,7 +336,7 @@ dotq5_0q8_0singleblk:
 	DECQ      CX
 	JNZ       dotq5_0q8_0singleblk
 	HSUM(Y0, X0, X3)
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 
 dotq5_0q8_0done:
 	VZEROUPPER
@@ -382,11 +382,11 @@ dotq5_1q8_1pairblk:
 	HSUM(Y0, X0, X3)
 	VMOVSHDUP X7, X7
 	VADDSS    X7, X0, X0
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 	HSUM(Y1, X1, X3)
 	VMOVSHDUP X8, X8
 	VADDSS    X8, X1, X1
-	MOVSS     X1, 4(R11)
+	VMOVSS     X1, 4(R11)
 	ADDQ      $8, R11
 	LEAQ      (SI)(R8*2), SI
 	SUBQ      $2, R12
@@ -413,7 +413,7 @@ dotq5_1q8_1singleblk:
 	HSUM(Y0, X0, X3)
 	VMOVSHDUP X7, X7
 	VADDSS    X7, X0, X0
-	MOVSS     X0, (R11)
+	VMOVSS     X0, (R11)
 
 dotq5_1q8_1done:
 	VZEROUPPER
