@@ -56,15 +56,21 @@ func dotBF16F32Generic(w []byte, x []float32) float32 {
 }
 
 // Q4_1 [d m qs16] · Q8_1 [d s qs32]: Σ d·q+m times dx·qx = d·dx·Σq·qx + m·s.
+// Blocks are viewed as fixed-size arrays so the inner loops carry no bounds
+// checks.
 func dotQ4_1Q8_1Generic(w, x []byte, nb int) float32 {
 	var sum float32
 	for b := range nb {
-		wb, xb := w[b*20:b*20+20], x[b*36:b*36+36]
-		var isum int32
-		for j := range 16 {
-			isum += int32(wb[4+j]&0xf)*int32(int8(xb[4+j])) + int32(wb[4+j]>>4)*int32(int8(xb[20+j]))
+		wb, xb := (*[20]byte)(w[b*20:]), (*[36]byte)(x[b*36:])
+		qs, q8 := (*[16]byte)(wb[4:]), (*[32]byte)(xb[4:])
+		var lo, hi int32
+		for j := 0; j < 16; j += 4 {
+			lo += int32(qs[j]&0xf)*int32(int8(q8[j])) + int32(qs[j+1]&0xf)*int32(int8(q8[j+1])) +
+				int32(qs[j+2]&0xf)*int32(int8(q8[j+2])) + int32(qs[j+3]&0xf)*int32(int8(q8[j+3]))
+			hi += int32(qs[j]>>4)*int32(int8(q8[j+16])) + int32(qs[j+1]>>4)*int32(int8(q8[j+17])) +
+				int32(qs[j+2]>>4)*int32(int8(q8[j+18])) + int32(qs[j+3]>>4)*int32(int8(q8[j+19]))
 		}
-		sum += f16le(wb)*f16le(xb)*float32(isum) + f16le(wb[2:])*f16le(xb[2:])
+		sum += f16le(wb[:])*f16le(xb[:])*float32(lo+hi) + f16le(wb[2:])*f16le(xb[2:])
 	}
 	return sum
 }
@@ -117,12 +123,13 @@ func dotQ5_1Q8_1Generic(w, x []byte, nb int) float32 {
 func dotQ8_0Q8_0Generic(w, x []byte, nb int) float32 {
 	var sum float32
 	for b := range nb {
-		wb, xb := w[b*34:b*34+34], x[b*34:b*34+34]
-		var isum int32
-		for j := range 32 {
-			isum += int32(int8(wb[2+j])) * int32(int8(xb[2+j]))
+		wb, xb := (*[34]byte)(w[b*34:]), (*[34]byte)(x[b*34:])
+		var s0, s1 int32
+		for j := 2; j < 34; j += 4 {
+			s0 += int32(int8(wb[j]))*int32(int8(xb[j])) + int32(int8(wb[j+1]))*int32(int8(xb[j+1]))
+			s1 += int32(int8(wb[j+2]))*int32(int8(xb[j+2])) + int32(int8(wb[j+3]))*int32(int8(xb[j+3]))
 		}
-		sum += f16le(wb) * f16le(xb) * float32(isum)
+		sum += f16le(wb[:]) * f16le(xb[:]) * float32(s0+s1)
 	}
 	return sum
 }
