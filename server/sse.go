@@ -22,9 +22,11 @@ type sseWriter struct {
 	writeTimeout time.Duration
 	log          *eventLog
 	format       *chunkFormat
-	sent         int64 // last event id written to this connection
-	keepAlive    bool  // a keep-alive comment waits for the next Flush
-	err          error // first write failure; nothing is written after it
+	sent         int64     // last event id written to this connection
+	keepAlive    bool      // a keep-alive comment waits for the next Flush
+	err          error     // first write failure; nothing is written after it
+	deadline     time.Time // the connection's current write deadline
+	noDeadline   bool      // the ResponseWriter cannot take deadlines
 	frame        []byte
 	payload      []byte
 }
@@ -103,6 +105,25 @@ func (s *sseWriter) error(err error) {
 
 func (s *sseWriter) done() { s.event(doneData) }
 
+// extendDeadline keeps the connection's write deadline between WriteTimeout/2
+// and WriteTimeout ahead of now: each write is bounded without re-arming the
+// deadline on every token.
+func (s *sseWriter) extendDeadline() error {
+	if s.writeTimeout <= 0 || s.noDeadline {
+		return nil
+	}
+	now := time.Now()
+	if s.deadline.Sub(now) > s.writeTimeout/2 {
+		return nil
+	}
+	s.deadline = now.Add(s.writeTimeout)
+	err := s.rc.SetWriteDeadline(s.deadline)
+	if errors.Is(err, http.ErrNotSupported) {
+		s.noDeadline, err = true, nil
+	}
+	return err
+}
+
 // Flush implements Emitter: it writes every frame this connection has not
 // seen, under a deadline for this write alone (a long stream has no overall
 // write timeout), and flushes them to the socket.
@@ -122,11 +143,9 @@ func (s *sseWriter) Flush() error {
 	if len(frames) == 0 && !s.keepAlive {
 		return nil
 	}
-	if s.writeTimeout > 0 {
-		if err := s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			s.err = err
-			return err
-		}
+	if err := s.extendDeadline(); err != nil {
+		s.err = err
+		return err
 	}
 	if _, err = s.w.Write(frames); err == nil && s.keepAlive {
 		_, err = s.w.Write(keepAliveComment)
