@@ -201,3 +201,148 @@ bf16done:
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
 	RET
+
+// func dotF32RowsAVX2(dst, q, k *float32, stride, n, rows int)
+// dst[r] = Σ_{i<n} q[i]·k[r·stride+i] for r < rows (stride in elements, n a
+// multiple of 8): one query against a KV block's keys in one call. Each row
+// runs exactly dotF32AVX2's sequence, so results match it bit for bit.
+TEXT ·dotF32RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), R11
+	MOVQ q+8(FP), R9
+	MOVQ k+16(FP), R8
+	MOVQ stride+24(FP), R10
+	SHLQ $2, R10
+	MOVQ n+32(FP), R12
+	MOVQ rows+40(FP), R13
+
+drow:
+	TESTQ  R13, R13
+	JEQ    drowsdone
+	MOVQ   R9, SI
+	MOVQ   R8, DI
+	MOVQ   R12, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+drow32:
+	CMPQ        CX, $32
+	JLT         drow8
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         drow32
+
+drow8:
+	CMPQ        CX, $8
+	JLT         drowsum
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         drow8
+
+drowsum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMOVSS       X0, (R11)
+	ADDQ         $4, R11
+	ADDQ         R10, R8
+	DECQ         R13
+	JMP          drow
+
+drowsdone:
+	VZEROUPPER
+	RET
+
+// func axpyF32RowsAVX2(out, a, v *float32, stride, n, rows int)
+// out[i] += a[r]·v[r·stride+i] for r = 0, 1, ..., rows−1 in that order, i < n
+// (n a multiple of 8): a KV block's weighted values added in one call, out
+// held in registers across the rows. Per element this is the FMA sequence of
+// rows successive axpyF32AVX2 calls, so results match bit for bit.
+TEXT ·axpyF32RowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), DI
+	MOVQ a+8(FP), R9
+	MOVQ v+16(FP), R8
+	MOVQ stride+24(FP), R10
+	SHLQ $2, R10
+	MOVQ n+32(FP), CX
+	MOVQ rows+40(FP), R12
+
+arows32:
+	CMPQ    CX, $32
+	JLT     arows8
+	VMOVUPS (DI), Y1
+	VMOVUPS 32(DI), Y2
+	VMOVUPS 64(DI), Y3
+	VMOVUPS 96(DI), Y4
+	MOVQ    R8, SI
+	MOVQ    R9, AX
+	MOVQ    R12, BX
+
+arow32:
+	TESTQ        BX, BX
+	JEQ          astore32
+	VBROADCASTSS (AX), Y0
+	VFMADD231PS  (SI), Y0, Y1
+	VFMADD231PS  32(SI), Y0, Y2
+	VFMADD231PS  64(SI), Y0, Y3
+	VFMADD231PS  96(SI), Y0, Y4
+	ADDQ         $4, AX
+	ADDQ         R10, SI
+	DECQ         BX
+	JMP          arow32
+
+astore32:
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS Y3, 64(DI)
+	VMOVUPS Y4, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, R8
+	SUBQ    $32, CX
+	JMP     arows32
+
+arows8:
+	CMPQ    CX, $8
+	JLT     arowsdone
+	VMOVUPS (DI), Y1
+	MOVQ    R8, SI
+	MOVQ    R9, AX
+	MOVQ    R12, BX
+
+arow8:
+	TESTQ        BX, BX
+	JEQ          astore8
+	VBROADCASTSS (AX), Y0
+	VFMADD231PS  (SI), Y0, Y1
+	ADDQ         $4, AX
+	ADDQ         R10, SI
+	DECQ         BX
+	JMP          arow8
+
+astore8:
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, R8
+	SUBQ    $8, CX
+	JMP     arows8
+
+arowsdone:
+	VZEROUPPER
+	RET

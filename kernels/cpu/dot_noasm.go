@@ -11,3 +11,6 @@ func axpyF32Fast(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a,
 
 func dotF16F32Fast(w []byte, x []float32) float32  { return dotF16F32Generic(w, x) }
 func dotBF16F32Fast(w []byte, x []float32) float32 { return dotBF16F32Generic(w, x) }
+
+func dotF32RowsFast(dst, q, k []float32, stride int)  { dotF32RowsGeneric(dst, q, k, stride) }
+func axpyF32RowsFast(out, a, v []float32, stride int) { axpyF32RowsGeneric(out, a, v, stride) }
