@@ -53,6 +53,7 @@ func TestPump(t *testing.T) {
 		cancelAt time.Duration // cancel the request context (client gone)
 		shutAt   time.Duration // close the shutdown channel
 		failFrom int
+		finish   engine.FinishReason
 		check    func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine)
 	}{
 		{
@@ -139,6 +140,23 @@ func TestPump(t *testing.T) {
 			},
 		},
 		{
+			name: "an engine failure is an in-band error after the text so far", script: []string{"a", "b"},
+			interval: time.Second, finish: engine.FinishError,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if out.Err == nil || out.Finish != "" || e.text.String() != "ab" {
+					t.Errorf("outcome %+v text %q", out, e.text.String())
+				}
+			},
+		},
+		{
+			name: "length limit", script: []string{"a", "b"}, finish: engine.FinishLength,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if out.Finish != "length" || out.Err != nil {
+					t.Errorf("outcome %+v", out)
+				}
+			},
+		},
+		{
 			name: "flush interval 0 writes every token", script: strings.Split("abcdefghij", ""),
 			interval: 5 * time.Millisecond, cfg: PumpConfig{},
 			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
@@ -163,7 +181,7 @@ func TestPump(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				v := newPieceVocab()
-				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, interval: tt.interval}
+				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, interval: tt.interval, finish: tt.finish}
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				shutdown := make(chan struct{})
