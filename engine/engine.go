@@ -56,18 +56,24 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	maxSeqs := cfg.MaxSeqs
+	if maxSeqs == 0 {
+		maxSeqs = scheduler.DefaultMaxSeqs
+	}
 	e := &Engine{
 		model: model,
 		cfg:   cfg,
 		limit: min(model.ContextLen(), cfg.Blocks*cfg.BlockSize),
 		// Every queued sequence fits in the buffer, so Submit never blocks on it.
 		arrivals: make(chan *Sequence, cfg.MaxQueue),
-		aborts:   make(chan abortReq, cfg.MaxQueue),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		pool:     pool,
-		sched:    sched,
-		live:     make(map[*Sequence]struct{}),
+		// One abort per sequence: room for every queued and running one, and
+		// as many preempted ones again, so Abort practically never waits.
+		aborts: make(chan abortReq, cfg.MaxQueue+2*maxSeqs),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		pool:   pool,
+		sched:  sched,
+		live:   make(map[*Sequence]struct{}),
 	}
 	e.publish()
 	go e.loop()
@@ -179,7 +185,8 @@ func (e *Engine) Close(ctx context.Context) error {
 }
 
 // abort hands a cancellation to the loop. Only a sequence's first abort is
-// sent, so the channel (sized like the queue) cannot fill with repeats.
+// sent, so the channel cannot fill with repeats; should more sequences be
+// live than it holds, the sender waits for the loop's next step boundary.
 func (e *Engine) abort(s *Sequence, cause AbortCause) {
 	if !s.aborting.CompareAndSwap(false, true) {
 		return
