@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
-	"gorgonia.org/cu"
 )
 
 // ErrClosed is returned by every call after Close.
@@ -40,16 +39,13 @@ type Backend struct {
 	closed bool
 
 	// owned by the CUDA goroutine
-	ctx    cu.CUContext
-	stream cu.Stream
-	mods   []cu.Module
-	allocs []cu.DevicePtr
+	drv    driver
+	allocs []devPtr
 	arena  devArena // device copy of the step's host tables
 	tokens devBuf   // sampled token ids
 
-	fn    map[string]cu.Function // read-only after New
-	step  step                   // launches recorded since the last flush
-	name  string
+	step  step   // launches recorded since the last flush
+	name  string // read-only after New, as are total and sms
 	total int64
 	sms   int // streaming multiprocessors: how many blocks fill the GPU
 }
@@ -90,47 +86,26 @@ func (b *Backend) loop(started chan<- error) {
 }
 
 func (b *Backend) init() error {
-	dev, err := cu.GetDevice(b.opts.Device)
+	drv, err := openDriver(b.opts)
 	if err != nil {
-		return fmt.Errorf("cuda backend: device %d: %w", b.opts.Device, err)
+		return err
 	}
-	if b.name, err = dev.Name(); err != nil {
-		return fmt.Errorf("cuda backend: device %d name: %w", b.opts.Device, err)
-	}
-	if b.total, err = dev.TotalMem(); err != nil {
-		return fmt.Errorf("cuda backend: device %d memory: %w", b.opts.Device, err)
-	}
-	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
-		return fmt.Errorf("cuda backend: device %d SM count: %w", b.opts.Device, err)
-	}
-	if b.ctx, err = dev.MakeContext(cu.SchedAuto); err != nil {
-		return fmt.Errorf("cuda backend: context on device %d: %w", b.opts.Device, err)
-	}
-	// A blocking stream: it also waits for the legacy-stream memsets and
-	// copies that Upload and Alloc issue.
-	if b.stream, err = cu.MakeStream(cu.DefaultStream); err != nil {
-		return fmt.Errorf("cuda backend: stream: %w", err)
-	}
-	b.fn, b.mods, err = loadModules(b.opts.PTXDir)
-	return err
+	b.drv = drv
+	b.name, b.total, b.sms = drv.device()
+	return nil
 }
 
 // release frees everything on the CUDA goroutine; errors are of no use here
-// (the context's destruction frees what a failed call left behind).
+// (closing the driver frees what a failed call left behind).
 func (b *Backend) release() {
+	if b.drv == nil {
+		return
+	}
 	for _, p := range b.allocs {
-		_ = cu.MemFree(p)
+		_ = b.drv.free(p)
 	}
 	b.allocs = nil
-	for _, m := range b.mods {
-		_ = m.Unload()
-	}
-	if b.stream != (cu.Stream{}) {
-		_ = b.stream.Destroy()
-	}
-	if b.ctx != (cu.CUContext{}) {
-		_ = b.ctx.Destroy()
-	}
+	b.drv.close()
 }
 
 // do runs f on the CUDA goroutine after the recorded launches, and waits.
@@ -160,7 +135,7 @@ func (b *Backend) Device() string {
 type tensor struct {
 	shape []int
 	dtype kernels.DType
-	ptr   cu.DevicePtr
+	ptr   devPtr
 	bytes int64
 }
 
@@ -184,10 +159,10 @@ func asCUDA(t kernels.Tensor) (*tensor, error) {
 }
 
 // alloc runs on the CUDA goroutine.
-func (b *Backend) alloc(bytes int64) (cu.DevicePtr, error) {
-	p, err := cu.MemAlloc(bytes)
+func (b *Backend) alloc(bytes int64) (devPtr, error) {
+	p, err := b.drv.alloc(bytes)
 	if err != nil {
-		return 0, fmt.Errorf("cuda backend: allocate %d bytes: %w", bytes, err)
+		return 0, err
 	}
 	b.allocs = append(b.allocs, p)
 	return p, nil
@@ -214,8 +189,8 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 			return fmt.Errorf("tensor %s: %w", t.Name, err)
 		}
 		ct.ptr = p
-		if err := cu.MemcpyHtoD(p, unsafe.Pointer(&t.Data[0]), ct.bytes); err != nil {
-			return fmt.Errorf("cuda backend: upload %s: %w", t.Name, err)
+		if err := b.drv.upload(p, unsafe.Pointer(&t.Data[0]), ct.bytes); err != nil {
+			return fmt.Errorf("upload %s: %w", t.Name, err)
 		}
 		return nil
 	})
@@ -244,10 +219,7 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 			return err
 		}
 		ct.ptr = p
-		if err := cu.MemsetD8(p, 0, ct.bytes); err != nil {
-			return fmt.Errorf("cuda backend: clear scratch: %w", err)
-		}
-		return nil
+		return b.drv.zero(p, ct.bytes)
 	})
 	if err != nil {
 		return nil, err
@@ -263,9 +235,9 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 // The tail holds the split-context attention's partial results (partBytes).
 type kvStore struct {
 	cfg      kernels.KVConfig
-	base     cu.DevicePtr
+	base     devPtr
 	perLayer int64 // bytes of one layer's K (or V)
-	part     cu.DevicePtr
+	part     devPtr
 }
 
 // partBytes is the split-context scratch: 1,000 partial results of
@@ -274,9 +246,9 @@ const partBytes = 1000 * partFloats * 4
 
 func (s *kvStore) Config() kernels.KVConfig { return s.cfg }
 
-func (s *kvStore) layer(l int) (k, v cu.DevicePtr) {
-	k = s.base + cu.DevicePtr(2*int64(l)*s.perLayer)
-	return k, k + cu.DevicePtr(s.perLayer)
+func (s *kvStore) layer(l int) (k, v devPtr) {
+	k = s.base + devPtr(2*int64(l)*s.perLayer)
+	return k, k + devPtr(s.perLayer)
 }
 
 func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
@@ -293,11 +265,8 @@ func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
 		if err != nil {
 			return fmt.Errorf("KV pool: %w", err)
 		}
-		s.base, s.part = p, p+cu.DevicePtr(total-partBytes)
-		if err := cu.MemsetD8(p, 0, total); err != nil {
-			return fmt.Errorf("cuda backend: clear KV pool: %w", err)
-		}
-		return nil
+		s.base, s.part = p, p+devPtr(total-partBytes)
+		return b.drv.zero(p, total)
 	})
 	if err != nil {
 		return nil, err
@@ -322,10 +291,7 @@ func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
 		if len(dst) == 0 {
 			return nil
 		}
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), ct.ptr, int64(len(dst))*4); err != nil {
-			return fmt.Errorf("cuda backend: read: %w", err)
-		}
-		return nil
+		return b.drv.download(unsafe.Pointer(&dst[0]), ct.ptr, int64(len(dst))*4)
 	})
 }
 

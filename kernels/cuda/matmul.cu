@@ -132,6 +132,9 @@ static __device__ __forceinline__ uint32_t pack2(float a, float b) {
 
 template <bool BF>
 static __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
+#ifdef SLUICE_EMU // the CPU emulator (emu/runtime.h) has no tensor cores
+    emu::mma16816(BF, c, a, b);
+#else
     if (BF) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -145,6 +148,7 @@ static __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, con
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
+#endif
 }
 
 // Tile loads go global → registers (converted to 16-bit pairs) → shared, so

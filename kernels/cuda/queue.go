@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"unsafe"
-
-	"gorgonia.org/cu"
 )
 
 // A step is what the ops record between two flushes: kernel launches, and
@@ -49,16 +47,16 @@ type arg struct {
 	table bool
 }
 
-func ptrArg(p cu.DevicePtr) arg { return arg{v: uint64(p)} }
-func intArg(i int) arg          { return arg{v: uint64(int64(i))} }
-func f32Arg(f float32) arg      { return arg{v: uint64(math.Float32bits(f))} }
-func tabArg(off int) arg        { return arg{v: uint64(off), table: true} }
+func ptrArg(p devPtr) arg  { return arg{v: uint64(p)} }
+func intArg(i int) arg     { return arg{v: uint64(int64(i))} }
+func f32Arg(f float32) arg { return arg{v: uint64(math.Float32bits(f))} }
+func tabArg(off int) arg   { return arg{v: uint64(off), table: true} }
 
 // maxPending bounds a step: a caller that never reads still gets its work run.
 const maxPending = 1 << 14
 
 func (b *Backend) launch(fn string, grid, block [3]int, args ...arg) error {
-	if _, ok := b.fn[fn]; !ok {
+	if !b.drv.has(fn) {
 		return fmt.Errorf("cuda backend: no kernel %s in the loaded PTX", fn)
 	}
 	if len(args) > maxArgs {
@@ -103,7 +101,7 @@ func (s *step) reset() {
 
 // devArena is the device copy of a step's tables, grown as needed.
 type devArena struct {
-	ptr   cu.DevicePtr
+	ptr   devPtr
 	bytes int64
 }
 
@@ -118,13 +116,13 @@ func (b *Backend) ensure(a *devArena, n int64) error {
 	}
 	n = max(n, 2*a.bytes, 1<<16)
 	if a.ptr != 0 {
-		if err := b.stream.Synchronize(); err != nil {
-			return fmt.Errorf("cuda backend: synchronize: %w", err)
+		if err := b.drv.sync(); err != nil {
+			return err
 		}
-		if err := cu.MemFree(a.ptr); err != nil {
-			return fmt.Errorf("cuda backend: free: %w", err)
+		if err := b.drv.free(a.ptr); err != nil {
+			return err
 		}
-		b.allocs = slices.DeleteFunc(b.allocs, func(p cu.DevicePtr) bool { return p == a.ptr })
+		b.allocs = slices.DeleteFunc(b.allocs, func(p devPtr) bool { return p == a.ptr })
 		a.ptr, a.bytes = 0, 0
 	}
 	p, err := b.alloc(n)
@@ -148,15 +146,11 @@ func (b *Backend) flush() error {
 		if err := b.ensure(&b.arena, n); err != nil {
 			return err
 		}
-		if err := cu.MemcpyHtoDAsync(b.arena.ptr, unsafe.Pointer(&s.tab[0]), n, b.stream); err != nil {
-			return fmt.Errorf("cuda backend: copy step tables: %w", err)
+		if err := b.drv.uploadAsync(b.arena.ptr, unsafe.Pointer(&s.tab[0]), n); err != nil {
+			return fmt.Errorf("step tables: %w", err)
 		}
 	}
 	var vals [maxArgs]uint64
-	var ptrs [maxArgs]unsafe.Pointer
-	for i := range ptrs {
-		ptrs[i] = unsafe.Pointer(&vals[i])
-	}
 	for i := range s.launches {
 		l := &s.launches[i]
 		for j := range l.nargs {
@@ -165,16 +159,15 @@ func (b *Backend) flush() error {
 				vals[j] = uint64(b.arena.ptr) + 4*l.args[j]
 			}
 		}
-		err := b.fn[l.fn].Launch(l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], 0, b.stream, ptrs[:l.nargs])
-		if err != nil {
+		if err := b.drv.launch(l.fn, l.grid, l.block, vals[:l.nargs]); err != nil {
 			return fmt.Errorf("cuda backend: launch %s (grid %v block %v): %w", l.fn, l.grid, l.block, err)
 		}
 	}
-	if err := b.stream.Synchronize(); err != nil {
-		return fmt.Errorf("cuda backend: step of %d launches: %w", len(s.launches), err)
+	if err := b.drv.sync(); err != nil {
+		return fmt.Errorf("step of %d launches: %w", len(s.launches), err)
 	}
 	return nil
 }
 
 // devOff is a byte offset into a device allocation.
-func devOff(n int) cu.DevicePtr { return cu.DevicePtr(n) }
+func devOff(n int) devPtr { return devPtr(n) }

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
-	"gorgonia.org/cu"
 )
 
 // SampleParams are one row's sampling settings. Temperature ≤ 0 or TopK == 1
@@ -57,9 +56,6 @@ func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int
 		if err := b.flush(); err != nil {
 			return err
 		}
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), b.tokens.ptr, int64(4*rows)); err != nil {
-			return fmt.Errorf("cuda backend: read sampled ids: %w", err)
-		}
-		return nil
+		return b.drv.download(unsafe.Pointer(&dst[0]), b.tokens.ptr, int64(4*rows))
 	})
 }
