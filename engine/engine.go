@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 		return nil, fmt.Errorf("engine: submit: %w", err)
 	}
 	known := len(req.Prompt) + len(req.Resume)
+	req.StopTokens = slices.Clone(req.StopTokens) // the loop reads them; the caller may reuse its slice
 	s := &Sequence{
 		id:        e.nextID.Add(1),
 		req:       req,

@@ -162,20 +162,26 @@ func TestTinyModelBatchInvariance(t *testing.T) {
 	}
 }
 
-func TestTinyModelPreemption(t *testing.T) {
-	path := tinyModelPath(t)
-	prompts := vocabPrompts(10, tinySpec.Vocab) // up to 50 + 24 tokens: 10 blocks of 8
-	big := loadModel(t, path, 1, 256, 8, 64, 16)
-	solo, margins := soloRuns(t, big, newEngineOn(t, big, Config{Blocks: 256, BlockSize: 8, MaxBatchTokens: 64, MaxSeqs: 16}), prompts, 24)
-	small := loadModel(t, path, 1, 14, 8, 32, 16)
-	e := newEngineOn(t, small, Config{Blocks: 14, BlockSize: 8, MaxBatchTokens: 32, MaxSeqs: 16})
-	got := runConcurrent(t, e, prompts, 24)
+// testPreemption: with a pool too small for all sequences at once, every
+// sequence still completes with its solo greedy output.
+func testPreemption(t *testing.T, path string, threads, vocab, count, n, smallBlocks int) {
+	prompts := vocabPrompts(count, vocab)
+	big := loadModel(t, path, threads, 256, 8, 64, 16)
+	solo, margins := soloRuns(t, big, newEngineOn(t, big, Config{Blocks: 256, BlockSize: 8, MaxBatchTokens: 64, MaxSeqs: 16}), prompts, n)
+	small := loadModel(t, path, threads, smallBlocks, 8, 32, 16)
+	e := newEngineOn(t, small, Config{Blocks: smallBlocks, BlockSize: 8, MaxBatchTokens: 32, MaxSeqs: 16})
+	got := runConcurrent(t, e, prompts, n)
 	for i := range prompts {
 		sameGreedy(t, "prompt "+string(rune('A'+i)), got[i], solo[i], margins[i])
 	}
 	if e.Stats().Preemptions == 0 {
 		t.Fatal("no preemption: the pool was not small enough to test anything")
 	}
+}
+
+func TestTinyModelPreemption(t *testing.T) {
+	// up to 50 + 24 tokens: 10 blocks of 8 each, 14 in the pool
+	testPreemption(t, tinyModelPath(t), 1, tinySpec.Vocab, 10, 24, 14)
 }
 
 // testPrefixCache: a second request sharing a 500-token system prompt
@@ -210,9 +216,12 @@ func TestTinyModelPrefixCache(t *testing.T) {
 }
 
 func TestTinyModelCancel(t *testing.T) {
-	path := tinyModelPath(t)
+	testCancelOn(t, tinyModelPath(t), 1)
+}
+
+func testCancelOn(t *testing.T, path string, threads int) {
 	testCancel(t, func(t *testing.T) (Model, func(func(*kernels.Batch) error), Config) {
-		m := loadModel(t, path, 1, 64, 16, 32, 4)
+		m := loadModel(t, path, threads, 64, 16, 32, 4)
 		return m, func(h func(*kernels.Batch) error) { m.hook = h }, Config{Blocks: 64, BlockSize: 16}
 	})
 }
@@ -230,4 +239,13 @@ func TestSmolLM2BatchInvariance(t *testing.T) {
 
 func TestSmolLM2PrefixCache(t *testing.T) {
 	testPrefixCache(t, smolPath(t), 2, 49152)
+}
+
+func TestSmolLM2Preemption(t *testing.T) {
+	// 5…30 + 16 tokens: 3 to 6 blocks of 8 each, 6 in the pool
+	testPreemption(t, smolPath(t), 2, 49152, 6, 16, 6)
+}
+
+func TestSmolLM2Cancel(t *testing.T) {
+	testCancelOn(t, smolPath(t), 2)
 }
