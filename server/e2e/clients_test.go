@@ -18,7 +18,8 @@ const helloChat = `{"messages":[{"role":"user","content":"What is the capital of
 // first, text, finish chunk, usage chunk, [DONE].
 func TestGoClient(t *testing.T) {
 	r := getRig(t)
-	resp := r.post(t, "/v1/chat/completions", helloChat)
+	// Accept-Encoding asked explicitly, so Go's transport would not hide a gzipped body.
+	resp := r.post(t, "/v1/chat/completions", helloChat, "Accept-Encoding", "gzip")
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" ||
 		resp.Header.Get("X-Accel-Buffering") != "no" || resp.Header.Get("Content-Encoding") != "" {
 		t.Fatalf("status %d headers %v", resp.StatusCode, resp.Header)
