@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"math"
+
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/quant"
 )
@@ -107,6 +109,44 @@ func dotF32RowsGeneric(dst, q, k []float32, stride int) {
 func axpyF32RowsGeneric(out, a, v []float32, stride int) {
 	for r, ar := range a {
 		axpyF32Generic(out, ar, v[r*stride:r*stride+len(out)])
+	}
+}
+
+// expF32 sets dst[i] = exp(x[i] − sub) and returns Σ dst[i] (softmax:
+// sub is the row's maximum). dst may be x. The AVX2 path uses ggml's
+// vectorized expf (≤ ~2 ulp); the sum's order is lane-wise.
+func expF32(dst, x []float32, sub float32) float32 {
+	if useAVX2 && len(x) >= 8 {
+		return expF32Fast(dst, x, sub)
+	}
+	return expF32Generic(dst, x, sub)
+}
+
+// siluMulF32 sets dst[i] = silu(gate[i])·up[i] = gate[i]/(1+exp(−gate[i]))·up[i]
+// (SwiGLU) over len(dst) elements. dst may alias gate or up.
+func siluMulF32(dst, gate, up []float32) {
+	if useAVX2 && len(dst) >= 8 {
+		siluMulF32Fast(dst, gate, up)
+		return
+	}
+	siluMulF32Generic(dst, gate, up)
+}
+
+func expF32Generic(dst, x []float32, sub float32) float32 {
+	dst = dst[:len(x)]
+	var sum float32
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - sub)))
+		dst[i] = e
+		sum += e
+	}
+	return sum
+}
+
+func siluMulF32Generic(dst, gate, up []float32) {
+	gate, up = gate[:len(dst)], up[:len(dst)]
+	for i, g := range gate {
+		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
 	}
 }
 

@@ -20,6 +20,29 @@ func dotF32AVX2(a, b *float32, n int) float32
 func axpyF32AVX2(dst *float32, a float32, x *float32, n int)
 
 //go:noescape
+func expF32AVX2(dst, x *float32, n int, sub float32) float32
+
+//go:noescape
+func siluMulF32AVX2(dst, gate, up *float32, n int)
+
+// expF32Fast and siluMulF32Fast: assembly for the multiple-of-8 prefix, the
+// generic code for the tail.
+func expF32Fast(dst, x []float32, sub float32) float32 {
+	n := len(x)
+	dst = dst[:n]
+	m := n &^ 7
+	return expF32AVX2(&dst[0], &x[0], m, sub) + expF32Generic(dst[m:], x[m:], sub)
+}
+
+func siluMulF32Fast(dst, gate, up []float32) {
+	n := len(dst)
+	gate, up = gate[:n], up[:n]
+	m := n &^ 7
+	siluMulF32AVX2(&dst[0], &gate[0], &up[0], m)
+	siluMulF32Generic(dst[m:], gate[m:], up[m:])
+}
+
+//go:noescape
 func dotF32RowsAVX2(dst, q, k *float32, stride, n, rows int)
 
 //go:noescape

@@ -216,3 +216,27 @@ func BenchmarkAttentionBlock(b *testing.B) {
 		reportFlops(b, 4*hd*rows, processCPU()-cpu0)
 	})
 }
+
+// BenchmarkExp: softmax's exp over a 1024-position row and SwiGLU over one
+// FFN row (1536), assembly against the float64 math.Exp loop they replace.
+func BenchmarkExp(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 6))
+	s, g, u := randVec(r, 1024), randVec(r, 1536), randVec(r, 1536)
+	dst := make([]float32, 1536)
+	for _, impl := range []struct {
+		name string
+		exp  func(dst, x []float32, sub float32) float32
+		silu func(dst, gate, up []float32)
+	}{{"fast", expF32, siluMulF32}, {"generic", expF32Generic, siluMulF32Generic}} {
+		b.Run("softmax1024/"+impl.name, func(b *testing.B) {
+			for b.Loop() {
+				impl.exp(dst, s, 3)
+			}
+		})
+		b.Run("swiglu1536/"+impl.name, func(b *testing.B) {
+			for b.Loop() {
+				impl.silu(dst, g, u)
+			}
+		})
+	}
+}
