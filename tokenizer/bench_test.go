@@ -3,6 +3,9 @@ package tokenizer_test
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/models"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // benchTexts are about 1,000 tokens each of prose, code and Japanese.
@@ -62,5 +65,29 @@ func BenchmarkDecoderAdd(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 		})
+	}
+}
+
+// BenchmarkNew reports the cost of building the tokenizer from the GGUF
+// vocabulary at model load (tokenizer.json generation plus the library's
+// parse).
+func BenchmarkNew(b *testing.B) {
+	smolTokenizer(b) // skips without the model
+	f, err := models.OpenGGUF(smolPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	v, err := f.Vocab()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tok, err := tokenizer.New(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tok.Close()
 	}
 }
