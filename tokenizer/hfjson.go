@@ -68,10 +68,10 @@ type obj = map[string]any
 // same tokenizer.
 func hfJSON(v *Vocab) ([]byte, error) {
 	if len(v.Tokens) == 0 {
-		return nil, fmt.Errorf("%w: empty vocabulary", ErrUnsupported)
+		return nil, fmt.Errorf("empty vocabulary: %w", ErrUnsupported)
 	}
 	if len(v.TokenTypes) != 0 && len(v.TokenTypes) != len(v.Tokens) {
-		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(v.TokenTypes), len(v.Tokens))
+		return nil, fmt.Errorf("%d token types for %d tokens", len(v.TokenTypes), len(v.Tokens))
 	}
 	t := hfTokenizerJSON{
 		Version:     "1.0",
@@ -96,11 +96,11 @@ func hfJSON(v *Vocab) ([]byte, error) {
 		}
 	case "llama":
 		if len(v.Scores) != len(v.Tokens) {
-			return nil, fmt.Errorf("tokenizer: SentencePiece vocabulary has %d scores for %d tokens", len(v.Scores), len(v.Tokens))
+			return nil, fmt.Errorf("SentencePiece vocabulary has %d scores for %d tokens", len(v.Scores), len(v.Tokens))
 		}
 		spmPipeline(&t, v)
 	default:
-		return nil, fmt.Errorf("%w: tokenizer model %q", ErrUnsupported, v.Model)
+		return nil, fmt.Errorf("tokenizer model %q: %w", v.Model, ErrUnsupported)
 	}
 	t.PostProcessor = templateProcessing(v)
 	return json.Marshal(t)

@@ -55,5 +55,5 @@ func bytePreTokenizer(pre string) (any, bool, error) {
 		}
 		return seq(append(stages, byteLevel(false))...), false, nil
 	}
-	return nil, false, fmt.Errorf("%w: pre-tokenizer %q", ErrUnsupported, pre)
+	return nil, false, fmt.Errorf("pre-tokenizer %q: %w", pre, ErrUnsupported)
 }

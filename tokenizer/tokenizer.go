@@ -13,7 +13,7 @@ import (
 
 // ErrUnsupported reports a vocabulary this package cannot turn into a
 // tokenizer (an unknown tokenizer model or pre-tokenizer type).
-var ErrUnsupported = errors.New("tokenizer: unsupported vocabulary")
+var ErrUnsupported = errors.New("unsupported")
 
 // Tokenizer encodes text to token ids and back. See the package comment for
 // its concurrency rules.
@@ -54,7 +54,7 @@ type Tokenizer struct {
 func New(v *Vocab) (*Tokenizer, error) {
 	data, err := hfJSON(v)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: building tokenizer.json from the %s vocabulary: %w", v.Model, err)
+		return nil, fmt.Errorf("tokenizer: GGUF %s vocabulary: %w", v.Model, err)
 	}
 	hf, err := tokenizers.FromBytes(data)
 	if err != nil {
