@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -75,6 +76,20 @@ func (ls *lockstep) freeRun() (stop func()) {
 	return func() { close(done) }
 }
 
+// bubbleGoroutines counts the goroutines of the calling synctest bubble
+// (runtime.NumGoroutine would also count other tests' goroutines still
+// winding down).
+func bubbleGoroutines() int {
+	buf := make([]byte, 1<<20)
+	self := string(buf[:runtime.Stack(buf, false)])
+	i := strings.Index(self, "synctest bubble ")
+	if i < 0 {
+		panic("bubbleGoroutines outside a synctest bubble")
+	}
+	tag := self[i:strings.IndexByte(self[i:], ']')+i] + "]"
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), tag)
+}
+
 // The three cancellation points: while queued, between the prefill chunks of
 // a long prompt (prefill must not run to its end first), and mid-decode. In
 // each, the sequence has ended with client_disconnect before the next step
@@ -112,7 +127,7 @@ func testCancel(t *testing.T, mk func(t *testing.T) (Model, func(func(*kernels.B
 				defer e.Close(bg)
 				ls := newLockstepHook(install, e)
 				synctest.Wait()
-				baseline := runtime.NumGoroutine()
+				baseline := bubbleGoroutines()
 
 				a := submit(t, e, Request{Prompt: prompt(8, 1, 64), MaxTokens: 200})
 				ls.next()
@@ -150,7 +165,7 @@ func testCancel(t *testing.T, mk func(t *testing.T) (Model, func(func(*kernels.B
 					t.Fatalf("a: %+v", res)
 				}
 				synctest.Wait()
-				if n := runtime.NumGoroutine(); n != baseline {
+				if n := bubbleGoroutines(); n != baseline {
 					t.Fatalf("%d goroutines, baseline %d", n, baseline)
 				}
 				if st := e.Stats(); st.KV.Used != 0 || st.Reclaims != 2 || st.Running+st.Waiting != 0 {

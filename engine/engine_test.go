@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 var bg = context.Background()
@@ -72,6 +74,37 @@ func runConcurrent(t *testing.T, e *Engine, prompts [][]int32, n int) [][]int32 
 	return out
 }
 
+// runAtOnce holds the loop inside its first step (install sets the model's
+// pre-Forward hook) until every prompt is submitted, so they all compete for
+// the pool whatever the timing, then returns the outputs.
+func runAtOnce(t *testing.T, e *Engine, install func(func(*kernels.Batch) error), prompts [][]int32, n int) [][]int32 {
+	t.Helper()
+	held, release := make(chan struct{}), make(chan struct{})
+	first := true
+	install(func(*kernels.Batch) error {
+		if first {
+			first = false
+			held <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	seqs := []*Sequence{submit(t, e, Request{Prompt: prompts[0], MaxTokens: n})}
+	<-held
+	for _, p := range prompts[1:] {
+		seqs = append(seqs, submit(t, e, Request{Prompt: p, MaxTokens: n}))
+	}
+	close(release)
+	out := make([][]int32, len(prompts))
+	for i, s := range seqs {
+		var r Result
+		if out[i], r = collect(t, s, 0); r.Finish != FinishLength {
+			t.Fatalf("seq %d: %+v", i, r)
+		}
+	}
+	return out
+}
+
 func testPrompts(count int) [][]int32 {
 	var ps [][]int32
 	for i := range count {
@@ -111,11 +144,14 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 			m := newHashModel(64, 1024, 14, 8)
 			e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 16, DisablePrefixCache: !cache})
 			prompts := testPrompts(16)[:10] // up to 50 + 24 tokens: 10 blocks each, 14 in the pool
-			got := runConcurrent(t, e, prompts, 24)
+			got := runAtOnce(t, e, func(h func(*kernels.Batch) error) { m.onForward = h }, prompts, 24)
 			for i, p := range prompts {
 				if want := m.reference(p, 24); !slices.Equal(got[i], want) {
 					t.Fatalf("prompt %d: %v, reference %v", i, got[i], want)
 				}
+			}
+			if err := e.Close(bg); err != nil { // its last snapshot is final
+				t.Fatal(err)
 			}
 			if st := e.Stats(); st.Preemptions == 0 || st.KV.Used != 0 {
 				t.Fatalf("stats %+v: want preemptions and no block in use", st)
