@@ -13,25 +13,34 @@ import (
 	"time"
 )
 
-// nginxBinary finds nginx in PATH or at $SLUICE_TEST_NGINX.
+// nginxBinary finds nginx at $SLUICE_TEST_NGINX, where deploy/fetch-nginx.sh
+// unpacks it, or in PATH.
 func nginxBinary() string {
 	if p := os.Getenv("SLUICE_TEST_NGINX"); p != "" {
+		return p
+	}
+	if p := filepath.Join("..", "..", ".build", "nginx", "usr", "sbin", "nginx"); fileExists(p) {
 		return p
 	}
 	p, _ := exec.LookPath("nginx")
 	return p
 }
 
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // TestThroughNginx runs deploy/nginx.conf in front of the server and checks
 // that tokens arrive through it while the sequence is still generating
 // (a buffering proxy would hold them until the end) and that resume works
-// through it. Skipped when nginx is not installed (SLUICE_TEST_NGINX may
-// point at a binary, such as one unpacked from Debian's nginx package).
+// through it. Skipped when there is no nginx (deploy/fetch-nginx.sh unpacks
+// Debian's into .build/nginx).
 func TestThroughNginx(t *testing.T) {
 	r := getRig(t)
 	bin := nginxBinary()
 	if bin == "" {
-		t.Skip("nginx not installed (set SLUICE_TEST_NGINX)")
+		t.Skip("no nginx: run deploy/fetch-nginx.sh")
 	}
 	url := startNginx(t, bin, strings.TrimPrefix(r.url, "http://"))
 	r.waitIdle(t, 5*time.Second)
