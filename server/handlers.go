@@ -87,7 +87,7 @@ func (s *Server) engineRequest(b *Backend, g *GenRequest) (engine.Request, error
 		seed := randUint64()
 		sp.Seed = &seed
 	}
-	return engine.Request{ID: g.User, Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp}, nil
+	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp}, nil
 }
 
 func (s *Server) pumpConfig(stream bool) PumpConfig {
@@ -125,7 +125,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *Backend, g *G
 	if s.store != nil {
 		retain = s.cfg.ResumeStreamBytes
 	}
-	st := newStreamState(id, g, req, f, NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop), newEventLog(retain))
+	st := newStreamState(id, g, req, f, NewTextStream(NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop), newEventLog(retain))
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
@@ -246,7 +246,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *Backend, g 
 		return
 	}
 	var c collector
-	ts := NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)
+	ts := NewTextStream(NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
 	out := Pump(r.Context(), seq, ts, &c, s.pumpConfig(false), s.drain)
 	if out.ClientGone {
 		return

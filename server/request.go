@@ -136,7 +136,11 @@ func (g *GenRequest) setMessages(msgs []wireMessage) error {
 		if err != nil {
 			return invalidParam(param+".content", "%s.content: %v", param, err)
 		}
-		g.Messages = append(g.Messages, ChatMessage{Role: m.Role, Content: text})
+		role := m.Role
+		if role == "developer" { // OpenAI's newer name for system; templates know only "system"
+			role = "system"
+		}
+		g.Messages = append(g.Messages, ChatMessage{Role: role, Content: text})
 	}
 	return nil
 }

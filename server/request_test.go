@@ -102,6 +102,8 @@ func TestParseRequestAccepts(t *testing.T) {
 			GenRequest{Chat: true, Messages: []ChatMessage{{"assistant", ""}}}},
 		{"prompt as one-string list, top_k -1 is off", false, `{"prompt":["hello"],"top_k":-1,"stop":["a","b"]}`,
 			GenRequest{Prompt: "hello", Stop: []string{"a", "b"}}},
+		{"developer is the system role", true, `{"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"x"}]}`,
+			GenRequest{Chat: true, Messages: []ChatMessage{{"system", "be brief"}, {"user", "x"}}}},
 		{"prompt as token ids", false, `{"prompt":[1,2,3]}`, GenRequest{PromptIDs: []int32{1, 2, 3}}},
 	}
 	for _, tt := range tests {

@@ -25,6 +25,22 @@ type Tokenizer interface {
 	NewDetokenizer() Detokenizer
 }
 
+// PromptDetokenizer is a Tokenizer that can start a decoder after the
+// prompt's last tokens, so the first generated token decodes as it would
+// inside the text (a SentencePiece "▁Paris" after a prompt is " Paris", at
+// the start of a text "Paris"). Found by type assertion.
+type PromptDetokenizer interface {
+	NewDetokenizerAfter(prompt []int32) Detokenizer
+}
+
+// NewDetokenizerFor starts the decoder of a stream that follows prompt.
+func NewDetokenizerFor(tok Tokenizer, prompt []int32) Detokenizer {
+	if pd, ok := tok.(PromptDetokenizer); ok {
+		return pd.NewDetokenizerAfter(prompt)
+	}
+	return tok.NewDetokenizer()
+}
+
 // Backend is a loaded model as the server drives it.
 type Backend struct {
 	Engine     Engine

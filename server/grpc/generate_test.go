@@ -27,6 +27,13 @@ type collected struct {
 func drain(stream interface {
 	Recv() (*sluicev1.GenerateResponse, error)
 }) collected {
+	return drainThen(stream, nil)
+}
+
+// drainThen is drain that runs first, when set, after the first message.
+func drainThen(stream interface {
+	Recv() (*sluicev1.GenerateResponse, error)
+}, first func()) collected {
 	var c collected
 	for {
 		msg, err := stream.Recv()
@@ -36,6 +43,10 @@ func drain(stream interface {
 		if err != nil {
 			c.err = err
 			return c
+		}
+		if first != nil {
+			first()
+			first = nil
 		}
 		switch r := msg.GetResponse().(type) {
 		case *sluicev1.GenerateResponse_Chunk:
@@ -144,11 +155,15 @@ func TestTextMatchesTokens(t *testing.T) {
 	ctx := context.Background()
 	gen := func(sp *sluicev1.SamplingParams) collected {
 		t.Helper()
+		// The loop holds at the third token until the first chunk is out:
+		// at least two chunks however fast the model is.
+		held, release := r.rec.hold(3)
+		defer release()
 		stream, err := r.client.Generate(ctx, &sluicev1.GenerateRequest{Input: textInput("The quick brown fox"), Sampling: sp})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := drain(stream)
+		c := drainThen(stream, func() { wait(t, "the hold", held); release() })
 		if c.err != nil || c.complete == nil {
 			t.Fatalf("stream: %v, complete %v", c.err, c.complete)
 		}

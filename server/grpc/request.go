@@ -34,6 +34,9 @@ func genRequest(r *sluicev1.GenerateRequest) (*server.GenRequest, error) {
 		// prompt absent: ParseRequest names the field
 	}
 	sp := r.GetSampling()
+	if sp == nil {
+		sp = &sluicev1.SamplingParams{} // presence is read from the fields below
+	}
 	optional := func(name string, set bool, v any) {
 		if set {
 			body[name] = v

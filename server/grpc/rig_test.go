@@ -106,7 +106,8 @@ type rig struct {
 }
 
 type rigOptions struct {
-	path     string // model file; empty: tinySpec written to a temp dir
+	path     string          // model file; empty: spec written to a temp dir
+	spec     *modeltest.Spec // nil: tinySpec
 	maxSeqs  int
 	maxQueue int
 	apiKey   string
@@ -118,7 +119,11 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	path := o.path
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "tiny.gguf")
-		if err := modeltest.WriteGGUF(path, tinySpec, kernels.F32); err != nil {
+		spec := tinySpec
+		if o.spec != nil {
+			spec = *o.spec
+		}
+		if err := modeltest.WriteGGUF(path, spec, kernels.F32); err != nil {
 			t.Fatal(err)
 		}
 	}

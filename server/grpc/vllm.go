@@ -28,6 +28,9 @@ type vllmEngine struct {
 // the HTTP API's validator (see genRequest).
 func vllmRequest(r *vllmpb.GenerateRequest) (*server.GenRequest, error) {
 	sp := r.GetSamplingParams()
+	if sp == nil {
+		sp = &vllmpb.SamplingParams{} // presence is read from the fields below
+	}
 	for _, c := range []struct {
 		bad   bool
 		field string

@@ -21,7 +21,8 @@ type vllmRun struct {
 	err      error
 }
 
-func (r *rig) vllmGenerate(t *testing.T, req *vllmpb.GenerateRequest) vllmRun {
+// vllmGenerate runs req to its end; first, when set, runs after the first message.
+func (r *rig) vllmGenerate(t *testing.T, req *vllmpb.GenerateRequest, first func()) vllmRun {
 	t.Helper()
 	stream, err := r.vllm.Generate(context.Background(), req)
 	if err != nil {
@@ -36,6 +37,10 @@ func (r *rig) vllmGenerate(t *testing.T, req *vllmpb.GenerateRequest) vllmRun {
 		if err != nil {
 			out.err = err
 			return out
+		}
+		if first != nil {
+			first()
+			first = nil
 		}
 		if msg.GetRequestId() != req.GetRequestId() {
 			t.Errorf("response for %q, want %q", msg.GetRequestId(), req.GetRequestId())
@@ -65,7 +70,11 @@ func TestVLLMService(t *testing.T) {
 			Tokenized:      &vllmpb.TokenizedInput{InputIds: tok.GetTokenIds()},
 			SamplingParams: &vllmpb.SamplingParams{Temperature: 0, MaxTokens: &maxTokens}}
 	}
-	streamed := r.vllmGenerate(t, req("s", true))
+	// Hold the loop at the third token until the first chunk is out, so the
+	// stream has at least two chunks however fast the model is.
+	held, release := r.rec.hold(3)
+	defer release()
+	streamed := r.vllmGenerate(t, req("s", true), func() { wait(t, "the hold", held); release() })
 	if streamed.err != nil || streamed.complete == nil {
 		t.Fatalf("streamed: %v, complete %v", streamed.err, streamed.complete)
 	}
@@ -81,7 +90,7 @@ func TestVLLMService(t *testing.T) {
 		t.Errorf("%d chunks: stream=true did not stream", len(streamed.chunks))
 	}
 
-	whole := r.vllmGenerate(t, req("w", false))
+	whole := r.vllmGenerate(t, req("w", false), nil)
 	if whole.err != nil || len(whole.chunks) != 0 || !slices.Equal(whole.complete.GetOutputIds(), all) {
 		t.Errorf("stream=false: %v, %d chunks, output %v; want one complete with %v", whole.err, len(whole.chunks), whole.complete.GetOutputIds(), all)
 	}
@@ -99,7 +108,7 @@ func TestVLLMService(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rq := req("bad", true)
 			c.edit(rq.SamplingParams)
-			if got := r.vllmGenerate(t, rq); status.Code(got.err) != c.want {
+			if got := r.vllmGenerate(t, rq, nil); status.Code(got.err) != c.want {
 				t.Errorf("status %v, want %v", got.err, c.want)
 			}
 		})
@@ -120,5 +129,23 @@ func TestVLLMService(t *testing.T) {
 	}
 	if _, err := r.vllm.Embed(ctx, &vllmpb.EmbedRequest{}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("Embed: %v, want Unimplemented", err)
+	}
+}
+
+// TestNilSampling: a request without sampling parameters (the message is
+// optional on the wire) takes the defaults instead of crashing the server.
+func TestNilSampling(t *testing.T) {
+	short := tinySpec
+	short.ContextLen = 64 // no max_tokens: generation runs to the context
+	r := newRig(t, rigOptions{spec: &short})
+	if got := r.vllmGenerate(t, &vllmpb.GenerateRequest{RequestId: "n", Tokenized: &vllmpb.TokenizedInput{InputIds: []uint32{1, 2, 3}}}, nil); got.err != nil {
+		t.Errorf("vLLM Generate without sampling_params: %v", got.err)
+	}
+	stream, err := r.client.Generate(context.Background(), &sluicev1.GenerateRequest{Input: textInput("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := drain(stream); c.err != nil || c.complete == nil {
+		t.Errorf("Generate without sampling: %v, complete %v", c.err, c.complete)
 	}
 }

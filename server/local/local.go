@@ -128,3 +128,8 @@ func (a tokAdapter) ChatPrompt(msgs []server.ChatMessage) (string, error) {
 }
 
 func (a tokAdapter) NewDetokenizer() server.Detokenizer { return a.t.NewDecoder() }
+
+// NewDetokenizerAfter gives the decoder the prompt's last tokens as context.
+func (a tokAdapter) NewDetokenizerAfter(prompt []int32) server.Detokenizer {
+	return a.t.NewDecoder(prompt...)
+}
