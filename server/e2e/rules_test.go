@@ -150,44 +150,53 @@ func TestKeepAliveWhileQueued(t *testing.T) {
 	readEvents(t, busyEvents, 0)
 }
 
-// TestResumeEqualsUninterrupted cuts a greedy stream, reconnects with the
-// response id and Last-Event-ID, and gets exactly the missing events: the
-// text equals the uninterrupted stream's, and the continuation re-used the
-// freed blocks through the prefix cache instead of generating from scratch.
+// TestResumeEqualsUninterrupted cuts a stream, reconnects with the response
+// id and Last-Event-ID, and gets exactly the missing events: the text equals
+// the uninterrupted stream's, greedy and seeded sampling alike (the sampler
+// state continues), and the continuation re-used the freed blocks through
+// the prefix cache instead of generating from scratch.
 func TestResumeEqualsUninterrupted(t *testing.T) {
 	r := getRig(t)
-	const body = `{"messages":[{"role":"user","content":"Tell me about the ocean."}],"max_tokens":40,"temperature":0,"stream":true}`
-	whole := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
+	tests := []struct{ name, sampling string }{
+		{"greedy", `"temperature":0`},
+		{"seeded sampling", `"temperature":0.9,"top_p":0.95,"seed":42`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"messages":[{"role":"user","content":"Tell me about the ocean."}],"max_tokens":40,"stream":true,` + tt.sampling + `}`
+			whole := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
 
-	resp := r.post(t, "/v1/chat/completions", body)
-	id := resp.Header.Get("X-Sluice-Stream-Id")
-	first := readEvents(t, bufio.NewReader(resp.Body), 8)
-	resp.Body.Close()
-	idle := r.waitIdle(t, 2*time.Second) // the disconnect freed the blocks at once
+			resp := r.post(t, "/v1/chat/completions", body)
+			id := resp.Header.Get("X-Sluice-Stream-Id")
+			first := readEvents(t, bufio.NewReader(resp.Body), 8)
+			resp.Body.Close()
+			idle := r.waitIdle(t, 2*time.Second) // the disconnect freed the blocks at once
 
-	last := first[len(first)-1].id
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", r.url+"/v1/streams/"+id, nil)
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
-	again, err := http.DefaultClient.Do(req)
-	if err != nil || again.StatusCode != 200 {
-		t.Fatalf("resume: %v %v", err, again.Status)
+			last := first[len(first)-1].id
+			req, _ := http.NewRequestWithContext(t.Context(), "GET", r.url+"/v1/streams/"+id, nil)
+			req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
+			again, err := http.DefaultClient.Do(req)
+			if err != nil || again.StatusCode != 200 {
+				t.Fatalf("resume: %v %v", err, again.Status)
+			}
+			defer again.Body.Close()
+			rest := readEvents(t, bufio.NewReader(again.Body), 0)
+			for i, ev := range rest {
+				if ev.id != last+1+int64(i) {
+					t.Fatalf("resumed event %d has id %d, want %d", i, ev.id, last+1+int64(i))
+				}
+			}
+			got := decode(t, append(first, rest...))
+			if got.text != whole.text || got.finish != whole.finish {
+				t.Errorf("resumed %q (%s)\nuninterrupted %q (%s)", got.text, got.finish, whole.text, whole.finish)
+			}
+			after := r.waitIdle(t, 5*time.Second)
+			if after.PrefixHitTokens == idle.PrefixHitTokens {
+				t.Errorf("the continuation found nothing in the prefix cache")
+			}
+			t.Logf("continuation: %d prompt+resume tokens from the prefix cache", after.PrefixHitTokens-idle.PrefixHitTokens)
+		})
 	}
-	defer again.Body.Close()
-	rest := readEvents(t, bufio.NewReader(again.Body), 0)
-	for i, ev := range rest {
-		if ev.id != last+1+int64(i) {
-			t.Fatalf("resumed event %d has id %d, want %d", i, ev.id, last+1+int64(i))
-		}
-	}
-	got := decode(t, append(first, rest...))
-	if got.text != whole.text || got.finish != whole.finish {
-		t.Errorf("resumed %q (%s)\nuninterrupted %q (%s)", got.text, got.finish, whole.text, whole.finish)
-	}
-	after := r.waitIdle(t, 5*time.Second)
-	if after.PrefixHitTokens == idle.PrefixHitTokens {
-		t.Errorf("the continuation found nothing in the prefix cache")
-	}
-	t.Logf("continuation: %d prompt+resume tokens from the prefix cache", after.PrefixHitTokens-idle.PrefixHitTokens)
 }
 
 func jsonString(s string) string {
