@@ -86,6 +86,7 @@ type scriptEngine struct {
 	queued   time.Duration // before the first token
 	interval time.Duration // between tokens
 	finish   engine.FinishReason
+	fail     error // Submit returns it (backpressure, shutdown)
 
 	mu       sync.Mutex
 	live     int // sequences whose channel is not closed yet
@@ -95,6 +96,9 @@ type scriptEngine struct {
 }
 
 func (e *scriptEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
+	if e.fail != nil {
+		return nil, e.fail
+	}
 	e.mu.Lock()
 	e.live++
 	e.submits = append(e.submits, req)

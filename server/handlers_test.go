@@ -156,6 +156,37 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// TestSubmitErrors: the engine's refusals become HTTP statuses before the
+// first byte, streaming or not.
+func TestSubmitErrors(t *testing.T) {
+	tests := []struct {
+		err        error
+		status     int
+		code       string
+		retryAfter string
+	}{
+		{engine.ErrQueueFull, 429, "queue_full", "1"},
+		{engine.ErrClosed, 503, "engine_closed", "1"},
+		{engine.ErrInvalidRequest, 400, "invalid_value", ""},
+		{engine.ErrPromptTooLong, 400, "context_length_exceeded", ""},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/stream=%v", tt.err, stream), func(t *testing.T) {
+				rig := newRig(t, []string{"x"}, time.Millisecond, nil)
+				rig.eng.fail = tt.err
+				resp := rig.post(t, "/v1/chat/completions", fmt.Sprintf(chatBody, "", stream, ""))
+				var e struct{ Error APIError }
+				body, _ := io.ReadAll(resp.Body)
+				if json.Unmarshal(body, &e) != nil || resp.StatusCode != tt.status || *e.Error.Code != tt.code ||
+					resp.Header.Get("Retry-After") != tt.retryAfter {
+					t.Errorf("got %d %s (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+				}
+			})
+		}
+	}
+}
+
 func TestModelsHealthReady(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.ModelID = testModel
