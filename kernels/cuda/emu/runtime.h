@@ -72,26 +72,69 @@ namespace emu {
 
 enum State { runnable, waitBlock, waitWarp, done };
 
+// Fibers switch with emu_switch on x86-64 (callee-saved registers and the
+// stack pointer; glibc's swapcontext also saves the signal mask, a system
+// call per switch) and with swapcontext elsewhere.
+#if defined(__x86_64__)
+extern "C" void emu_switch(void** save, void* to);
+asm(R"(
+    .text
+    .globl emu_switch
+    .type emu_switch, @function
+emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_switch, .-emu_switch
+)");
+#endif
+
 struct Sched {
     ucontext_t main;
     std::vector<ucontext_t> ctx;
+    void* mainSp = nullptr;
+    std::vector<void*> sp;
     std::vector<State> state;
     std::vector<char> stacks;
-    std::vector<uint64_t> xbuf;      // one shuffle value per thread
+    std::vector<uint64_t> xbuf;       // one shuffle value per thread
     std::vector<uint32_t> abuf, bbuf; // mma fragments: 4 A and 2 B registers per thread
     std::function<void()> kernel;
     int cur = 0;
 };
 inline Sched S;
 
+inline void toMain() {
+#if defined(__x86_64__)
+    emu_switch(&S.sp[S.cur], S.mainSp);
+#else
+    swapcontext(&S.ctx[S.cur], &S.main);
+#endif
+}
+
 inline void wait(State s) {
     S.state[S.cur] = s;
-    swapcontext(&S.ctx[S.cur], &S.main);
+    toMain();
 }
 
 inline void entry() {
     S.kernel();
     S.state[S.cur] = done;
+#if defined(__x86_64__)
+    toMain(); // never resumed
+    __builtin_unreachable();
+#endif
 }
 
 constexpr size_t stackBytes = 64 << 10;
@@ -99,24 +142,40 @@ constexpr size_t stackBytes = 64 << 10;
 // runBlock runs every thread of the current block to completion.
 inline void runBlock(int n) {
     S.ctx.resize(n);
+    S.sp.resize(n);
     S.state.assign(n, runnable);
     S.stacks.resize((size_t)n * stackBytes);
     S.xbuf.resize(n);
     S.abuf.resize(4 * (size_t)n);
     S.bbuf.resize(2 * (size_t)n);
     for (int t = 0; t < n; t++) {
+        char* base = S.stacks.data() + (size_t)t * stackBytes;
+#if defined(__x86_64__)
+        // a frame emu_switch "returns" from into entry, 16-byte aligned as
+        // after a call: [entry][0 × 6 callee-saved registers]
+        uintptr_t top = ((uintptr_t)(base + stackBytes) & ~(uintptr_t)15) - 8;
+        void** frame = (void**)top;
+        *--frame = (void*)&entry;
+        for (int r = 0; r < 6; r++) *--frame = nullptr;
+        S.sp[t] = frame;
+#else
         getcontext(&S.ctx[t]);
-        S.ctx[t].uc_stack.ss_sp = S.stacks.data() + (size_t)t * stackBytes;
+        S.ctx[t].uc_stack.ss_sp = base;
         S.ctx[t].uc_stack.ss_size = stackBytes;
         S.ctx[t].uc_link = &S.main;
         makecontext(&S.ctx[t], entry, 0);
+#endif
     }
     for (;;) {
         for (int t = 0; t < n; t++) {
             if (S.state[t] != runnable) continue;
             S.cur = t;
             threadIdx.x = t;
+#if defined(__x86_64__)
+            emu_switch(&S.mainSp, S.sp[t]);
+#else
             swapcontext(&S.main, &S.ctx[t]);
+#endif
         }
         bool any = false, released = false;
         for (int w = 0; w < n / 32; w++) {

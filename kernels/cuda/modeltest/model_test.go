@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package modeltest
 
@@ -96,7 +96,7 @@ func newCUDA(t testing.TB) *cuda.Backend {
 func TestForwardMatchesCPU(t *testing.T) {
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.Q8_0, kernels.Q4_1} {
 		t.Run(dt.String(), func(t *testing.T) {
-			src := newRandomSource(smolLM2(), dt, false)
+			src := newRandomSource(testShape(), dt, false)
 			opts := models.Options{MaxBatchTokens: 64, MaxSeqs: 4, BlockSize: 16, KVBlocks: 32}
 			mc, err := models.Load(src, cpu.New(runtime.NumCPU()), opts)
 			if err != nil {
@@ -109,7 +109,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			prompt := make([]int32, 40)
 			for i := range prompt {
-				prompt[i] = int32(r.IntN(smolLM2().Vocab))
+				prompt[i] = int32(r.IntN(testShape().Vocab))
 			}
 			sc, sg := &sequence{}, &sequence{}
 			var nc, ng int32
@@ -150,14 +150,14 @@ func TestForwardMatchesCPU(t *testing.T) {
 // inside a batch gets the logits it gets alone. Prompts are prefilled one by
 // one so that both runs take the same kernels (GEMV) into the same cache.
 func TestBatchInvariance(t *testing.T) {
-	src := newRandomSource(smolLM2(), kernels.Q8_0, false)
+	src := newRandomSource(testShape(), kernels.Q8_0, false)
 	opts := models.Options{MaxBatchTokens: 64, MaxSeqs: 4, BlockSize: 16, KVBlocks: 64}
 	m, err := models.Load(src, newCUDA(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vocab := smolLM2().Vocab
-	prompts := [][]int32{{1, 2, 3, 4, 5}, {9, 8, 7}, {100, 200, 300, 400, 500, 600, 700}}
+	vocab := testShape().Vocab
+	prompts := [][]int32{{1, 2, 3, 4, 5}, {9, 8, 7}, {100, 200, 300, 400, 500, 11, 22}}
 	var next int32
 	forward := func(seqs []*sequence, toks [][]int32) []float32 {
 		t.Helper()

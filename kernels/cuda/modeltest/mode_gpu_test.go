@@ -1,0 +1,8 @@
+//go:build cuda
+
+package modeltest
+
+import "github.com/sluicehq/sluice/models"
+
+// testShape is the model the comparisons run: SmolLM2-135M's shape on a GPU.
+func testShape() models.Config { return smolLM2() }
