@@ -19,9 +19,10 @@ type Load struct {
 	Rate float64
 	// Requests to send; 0 = as many as fit in Duration.
 	Requests int
-	// Duration caps the run: no request starts after it and the ones still
-	// running are cut (Result.Cut). 0 = no cap (Requests must be > 0).
-	Duration time.Duration
+	// Duration caps the run: no request starts after it, and the ones still
+	// running Drain later are cut (Result.Cut). 0 = no cap (Requests must
+	// be > 0).
+	Duration, Drain time.Duration
 	Seed     uint64 // arrival times and synthetic prompts
 }
 
@@ -42,9 +43,12 @@ func Run(ctx context.Context, c *Client, load Load, next func(i int) Request, p 
 		p = new(Progress)
 	}
 	p.Started.Store(time.Now().UnixNano())
+	sendCtx, reqCtx := ctx, ctx // sending stops at Duration; requests end at Duration+Drain
 	if load.Duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, load.Duration)
+		sendCtx, cancel = context.WithTimeout(ctx, load.Duration)
+		defer cancel()
+		reqCtx, cancel = context.WithTimeout(ctx, load.Duration+load.Drain)
 		defer cancel()
 	}
 	results := make(chan Result)
@@ -58,7 +62,7 @@ func Run(ctx context.Context, c *Client, load Load, next func(i int) Request, p 
 	}()
 	do := func(i int) {
 		p.Sent.Add(1)
-		r := c.Do(ctx, next(i))
+		r := c.Do(reqCtx, next(i))
 		p.Tokens.Add(int64(r.OutputTokens))
 		if r.Err != "" {
 			p.Failed.Add(1)
@@ -68,9 +72,9 @@ func Run(ctx context.Context, c *Client, load Load, next func(i int) Request, p 
 	}
 	var wg sync.WaitGroup
 	if load.Rate > 0 {
-		openLoop(ctx, load, do, &wg)
+		openLoop(sendCtx, load, do, &wg)
 	} else {
-		closedLoop(ctx, load, do, &wg)
+		closedLoop(sendCtx, load, do, &wg)
 	}
 	wg.Wait()
 	close(results)

@@ -20,6 +20,7 @@ func commands() []command {
 		{"serve", "serve a model over the OpenAI-compatible HTTP API", runServe},
 		{"generate", "complete one prompt on the command line, streaming to stdout", runGenerate},
 		{"chat", "chat with a running server in the terminal", runChat},
+		{"bench", "load-test an OpenAI-compatible server: latency percentiles, throughput, goodput, scenarios", runBench},
 		{"inspect", "print a model file's architecture, tensor types and sizes", runInspect},
 	}
 }
