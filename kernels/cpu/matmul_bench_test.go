@@ -70,6 +70,7 @@ func BenchmarkDot(b *testing.B) {
 			return d[0]
 		}}, {"generic", k.generic}} {
 			b.Run(dt.String()+"/"+impl.name, func(b *testing.B) {
+				b.ReportAllocs()
 				cpu0 := processCPU()
 				for b.Loop() {
 					impl.dot(w, xq, nb)
@@ -178,6 +179,7 @@ func BenchmarkMatMulStreaming(b *testing.B) {
 		dst := make([]float32, rows)
 		b.Run(dt.String(), func(b *testing.B) {
 			w := &workers{threads: 1}
+			b.ReportAllocs()
 			cpu0 := processCPU()
 			for b.Loop() {
 				matMul(w, dst, x, 1, in, wt, rows, nil)
@@ -196,6 +198,7 @@ func BenchmarkAttentionBlock(b *testing.B) {
 	const hd, rows, stride = 64, 16, 192
 	q, kv, out, s := randVec(r, hd), randVec(r, rows*stride), make([]float32, hd), make([]float32, rows)
 	b.Run("per-row", func(b *testing.B) {
+		b.ReportAllocs()
 		cpu0 := processCPU()
 		for b.Loop() {
 			for i := range rows {
@@ -208,6 +211,7 @@ func BenchmarkAttentionBlock(b *testing.B) {
 		reportFlops(b, 4*hd*rows, processCPU()-cpu0)
 	})
 	b.Run("block", func(b *testing.B) {
+		b.ReportAllocs()
 		cpu0 := processCPU()
 		for b.Loop() {
 			dotF32Rows(s, q, kv, stride)
@@ -229,11 +233,13 @@ func BenchmarkExp(b *testing.B) {
 		silu func(dst, gate, up []float32)
 	}{{"fast", expF32, siluMulF32}, {"generic", expF32Generic, siluMulF32Generic}} {
 		b.Run("softmax1024/"+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				impl.exp(dst, s, 3)
 			}
 		})
 		b.Run("swiglu1536/"+impl.name, func(b *testing.B) {
+			b.ReportAllocs()
 			for b.Loop() {
 				impl.silu(dst, g, u)
 			}
