@@ -47,6 +47,7 @@ func runServe(args []string) error {
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
+	opsf := addOpsFlags(fs) // --grpc-addr, --metrics-compat (grpc_flags.go)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
@@ -73,6 +74,10 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ops, err := opsf.start(ctx, cfg, srv, &lo, log) // GET /metrics, gRPC; before Serve and Load
+	if err != nil {
+		return err
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }() // /health answers while the model loads
 	log.Info("listening", "addr", ln.Addr().String(), "model", modelPath)
@@ -82,14 +87,17 @@ func runServe(args []string) error {
 	if err != nil {
 		stop()
 		<-served
-		return err
+		return errors.Join(err, ops.wait())
 	}
 	if err := srv.SetBackend(m.Backend()); err != nil {
 		return err
 	}
+	if err := ops.ready(m, modelPath); err != nil {
+		return err
+	}
 	log.Info("ready", "model", m.ID, "context", m.Llama.ContextLen(), "kv_blocks", m.Llama.Options().KVBlocks,
 		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
-	err = <-served
+	err = errors.Join(<-served, ops.wait())
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(err, m.Close(closeCtx))

@@ -138,7 +138,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	m.SetSource(model.Engine.Stats)
-	cfg := Config{Addr: "127.0.0.1:0", HTTP: server.DefaultConfig(), ModelPath: path, VocabSize: model.Llama.VocabSize()}
+	cfg := Config{Addr: "127.0.0.1:0", HTTP: server.DefaultConfig()}
 	cfg.HTTP.ModelID, cfg.HTTP.APIKey, cfg.HTTP.ShutdownTimeout = model.ID, o.apiKey, time.Second
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -147,7 +147,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	b := model.Backend()
 	spy := &spyEngine{Engine: b.Engine, submitted: make(chan context.Context, 256)}
 	b.Engine = spy
-	if err := srv.SetBackend(b); err != nil {
+	if err := srv.SetBackend(b, ModelInfo{Path: path, VocabSize: model.Llama.VocabSize()}); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, model: model, rec: rec, spy: spy}

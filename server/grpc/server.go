@@ -29,10 +29,15 @@ import (
 // shares with the HTTP server (model id and aliases, API key, stream
 // timing, shutdown grace), so both endpoints behave alike.
 type Config struct {
-	Addr      string // --grpc-addr, ":9090"
-	HTTP      server.Config
-	ModelPath string // reported by VllmEngine.GetModelInfo
-	VocabSize int    // reported by VllmEngine.GetModelInfo
+	Addr string // --grpc-addr, ":9090"
+	HTTP server.Config
+}
+
+// ModelInfo describes the loaded model beyond what server.Backend carries,
+// for VllmEngine.GetModelInfo.
+type ModelInfo struct {
+	Path      string
+	VocabSize int
 }
 
 // Validate reports every invalid field at once.
@@ -55,6 +60,7 @@ type Server struct {
 	gs       *grpc.Server
 	health   *health.Server
 	backend  atomic.Pointer[server.Backend]
+	info     atomic.Pointer[ModelInfo]
 	inflight inflight
 	started  time.Time
 	lastRecv atomic.Int64 // unix nanoseconds of the last Generate
@@ -99,10 +105,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 }
 
 // SetBackend attaches the loaded model; health turns SERVING.
-func (s *Server) SetBackend(b *server.Backend) error {
+func (s *Server) SetBackend(b *server.Backend, info ModelInfo) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("grpc: backend needs an engine, a tokenizer and a context length")
 	}
+	s.info.Store(&info)
 	s.backend.Store(b)
 	for _, name := range []string{"", InferenceService, VLLMService} {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)

@@ -164,8 +164,9 @@ func (v *vllmEngine) GetModelInfo(context.Context, *vllmpb.GetModelInfoRequest) 
 	if err != nil {
 		return nil, err
 	}
-	return &vllmpb.GetModelInfoResponse{ModelPath: v.s.cfg.ModelPath, IsGeneration: true,
-		MaxContextLength: int32(b.ContextLen), VocabSize: int32(v.s.cfg.VocabSize)}, nil
+	info := v.s.info.Load() // stored before the backend
+	return &vllmpb.GetModelInfoResponse{ModelPath: info.Path, IsGeneration: true,
+		MaxContextLength: int32(b.ContextLen), VocabSize: int32(info.VocabSize)}, nil
 }
 
 func (v *vllmEngine) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequest) (*vllmpb.GetServerInfoResponse, error) {
