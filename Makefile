@@ -76,10 +76,12 @@ test-unit test-race: grpcurl
 # `make cuda` builds bin/sluice-cuda with the build tag cuda (gorgonia.org/cu,
 # our kernels' PTX embedded); it needs a GPU host's libcuda.so.1 to start.
 # `make cuda-check` is CI's: every kernel compiles and the committed PTX matches
-# the .cu sources, the cuda build vets, the GPU tests compile, and the kernels'
-# block decoders pass on the host (nvcc, no GPU). `make cuda-device` builds
-# bin/device/ for scripts/device/run.sh on the GPU machine.
-.PHONY: cuda cuda-ptx cuda-check cuda-device
+# the .cu sources, the cuda build vets, the GPU tests compile, and `make
+# cuda-emu` runs the backend's tests with the kernels' own source on a CPU
+# emulator (build tag cudaemu: every op vs the CPU backend, and a small Llama
+# through models.Llama). `make cuda-device` builds bin/device/ for
+# scripts/device/run.sh on the GPU machine.
+.PHONY: cuda cuda-ptx cuda-check cuda-emu cuda-device
 CUDA_PTX := $(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.ptx,$(wildcard kernels/cuda/*.cu))
 
 $(CUDA_PTX) &: $(wildcard kernels/cuda/*.cu kernels/cuda/*.cuh) kernels/cuda/build-ptx.sh
@@ -97,7 +99,11 @@ cuda-check: $(TOKENIZERS_LIB) cuda-ptx
 	$(GO) vet -tags cuda ./kernels/cuda/...
 	$(GO) test -tags cuda -c -o /dev/null ./kernels/cuda/
 	$(GO) test -tags cuda -c -o /dev/null ./kernels/cuda/modeltest/
-	$(GO) test -tags cuda -count=1 ./kernels/cuda/hostcheck/
+	$(MAKE) cuda-emu
+
+cuda-emu: $(TOKENIZERS_LIB)
+	$(GO) vet -tags cudaemu ./kernels/cuda/...
+	$(GO) test -tags cudaemu -count=1 ./kernels/cuda/...
 
 cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	./scripts/device/build.sh

@@ -7,6 +7,10 @@
 // Everything but this file is under the build tag cuda: gorgonia.org/cu's
 // package init calls cuInit and exits the process without a GPU, and the
 // binary needs libcuda.so.1 to load, so the default build stays CUDA-free.
+// The backend reaches the device through a small driver interface
+// (driver.go): driver_cu.go on a GPU, or — build tag cudaemu — a CPU
+// emulator that runs the same .cu sources (emu.cpp, emu/runtime.h), so the
+// tests exercise every kernel where no GPU is: `make cuda-emu`.
 //
 // Concurrency: all CUDA calls run on one goroutine locked to its OS thread
 // (CUDA contexts are per thread). Ops called by the engine goroutine only
