@@ -171,6 +171,33 @@ func asmQuantize(kernel func(dst *byte, x *float32, nb int), bb int) func(dst []
 	}
 }
 
+//go:noescape
+func dotQ4_KQ8_KRows2(w, x0, x1 *byte, nb int, dst0, dst1 *float32)
+
+//go:noescape
+func dotQ5_KQ8_KRows2(w, x0, x1 *byte, nb int, dst0, dst1 *float32)
+
+//go:noescape
+func dotQ6_KQ8_KRows2(w, x0, x1 *byte, nb int, dst0, dst1 *float32)
+
+// asmDot2 makes a two-activation row kernel of a one-row, two-activation
+// assembly kernel.
+func asmDot2(kernel func(w, x0, x1 *byte, nb int, dst0, dst1 *float32), wbb, xbb int) rows2Dot {
+	return func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, nb int) {
+		dst1 = dst1[:len(dst0)]
+		if nb == 0 {
+			clear(dst0)
+			clear(dst1)
+			return
+		}
+		_, _ = x0[nb*xbb-1], x1[nb*xbb-1]
+		for r := range dst0 {
+			_ = w[r*wstride+nb*wbb-1]
+			kernel(&w[r*wstride], &x0[0], &x1[0], nb, &dst0[r], &dst1[r])
+		}
+	}
+}
+
 // asmDot makes a row kernel of a one-row assembly kernel: with 256-element
 // super-blocks the call is a small part of a row's work.
 func asmDot(kernel func(w, x *byte, nb int) float32, wbb, xbb int) rowsDot {
@@ -258,5 +285,8 @@ func init() {
 	quantKernels[kernels.Q4_K].rows = asmDot(dotQ4_KQ8_K, 144, 292)
 	quantKernels[kernels.Q5_K].rows = asmDot(dotQ5_KQ8_K, 176, 292)
 	quantKernels[kernels.Q6_K].rows = asmDot(dotQ6_KQ8_K, 210, 292)
+	quantKernels[kernels.Q4_K].rows2 = asmDot2(dotQ4_KQ8_KRows2, 144, 292)
+	quantKernels[kernels.Q5_K].rows2 = asmDot2(dotQ5_KQ8_KRows2, 176, 292)
+	quantKernels[kernels.Q6_K].rows2 = asmDot2(dotQ6_KQ8_KRows2, 210, 292)
 	quantKernels[kernels.Q8_K].rows = asmDot(dotQ8_KQ8_K, 292, 292)
 }

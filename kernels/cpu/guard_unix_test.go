@@ -44,6 +44,10 @@ func TestKernelsStayInBounds(t *testing.T) {
 			k.quantize(x, randVec(r, in))
 			dst := make([]float32, rows)
 			k.rows(dst, w, dt.RowBytes(in), x, nb)
+			if k.rows2 != nil {
+				dst2 := make([]float32, rows)
+				k.rows2(dst, dst2, w, dt.RowBytes(in), x, x, nb)
+			}
 			for i := range rows {
 				want := k.generic(w[i*dt.RowBytes(in):], x, nb)
 				if d := dst[i] - want; d > 1e-3*abs(want)+1e-3 || -d > 1e-3*abs(want)+1e-3 {

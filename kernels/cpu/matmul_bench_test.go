@@ -246,3 +246,25 @@ func BenchmarkExp(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatMulKQuants: the K-quant types of Q4_K_M files on an FFN-down
+// shape (in must be a multiple of 256), decode and prefill sized.
+func BenchmarkMatMulKQuants(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 7))
+	const in, out = 1536, 576
+	for _, dt := range []kernels.DType{kernels.Q4_K, kernels.Q5_K, kernels.Q6_K} {
+		wt := randomBlocks(r, dt, out, in)
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%v/n=%d", dt, n), func(b *testing.B) {
+				x, dst := randVec(r, n*in), make([]float32, n*out)
+				w := &workers{threads: 1}
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					matMul(w, dst, x, n, in, wt, out, nil)
+				}
+				reportFlops(b, 2*float64(n*in*out), processCPU()-cpu0)
+			})
+		}
+	}
+}
