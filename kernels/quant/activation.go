@@ -1,9 +1,6 @@
 package quant
 
-import (
-	"encoding/binary"
-	"math"
-)
+import "math"
 
 // Activation formats. Before a quantized matmul, each activation row is
 // quantized once to its weight type's partner (Q8_1 for Q4_1/Q5_1, Q8_0 for
@@ -64,6 +61,3 @@ func ActQ8_K(dst []byte, x []float32) {
 		quantQ8_K(x[b*qkK:(b+1)*qkK], dst[b*Q8_KBlockBytes:(b+1)*Q8_KBlockBytes])
 	}
 }
-
-// Q8_KScale reads a Q8_K block's f32 scale.
-func Q8_KScale(blk []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(blk)) }
