@@ -151,12 +151,14 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, model: model, rec: rec, spy: spy}
-	r.addr = r.serve(t)
+	// Cleanups run last-registered first: the server stops (and its handlers
+	// return) before the model and tokenizer they use are closed.
 	t.Cleanup(func() {
 		if err := model.Close(context.Background()); err != nil {
 			t.Errorf("closing the model: %v", err)
 		}
 	})
+	r.addr = r.serve(t)
 	return r
 }
 
