@@ -112,6 +112,7 @@ type rigOptions struct {
 	maxQueue int
 	apiKey   string
 	compat   metrics.Compat
+	ctxLen   int // caps the model's context (0: the model's own)
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -133,7 +134,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	rec := newRecorder(m)
-	model, err := local.Load(path, local.Options{Threads: 1, KVBlocks: 300, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec})
+	model, err := local.Load(path, local.Options{Threads: 1, KVBlocks: 300, ContextLen: o.ctxLen, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}

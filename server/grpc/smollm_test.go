@@ -1,0 +1,83 @@
+package grpcserver
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/server"
+	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+)
+
+const smolLM = "../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+// TestChatMatchesHTTP runs one greedy chat request on the real model over
+// gRPC and over the OpenAI HTTP API and expects the same text and usage:
+// both APIs share validation, the chat template and the stream writer.
+func TestChatMatchesHTTP(t *testing.T) {
+	if _, err := os.Stat(smolLM); err != nil {
+		t.Skipf("default model absent (%v): make model", err)
+	}
+	r := newRig(t, rigOptions{path: smolLM, ctxLen: 1024})
+	msgs := []*sluicev1.ChatMessage{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Name a color."}}
+	stream, err := r.client.Generate(context.Background(), &sluicev1.GenerateRequest{
+		Input: &sluicev1.GenerateRequest_Chat{Chat: &sluicev1.Chat{Messages: msgs}}, Sampling: greedy(8)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := drain(stream)
+	if got.err != nil || got.complete == nil || got.text == "" {
+		t.Fatalf("gRPC chat: %v, complete %v, text %q", got.err, got.complete, got.text)
+	}
+
+	hs, err := server.New(func() server.Config {
+		c := server.DefaultConfig()
+		c.ModelID = r.model.ID
+		return c
+	}(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.SetBackend(r.model.Backend()); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(hs.Handler())
+	defer ts.Close()
+	body := `{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Name a color."}],"temperature":0,"max_tokens":8}`
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var want struct {
+		Choices []struct {
+			Message      struct{ Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens     uint32 `json:"prompt_tokens"`
+			CompletionTokens uint32 `json:"completion_tokens"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&want); err != nil || len(want.Choices) != 1 {
+		t.Fatalf("HTTP response: %v, %+v", err, want)
+	}
+	u := got.complete.GetUsage()
+	if got.text != want.Choices[0].Message.Content || got.complete.GetFinishReason() != want.Choices[0].FinishReason ||
+		u.GetPromptTokens() != want.Usage.PromptTokens || u.GetCompletionTokens() != want.Usage.CompletionTokens {
+		t.Errorf("gRPC: %q %s %v\nHTTP: %q %s %+v", got.text, got.complete.GetFinishReason(), u,
+			want.Choices[0].Message.Content, want.Choices[0].FinishReason, want.Usage)
+	}
+	tok, err := r.client.Tokenize(context.Background(), &sluicev1.TokenizeRequest{
+		Input: &sluicev1.TokenizeRequest_Chat{Chat: &sluicev1.Chat{Messages: msgs}}})
+	if err != nil || uint32(len(tok.GetTokenIds())) != u.GetPromptTokens() {
+		t.Errorf("Tokenize(chat): %d ids, %v; Generate counted %d prompt tokens", len(tok.GetTokenIds()), err, u.GetPromptTokens())
+	}
+	t.Logf("%q", got.text)
+}
