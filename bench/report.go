@@ -114,7 +114,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, "(latencies in ms; SLO for goodput:", sloString(r.Runs), ")")
 	for _, x := range r.Runs {
 		if x.Timeline != nil {
-			fmt.Fprintf(w, "%s: reclaim p50 %s ms, p99 %s ms; %s\n", x.Name, msOrNA(x.ReclaimP50), msOrNA(x.ReclaimP99), timelineString(x.Timeline))
+			fmt.Fprintf(w, "%s: %s\n", x.Name, timelineString(x.Timeline))
+		}
+		if x.ReclaimP50 > 0 {
+			fmt.Fprintf(w, "%s: KV reclaim (abort → blocks free) p50 %s ms, p99 %s ms over %.0f aborts\n",
+				x.Name, msOrNA(x.ReclaimP50), msOrNA(x.ReclaimP99), x.Timeline.Reclaim.Count)
 		}
 		for _, e := range x.Summary.FirstErrors {
 			fmt.Fprintf(w, "%s: error: %s\n", x.Name, e)
@@ -138,6 +142,9 @@ func sloString(runs []RunReport) string {
 		return "none"
 	}
 	o := runs[0].Summary.SLO
+	if o == (SLO{}) {
+		return "none, every finished request counts"
+	}
 	return fmt.Sprintf("TTFT ≤ %v, TPOT ≤ %v", o.TTFT, o.TPOT)
 }
 
@@ -146,13 +153,24 @@ func timelineString(tl *Timeline) string {
 	if len(tl.Samples) == 0 {
 		return fmt.Sprintf("no /metrics samples (%d scrape errors: %s)", tl.Errors, tl.LastErr)
 	}
-	var peakKV, peakRSS, peakFD float64
+	peakKV, peakRSS, peakFD := -1.0, -1.0, -1.0
 	for _, s := range tl.Samples {
 		peakKV, peakRSS, peakFD = max(peakKV, s.KVUsage), max(peakRSS, s.RSSBytes), max(peakFD, s.FDs)
 	}
 	last := tl.Samples[len(tl.Samples)-1]
-	return fmt.Sprintf("KV usage peak %.1f%%, at end %.1f%%; RSS peak %.0f MiB; fds peak %.0f; %d samples",
-		100*peakKV, 100*max(last.KVUsage, 0), peakRSS/(1<<20), peakFD, len(tl.Samples))
+	var parts []string
+	if peakKV >= 0 {
+		parts = append(parts, fmt.Sprintf("KV usage peak %.1f%%, at end %.1f%%", 100*peakKV, 100*last.KVUsage))
+	} else if tl.LastErr != "" {
+		parts = append(parts, "no KV figures ("+tl.LastErr+")")
+	}
+	if peakRSS >= 0 {
+		parts = append(parts, fmt.Sprintf("server RSS peak %.0f MiB", peakRSS/(1<<20)))
+	}
+	if peakFD >= 0 {
+		parts = append(parts, fmt.Sprintf("fds peak %.0f", peakFD))
+	}
+	return strings.Join(append(parts, fmt.Sprintf("%d samples", len(tl.Samples))), "; ")
 }
 
 // PrintProgress writes a one-line status to w every interval until ctx

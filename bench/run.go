@@ -23,7 +23,7 @@ type Load struct {
 	// running Drain later are cut (Result.Cut). 0 = no cap (Requests must
 	// be > 0).
 	Duration, Drain time.Duration
-	Seed     uint64 // arrival times and synthetic prompts
+	Seed            uint64 // arrival times and synthetic prompts
 }
 
 // Progress is read by a progress printer while a run goes on.

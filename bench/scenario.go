@@ -131,13 +131,12 @@ func (cfg *Config) runResults(ctx context.Context, name string, l Load) (RunRepo
 			PrintProgress(progCtx, cfg.Progress, cfg.Label+" "+name, &p, 500*time.Millisecond)
 		}
 	}()
-	var tl chan Timeline
+	var tl <-chan Timeline
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	defer stopScrape()
 	if cfg.MetricsURL != "" || cfg.ServerPID > 0 {
-		tl = make(chan Timeline, 1)
 		s := &Scraper{URL: cfg.MetricsURL, PID: cfg.ServerPID, Interval: cfg.ScrapeInterval, HTTP: NewHTTPClient(2)}
-		go func() { tl <- s.Run(scrapeCtx, cfg.Settle) }()
+		tl = s.Start(scrapeCtx, cfg.Settle)
 	}
 	rs := Run(ctx, cfg.Client, l, cfg.request, &p)
 	stopProg()

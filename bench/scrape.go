@@ -267,56 +267,70 @@ type Timeline struct {
 	LastErr string    `json:"last_scrape_error,omitempty"`
 }
 
-// Run samples until ctx ends, then takes a last sample after settle (so the
-// timeline shows what the server holds once the load is gone).
-func (s *Scraper) Run(ctx context.Context, settle time.Duration) Timeline {
-	var tl Timeline
-	start := time.Now()
-	var first []Series
-	var last []Series
-	take := func(c context.Context) {
-		ss, err := s.Scrape(c)
-		if err != nil {
-			tl.Errors++
-			tl.LastErr = err.Error()
-			if s.PID > 0 { // /proc still answers for a server without /metrics
-				tl.Samples = append(tl.Samples, s.sample(nil, time.Since(start).Seconds()))
-			}
-			return
+// Start takes a first sample now (the baseline the reclaim histogram is
+// measured from, so call it before the load starts), then samples every
+// Interval until ctx ends, and for settle after that (so the timeline shows
+// what the server holds once the load is gone). The Timeline arrives on the
+// channel.
+func (s *Scraper) Start(ctx context.Context, settle time.Duration) <-chan Timeline {
+	r := &recorder{s: s, start: time.Now()}
+	r.take(ctx)
+	out := make(chan Timeline, 1)
+	go func() { out <- r.run(ctx, settle) }()
+	return out
+}
+
+// recorder accumulates one Timeline; after the first sample only Start's
+// goroutine touches it.
+type recorder struct {
+	s           *Scraper
+	start       time.Time
+	tl          Timeline
+	first, last []Series
+}
+
+func (r *recorder) take(ctx context.Context) {
+	ss, err := r.s.Scrape(ctx)
+	if err != nil {
+		r.tl.Errors++
+		r.tl.LastErr = err.Error()
+		if r.s.PID > 0 { // /proc still answers for a server without /metrics
+			r.tl.Samples = append(r.tl.Samples, r.s.sample(nil, time.Since(r.start).Seconds()))
 		}
-		if first == nil {
-			first = ss
-		}
-		last = ss
-		tl.Samples = append(tl.Samples, s.sample(ss, time.Since(start).Seconds()))
+		return
 	}
-	tick := time.NewTicker(s.Interval)
+	if r.first == nil {
+		r.first = ss
+	}
+	r.last = ss
+	r.tl.Samples = append(r.tl.Samples, r.s.sample(ss, time.Since(r.start).Seconds()))
+}
+
+func (r *recorder) run(ctx context.Context, settle time.Duration) Timeline {
+	tick := time.NewTicker(r.s.Interval)
 	defer tick.Stop()
-	take(ctx)
-loop:
-	for {
+	for ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
-			break loop
 		case <-tick.C:
-			take(ctx)
+			r.take(ctx)
 		}
 	}
 	end, cancel := context.WithTimeout(context.Background(), settle+5*time.Second)
 	defer cancel()
 	deadline := time.After(settle)
-	for done := false; !done; {
+	for settling := true; settling; {
 		select {
 		case <-deadline:
-			done = true
+			settling = false
 		case <-tick.C:
-			take(end)
+			r.take(end)
 		}
 	}
-	take(end)
+	r.take(end)
 	const reclaim = "sluice_kv_reclaim_seconds"
-	tl.Reclaim = findHistogram(last, reclaim).Sub(findHistogram(first, reclaim))
-	return tl
+	r.tl.Reclaim = findHistogram(r.last, reclaim).Sub(findHistogram(r.first, reclaim))
+	return r.tl
 }
 
 // ProcRSS reads a process's resident set size in bytes from /proc.

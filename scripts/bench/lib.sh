@@ -27,11 +27,16 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# wait_ready URL: until a one-token completion answers 200 (both servers
-# answer 503 while the model loads), at most 180 s.
+# wait_ready URL PID: until a one-token completion answers 200 (both servers
+# answer 503 while the model loads), at most 180 s, failing at once if the
+# server process is gone.
 wait_ready() {
-	local url=$1 i
+	local url=$1 pid=$2 i
 	for i in $(seq 360); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			echo "server for $url (pid $pid) exited; its log is in $LOGS" >&2
+			return 1
+		fi
 		if curl -sf -o /dev/null -m 30 "$url/v1/completions" -H 'Content-Type: application/json' \
 			-d '{"prompt":"Hello","max_tokens":1}'; then
 			return 0
@@ -50,7 +55,7 @@ start_sluice() {
 		--max-seqs "$SLOTS" --kv-blocks $((CTX_TOKENS / 16)) "$@" >"$LOGS/$name.log" 2>&1 &
 	SERVER_PID=$!
 	PIDS+=("$SERVER_PID")
-	wait_ready "http://127.0.0.1:$port"
+	wait_ready "http://127.0.0.1:$port" "$SERVER_PID"
 }
 
 # start_llama PORT NAME [extra flags...]: llama.cpp's server, continuous
@@ -62,7 +67,7 @@ start_llama() {
 		-np "$SLOTS" -c "$CTX_TOKENS" -cb "$@" >"$LOGS/$name.log" 2>&1 &
 	SERVER_PID=$!
 	PIDS+=("$SERVER_PID")
-	wait_ready "http://127.0.0.1:$port"
+	wait_ready "http://127.0.0.1:$port" "$SERVER_PID"
 }
 
 # stop_server PID: stop one server started above and wait for it.

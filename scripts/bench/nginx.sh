@@ -62,7 +62,7 @@ start_nginx() {
 	nginx -p "$TMP" -c "$TMP/nginx.conf" -g 'daemon off;' &
 	NGINX_PID=$!
 	PIDS+=("$NGINX_PID")
-	wait_ready "http://127.0.0.1:$NPORT"
+	wait_ready "http://127.0.0.1:$NPORT" "$NGINX_PID"
 }
 
 measure() { # NAME URL

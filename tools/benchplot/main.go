@@ -20,6 +20,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -97,7 +98,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	p.Legend.Top = true
+	p.Legend.Top, p.Legend.Left = true, args[0] == "cdf"
 	p.Add(plotter.NewGrid())
 	if err := p.Save(8*vg.Inch, 4.5*vg.Inch, *out); err != nil {
 		return fmt.Errorf("saving %s: %w", *out, err)
@@ -150,7 +151,7 @@ func addLine(p *plot.Plot, i int, name string, xy plotter.XYs, points bool) erro
 func cdf(p *plot.Plot, reps []report, metric, runName string) error {
 	p.X.Label.Text = metric + " (ms, log scale)"
 	p.Y.Label.Text = "fraction ≤ x"
-	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.TickerFunc(ticks125)
 	for i, r := range reps {
 		k := slices.IndexFunc(r.Runs, func(x runData) bool {
 			return runName == "" || x.Name == runName
@@ -167,10 +168,11 @@ func cdf(p *plot.Plot, reps []report, metric, runName string) error {
 		}
 		s := slices.Clone(xs)
 		slices.Sort(s)
-		xy := make(plotter.XYs, len(s))
+		// A step function: at each sample the fraction jumps from j/n to (j+1)/n.
+		xy := make(plotter.XYs, 0, 2*len(s))
 		for j, v := range s {
-			xy[j].X = math.Max(v*1000, 0.01) // log axis: no zero
-			xy[j].Y = float64(j+1) / float64(len(s))
+			x := math.Max(v*1000, 0.01) // log axis: no zero
+			xy = append(xy, plotter.XY{X: x, Y: float64(j) / float64(len(s))}, plotter.XY{X: x, Y: float64(j+1) / float64(len(s))})
 		}
 		if err := addLine(p, i, fmt.Sprintf("%s (%s, n=%d)", r.Label, r.Runs[k].Name, len(s)), xy, false); err != nil {
 			return err
@@ -183,16 +185,23 @@ func cdf(p *plot.Plot, reps []report, metric, runName string) error {
 func throughput(p *plot.Plot, reps []report) error {
 	p.X.Label.Text = "concurrent clients (log scale)"
 	p.Y.Label.Text = "output tokens/s"
-	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.X.Scale = plot.LogScale{}
+	var ticks []plot.Tick
 	for i, r := range reps {
 		var xy plotter.XYs
 		for _, x := range r.Runs {
-			xy = append(xy, plotter.XY{X: float64(max(x.Concurrency, 1)), Y: x.Summary.TokensPerS})
+			c := float64(max(x.Concurrency, 1))
+			xy = append(xy, plotter.XY{X: c, Y: x.Summary.TokensPerS})
+			if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Value == c }) {
+				ticks = append(ticks, plot.Tick{Value: c, Label: fmt.Sprint(x.Concurrency)})
+			}
 		}
 		if err := addLine(p, i, r.Label, xy, true); err != nil {
 			return err
 		}
 	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Min = 0
 	return nil
 }
 
@@ -219,4 +228,18 @@ func kv(p *plot.Plot, reps []report) error {
 		}
 	}
 	return nil
+}
+
+// ticks125 labels 1, 2, 5 × 10^k on a log axis (LogTicks labels only powers
+// of ten, too few for latencies that span one or two decades).
+func ticks125(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			if v := m * math.Pow(10, e); v >= lo && v <= hi {
+				ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+			}
+		}
+	}
+	return ts
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Draws docs/bench/*.png from the JSON reports the other scripts wrote, with
+# tools/benchplot (its own Go module, so gonum/plot stays out of Sluice's).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$ROOT/docs/bench}
+BP=$ROOT/.build/bin/benchplot
+mkdir -p "$(dirname "$BP")"
+(cd "$ROOT/tools/benchplot" && go build -o "$BP" .)
+cd "$OUT"
+plot() { echo "+ benchplot $*"; "$BP" "$@"; }
+if [[ -f sweep-sluice.json && -f sweep-llama-server.json ]]; then
+	S=(sweep-sluice.json sweep-llama-server.json)
+	plot throughput -title "Output tokens/s vs concurrency" -o throughput.png "${S[@]}"
+	for c in ${PLOT_LEVELS:-1 16}; do
+		plot cdf -metric ttft -run "c=$c" -title "TTFT, $c concurrent clients" -o "ttft-c$c.png" "${S[@]}"
+		plot cdf -metric itl -run "c=$c" -title "Inter-token latency, $c concurrent clients" -o "itl-c$c.png" "${S[@]}"
+	done
+fi
+if [[ -f abandon-abort.json && -f abandon-no-abort.json ]]; then
+	A=(abandon-abort.json abandon-no-abort.json)
+	plot kv -title "KV cache usage, 30% of clients hang up after 8 tokens" -o abandon-kv.png "${A[@]}"
+	plot cdf -metric ttft -title "TTFT of the clients that stay" -o abandon-ttft.png "${A[@]}"
+fi
+N=()
+for f in nginx-direct.json nginx-naive.json nginx-naive-buffered.json nginx-deploy.json; do
+	[[ -f $f ]] && N+=("$f")
+done
+if ((${#N[@]})); then
+	plot cdf -metric ttft -title "Client TTFT through nginx" -o nginx-ttft.png "${N[@]}"
+fi
