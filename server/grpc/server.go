@@ -90,6 +90,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		// streams' contexts end and their blocks are freed, as a TCP reset would.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// The HTTP API's body limit bounds a request message too.
+		grpc.MaxRecvMsgSize(int(min(cfg.HTTP.MaxBodyBytes, 1<<30))),
 		grpc.ChainUnaryInterceptor(s.authUnary),
 		grpc.ChainStreamInterceptor(s.authStream),
 	)

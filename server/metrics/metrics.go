@@ -102,7 +102,7 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 
 	m.promptTokens = counter("sluice_prompt_tokens_total", "Prompt tokens of finished requests (prefix-cache hits included).")
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_requests_total", Help: "Finished requests by finish reason (stop, length, abort, error).",
+		Name: "sluice_requests_total", Help: "Finished requests by finish reason as the client saw it (stop, stop string included; length; abort; error).",
 	}, []string{"finish_reason"})
 	m.aborted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_requests_aborted_total", Help: "Aborted requests by cause.",
@@ -199,7 +199,13 @@ func (m *Metrics) observeFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Se
 func (m *Metrics) observeFinish(r engine.Result, queued, elapsed time.Duration) {
 	m.queue.Observe(queued.Seconds())
 	m.request.Observe(elapsed.Seconds())
-	m.requests.WithLabelValues(string(r.Finish)).Inc()
+	reason := r.Finish
+	if r.Finish == engine.FinishAbort && r.Cause == engine.CauseStopString {
+		// The client saw finish_reason "stop": the writer ended the sequence
+		// at a stop string. The abort still counts under its cause.
+		reason = engine.FinishStop
+	}
+	m.requests.WithLabelValues(string(reason)).Inc()
 	if r.Finish == engine.FinishAbort && r.Cause != engine.CauseNone {
 		m.aborted.WithLabelValues(string(r.Cause)).Inc()
 	}

@@ -97,6 +97,7 @@ func TestObserverFeedsFamilies(t *testing.T) {
 	m.OnStep(time.Millisecond, 0) // a wake-up for arrivals only
 	m.observeFinish(engine.Result{Finish: engine.FinishStop, PromptTokens: 12, CompletionTokens: 3, CachedTokens: 8}, 4*time.Millisecond, time.Second)
 	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, PromptTokens: 5}, time.Millisecond, 2*time.Second)
+	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseStopString, PromptTokens: 3}, time.Millisecond, time.Second)
 	m.OnReclaim(300 * time.Microsecond)
 
 	fams := scrape(t, m.Handler())
@@ -118,16 +119,17 @@ func TestObserverFeedsFamilies(t *testing.T) {
 		{"sluice_prefix_cache_hit_tokens_total", model, 8},
 		{"sluice_step_duration_seconds", model, 1}, // the wake-up is not a step
 		{"sluice_batch_size", model, 1},
-		{"sluice_request_queue_seconds", model, 2},
+		{"sluice_request_queue_seconds", model, 3},
 		{"sluice_time_to_first_token_seconds", model, 1},
 		{"sluice_inter_token_latency_seconds", model, 2},
-		{"sluice_request_duration_seconds", model, 2},
-		{"sluice_prompt_tokens_total", model, 17},
-		{"sluice_requests_total", with("finish_reason", "stop"), 1},
+		{"sluice_request_duration_seconds", model, 3},
+		{"sluice_prompt_tokens_total", model, 20},
+		{"sluice_requests_total", with("finish_reason", "stop"), 2}, // a stop string is a stop to the client
 		{"sluice_requests_total", with("finish_reason", "abort"), 1},
 		{"sluice_requests_total", with("finish_reason", "length"), 0},
 		{"sluice_requests_aborted_total", with("cause", "client_disconnect"), 1},
 		{"sluice_requests_aborted_total", with("cause", "stall"), 0},
+		{"sluice_requests_aborted_total", with("cause", "stop_string"), 1},
 		{"sluice_kv_reclaim_seconds", model, 1},
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
