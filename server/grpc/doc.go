@@ -16,6 +16,12 @@
 // an Abort RPC naming the request) → Pump aborts the sequence → the engine
 // frees its KV blocks before the next step.
 //
+// Unlike SSE writes, a gRPC Send has no per-write deadline: a client that
+// stays connected but stops reading blocks its own stream at HTTP/2 flow
+// control, and its sequence runs on into its buffer up to max_tokens (the
+// engine never waits on it). Keepalive pings catch dead connections, not
+// slow readers; clients should set a call deadline.
+//
 // Errors map to status codes in one table (errors.go). Before the first
 // response message an error is only a status; after it, an in-band error
 // message precedes the same status.
