@@ -44,7 +44,7 @@ LLAMA_CPP_COMMIT = "0c1e57098"
 N_GEN = 32
 N_CTX = 4096
 N_BATCH = 512
-N_THREADS = 2
+N_THREADS = 1  # 2 threads spin at barriers on the shared, loaded 2-core machine: 20x slower
 SEED = 1234
 TOP_K = 5
 

@@ -82,7 +82,7 @@ PROMPTS = [
     ("leading_space", "   leading spaces and a trailing space "),
     ("latex", "The integral $\\int_0^1 x^2\\,dx = \\frac{1}{3}$ and the sum $\\sum_{k=1}^{n} k ="),
     ("long_story", long_text(14) + "\n\nQuestion: what did the town build in the end?\nAnswer:"),
-    ("long_chat", chat("Read the following story and say in one sentence what it is about.\n\n" + long_text(30))),
+    ("long_chat", chat("Read the following story and say in one sentence what it is about.\n\n" + long_text(22))),
 ]
 
 # (name, text) for the tokenizer-only golden file: tokenized both with and
