@@ -84,9 +84,9 @@ setup_venv() {
 	touch "$VENV/.llamacpp-$VERSION"
 }
 
-# libllama first: the golden-data script needs only it, and the tools (the
-# server above all) take most of the compile time.
-for t in llama "${TARGETS[*]}"; do
+# libllama first (the golden-data script needs only it), then llama-bench;
+# the other tools (the server above all) take most of the compile time.
+for t in llama llama-bench "${TARGETS[*]}"; do
 	echo "+ cmake --build $BUILD --config Release -j$JOBS --target $t" >&2
 	# shellcheck disable=SC2086 # $t is a space-separated target list
 	cmake --build "$BUILD" --config Release -j"$JOBS" --target $t
