@@ -75,6 +75,9 @@ func TestGoldenTokenize(t *testing.T) {
 			} `json:"cases"`
 		}
 		decodeGolden(t, file, &g)
+		if len(g.Cases) == 0 {
+			t.Fatalf("%s: no cases", file)
+		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			tok := goldenTokenizer(t, g.goldenHeader)
 			for _, c := range g.Cases {
@@ -106,6 +109,9 @@ func TestRandomTokenize(t *testing.T) {
 		} `json:"cases"`
 	}
 	decodeGolden(t, filepath.Join("..", "testdata", "tokenizer", "smollm2-random-tokenize.json"), &g)
+	if len(g.Cases) == 0 {
+		t.Fatal("no cases")
+	}
 	tok := goldenTokenizer(t, g.goldenHeader)
 	for _, c := range g.Cases {
 		if got := tok.Encode(c.Text, false); !slices.Equal(got, c.IDs) {
@@ -135,6 +141,9 @@ func TestGoldenPrompts(t *testing.T) {
 			} `json:"cases"`
 		}
 		decodeGolden(t, file, &g)
+		if len(g.Cases) == 0 {
+			t.Fatalf("%s: no cases", file)
+		}
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			tok := goldenTokenizer(t, g.goldenHeader)
 			for _, c := range g.Cases {
