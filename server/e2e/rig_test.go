@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -55,7 +56,25 @@ func getRig(t *testing.T) *rig {
 	if rigErr != nil {
 		t.Fatal(rigErr)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			shared.dump(t)
+		}
+	})
 	return shared
+}
+
+// dump writes every goroutine's stack and the engine's figures to a file, so
+// a failure (a sequence that never ends, say) can be diagnosed afterwards.
+func (r *rig) dump(t *testing.T) {
+	f, err := os.CreateTemp("", "sluice-e2e-"+strings.ReplaceAll(t.Name(), "/", "_")+"-*.txt")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "engine stats: %+v\n\n", *r.stats())
+	_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+	t.Logf("goroutines and engine figures: %s", f.Name())
 }
 
 func startRig() (*rig, error) {
@@ -111,10 +130,6 @@ func (r *rig) waitIdle(t *testing.T, within time.Duration) *engine.Stats {
 			return s
 		}
 		if time.Now().After(deadline) {
-			if f, err := os.Create(filepath.Join(os.TempDir(), "sluice-e2e-goroutines.txt")); err == nil {
-				_ = pprof.Lookup("goroutine").WriteTo(f, 2)
-				f.Close()
-			}
 			t.Fatalf("engine not idle after %v: running %d waiting %d KV %+v", within, s.Running, s.Waiting, s.KV)
 		}
 		time.Sleep(5 * time.Millisecond)
