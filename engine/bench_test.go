@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // BenchmarkReclaim measures cancellation → blocks back in the pool while the
@@ -71,6 +73,49 @@ func BenchmarkSmolLM2Decode(b *testing.B) {
 			}
 			b.ReportMetric(float64(tokens)/decode.Seconds(), "decode-tok/s")
 			b.ReportMetric(ttft.Seconds()*1000/float64(b.N*c), "ttft-ms")
+		})
+	}
+}
+
+// flatModel returns the same logits for every row and computes nothing: it
+// isolates the engine's own per-step cost (schedule, batch, sample, deliver).
+type flatModel struct {
+	vocab  int
+	logits []float32 // a row of logits, repeated for as many rows as asked
+}
+
+func (m *flatModel) VocabSize() int  { return m.vocab }
+func (m *flatModel) ContextLen() int { return 1 << 20 }
+func (m *flatModel) Forward(b *kernels.Batch) ([]float32, error) {
+	for len(m.logits) < len(b.LogitRows)*m.VocabSize() {
+		m.logits = append(m.logits, m.logits[:m.VocabSize()]...)
+	}
+	return m.logits[:len(b.LogitRows)*m.VocabSize()], nil
+}
+
+// BenchmarkLoopOverhead: one op is one decode step of n sequences through
+// the engine loop with a model that costs nothing (vocabulary 49152, greedy).
+// Compare with a forward step of the real model (milliseconds).
+func BenchmarkLoopOverhead(b *testing.B) {
+	for _, n := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("seqs=%d", n), func(b *testing.B) {
+			m := &flatModel{vocab: 49152, logits: make([]float32, 49152)}
+			m.logits[7] = 1
+			e := newEngineOn(b, m, Config{Blocks: n * 1100 / 16, MaxSeqs: n, MaxBatchTokens: 4096})
+			seqs := make([]*Sequence, n)
+			for i := range seqs {
+				seqs[i] = submit(b, e, Request{Prompt: prompt(16, int32(i), 64), MaxTokens: 1024})
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for i, s := range seqs {
+					if _, ok := <-s.Tokens(); !ok { // finished: start another
+						seqs[i] = submit(b, e, Request{Prompt: prompt(16, int32(i), 64), MaxTokens: 1024})
+					}
+				}
+			}
+			st := e.Stats()
+			b.ReportMetric(float64(st.BusyTime.Nanoseconds())/float64(st.Steps), "ns/step")
 		})
 	}
 }

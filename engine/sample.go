@@ -280,10 +280,10 @@ func softmax(cands []cand, temp float32) {
 
 // argmax returns the index of the largest logit, the lowest on ties.
 func argmax(logits []float32) int32 {
-	best := 0
+	best, top := 0, logits[0] // the running max stays in a register
 	for i, l := range logits {
-		if l > logits[best] {
-			best = i
+		if l > top {
+			best, top = i, l
 		}
 	}
 	return int32(best)
