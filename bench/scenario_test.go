@@ -93,6 +93,10 @@ func TestAbandonScenario(t *testing.T) {
 	if rr.Timeline == nil || len(rr.Timeline.Samples) < 2 || rr.Timeline.Samples[0].KVUsage != 0.25 {
 		t.Fatalf("timeline %+v", rr.Timeline)
 	}
+	b, err := json.Marshal(rep) // what --out writes
+	if err != nil || !strings.Contains(string(b), `"le":["0.001","0.01","0.1","+Inf"]`) {
+		t.Errorf("JSON report: %v\n%.300s", err, b)
+	}
 	// All 6 reclaims fall in the first bucket (≤ 1 ms): p50 = 0.5 ms by interpolation.
 	if got := rr.Timeline.Reclaim.Count; got != 6 || math.Abs(rr.ReclaimP50-0.0005) > 1e-12 {
 		t.Errorf("reclaim count %v p50 %v", got, rr.ReclaimP50)

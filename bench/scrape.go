@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -146,6 +147,20 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// MarshalJSON writes the bounds as strings ("+Inf" has no JSON number).
+func (h Histogram) MarshalJSON() ([]byte, error) {
+	le := make([]string, len(h.Bounds))
+	for i, b := range h.Bounds {
+		le[i] = strconv.FormatFloat(b, 'g', -1, 64)
+	}
+	return json.Marshal(struct {
+		LE     []string  `json:"le"`
+		Counts []float64 `json:"counts"`
+		Sum    float64   `json:"sum"`
+		Count  float64   `json:"count"`
+	}{le, h.Counts, h.Sum, h.Count})
 }
 
 // Sub returns h − earlier: the observations made between two scrapes.
