@@ -14,7 +14,8 @@
 //  3. waiting sequences, in precedence order, while the token budget, the
 //     sequence cap and the pool (keeping a watermark of blocks free) allow.
 //     Admission stops at the first that does not fit, so a large request is
-//     not overtaken forever by small ones.
+//     not overtaken forever by small ones; a sequence of higher Priority may
+//     first preempt running ones of lower Priority to make room.
 //
 // When a running sequence cannot grow, the running sequence of lowest
 // precedence is preempted by recompute: its blocks are freed and it returns

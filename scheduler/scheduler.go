@@ -193,10 +193,18 @@ func (s *Scheduler) preempt(q *Seq) {
 }
 
 // admit moves waiting sequences to running in precedence order while the
-// step and the pool allow; the first that does not fit stops admission.
+// step and the pool allow. When the head does not fit (sequence cap or
+// blocks), it may preempt running sequences of lower Priority; otherwise
+// admission stops there, so nothing overtakes it.
 func (s *Scheduler) admit() {
-	for s.budget > 0 && len(s.running) < s.cfg.MaxSeqs && len(s.waiting) > 0 {
+	for s.budget > 0 && len(s.waiting) > 0 {
 		q := s.waiting[len(s.waiting)-1]
+		if len(s.running) >= s.cfg.MaxSeqs {
+			if s.preemptFor(q) {
+				continue
+			}
+			return
+		}
 		// Keep at least one token to compute: its logits give the next token.
 		hit := s.pool.Lookup(&s.pre, q.Tokens, len(q.Tokens)-1)
 		n := min(len(q.Tokens)-hit, s.budget)
@@ -205,13 +213,15 @@ func (s *Scheduler) admit() {
 			reserve = 0 // the watermark protects running sequences; there are none
 		}
 		if !s.pool.Allocate(&q.table, &s.pre, hit+n, reserve) {
-			if len(s.running) > 0 {
+			switch {
+			case len(s.running) == 0: // cannot fit even in an empty pool
+				s.waiting = s.waiting[:len(s.waiting)-1]
+				q.state = StateDone
+				s.plan.Unfit = append(s.plan.Unfit, q)
+			case !s.preemptFor(q):
 				return
 			}
-			s.waiting = s.waiting[:len(s.waiting)-1]
-			q.state = StateDone
-			s.plan.Unfit = append(s.plan.Unfit, q)
-			continue
+			continue // look up again: freed blocks may have changed the hit
 		}
 		s.waiting = s.waiting[:len(s.waiting)-1]
 		q.state = StateRunning
@@ -226,6 +236,20 @@ func (s *Scheduler) admit() {
 		s.running = slices.Insert(s.running, i, q)
 		s.schedule(q, n)
 	}
+}
+
+// preemptFor preempts, to make room for waiting q, the running sequence of
+// lowest precedence among those of lower Priority than q and lower
+// precedence (so it cannot come straight back ahead of q). Equal priorities
+// never preempt each other here: FCFS holds within a priority.
+func (s *Scheduler) preemptFor(q *Seq) bool {
+	for i := len(s.running) - 1; i >= 0 && before(q, s.running[i]); i-- {
+		if v := s.running[i]; v.Priority < q.Priority {
+			s.preempt(v)
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Scheduler) schedule(q *Seq, n int) {

@@ -119,6 +119,26 @@ func TestPriorityThenFCFS(t *testing.T) {
 	}
 }
 
+// A higher-priority arrival preempts a lower-priority running sequence when
+// the sequence cap is reached; an equal-priority arrival waits its turn.
+func TestPriorityPreemptsOnAdmission(t *testing.T) {
+	h := newHarness(t, Config{MaxBatchTokens: 64, MaxSeqs: 1}, 16, 4, true)
+	low := h.add(tokens(6, 1), 10, 0)
+	checkPlan(t, 1, h.mustStep(), []itemWant{{low, 0, 6, true}})
+	same := h.add(tokens(3, 50), 2, 0)
+	checkPlan(t, 2, h.mustStep(), []itemWant{{low, 6, 1, true}}) // FCFS: same waits
+	high := h.add(tokens(3, 90), 2, 5)
+	p := h.mustStep()
+	checkPlan(t, 3, p, []itemWant{{high, 0, 3, true}})
+	if !slices.Equal(p.Preempted, []*Seq{low}) || low.State() != StateWaiting {
+		t.Fatalf("preempted %v, low %v", p.Preempted, low.State())
+	}
+	h.drain(100)
+	if !slices.Contains(h.done, low) || !slices.Contains(h.done, same) || h.done[0] != high {
+		t.Fatal("high did not finish first, or others did not finish")
+	}
+}
+
 // A low-priority sequence facing an endless stream of high-priority arrivals
 // is admitted within AgingSteps steps per priority level; without aging it
 // would wait forever.
