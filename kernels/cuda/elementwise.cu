@@ -43,39 +43,63 @@ extern "C" __global__ void get_rows_f32_any(float* dst, const float* src, const 
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = in[c];
 }
 
-// rms_norm: one block per row. The sum of squares is accumulated in double,
-// as the CPU reference does, so long rows keep their precision. dst may be x:
-// each thread writes only the elements it read.
-extern "C" __global__ void rms_norm(float* dst, const float* x, const float* w, int cols, float eps) {
+// rms_norm_row normalises one row into out; with ADD it first makes the
+// residual update x += o (the forward pass's Add just before its RMSNorm,
+// fused by the backend). The sum of squares is accumulated in double, as the
+// CPU reference does, so long rows keep their precision. out may be x: each
+// thread writes only the elements it read.
+template <bool ADD>
+static __device__ void rms_norm_row(float* out, float* x, const float* o, const float* w, int cols, float eps) {
     __shared__ double part[32];
-    const float* in = x + (size_t)blockIdx.x * cols;
-    float* out = dst + (size_t)blockIdx.x * cols;
     double ss = 0;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) ss += (double)in[c] * (double)in[c];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = x[c];
+        if (ADD) x[c] = v = v + o[c];
+        ss += (double)v * (double)v;
+    }
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    for (int k = 16; k > 0; k >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, k);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     if (lane == 0) part[warp] = ss;
     __syncthreads();
     if (warp == 0) {
         ss = lane < nw ? part[lane] : 0;
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        for (int k = 16; k > 0; k >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, k);
         if (lane == 0) part[0] = ss;
     }
     __syncthreads();
     const float scale = (float)(1.0 / sqrt(part[0] / (double)cols + (double)eps));
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = in[c] * scale * w[c];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) out[c] = x[c] * scale * w[c];
 }
 
-// rope rotates x[n, heads*headDim] in place. One thread per (row, head, pair);
-// grid.y is the row. The angle is computed in double and rounded, as the CPU
-// table is, so both backends rotate by the same float32 cos/sin.
+// rms_norm: dst[i] = x[i] / rms(x[i]) * w, one block per row.
+extern "C" __global__ void rms_norm(float* dst, float* x, const float* w, int cols, float eps) {
+    const size_t r = (size_t)blockIdx.x * cols;
+    rms_norm_row<false>(dst + r, x + r, nullptr, w, cols, eps);
+}
+
+// add_rms_norm: x[i] += o[i], then dst[i] = rms_norm(x[i]), one block per row.
+extern "C" __global__ void add_rms_norm(float* dst, float* x, const float* o, const float* w, int cols, float eps) {
+    const size_t r = (size_t)blockIdx.x * cols;
+    rms_norm_row<true>(dst + r, x + r, o + r, w, cols, eps);
+}
+
+// rope rotates x0[n, heads0*headDim] and x1[n, heads1*headDim] (q and k,
+// fused by the backend; heads1 = 0 for one tensor) in place. One thread per
+// (tensor, head, pair); grid.y is the row. The angle is computed in double
+// and rounded, as the CPU table is, so both backends rotate by the same
+// float32 cos/sin.
 //   interleaved: pair i is (2i, 2i+1)   halves: pair i is (i, i + headDim/2)
-extern "C" __global__ void rope(float* x, const float* invFreq, const int* pos, int heads, int headDim, int half,
-                                int halves) {
+extern "C" __global__ void rope(float* x0, int heads0, float* x1, int heads1, const float* invFreq, const int* pos,
+                                int headDim, int half, int halves) {
     const int r = blockIdx.y;
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    int t = blockIdx.x * blockDim.x + threadIdx.x, heads = heads0;
+    float* x = x0;
+    if (t >= heads0 * half) {
+        t -= heads0 * half;
+        x = x1, heads = heads1;
+    }
     if (t >= heads * half) return;
     const int h = t / half, i = t % half;
     double s, c;
@@ -83,9 +107,9 @@ extern "C" __global__ void rope(float* x, const float* invFreq, const int* pos, 
     const float cs = (float)c, sn = (float)s;
     float* v = x + (size_t)r * heads * headDim + (size_t)h * headDim;
     const int a = halves ? i : 2 * i, b = halves ? i + headDim / 2 : 2 * i + 1;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * cs - x1 * sn;
-    v[b] = x0 * sn + x1 * cs;
+    const float v0 = v[a], v1 = v[b];
+    v[a] = v0 * cs - v1 * sn;
+    v[b] = v0 * sn + v1 * cs;
 }
 
 // swiglu: dst = silu(gate) * up over m elements; dst may alias gate.

@@ -3,7 +3,8 @@
 //
 // Two shapes of kernel:
 //   gemv_*  decode (n ≤ 8): one warp per output row streams the weight row
-//           once, dequantizes in registers and keeps NR row accumulators.
+//           once, dequantizes in registers and keeps NR row accumulators;
+//           one launch may serve up to three matrices of the same x.
 //           Bandwidth-bound; the F16/BF16 ones load 16 bytes per lane per
 //           step so a warp reads 512 contiguous bytes.
 //   mma_*   prefill and large batches: 64×64 output tiles, k-steps of 32,
@@ -25,13 +26,45 @@ static __device__ __forceinline__ void gemv_store(float* dst, const float* bias,
     }
 }
 
+// A GEMV launch serves up to three matrices that share x (the backend fuses
+// consecutive MatMuls of one input: q, k, v; gate, up): warps are numbered
+// across their rows in order, and each finds its matrix.
+struct GemvSeg {
+    float* dst;
+    const uint8_t* w;
+    const float* bias;
+    int out;
+};
+
+#define GEMV_PARAMS                                                                                             \
+    const float *x, int n, int in, long long rowBytes, float *d0, const uint8_t *w0, const float *b0, int out0, \
+        float *d1, const uint8_t *w1, const float *b1, int out1, float *d2, const uint8_t *w2, const float *b2,  \
+        int out2
+
+// gemv_seg finds the warp's matrix and row; false when the warp has none.
+static __device__ __forceinline__ bool gemv_seg(GEMV_PARAMS, GemvSeg* s, int* o) {
+    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r < out0) {
+        *s = {d0, w0, b0, out0};
+    } else if ((r -= out0) < out1) {
+        *s = {d1, w1, b1, out1};
+    } else if ((r -= out1) < out2) {
+        *s = {d2, w2, b2, out2};
+    } else {
+        return false;
+    }
+    *o = r;
+    return true;
+}
+
 // gemv_half: F16/BF16 weights, each lane takes 8 elements per step.
 template <int T, int NR>
-static __device__ void gemv_half(float* dst, const float* x, const uint8_t* w, const float* bias, int n, int in,
-                                 int out) {
-    const int o = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (o >= out) return;
-    const uint4* row = (const uint4*)(w + (size_t)o * in * 2);
+static __device__ void gemv_half(GEMV_PARAMS) {
+    GemvSeg sg;
+    int o;
+    if (!gemv_seg(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
+    const int lane = threadIdx.x & 31;
+    const uint4* row = (const uint4*)(sg.w + (size_t)o * in * 2);
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.f;
@@ -56,16 +89,17 @@ static __device__ void gemv_half(float* dst, const float* x, const uint8_t* w, c
             }
         }
     }
-    gemv_store<NR>(dst, bias, acc, n, out, o);
+    gemv_store<NR>(sg.dst, sg.bias, acc, n, sg.out, o);
 }
 
 // gemv_blocks: any type dequant16 knows, each lane one 32-element unit per step.
 template <int T, int NR>
-static __device__ void gemv_blocks(float* dst, const float* x, const uint8_t* w, const float* bias, int n, int in,
-                                   int out, long long rowBytes) {
-    const int o = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (o >= out) return;
-    const uint8_t* row = w + (size_t)o * rowBytes;
+static __device__ void gemv_blocks(GEMV_PARAMS) {
+    GemvSeg sg;
+    int o;
+    if (!gemv_seg(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
+    const int lane = threadIdx.x & 31;
+    const uint8_t* row = sg.w + (size_t)o * rowBytes;
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.f;
@@ -87,19 +121,14 @@ static __device__ void gemv_blocks(float* dst, const float* x, const uint8_t* w,
             }
         }
     }
-    gemv_store<NR>(dst, bias, acc, n, out, o);
+    gemv_store<NR>(sg.dst, sg.bias, acc, n, sg.out, o);
 }
 
-#define GEMV_HALF(name, T, NR)                                                                                   \
-    extern "C" __global__ void gemv_##name##_##NR(float* dst, const float* x, const uint8_t* w, const float* bias, \
-                                                  int n, int in, int out, long long rowBytes) {                 \
-        gemv_half<T, NR>(dst, x, w, bias, n, in, out);                                                          \
-    }
-#define GEMV_BLOCKS(name, T, NR)                                                                                 \
-    extern "C" __global__ void gemv_##name##_##NR(float* dst, const float* x, const uint8_t* w, const float* bias, \
-                                                  int n, int in, int out, long long rowBytes) {                 \
-        gemv_blocks<T, NR>(dst, x, w, bias, n, in, out, rowBytes);                                              \
-    }
+#define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2
+#define GEMV_HALF(name, T, NR) \
+    extern "C" __global__ void gemv_##name##_##NR(GEMV_PARAMS) { gemv_half<T, NR>(GEMV_ARGS); }
+#define GEMV_BLOCKS(name, T, NR) \
+    extern "C" __global__ void gemv_##name##_##NR(GEMV_PARAMS) { gemv_blocks<T, NR>(GEMV_ARGS); }
 #define GEMV_ALL(M, name, T) M(name, T, 1) M(name, T, 2) M(name, T, 4) M(name, T, 8)
 GEMV_ALL(GEMV_HALF, f16, T_F16)
 GEMV_ALL(GEMV_HALF, bf16, T_BF16)

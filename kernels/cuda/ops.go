@@ -87,6 +87,13 @@ func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {
 	if n <= 0 {
 		return nil
 	}
+	// x += o just before, over exactly these rows: one pass does both.
+	if l := b.step.last(); l != nil && l.fn == "add" && l.args[0] == uint64(xt.ptr) && l.args[2] == uint64(n*cols) && l.args[1] != uint64(d.ptr) {
+		o := l.args[1]
+		*l = launch{fn: "add_rms_norm", grid: [3]int{n, 1, 1}, block: [3]int{256, 1, 1}, nargs: 6,
+			args: [maxArgs]uint64{uint64(d.ptr), uint64(xt.ptr), o, uint64(wt.ptr), uint64(cols), f32Arg(eps).v}}
+		return nil
+	}
 	return b.launch("rms_norm", [3]int{n, 1, 1}, [3]int{256, 1, 1},
 		ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(wt.ptr), intArg(cols), f32Arg(eps))
 }
@@ -145,14 +152,47 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 			nr = 4
 		}
 		fn := fmt.Sprintf("gemv_%s_%d", suffix, nr)
+		x, dst := ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(d.ptr+devOff(4*r0*out))
+		if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
+			continue
+		}
 		err := b.launch(fn, [3]int{ceilDiv(out, 4), 1, 1}, [3]int{128, 1, 1},
-			ptrArg(d.ptr+devOff(4*r0*out)), ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(wt.ptr), biasArg,
-			intArg(rows), intArg(in), intArg(out), rowBytes)
+			x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, intArg(out),
+			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gemvSets is how many matrices one GEMV launch serves (the kernel's
+// d0..d2 argument sets: x, n, in, rowBytes, then dst, w, bias, out each).
+const gemvSets = 3
+
+// fuseGEMV adds a matrix to the step's last launch when that is a GEMV of the
+// same kernel over the same input (q, k and v; gate and up), so one launch
+// streams them all. The new output must not overlap the launch's input or
+// outputs: the matrices then run in any order with the same results.
+func (b *Backend) fuseGEMV(fn string, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
+	l := b.step.last()
+	if l == nil || l.fn != fn || l.args[0] != x.v || l.args[1] != n.v || l.args[2] != in.v || l.args[3] != rowBytes.v || dst.v == x.v {
+		return false
+	}
+	total := 0
+	for i := range gemvSets {
+		set := l.args[4+4*i : 8+4*i]
+		if set[3] == 0 { // free set
+			set[0], set[1], set[2], set[3] = dst.v, w.v, bias.v, uint64(out)
+			l.grid[0] = ceilDiv(total+out, 4)
+			return true
+		}
+		if set[0] == dst.v {
+			return false
+		}
+		total += int(set[3])
+	}
+	return false
 }
 
 func (b *Backend) RoPE(x, invFreq kernels.Tensor, pos []int32, heads int, style kernels.RoPEStyle) error {
@@ -185,8 +225,16 @@ func (b *Backend) RoPE(x, invFreq kernels.Tensor, pos []int32, heads int, style 
 		halves = 1
 	}
 	off := b.step.pushPositions(pos)
+	// q then k at the same positions: one launch rotates both.
+	if l := b.step.last(); l != nil && l.fn == "rope" && l.args[3] == 0 && l.tables == 1<<5 && l.args[5] == uint64(off) &&
+		l.args[4] == uint64(ft.ptr) && l.args[6] == uint64(headDim) && l.args[8] == uint64(halves) &&
+		l.args[0] != uint64(xt.ptr) && l.grid[1] == len(pos) {
+		l.args[2], l.args[3] = uint64(xt.ptr), uint64(heads)
+		l.grid[0] = ceilDiv((int(l.args[1])+heads)*half, 128)
+		return nil
+	}
 	return b.launch("rope", [3]int{ceilDiv(heads*half, 128), len(pos), 1}, [3]int{128, 1, 1},
-		ptrArg(xt.ptr), ptrArg(ft.ptr), tabArg(off), intArg(heads), intArg(headDim), intArg(half), intArg(halves))
+		ptrArg(xt.ptr), intArg(heads), arg{}, intArg(0), ptrArg(ft.ptr), tabArg(off), intArg(headDim), intArg(half), intArg(halves))
 }
 
 func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {

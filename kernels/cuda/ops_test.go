@@ -235,3 +235,42 @@ func TestSwiGLUAdd(t *testing.T) {
 	must(t, p.gpu.Add(u.g, g.g, 3), p.cpu.Add(u.c, g.c, 3))
 	p.check("Add", u, n*cols, 1e-6)
 }
+
+// TestFusion runs the op sequences the backend fuses into one launch (see
+// fuseGEMV, RoPE, RMSNorm): q/k/v and gate/up projections of one input, RoPE
+// of q then k, and the residual Add before an RMSNorm.
+func TestFusion(t *testing.T) {
+	p := newPair(t)
+	const hidden, heads, kvHeads, hd = 256, 4, 2, 64
+	for _, n := range []int{1, 3} {
+		h := p.scratch(p.randn(n*hidden, 1), n, hidden)
+		q, k, v := p.scratch(nil, n, heads*hd), p.scratch(nil, n, kvHeads*hd), p.scratch(nil, n, kvHeads*hd)
+		wq := p.upload(kernels.Q8_0, p.randn(heads*hd*hidden, 0.05), heads*hd, hidden)
+		wk := p.upload(kernels.Q8_0, p.randn(kvHeads*hd*hidden, 0.05), kvHeads*hd, hidden)
+		wv := p.upload(kernels.Q8_0, p.randn(kvHeads*hd*hidden, 0.05), kvHeads*hd, hidden)
+		bk := p.upload(kernels.F32, p.randn(kvHeads*hd, 1), kvHeads*hd)
+		freq := p.upload(kernels.F32, p.randn(hd/2, 0.1), hd/2)
+		must(t, p.gpu.MatMul(q.g, h.g, wq.g, nil, n), p.gpu.MatMul(k.g, h.g, wk.g, bk.g, n), p.gpu.MatMul(v.g, h.g, wv.g, nil, n),
+			p.cpu.MatMul(q.c, h.c, wq.c, nil, n), p.cpu.MatMul(k.c, h.c, wk.c, bk.c, n), p.cpu.MatMul(v.c, h.c, wv.c, nil, n))
+		pos := []int32{5, 6, 7}[:n]
+		must(t, p.gpu.RoPE(q.g, freq.g, pos, heads, kernels.RoPEHalves), p.gpu.RoPE(k.g, freq.g, pos, kvHeads, kernels.RoPEHalves),
+			p.cpu.RoPE(q.c, freq.c, pos, heads, kernels.RoPEHalves), p.cpu.RoPE(k.c, freq.c, pos, kvHeads, kernels.RoPEHalves))
+		if got := len(p.gpu.step.launches); got != 2 {
+			t.Errorf("n=%d: q/k/v projections and two RoPEs recorded %d launches, want 2 (fused)", n, got)
+		}
+		p.check(fmt.Sprintf("fused q n=%d", n), q, n*heads*hd, 2e-2)
+		p.check(fmt.Sprintf("fused k n=%d", n), k, n*kvHeads*hd, 2e-2)
+		p.check(fmt.Sprintf("fused v n=%d", n), v, n*kvHeads*hd, 2e-2)
+
+		x := p.scratch(p.randn(n*hidden, 1), n, hidden)
+		o := p.scratch(p.randn(n*hidden, 1), n, hidden)
+		w := p.upload(kernels.F32, p.randn(hidden, 1), hidden)
+		must(t, p.gpu.Add(x.g, o.g, n), p.gpu.RMSNorm(h.g, x.g, w.g, n, 1e-5),
+			p.cpu.Add(x.c, o.c, n), p.cpu.RMSNorm(h.c, x.c, w.c, n, 1e-5))
+		if got := len(p.gpu.step.launches); got != 1 {
+			t.Errorf("n=%d: Add then RMSNorm recorded %d launches, want 1 (fused)", n, got)
+		}
+		p.check(fmt.Sprintf("fused add (residual) n=%d", n), x, n*hidden, 1e-6)
+		p.check(fmt.Sprintf("fused add+norm n=%d", n), h, n*hidden, 1e-6)
+	}
+}

@@ -76,6 +76,15 @@ func (b *Backend) launch(fn string, grid, block [3]int, args ...arg) error {
 	return nil
 }
 
+// last is the most recent launch of the step, for the ops that fuse with
+// their predecessor; nil when there is none.
+func (s *step) last() *launch {
+	if len(s.launches) == 0 {
+		return nil
+	}
+	return &s.launches[len(s.launches)-1]
+}
+
 // push appends v to the step's tables and returns its offset in int32s.
 func (s *step) push(v []int32) int {
 	off := len(s.tab)

@@ -129,7 +129,9 @@ def main():
             args = (dst, cp.asarray(x), wd, cp.asarray(bias), i32(n), i32(in_f), i32(out_f), i64(row_bytes))
             if n <= 8:
                 nr = 1 if n == 1 else 4 if n <= 4 else 8
-                fn("matmul", f"gemv_{kind}_{nr}")(((out_f + 3) // 4,), (128,), args)
+                unused = (np.uint64(0), np.uint64(0), np.uint64(0), i32(0))
+                fn("matmul", f"gemv_{kind}_{nr}")(((out_f + 3) // 4,), (128,), (
+                    cp.asarray(x), i32(n), i32(in_f), i64(row_bytes), dst, wd, cp.asarray(bias), i32(out_f)) + unused + unused)
                 bound = 1e-5
             elif kind == "f32":
                 continue
@@ -167,8 +169,8 @@ def main():
         x0, x1 = x[:, :, a_idx], x[:, :, b_idx]
         ref[:, :, a_idx], ref[:, :, b_idx] = x0 * c - x1 * s, x0 * s + x1 * c
         xd = cp.asarray(x)
-        fn("elementwise", "rope")(((heads * hd // 2 + 127) // 128, n), (128,),
-                                  (xd, cp.asarray(inv), cp.asarray(pos), i32(heads), i32(hd), i32(hd // 2), i32(halves)))
+        fn("elementwise", "rope")(((heads * hd // 2 + 127) // 128, n), (128,), (
+            xd, i32(heads), np.uint64(0), i32(0), cp.asarray(inv), cp.asarray(pos), i32(hd), i32(hd // 2), i32(halves)))
         record(f"rope {style}", rel(xd.get(), ref), 1e-6)
 
     check_attention(fn)
