@@ -60,10 +60,12 @@ func (ls *lockstep) next() stepRecord {
 
 func (ls *lockstep) release() { ls.resume <- struct{}{} }
 
-// freeRun lets the loop run on until the returned function is called.
+// freeRun lets the loop run on until the returned function is called; stop
+// returns once nothing is releasing steps any more.
 func (ls *lockstep) freeRun() (stop func()) {
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		for {
 			select {
 			case <-ls.stopped:
@@ -73,7 +75,7 @@ func (ls *lockstep) freeRun() (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done); <-exited }
 }
 
 // bubbleGoroutines counts the goroutines of the calling synctest bubble

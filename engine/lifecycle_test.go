@@ -248,10 +248,14 @@ func TestObserver(t *testing.T) {
 	obs := &recordingObserver{}
 	m := newHashModel(64, 1024, 64, 16)
 	e := newTestEngine(t, m, Config{Observer: obs})
+	ls := newLockstep(m, e)
+	stop := ls.freeRun()
 	got, _ := collect(t, submit(t, e, Request{Prompt: prompt(10, 1, 64), MaxTokens: 6}), 0)
+	stop()
 	s := submit(t, e, Request{Prompt: prompt(10, 2, 64), MaxTokens: 500})
-	<-s.Tokens()
+	ls.next() // s's first step: abort it before it can run to its length
 	s.Abort(CauseStopString)
+	ls.release()
 	s.Result()
 	if err := e.Close(bg); err != nil { // the loop has stopped: obs is ours to read
 		t.Fatal(err)
