@@ -55,8 +55,8 @@ type RunReport struct {
 	AbandonAfter int     `json:"abandon_after,omitempty"`
 	AbandonRatio float64 `json:"abandon_ratio,omitempty"`
 	Summary      Summary `json:"summary"`
-	// Samples for distribution plots: TTFT of each OK request and every
-	// inter-token gap of those requests, in seconds.
+	// Samples for distribution plots, in seconds: the TTFT and every
+	// inter-token gap of each request Summary's TTFT and ITL cover.
 	TTFTs    []float64 `json:"ttft_samples_s"`
 	ITLs     []float64 `json:"itl_samples_s"`
 	Timeline *Timeline `json:"timeline,omitempty"`
@@ -69,8 +69,8 @@ type RunReport struct {
 // NewRunReport summarizes rs and keeps its samples.
 func NewRunReport(name string, load Load, maxTokens int, rs []Result, slo SLO) RunReport {
 	rr := RunReport{Name: name, Concurrency: load.Concurrency, Rate: load.Rate, MaxTokens: maxTokens, Summary: Summarize(rs, slo)}
-	for i := range rs {
-		if rs[i].OK() {
+	for i := range rs { // the same requests as Summary's TTFT and ITL
+		if rs[i].Err == "" && rs[i].ContentEvents > 0 {
 			rr.TTFTs = append(rr.TTFTs, rs[i].TTFT.Seconds())
 			for _, g := range rs[i].ITL {
 				rr.ITLs = append(rr.ITLs, g.Seconds())

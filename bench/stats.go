@@ -94,9 +94,11 @@ type Summary struct {
 	TokensPerS   float64 `json:"output_tokens_per_s"` // OutputTokens / WallS
 	RequestsPerS float64 `json:"requests_per_s"`      // OK / WallS
 
-	// Latencies over the requests that ran to their end (OK), so a hang-up
-	// after 8 tokens does not shorten the end-to-end figures; ITL covers
-	// every gap of those requests.
+	// TTFT and ITL cover every request that did not fail (OK, cut at the
+	// deadline, or abandoned) and saw a first token, so a level whose long
+	// requests outlast the cap still reports how soon they started. TPOT and
+	// E2E cover only the requests that ran to their end (OK), so a hang-up
+	// after 8 tokens does not shorten them.
 	TTFT Dist `json:"ttft_s"`
 	TPOT Dist `json:"tpot_s"`
 	ITL  Dist `json:"itl_s"`
@@ -128,6 +130,12 @@ func Summarize(rs []Result, slo SLO) Summary {
 		}
 		s.OutputTokens += r.OutputTokens
 		s.PromptTokens += r.PromptTokens
+		if r.Err == "" && r.ContentEvents > 0 {
+			ttft = append(ttft, r.TTFT.Seconds())
+			for _, g := range r.ITL {
+				itl = append(itl, g.Seconds())
+			}
+		}
 		switch {
 		case r.Abandoned:
 			s.Abandoned++
@@ -146,13 +154,9 @@ func Summarize(rs []Result, slo SLO) Summary {
 		if slo.Met(r) {
 			s.Good++
 		}
-		ttft = append(ttft, r.TTFT.Seconds())
 		e2e = append(e2e, r.E2E.Seconds())
 		if t := r.TPOT(); t > 0 {
 			tpot = append(tpot, t.Seconds())
-		}
-		for _, g := range r.ITL {
-			itl = append(itl, g.Seconds())
 		}
 	}
 	s.TTFT, s.TPOT, s.ITL, s.E2E = NewDist(ttft), NewDist(tpot), NewDist(itl), NewDist(e2e)

@@ -46,8 +46,9 @@ func TestSummarizeGoodput(t *testing.T) {
 		result(t0.Add(200*ms), 50*ms, 60*ms, 6),   // ends 550 ms; TPOT too slow
 		result(t0.Add(300*ms), 150*ms, 45*ms, 11), // ends 900 ms; meets both
 		{Start: t0.Add(400 * ms), E2E: 10 * ms, Err: "HTTP 429: queue full", Status: 429},
-		{Start: t0.Add(500 * ms), TTFT: 80 * ms, E2E: 100 * ms, ITL: []time.Duration{20 * ms}, OutputTokens: 2, Abandoned: true},
-		{Start: t0.Add(600 * ms), TTFT: 90 * ms, E2E: 1400 * ms, OutputTokens: 7, Cut: true}, // ends 2 s
+		{Start: t0.Add(500 * ms), TTFT: 80 * ms, E2E: 100 * ms, ITL: []time.Duration{20 * ms}, OutputTokens: 2, ContentEvents: 2, Abandoned: true},
+		{Start: t0.Add(600 * ms), TTFT: 90 * ms, E2E: 1400 * ms, OutputTokens: 1, ContentEvents: 1, Cut: true}, // ends 2 s
+		{Start: t0.Add(700 * ms), E2E: 1300 * ms, Cut: true},                                                   // never started: no TTFT
 	}
 	s := Summarize(rs, SLO{TTFT: 200 * ms, TPOT: 50 * ms})
 	check := func(name string, got, want float64) {
@@ -56,24 +57,28 @@ func TestSummarizeGoodput(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
-	if s.Requests != 7 || s.OK != 4 || s.Errors != 1 || s.Abandoned != 1 || s.Cut != 1 || s.Good != 2 {
+	if s.Requests != 8 || s.OK != 4 || s.Errors != 1 || s.Abandoned != 1 || s.Cut != 2 || s.Good != 2 {
 		t.Errorf("counts %+v", s)
 	}
 	check("wall", s.WallS, 2.0)
-	check("output tokens", float64(s.OutputTokens), 11+21+6+11+2+7)
-	check("tokens/s", s.TokensPerS, 58.0/2)
+	check("output tokens", float64(s.OutputTokens), 11+21+6+11+2+1)
+	check("tokens/s", s.TokensPerS, 52.0/2)
 	check("requests/s", s.RequestsPerS, 4.0/2)
 	check("goodput/s", s.GoodputPerS, 2.0/2)
 	check("good fraction", s.GoodFraction, 2.0/5) // abandoned and cut do not count
-	// TTFT of OK requests: 0.05 0.1 0.15 0.3.
-	check("ttft p50", s.TTFT.P50, 0.125)
-	check("ttft p90", s.TTFT.P90, 0.15+0.7*0.15)
+	check("e2e p50", s.E2E.P50, (0.35+0.5)/2)     // OK only: 0.3 0.35 0.5 0.6
+	// TTFT of the OK, abandoned and started cut requests: 0.05 0.08 0.09 0.1 0.15 0.3.
+	if s.TTFT.N != 6 {
+		t.Errorf("TTFT n %d, want 6", s.TTFT.N)
+	}
+	check("ttft p50", s.TTFT.P50, 0.095)
+	check("ttft p90", s.TTFT.P90, 0.15+0.5*0.15)
 	check("ttft max", s.TTFT.Max, 0.3)
 	// TPOT of OK requests: 0.01 0.02 0.045 0.06.
 	check("tpot p50", s.TPOT.P50, 0.0325)
-	// ITL: 10×0.02, 20×0.01, 5×0.06, 10×0.045 = 45 gaps.
-	if s.ITL.N != 45 {
-		t.Errorf("ITL n %d, want 45", s.ITL.N)
+	// ITL: 10×0.02, 20×0.01, 5×0.06, 10×0.045, and the abandoned one's 0.02 = 46 gaps.
+	if s.ITL.N != 46 {
+		t.Errorf("ITL n %d, want 46", s.ITL.N)
 	}
 	check("itl p50", s.ITL.P50, 0.02)
 	check("itl max", s.ITL.Max, 0.06)
