@@ -86,7 +86,8 @@ type scriptEngine struct {
 	queued   time.Duration // before the first token
 	interval time.Duration // between tokens
 	finish   engine.FinishReason
-	fail     error // Submit returns it (backpressure, shutdown)
+	fail     error             // Submit returns it (backpressure, shutdown)
+	cause    engine.AbortCause // with finish FinishAbort: the script ends as if aborted
 
 	mu       sync.Mutex
 	live     int // sequences whose channel is not closed yet
@@ -172,7 +173,7 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 		s.e.produced++
 		s.e.mu.Unlock()
 	}
-	s.res = engine.Result{Finish: s.e.finish, CompletionTokens: len(s.e.script)}
+	s.res = engine.Result{Finish: s.e.finish, Cause: s.e.cause, CompletionTokens: len(s.e.script)}
 	if s.res.Finish == "" {
 		s.res.Finish = engine.FinishStop
 	}

@@ -158,6 +158,12 @@ func (s *Server) pumpStream(ctx context.Context, st *streamState, seq Sequence, 
 	if out.CutShort {
 		return
 	}
+	s.endStream(st, sw, out)
+}
+
+// endStream writes the stream's last events: finish chunk and usage chunk, or
+// the in-band error; then [DONE].
+func (s *Server) endStream(st *streamState, sw *sseWriter, out Outcome) {
 	if out.Err != nil {
 		sw.error(out.Err)
 	} else {
@@ -208,21 +214,31 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
+	// The abort can race the last token: a stream cut with every token
+	// already produced only lacks its ending.
+	limitReached := st.req.MaxTokens > 0 && len(st.ts.IDs()) >= st.req.MaxTokens
 	var seq Sequence
-	if !st.done {
-		b := s.backend.Load()
+	if !st.done && !limitReached {
 		req := st.req
 		req.Resume = append([]int32(nil), st.ts.IDs()...)
-		if seq, err = s.submit(ctx, b, req); err != nil {
+		if seq, err = s.submit(ctx, s.backend.Load(), req); err != nil {
 			writeError(w, err)
 			return
 		}
 	}
 	setSSEHeaders(w, id)
 	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, last)
-	_ = sw.Flush() // the replay
-	if seq != nil {
+	switch {
+	case seq != nil:
+		_ = sw.Flush() // the replay
 		s.pumpStream(ctx, st, seq, sw)
+	case !st.done: // limitReached
+		if text := st.ts.Finish(); text != "" {
+			_ = sw.Text(text)
+		}
+		s.endStream(st, sw, Outcome{Finish: "length"})
+	default:
+		_ = sw.Flush() // the replay is all there is
 	}
 }
 

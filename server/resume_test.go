@@ -132,3 +132,32 @@ func TestResumeFinishedStream(t *testing.T) {
 		t.Errorf("%d submits, want 1", n)
 	}
 }
+
+// TestResumeAfterLastToken: the disconnect raced the last token (every token
+// of max_tokens was produced, yet the engine reports the abort). A resume
+// then only adds the ending; nothing is submitted again.
+func TestResumeAfterLastToken(t *testing.T) {
+	rig := newRig(t, []string{"a", "b", "c"}, time.Millisecond, nil)
+	rig.eng.finish, rig.eng.cause = engine.FinishAbort, engine.CauseClientDisconnect
+	resp := rig.post(t, "/v1/completions", `{"prompt":"x","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`)
+	id := resp.Header.Get(streamIDHeader)
+	first, _ := readSSE(t, resp.Body, 0) // ends without [DONE]: the stream was cut short
+	if len(first) == 0 || first[len(first)-1].Data == "[DONE]" {
+		t.Fatalf("first connection got %v", first)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
+	req.Header.Set(lastEventIDHeader, strconv.FormatInt(first[len(first)-1].ID, 10))
+	again, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Body.Close()
+	rest, _ := readSSE(t, again.Body, 0)
+	text, finish, _, usage := contentOf(t, append(first, rest...))
+	if text != "abc" || finish != "length" || usage == nil || usage.CompletionTokens != 3 {
+		t.Errorf("text %q finish %q usage %+v", text, finish, usage)
+	}
+	if n := len(rig.eng.Submits()); n != 1 {
+		t.Errorf("%d submits, want 1", n)
+	}
+}
