@@ -7,6 +7,7 @@
 //	    empirical CDF of the TTFT or inter-token gaps of one run per report
 //	benchplot throughput -o out.png a.json ...   (output tokens/s vs concurrency)
 //	benchplot kv -o out.png a.json ...           (KV usage over time)
+//	benchplot table a.json [b.json]              (Markdown table; with two reports, ratio rows a ÷ b)
 //
 // One line per report, named by its label (--label of sluice bench).
 package main
@@ -37,19 +38,28 @@ type report struct {
 }
 
 type runData struct {
-	Name        string `json:"name"`
-	Concurrency int    `json:"concurrency"`
-	Summary     struct {
-		TokensPerS float64 `json:"output_tokens_per_s"`
-	} `json:"summary"`
-	TTFTs    []float64 `json:"ttft_samples_s"`
-	ITLs     []float64 `json:"itl_samples_s"`
-	Timeline *struct {
-		Samples []struct {
-			T       float64 `json:"t_s"`
-			KVUsage float64 `json:"kv_usage"`
-		} `json:"samples"`
-	} `json:"timeline"`
+	Name        string    `json:"name"`
+	Concurrency int       `json:"concurrency"`
+	Summary     summary   `json:"summary"`
+	TTFTs       []float64 `json:"ttft_samples_s"`
+	ITLs        []float64 `json:"itl_samples_s"`
+	Timeline    *timeline `json:"timeline"`
+	ReclaimP50  float64   `json:"reclaim_p50_s"`
+	ReclaimP99  float64   `json:"reclaim_p99_s"`
+}
+
+type timeline struct {
+	Samples []struct {
+		T        float64 `json:"t_s"`
+		KVUsage  float64 `json:"kv_usage"`
+		Running  float64 `json:"running"`
+		RSSBytes float64 `json:"rss_bytes"`
+		FDs      float64 `json:"fds"`
+		Aborted  float64 `json:"aborted_disconnect"`
+	} `json:"samples"`
+	Reclaim struct {
+		Count float64 `json:"count"`
+	} `json:"reclaim"`
 }
 
 func main() {
@@ -61,7 +71,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: benchplot cdf|throughput|kv [flags] report.json ...")
+		return errors.New("usage: benchplot cdf|throughput|kv|table [flags] report.json ...")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	out := fs.String("o", "", "PNG file to write")
@@ -71,7 +81,7 @@ func run(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	if *out == "" || fs.NArg() == 0 {
+	if (*out == "" && args[0] != "table") || fs.NArg() == 0 {
 		return errors.New("need -o and at least one report")
 	}
 	var reps []report
@@ -81,6 +91,10 @@ func run(args []string) error {
 			return err
 		}
 		reps = append(reps, r)
+	}
+	if args[0] == "table" {
+		table(os.Stdout, reps)
+		return nil
 	}
 	p := plot.New()
 	p.Title.Text = *title
