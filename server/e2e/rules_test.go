@@ -133,21 +133,35 @@ func TestDisconnectFreesKVBlocks(t *testing.T) {
 		after.ReclaimTotal/time.Duration(after.Reclaims), after.ReclaimMax, after.Reclaims)
 }
 
-// TestKeepAliveWhileQueued: with one sequence slot busy, a second stream
-// waits in the queue and receives keep-alive comments before its first token.
+// TestKeepAliveWhileQueued: with the one sequence slot busy, a second
+// stream waits in the queue and receives keep-alive comments; once the busy
+// client leaves, the queued stream gets its tokens.
 func TestKeepAliveWhileQueued(t *testing.T) {
 	r := getRig(t)
 	r.waitIdle(t, 5*time.Second)
-	busy := r.post(t, "/v1/completions", `{"prompt":"Count to fifty:","max_tokens":48,"temperature":0,"stream":true}`)
-	busyEvents := bufio.NewReader(busy.Body)
-	readEvents(t, busyEvents, 2) // it is running
+	busy := r.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Write a long essay about the history of the sea."}],"max_tokens":300,"temperature":0,"stream":true}`)
+	readEvents(t, bufio.NewReader(busy.Body), 2) // role + a token: it is running
 	queued := r.post(t, "/v1/completions", `{"prompt":"Hello","max_tokens":4,"stream":true}`)
-	events := readEvents(t, bufio.NewReader(queued.Body), 1)
-	if len(events) != 1 || events[0].comments == 0 {
-		t.Fatalf("first event of the queued stream came after %d keep-alives: %+v", events[0].comments, events)
+	br := bufio.NewReader(queued.Body)
+	for seen := 0; seen < 2; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("queued stream: %v", err)
+		}
+		switch {
+		case line == ": keep-alive\n":
+			seen++
+		case strings.HasPrefix(line, "data: "):
+			t.Fatalf("the queued stream got %q before any keep-alive", line)
+		}
 	}
-	t.Logf("%d keep-alives (every %v) before the queued stream's first token", events[0].comments, keepAlive)
-	readEvents(t, busyEvents, 0)
+	if st := r.stats(); st.Running != 1 || st.Waiting != 1 {
+		t.Errorf("while keep-alives flow: running %d waiting %d, want 1 and 1", st.Running, st.Waiting)
+	}
+	busy.Body.Close() // frees the slot
+	if s := decode(t, readEvents(t, br, 0)); s.text == "" || s.finish == "" {
+		t.Errorf("the queued stream, once admitted: %+v", s)
+	}
 }
 
 // TestResumeEqualsUninterrupted cuts a stream, reconnects with the response
