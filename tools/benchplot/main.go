@@ -6,7 +6,7 @@
 //	benchplot cdf -metric ttft|itl [-run NAME] -o out.png a.json b.json ...
 //	    empirical CDF of the TTFT or inter-token gaps of one run per report
 //	benchplot throughput -o out.png a.json ...   (output tokens/s vs concurrency)
-//	benchplot kv -o out.png a.json ...           (KV usage over time)
+//	benchplot kv|running -o out.png a.json ...   (KV usage or sequences running over time)
 //	benchplot table a.json [b.json]              (Markdown table; with two reports, ratio rows a ÷ b)
 //
 // One line per report, named by its label (--label of sluice bench).
@@ -48,15 +48,17 @@ type runData struct {
 	ReclaimP99  float64   `json:"reclaim_p99_s"`
 }
 
+type sample struct {
+	T        float64 `json:"t_s"`
+	KVUsage  float64 `json:"kv_usage"`
+	Running  float64 `json:"running"`
+	RSSBytes float64 `json:"rss_bytes"`
+	FDs      float64 `json:"fds"`
+	Aborted  float64 `json:"aborted_disconnect"`
+}
+
 type timeline struct {
-	Samples []struct {
-		T        float64 `json:"t_s"`
-		KVUsage  float64 `json:"kv_usage"`
-		Running  float64 `json:"running"`
-		RSSBytes float64 `json:"rss_bytes"`
-		FDs      float64 `json:"fds"`
-		Aborted  float64 `json:"aborted_disconnect"`
-	} `json:"samples"`
+	Samples []sample `json:"samples"`
 	Reclaim struct {
 		Count float64 `json:"count"`
 	} `json:"reclaim"`
@@ -71,7 +73,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: benchplot cdf|throughput|kv|table [flags] report.json ...")
+		return errors.New("usage: benchplot cdf|throughput|kv|running|table [flags] report.json ...")
 	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	out := fs.String("o", "", "PNG file to write")
@@ -104,8 +106,8 @@ func run(args []string) error {
 		err = cdf(p, reps, *metric, *runName)
 	case "throughput":
 		err = throughput(p, reps)
-	case "kv":
-		err = kv(p, reps)
+	case "kv", "running":
+		err = timelineChart(p, reps, args[0])
 	default:
 		err = fmt.Errorf("unknown chart %q", args[0])
 	}
@@ -219,23 +221,29 @@ func throughput(p *plot.Plot, reps []report) error {
 	return nil
 }
 
-// kv: the scraped KV-cache usage (percent of blocks) over the run.
-func kv(p *plot.Plot, reps []report) error {
+// timelineChart: a scraped server figure over the run, one line per report:
+// KV-cache usage (percent of blocks) or sequences running.
+func timelineChart(p *plot.Plot, reps []report, field string) error {
 	p.X.Label.Text = "time since start (s)"
+	get := func(s sample) float64 { return 100 * s.KVUsage }
 	p.Y.Label.Text = "KV cache usage (% of blocks)"
-	p.Y.Min, p.Y.Max = 0, 100
+	if field == "running" {
+		get = func(s sample) float64 { return s.Running }
+		p.Y.Label.Text = "sequences running"
+	}
+	p.Y.Min = 0
 	for i, r := range reps {
 		if len(r.Runs) == 0 || r.Runs[0].Timeline == nil || len(r.Runs[0].Timeline.Samples) == 0 {
 			return fmt.Errorf("%s: no timeline", r.Label)
 		}
 		var xy plotter.XYs
 		for _, s := range r.Runs[0].Timeline.Samples {
-			if s.KVUsage >= 0 {
-				xy = append(xy, plotter.XY{X: s.T, Y: 100 * s.KVUsage})
+			if v := get(s); v >= 0 {
+				xy = append(xy, plotter.XY{X: s.T, Y: v})
 			}
 		}
 		if len(xy) == 0 {
-			return fmt.Errorf("%s: the server exported no KV usage", r.Label)
+			return fmt.Errorf("%s: the server exported no %s figure", r.Label, field)
 		}
 		if err := addLine(p, i, r.Label, xy, false); err != nil {
 			return err
