@@ -202,6 +202,8 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			}
 			got := decode(t, append(first, rest...))
 			if got.text != whole.text || got.finish != whole.finish {
+				// Seeded: engine/api.go promises the sampler state continues
+				// from Request.Resume (its PRNG must advance over those tokens).
 				t.Errorf("resumed %q (%s)\nuninterrupted %q (%s)", got.text, got.finish, whole.text, whole.finish)
 			}
 			after := r.waitIdle(t, 5*time.Second)
