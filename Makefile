@@ -79,7 +79,8 @@ test-unit test-race: grpcurl
 # the .cu sources, the cuda build vets, the GPU tests compile, and `make
 # cuda-emu` runs the backend's tests with the kernels' own source on a CPU
 # emulator (build tag cudaemu: every op vs the CPU backend, and a small Llama
-# through models.Llama). `make cuda-device` builds bin/device/ for
+# through models.Llama; then the device script's kernel checks, NumPy
+# references and all, through emucupy). `make cuda-device` builds bin/device/ for
 # scripts/device/run.sh on the GPU machine.
 .PHONY: cuda cuda-ptx cuda-check cuda-emu cuda-device
 CUDA_PTX := $(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.ptx,$(wildcard kernels/cuda/*.cu))
@@ -104,6 +105,9 @@ cuda-check: $(TOKENIZERS_LIB) cuda-ptx
 cuda-emu: $(TOKENIZERS_LIB)
 	$(GO) vet -tags cudaemu ./kernels/cuda/...
 	$(GO) test -tags cudaemu -count=1 ./kernels/cuda/...
+	mkdir -p bin
+	g++ -std=c++20 -O1 -shared -fPIC -Ikernels/cuda/emu kernels/cuda/emu.cpp -o bin/libcudaemu.so
+	EMU_LIB=bin/libcudaemu.so PYTHONPATH=scripts/device/emucupy python3 scripts/device/check_kernels.py kernels/cuda/ptx
 
 cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	./scripts/device/build.sh

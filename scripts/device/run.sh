@@ -10,7 +10,7 @@
 # 10 minutes:
 #   env         nvidia-smi, toolkit and Python versions
 #   bandwidth   device copy bandwidth (PyTorch), the decode floor's divisor
-#   kernels     every kernel vs PyTorch/NumPy references, embedded sm_80 PTX
+#   kernels     every kernel vs NumPy references (CuPy loads the embedded sm_80 PTX)
 #   ops         Go op tests: each CUDA op vs the CPU backend (random inputs)
 #   model       CUDA vs CPU forward on a random SmolLM2-shaped model, batch invariance
 #   bench       decode of a random Llama-3-8B-shaped BF16 model, batch 1..256
