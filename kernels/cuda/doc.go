@@ -25,4 +25,17 @@
 // registers; decode-sized matmuls accumulate in F32, larger ones run on
 // tensor cores with activations rounded to BF16 (BF16 weights) or F16 (all
 // other types); the KV cache is stored as F16.
+//
+// Launches: ops that the forward pass issues back to back are fused when
+// recorded (q/k/v and gate/up GEMVs of one input, RoPE of q and k, a residual
+// Add into the following RMSNorm), and decode attention splits long
+// contexts across blocks when a step has few sequences. Not done yet, and
+// the first things to measure on a GPU: CUDA graphs for decode steps (one
+// launch sequence per step is already recorded), ldmatrix/cp.async
+// pipelining in the tensor-core tiles, wider GEMV batches (9–64 rows now
+// take 64×64 tiles, which leaves SMs idle on narrow matrices), pinned host
+// memory for large logit reads, and Hopper's wgmma (needs CUDA 12+).
+//
+// Limits: matmul rows must be a multiple of 32 elements, head size a
+// multiple of 8 up to 128, at most 16 query heads per KV head.
 package cuda
