@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package modeltest
 
@@ -22,6 +22,8 @@ import (
 // Forward that reads back every sequence's logits, as the engine's step does.
 // It prints a Markdown table, also written to SLUICE_CUDA_BENCH_OUT when set.
 // Skipped unless SLUICE_CUDA_BENCH=1: it needs ~30 GB of GPU memory.
+// SLUICE_CUDA_BENCH_SHAPE=test swaps in testShape() (a dry run of the
+// benchmark itself, e.g. on the emulator).
 func TestDecodeThroughput(t *testing.T) {
 	if os.Getenv("SLUICE_CUDA_BENCH") != "1" {
 		t.Skip("set SLUICE_CUDA_BENCH=1 to run the 8B decode benchmark")
@@ -34,6 +36,9 @@ func TestDecodeThroughput(t *testing.T) {
 		maxB = max(maxB, b)
 	}
 	cfg := llama3_8B()
+	if os.Getenv("SLUICE_CUDA_BENCH_SHAPE") == "test" {
+		cfg = testShape()
+	}
 	const bs = 16
 	perSeq := (prompt+steps+1+bs-1)/bs + 1
 	opts := models.Options{MaxBatchTokens: 2048, MaxSeqs: maxB, BlockSize: bs, KVBlocks: maxB * perSeq, ContextLen: 4096}
@@ -48,7 +53,8 @@ func TestDecodeThroughput(t *testing.T) {
 	load := time.Since(t0)
 	weightBytes := bf16WeightBytesPerToken(cfg)
 	var out strings.Builder
-	fmt.Fprintf(&out, "Decode, random Llama-3-8B-shaped BF16 model on %s (load %.1fs), prompt %d, %d timed steps\n\n", be.Device(), load.Seconds(), prompt, steps)
+	fmt.Fprintf(&out, "Decode, random BF16 model of %d layers × %d hidden (Llama-3-8B: 32 × 4096) on %s (load %.1fs), prompt %d, %d timed steps\n\n",
+		cfg.Layers, cfg.Hidden, be.Device(), load.Seconds(), prompt, steps)
 	fmt.Fprintf(&out, "| batch | prefill tok/s | ms/step | decode tok/s | weight GB/s (bytes/step ÷ time) |\n|---:|---:|---:|---:|---:|\n")
 	for _, nb := range batches {
 		var next int32
