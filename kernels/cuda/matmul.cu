@@ -41,55 +41,83 @@ struct GemvSeg {
         float *d1, const uint8_t *w1, const float *b1, int out1, float *d2, const uint8_t *w2, const float *b2,  \
         int out2
 
-// gemv_seg finds the warp's matrix and row; false when the warp has none.
+// gemv_seg finds the warp's matrix and its first row: each warp takes RPW
+// consecutive rows of one matrix, so a matrix of out rows has ⌈out/RPW⌉
+// warps. False when the warp has none.
+template <int RPW>
 static __device__ __forceinline__ bool gemv_seg(GEMV_PARAMS, GemvSeg* s, int* o) {
-    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r < out0) {
+    int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int n0 = (out0 + RPW - 1) / RPW, n1 = (out1 + RPW - 1) / RPW, n2 = (out2 + RPW - 1) / RPW;
+    if (w < n0) {
         *s = {d0, w0, b0, out0};
-    } else if ((r -= out0) < out1) {
+    } else if ((w -= n0) < n1) {
         *s = {d1, w1, b1, out1};
-    } else if ((r -= out1) < out2) {
+    } else if ((w -= n1) < n2) {
         *s = {d2, w2, b2, out2};
     } else {
         return false;
     }
-    *o = r;
+    *o = RPW * w;
     return true;
 }
 
-// gemv_half: F16/BF16 weights, each lane takes 8 elements per step.
+// gemv_half: F16/BF16 weights. A warp takes 4 rows, each lane 8 elements of
+// each per step: the x values it loads serve all 4 rows, and 4 weight loads
+// of 16 bytes are in flight per lane — the batch-1 decode kernel, where
+// only weight bandwidth should count.
+#define HALF_RPW 4
 template <int T, int NR>
 static __device__ void gemv_half(GEMV_PARAMS) {
     GemvSeg sg;
-    int o;
-    if (!gemv_seg(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
-    const int lane = threadIdx.x & 31;
-    const uint4* row = (const uint4*)(sg.w + (size_t)o * in * 2);
-    float acc[NR];
+    int o0;
+    if (!gemv_seg<HALF_RPW>(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o0)) return;
+    const int lane = threadIdx.x & 31, nrow = min(HALF_RPW, sg.out - o0);
+    const uint4* row = (const uint4*)(sg.w + (size_t)o0 * in * 2);
+    const int stride = in / 8; // uint4 per row
+    float acc[HALF_RPW][NR];
 #pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.f;
-#pragma unroll 4
-    for (int c = lane; c < in / 8; c += 32) {
-        uint4 v = row[c];
-        uint32_t u[4] = {v.x, v.y, v.z, v.w};
-        float wv[8];
+    for (int j = 0; j < HALF_RPW; j++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            uint16_t lo = (uint16_t)(u[j] & 0xffff), hi = (uint16_t)(u[j] >> 16);
-            wv[2 * j] = T == T_F16 ? h2f(lo) : bf2f(lo);
-            wv[2 * j + 1] = T == T_F16 ? h2f(hi) : bf2f(hi);
-        }
+        for (int r = 0; r < NR; r++) acc[j][r] = 0.f;
+#pragma unroll 2
+    for (int c = lane; c < stride; c += 32) {
+        uint4 v[HALF_RPW];
+#pragma unroll
+        for (int j = 0; j < HALF_RPW; j++) v[j] = j < nrow ? row[(size_t)j * stride + c] : make_uint4(0, 0, 0, 0);
+        float xs[NR][8];
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             if (r < n) {
                 const float4* xp = (const float4*)(x + (size_t)r * in + 8 * c);
                 float4 a = xp[0], b = xp[1];
-                acc[r] += a.x * wv[0] + a.y * wv[1] + a.z * wv[2] + a.w * wv[3] + b.x * wv[4] + b.y * wv[5] +
-                          b.z * wv[6] + b.w * wv[7];
+                xs[r][0] = a.x, xs[r][1] = a.y, xs[r][2] = a.z, xs[r][3] = a.w;
+                xs[r][4] = b.x, xs[r][5] = b.y, xs[r][6] = b.z, xs[r][7] = b.w;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < HALF_RPW; j++) {
+            uint32_t u[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+            float wv[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                uint16_t lo = (uint16_t)(u[k] & 0xffff), hi = (uint16_t)(u[k] >> 16);
+                wv[2 * k] = T == T_F16 ? h2f(lo) : bf2f(lo);
+                wv[2 * k + 1] = T == T_F16 ? h2f(hi) : bf2f(hi);
+            }
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                if (r < n) {
+                    float s = 0.f;
+#pragma unroll
+                    for (int k = 0; k < 8; k++) s += xs[r][k] * wv[k];
+                    acc[j][r] += s;
+                }
             }
         }
     }
-    gemv_store<NR>(sg.dst, sg.bias, acc, n, sg.out, o);
+#pragma unroll
+    for (int j = 0; j < HALF_RPW; j++)
+        if (j < nrow) gemv_store<NR>(sg.dst, sg.bias, acc[j], n, sg.out, o0 + j);
 }
 
 // gemv_blocks: any type dequant16 knows, each lane one 32-element unit per step.
@@ -97,7 +125,7 @@ template <int T, int NR>
 static __device__ void gemv_blocks(GEMV_PARAMS) {
     GemvSeg sg;
     int o;
-    if (!gemv_seg(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
+    if (!gemv_seg<1>(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
     const int lane = threadIdx.x & 31;
     const uint8_t* row = sg.w + (size_t)o * rowBytes;
     float acc[NR];

@@ -153,10 +153,11 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 		}
 		fn := fmt.Sprintf("gemv_%s_%d", suffix, nr)
 		x, dst := ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(d.ptr+devOff(4*r0*out))
-		if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
+		rpw := gemvRowsPerWarp(wt.dtype)
+		if n <= 8 && b.fuseGEMV(fn, rpw, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
 			continue
 		}
-		err := b.launch(fn, [3]int{ceilDiv(out, 4), 1, 1}, [3]int{128, 1, 1},
+		err := b.launch(fn, [3]int{ceilDiv(ceilDiv(out, rpw), 4), 1, 1}, [3]int{128, 1, 1},
 			x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, intArg(out),
 			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{})
 		if err != nil {
@@ -170,27 +171,36 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 // d0..d2 argument sets: x, n, in, rowBytes, then dst, w, bias, out each).
 const gemvSets = 3
 
+// gemvRowsPerWarp is how many weight rows a GEMV warp takes (HALF_RPW for
+// the F16/BF16 kernels in matmul.cu); 4 warps make a block.
+func gemvRowsPerWarp(dt kernels.DType) int {
+	if dt == kernels.F16 || dt == kernels.BF16 {
+		return 4
+	}
+	return 1
+}
+
 // fuseGEMV adds a matrix to the step's last launch when that is a GEMV of the
 // same kernel over the same input (q, k and v; gate and up), so one launch
 // streams them all. The new output must not overlap the launch's input or
 // outputs: the matrices then run in any order with the same results.
-func (b *Backend) fuseGEMV(fn string, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
+func (b *Backend) fuseGEMV(fn string, rpw int, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
 	l := b.step.last()
 	if l == nil || l.fn != fn || l.args[0] != x.v || l.args[1] != n.v || l.args[2] != in.v || l.args[3] != rowBytes.v || dst.v == x.v {
 		return false
 	}
-	total := 0
+	warps := 0
 	for i := range gemvSets {
 		set := l.args[4+4*i : 8+4*i]
 		if set[3] == 0 { // free set
 			set[0], set[1], set[2], set[3] = dst.v, w.v, bias.v, uint64(out)
-			l.grid[0] = ceilDiv(total+out, 4)
+			l.grid[0] = ceilDiv(warps+ceilDiv(out, rpw), 4)
 			return true
 		}
 		if set[0] == dst.v {
 			return false
 		}
-		total += int(set[3])
+		warps += ceilDiv(int(set[3]), rpw)
 	}
 	return false
 }
