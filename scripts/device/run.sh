@@ -14,7 +14,8 @@
 #   ops         Go op tests: each CUDA op vs the CPU backend (random inputs)
 #   model       CUDA vs CPU forward on a random SmolLM2-shaped model, batch invariance
 #   bench       decode of a random Llama-3-8B-shaped BF16 model, batch 1..256
-#   sm90        (optional) the same .cu built here by nvcc 13 for sm_90, kernels re-checked
+#   sm90        (optional) the same .cu built here by nvcc 13 for sm_90: kernel checks and
+#               Go op tests again on that PTX (SLUICE_CUDA_PTX_DIR)
 # and writes $OUT/summary.md: the tables for BENCHMARKS.md, with the date.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -70,7 +71,9 @@ if late; then
 	log "past ${SOFT_DEADLINE}s: skipping the sm_90 rebuild"
 	echo "| sm90 | skipped (time) | |" >>"$OUT/stages.md"
 elif command -v nvcc >/dev/null; then
-	stage sm90 150 bash -c "kernels/cuda/build-ptx.sh '$OUT/ptx-sm90' sm_90 && python3 scripts/device/check_kernels.py '$OUT/ptx-sm90' --out '$OUT/kernels-sm90.md'"
+	stage sm90 200 bash -c "kernels/cuda/build-ptx.sh '$OUT/ptx-sm90' sm_90 &&
+		python3 scripts/device/check_kernels.py '$OUT/ptx-sm90' --out '$OUT/kernels-sm90.md' &&
+		SLUICE_CUDA_PTX_DIR='$OUT/ptx-sm90' '$BIN/cuda-ops.test' -test.count=1 -test.timeout 120s"
 fi
 
 {
