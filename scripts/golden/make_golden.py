@@ -44,7 +44,11 @@ LLAMA_CPP_COMMIT = "0c1e57098"
 N_GEN = 32
 N_CTX = 4096
 N_BATCH = 512
-N_THREADS = 1  # 2 threads spin at barriers on the shared, loaded 2-core machine: 20x slower
+# One thread by default: on the shared 2-core dev machine two ggml threads
+# spin at every barrier while the other is descheduled, 20x slower. CPU matmul
+# splits work by rows, so the thread count does not change the sums (check
+# with --threads 2 --only NAME).
+N_THREADS = 1
 SEED = 1234
 TOP_K = 5
 
@@ -104,7 +108,7 @@ def run_prompt(llm, name, text, add_bos):
         greedy.append(tok)
         if step < N_GEN - 1:
             llm.eval([tok])
-    completion = llm.detokenize(greedy, prev_tokens=ids).decode("utf-8", errors="replace")
+    completion = llm.detokenize(greedy, prev_tokens=ids, special=True).decode("utf-8", errors="replace")
     return {
         "name": name,
         "prompt": text,
@@ -169,6 +173,8 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--name", required=True, help="base name of the output files")
     ap.add_argument("--command", default=" ".join(sys.argv), help="command line to record")
+    ap.add_argument("--threads", type=int, default=N_THREADS, help="llama.cpp threads")
+    ap.add_argument("--only", default="", help="comma-separated prompt names (default all)")
     args = ap.parse_args()
 
     llm = Llama(
@@ -176,8 +182,8 @@ def main():
         n_ctx=N_CTX,
         n_batch=N_BATCH,
         n_ubatch=N_BATCH,
-        n_threads=N_THREADS,
-        n_threads_batch=N_THREADS,
+        n_threads=args.threads,
+        n_threads_batch=args.threads,
         seed=SEED,
         logits_all=True,
         flash_attn=False,
@@ -214,7 +220,7 @@ def main():
 
     gold = dict(header)
     gold["params"] = {
-        "n_ctx": N_CTX, "n_batch": N_BATCH, "n_ubatch": N_BATCH, "n_threads": N_THREADS,
+        "n_ctx": N_CTX, "n_batch": N_BATCH, "n_ubatch": N_BATCH, "n_threads": args.threads,
         "seed": SEED, "logits_all": True, "flash_attn": False, "type_k": "f16", "type_v": "f16",
         "n_gen": N_GEN, "sampling": "greedy (argmax, temperature 0)",
     }
@@ -228,12 +234,15 @@ def main():
         "Prompt evaluated in n_batch chunks, then one token per decode."
     )
     gold["cases"] = []
+    only = set(filter(None, args.only.split(",")))
     for name, text in PROMPTS:
+        if only and name not in only:
+            continue
         case = run_prompt(llm, name, text, add_bos)
         print(f"{name}: {case['n_prompt']} prompt tokens, min margin {case['min_margin']:.4f}: "
               f"{case['completion'][:60]!r}", file=sys.stderr)
         gold["cases"].append(case)
-    if max(c["n_prompt"] for c in gold["cases"]) < 1000:
+    if not only and max(c["n_prompt"] for c in gold["cases"]) < 1000:
         raise SystemExit("no prompt of 1,000+ tokens: lengthen long_text")
 
     out = pathlib.Path(args.out)

@@ -8,6 +8,6 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 MODEL=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 "$ROOT/scripts/llamacpp/build.sh"
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores" >&2
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 set -x
 exec .build/llamacpp/build/bin/llama-bench -m "$MODEL" -t 1,2 -p 128 -n 64 -r 3 "$@"
