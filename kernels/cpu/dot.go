@@ -15,6 +15,12 @@ type rowsDot func(dst []float32, w []byte, wstride int, x []byte, nb int)
 // from x1), bit-identical to two rowsDot calls but reading the weights once.
 type rows2Dot func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, nb int)
 
+// rows4Dot is rowsDot for four activation rows at once: rows weight rows
+// (wstride apart) against activation rows x, x[xstride:], ..., x[3·xstride:]
+// into dst[j·dstride+r], bit-identical to four rowsDot calls but unpacking
+// each weight block once for the four.
+type rows4Dot func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride, nb int)
+
 // vecDot returns Σ_k W[k]·X[k] for one weight row w of nb blocks and one
 // activation row x of nb blocks in the weight type's partner format.
 type vecDot func(w, x []byte, nb int) float32
@@ -28,6 +34,7 @@ type quantKernel struct {
 	generic       vecDot                        // pure Go, the reference
 	rows          rowsDot                       // fastest available; set in init
 	rows2         rows2Dot                      // optional batched form of rows
+	rows4         rows4Dot                      // optional, for four activation rows
 }
 
 func init() {
@@ -50,15 +57,15 @@ func genericRows(dot vecDot) rowsDot {
 // quantKernels is filled for the pure-Go path here; init in dot_amd64.go
 // replaces rows with assembly where the CPU allows it.
 var quantKernels = map[kernels.DType]*quantKernel{
-	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil, nil},
-	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil, nil},
-	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil, nil},
-	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil, nil},
-	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil, nil},
-	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil, nil},
-	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil, nil},
-	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil, nil},
-	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil, nil},
+	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil, nil, nil},
+	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil, nil, nil},
+	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil, nil, nil},
+	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil, nil, nil},
+	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil, nil, nil},
+	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil, nil, nil},
+	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil, nil, nil},
+	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil, nil, nil},
+	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil, nil, nil},
 }
 
 // dotF32 is Σ a[i]·b[i] over len(a) elements (b must be at least as long).

@@ -72,6 +72,9 @@ func (s *matScratch) run(lo, hi int) {
 			o1 := min(hi, o0+tile)
 			ws := raw[o0*wrb : o1*wrb]
 			i := i0
+			for ; s.k.rows4 != nil && i+3 < i1; i += 4 {
+				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, nb)
+			}
 			for ; s.k.rows2 != nil && i+1 < i1; i += 2 {
 				s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
 					xq[i*xrb:(i+1)*xrb], xq[(i+1)*xrb:(i+2)*xrb], nb)

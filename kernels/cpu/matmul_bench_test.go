@@ -31,7 +31,7 @@ func BenchmarkMatMul(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for _, sh := range shapes {
 		wt, _ := weightTensor(b, r, sh.dt, sh.out, sh.in)
-		for _, n := range []int{1, 16} {
+		for _, n := range []int{1, 4, 16, 64} {
 			for _, threads := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s_%v_%dx%d/n=%d/t=%d", sh.name, sh.dt, sh.out, sh.in, n, threads), func(b *testing.B) {
 					x := randVec(r, n*sh.in)

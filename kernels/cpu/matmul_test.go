@@ -93,24 +93,38 @@ func TestMatMul(t *testing.T) {
 // change answers), so a batch must equal its rows done one at a time, bit for bit.
 func TestMatMulBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
-	const n, in, out = 40, 512, 37
-	for _, dt := range allWeightTypes {
-		t.Run(dt.String(), func(t *testing.T) {
-			wt, _ := weightTensor(t, r, dt, out, in)
-			x := randVec(r, n*in)
-			batch := make([]float32, n*out)
-			matMul(&workers{threads: 3}, batch, x, n, in, wt, out, nil)
-			one := make([]float32, out)
-			single := &workers{threads: 1}
-			for i := range n {
-				matMul(single, one, x[i*in:(i+1)*in], 1, in, wt, out, nil)
-				for o := range out {
-					if one[o] != batch[i*out+o] {
-						t.Fatalf("row %d col %d: alone %v, in batch %v", i, o, one[o], batch[i*out+o])
-					}
-				}
-			}
+	const in, out = 512, 37
+	// n = 5, 7, 13: four-activation groups with 1..3 rows left over; 40: more
+	// than one activation tile.
+	for _, tc := range []struct {
+		dt kernels.DType
+		n  int
+	}{{kernels.Q4_1, 5}, {kernels.Q4_1, 7}, {kernels.Q8_0, 13}, {kernels.Q8_0, 7}} {
+		t.Run(fmt.Sprintf("%v/n%d", tc.dt, tc.n), func(t *testing.T) {
+			batchInvariant(t, r, tc.dt, tc.n, in, out)
 		})
+	}
+	for _, dt := range allWeightTypes {
+		t.Run(dt.String(), func(t *testing.T) { batchInvariant(t, r, dt, 40, in, out) })
+	}
+}
+
+// batchInvariant: n rows of x through one batched matMul must equal each row
+// through matMul alone, bit for bit.
+func batchInvariant(t *testing.T, r *rand.Rand, dt kernels.DType, n, in, out int) {
+	wt, _ := weightTensor(t, r, dt, out, in)
+	x := randVec(r, n*in)
+	batch := make([]float32, n*out)
+	matMul(&workers{threads: 3}, batch, x, n, in, wt, out, nil)
+	one := make([]float32, out)
+	single := &workers{threads: 1}
+	for i := range n {
+		matMul(single, one, x[i*in:(i+1)*in], 1, in, wt, out, nil)
+		for o := range out {
+			if one[o] != batch[i*out+o] {
+				t.Fatalf("row %d col %d: alone %v, in batch %v", i, o, one[o], batch[i*out+o])
+			}
+		}
 	}
 }
 
