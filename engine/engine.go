@@ -118,6 +118,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 		maxLen:    maxLen,
 		emitted:   len(req.Resume),
 	}
+	s.sampler.resume(len(req.Resume)) // the PRNG continues from the resumed tokens
 	s.sq.Tokens = make([]int32, 0, maxLen)
 	s.sq.Tokens = append(append(s.sq.Tokens, req.Prompt...), req.Resume...)
 	s.sq.Priority = req.Priority

@@ -212,6 +212,42 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// A seeded generation cut after k tokens and resumed (same prompt and seed,
+// Resume = those k tokens) continues exactly as the uninterrupted one: the
+// sampler's PRNG is advanced over the resumed tokens, one draw per token at a
+// positive temperature and none when greedy.
+func TestSeededResumeEqualsUninterrupted(t *testing.T) {
+	m := newHashModel(64, 1024, 64, 16)
+	e := newTestEngine(t, m, Config{})
+	p := prompt(12, 7, 64)
+	for _, tc := range []struct {
+		name string
+		sp   SamplingParams
+	}{
+		{"greedy", SamplingParams{Seed: seed(42)}},
+		{"greedy with penalties", SamplingParams{RepetitionPenalty: 1.3, PresencePenalty: 1, Seed: seed(42)}},
+		{"temperature and top-p", SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: seed(42)}},
+		{"top-k, min-p and penalties", SamplingParams{Temperature: 1.2, TopK: 20, MinP: 0.05, FrequencyPenalty: 0.5, Seed: seed(7)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 30
+			full, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: n, Sampling: tc.sp}), 0)
+			if len(full) != n {
+				t.Fatalf("uninterrupted run gave %d tokens", len(full))
+			}
+			for _, k := range []int{1, 8, n - 1} {
+				rest, r := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: n, Sampling: tc.sp, Resume: full[:k]}), k)
+				if !slices.Equal(rest, full[k:]) {
+					t.Fatalf("resumed after %d tokens: %v\nuninterrupted:         %v", k, rest, full[k:])
+				}
+				if r.Finish != FinishLength || r.CompletionTokens != n {
+					t.Fatalf("resumed after %d tokens: %+v", k, r)
+				}
+			}
+		})
+	}
+}
+
 // The same seed and prompt give the same sampled output, also when the two
 // run in one batch; another seed gives another output.
 func TestSeededSampling(t *testing.T) {

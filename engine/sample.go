@@ -75,14 +75,30 @@ func (s *sampler) penalize() bool {
 	return (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
+// draws reports whether sample takes a number from the PRNG: exactly one per
+// token at a positive temperature, none when greedy.
+func (s *sampler) draws() bool { return s.p.Temperature > 0 }
+
+// resume puts the PRNG where the uninterrupted generation left it after
+// sampling n tokens (Request.Resume), so a seeded generation that is cut and
+// resumed continues exactly as if it had never stopped.
+func (s *sampler) resume(n int) {
+	if !s.draws() {
+		return
+	}
+	for range n {
+		s.rng.Float64() // draw's one number per token
+	}
+}
+
 // sample picks the next token from one row of logits; history is every
 // token of the sequence so far. logits are not modified.
 func (s *sampler) sample(logits []float32, history []int32) int32 {
-	if s.p.Temperature <= 0 && !s.penalize() {
+	if !s.draws() && !s.penalize() {
 		return argmax(logits)
 	}
 	cands := s.candidates(logits, history)
-	if s.p.Temperature <= 0 {
+	if !s.draws() {
 		best := cands[0]
 		for _, c := range cands[1:] {
 			if c.logit > best.logit {
