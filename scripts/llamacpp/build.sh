@@ -34,7 +34,7 @@ if [[ $MODE == lib && -f $BUILD/bin/libllama.so && -f $VENV/.llamacpp-$VERSION ]
 	exit 0
 fi
 if [[ -f $STAMP && -x $BUILD/bin/llama-server && -f $VENV/.llamacpp-$VERSION ]]; then
-	echo "llama.cpp $VERSION already built: $BUILD/bin" >&2
+	echo "llama.cpp $LLAMA_COMMIT (llama-cpp-python $VERSION) already built: $BUILD/bin" >&2
 	exit 0
 fi
 
@@ -99,4 +99,4 @@ for t in llama llama-bench "${TARGETS[*]}"; do
 done
 touch "$STAMP"
 
-echo "built: $BUILD/bin" >&2
+echo "built llama.cpp $LLAMA_COMMIT: $BUILD/bin" >&2
