@@ -250,6 +250,13 @@ func (e *Engine) arrive(s *Sequence) {
 		e.applyAbort(*a)
 		return
 	}
+	// A context cancelled before the loop saw the arrival ends it here: an
+	// AfterFunc registered now would run on its own goroutine, and its abort
+	// could land after the sequence took part in a step.
+	if s.ctx.Err() != nil && s.aborting.CompareAndSwap(false, true) {
+		e.applyAbort(abortReq{seq: s, cause: CauseClientDisconnect, at: time.Now()})
+		return
+	}
 	if err := e.sched.Add(&s.sq); err != nil { // cannot happen: validated, fresh
 		e.finish(s, Result{Finish: FinishError, Err: err})
 		return
