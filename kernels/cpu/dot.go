@@ -18,8 +18,9 @@ type rows2Dot func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, n
 // rows4Dot is rowsDot for four activation rows at once: rows weight rows
 // (wstride apart) against activation rows x, x[xstride:], ..., x[3·xstride:]
 // into dst[j·dstride+r], bit-identical to four rowsDot calls but unpacking
-// each weight block once for the four.
-type rows4Dot func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride, nb int)
+// each weight block once for the four. sc holds the four rows' block scales
+// as f32, laid out by actScales4.
+type rows4Dot func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int)
 
 // vecDot returns Σ_k W[k]·X[k] for one weight row w of nb blocks and one
 // activation row x of nb blocks in the weight type's partner format.
@@ -170,4 +171,27 @@ func dotHalf(dt kernels.DType, w []byte, x []float32) float32 {
 		return dotF16F32Fast(w, x)
 	}
 	return dotF16F32Generic(w, x)
+}
+
+// actScales4Len is the floats per block in actScales4's layout.
+const actScales4Len = 8
+
+// actScales4 converts the f16 scales of four quantized activation rows (x,
+// x[xstride:], ...; Q8_0 or Q8_1 blocks of bb bytes) to f32 for a rows4Dot:
+// per block [d0 d1 d2 d3 s0 s1 s2 s3], s (Q8_1's d·Σq) left zero for Q8_0.
+// Converted once per call instead of once per weight row they meet.
+func actScales4(sc []float32, x []byte, xstride, bb, nb int) {
+	sc = sc[:nb*actScales4Len]
+	for j := range 4 {
+		xj := x[j*xstride:]
+		for b := range nb {
+			blk := xj[b*bb:]
+			sc[b*actScales4Len+j] = quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+			s := float32(0)
+			if bb == quant.Q8_1BlockBytes {
+				s = quant.F16ToF32(uint16(blk[2]) | uint16(blk[3])<<8)
+			}
+			sc[b*actScales4Len+4+j] = s
+		}
+	}
 }

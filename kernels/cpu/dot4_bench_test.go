@@ -24,6 +24,8 @@ func BenchmarkRowsKernels(b *testing.B) {
 			k.quantize(xq[j*xrb:(j+1)*xrb], randVec(r, in))
 		}
 		dst := make([]float32, 4*rows)
+		sc := make([]float32, nb*actScales4Len)
+		actScales4(sc, xq, xrb, k.actBlockBytes, nb)
 		forms := []struct {
 			name string
 			run  func()
@@ -39,7 +41,7 @@ func BenchmarkRowsKernels(b *testing.B) {
 					k.rows2(dst[j*rows:(j+1)*rows], dst[(j+1)*rows:(j+2)*rows], w, wb, xq[j*xrb:], xq[(j+1)*xrb:], nb)
 				}
 			}, k.rows2 != nil},
-			{"rows4", func() { k.rows4(dst, rows, w, wb, rows, xq, xrb, nb) }, k.rows4 != nil},
+			{"rows4", func() { k.rows4(dst, rows, w, wb, rows, xq, xrb, sc, nb) }, k.rows4 != nil},
 		}
 		for _, f := range forms {
 			if !f.ok {

@@ -39,7 +39,9 @@ func TestRows4(t *testing.T) {
 					for i := range dst {
 						dst[i] = float32(math.NaN())
 					}
-					k.rows4(dst, dstride, w, wb, rows, xq, xstride, nb)
+					sc := make([]float32, nb*actScales4Len)
+					actScales4(sc, xq, xstride, k.actBlockBytes, nb)
+					k.rows4(dst, dstride, w, wb, rows, xq, xstride, sc, nb)
 					want := make([]float32, rows)
 					for j := range 4 {
 						k.rows(want, w, wb, xq[j*xstride:j*xstride+xrb], nb)

@@ -247,15 +247,15 @@ func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1
 }
 
 //go:noescape
-func dotQ4_1Q8_1Rows4(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, rows int)
+func dotQ4_1Q8_1Rows4(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
-func dotQ8_0Q8_0Rows4(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, rows int)
+func dotQ8_0Q8_0Rows4(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 // asmRows4 wraps a four-activation assembly kernel, checking the bounds of
-// the last weight row, activation row and result once.
-func asmRows4(kernel func(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, rows int), wbb, xbb int) rows4Dot {
-	return func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride, nb int) {
+// the last weight row, activation row, scale and result once.
+func asmRows4(kernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int), wbb, xbb int) rows4Dot {
+	return func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int) {
 		if rows <= 0 {
 			return
 		}
@@ -266,8 +266,8 @@ func asmRows4(kernel func(w *byte, wstride int, x *byte, xstride int, nb int, ds
 			}
 			return
 		}
-		_, _ = w[(rows-1)*wstride+nb*wbb-1], x[3*xstride+nb*xbb-1]
-		kernel(&w[0], wstride, &x[0], xstride, nb, &dst[0], dstride, rows)
+		_, _, _ = w[(rows-1)*wstride+nb*wbb-1], x[3*xstride+nb*xbb-1], sc[nb*actScales4Len-1]
+		kernel(&w[0], wstride, &x[0], xstride, &sc[0], nb, &dst[0], dstride, rows)
 	}
 }
 

@@ -4,7 +4,8 @@ package cpu
 // allocates nothing: the quantized activations and the one closure handed to
 // parallelFor (a fresh closure per call would escape to the heap).
 type matScratch struct {
-	xq []byte // [n][nb] activation blocks in the partner format
+	xq []byte    // [n][nb] activation blocks in the partner format
+	sc []float32 // [n/4][nb] xq's scales for rows4 (actScales4)
 
 	// The current call, read by run.
 	dst, x, bias []float32
@@ -47,6 +48,15 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 		for i := range n {
 			s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
 		}
+		if s.k.rows4 != nil && n >= 4 {
+			gl := nb * actScales4Len
+			if need := n / 4 * gl; cap(s.sc) < need {
+				s.sc = make([]float32, need)
+			}
+			for g := range n / 4 {
+				actScales4(s.sc[g*gl:(g+1)*gl], s.xq[4*g*rb:], rb, s.k.actBlockBytes, nb)
+			}
+		}
 	}
 	w.parallelFor(out, s.fn)
 	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
@@ -73,7 +83,8 @@ func (s *matScratch) run(lo, hi int) {
 			ws := raw[o0*wrb : o1*wrb]
 			i := i0
 			for ; s.k.rows4 != nil && i+3 < i1; i += 4 {
-				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, nb)
+				gl := nb * actScales4Len
+				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i/4*gl:(i/4+1)*gl], nb)
 			}
 			for ; s.k.rows2 != nil && i+1 < i1; i += 2 {
 				s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
