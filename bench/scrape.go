@@ -208,7 +208,7 @@ func (h Histogram) Quantile(q float64) float64 {
 // Scraper samples a server's /metrics (and, for a local server, its
 // /proc/PID) at a fixed interval.
 type Scraper struct {
-	URL      string // the /metrics address
+	URL      string // the /metrics address; "" = sample /proc/PID only
 	PID      int    // > 0: read RSS and open fds from /proc/PID as well
 	Interval time.Duration
 	HTTP     *http.Client
@@ -305,6 +305,10 @@ type recorder struct {
 }
 
 func (r *recorder) take(ctx context.Context) {
+	if r.s.URL == "" { // a server without /metrics: /proc only
+		r.tl.Samples = append(r.tl.Samples, r.s.sample(nil, time.Since(r.start).Seconds()))
+		return
+	}
 	ss, err := r.s.Scrape(ctx)
 	if err != nil {
 		r.tl.Errors++

@@ -14,20 +14,20 @@ SLO=(--slo-ttft "${SLO_TTFT:-2s}" --slo-tpot "${SLO_TPOT:-200ms}")
 PORT=${PORT:-18181}
 header
 
-sweep() { # NAME PID
+sweep() { # NAME PID METRICS_URL|none
 	local args=(--url "http://127.0.0.1:$PORT" --scenario sweep --levels "$LEVELS" --duration "$DURATION"
 		--drain "$DRAIN" --max-tokens "$MAX_TOKENS" --prompt-words "$PROMPT_WORDS" "${SLO[@]}"
-		--label "$1" --server-pid "$2" --out "$OUT/sweep-$1.json")
+		--label "$1" --server-pid "$2" --metrics "$3" --settle 1s --out "$OUT/sweep-$1.json")
 	echo "+ sluice bench ${args[*]}"
 	"$SLUICE" bench "${args[@]}"
 }
 
 start_sluice "$PORT" sweep-sluice
 warm "http://127.0.0.1:$PORT"
-sweep sluice "$SERVER_PID"
+sweep sluice "$SERVER_PID" "http://127.0.0.1:$PORT/metrics"
 stop_server "$SERVER_PID"
 
 start_llama "$PORT" sweep-llama-server
 warm "http://127.0.0.1:$PORT"
-sweep llama-server "$SERVER_PID"
+sweep llama-server "$SERVER_PID" none
 stop_server "$SERVER_PID"
