@@ -85,12 +85,18 @@ func (r *recorder) OnToken(s *engine.Sequence, at time.Time) {
 func (r *recorder) OnFinish(s *engine.Sequence, res engine.Result, queued time.Duration) {
 	r.Metrics.OnFinish(s, res, queued)
 	delete(r.tokens, s)
-	r.finished <- res
+	select {
+	case r.finished <- res:
+	default: // nobody is reading (a benchmark): never block the engine loop
+	}
 }
 
 func (r *recorder) OnReclaim(d time.Duration) {
 	r.Metrics.OnReclaim(d)
-	r.reclaims <- d
+	select {
+	case r.reclaims <- d:
+	default:
+	}
 }
 
 // rig is a gRPC server on 127.0.0.1 over a real engine and model, with clients.
@@ -115,7 +121,7 @@ type rigOptions struct {
 	ctxLen   int // caps the model's context (0: the model's own)
 }
 
-func newRig(t *testing.T, o rigOptions) *rig {
+func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
 	path := o.path
 	if path == "" {
@@ -164,7 +170,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 }
 
 // serve starts r.srv on a free port with clients; cleanup stops both.
-func (r *rig) serve(t *testing.T) string {
+func (r *rig) serve(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -229,7 +235,10 @@ type spyEngine struct {
 func (e *spyEngine) Submit(ctx context.Context, req engine.Request) (server.Sequence, error) {
 	seq, err := e.Engine.Submit(ctx, req)
 	if err == nil {
-		e.submitted <- ctx
+		select {
+		case e.submitted <- ctx:
+		default: // nobody is reading (a benchmark): never block a request on the spy
+		}
 	}
 	return seq, err
 }
