@@ -48,8 +48,11 @@ func Run(ctx context.Context, c *Client, load Load, next func(i int) Request, p 
 		var cancel context.CancelFunc
 		sendCtx, cancel = context.WithTimeout(ctx, load.Duration)
 		defer cancel()
-		reqCtx, cancel = context.WithTimeout(ctx, load.Duration+load.Drain)
-		defer cancel()
+		reqCtx = sendCtx // one timer: a request cut at the deadline must not find sending still open
+		if load.Drain > 0 {
+			reqCtx, cancel = context.WithTimeout(ctx, load.Duration+load.Drain)
+			defer cancel()
+		}
 	}
 	results := make(chan Result)
 	var out []Result
