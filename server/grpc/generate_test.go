@@ -55,7 +55,6 @@ func drainThen(stream interface {
 			c.ids = append(c.ids, r.Chunk.GetTokenIds()...)
 		case *sluicev1.GenerateResponse_Complete:
 			c.complete = r.Complete
-			c.text += r.Complete.GetText()
 		case *sluicev1.GenerateResponse_Error:
 			c.inband = r.Error
 		}

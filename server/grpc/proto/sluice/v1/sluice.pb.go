@@ -574,11 +574,13 @@ func (x *GenerateChunk) GetTokenIds() []uint32 {
 	return nil
 }
 
+// The last message of a generation. Text held back until the end (a
+// possible stop-string prefix that never completed) arrives in a final chunk
+// before it.
 type GenerateComplete struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, abort
 	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"` // text released at the end (held back before)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -625,13 +627,6 @@ func (x *GenerateComplete) GetUsage() *Usage {
 		return x.Usage
 	}
 	return nil
-}
-
-func (x *GenerateComplete) GetText() string {
-	if x != nil {
-		return x.Text
-	}
-	return ""
 }
 
 type Usage struct {
@@ -1283,11 +1278,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bresponse\"@\n" +
 	"\rGenerateChunk\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1b\n" +
-	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\"s\n" +
+	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\"_\n" +
 	"\x10GenerateComplete\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\tR\x04text\"~\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
