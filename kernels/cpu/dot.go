@@ -15,12 +15,12 @@ type rowsDot func(dst []float32, w []byte, wstride int, x []byte, nb int)
 // from x1), bit-identical to two rowsDot calls but reading the weights once.
 type rows2Dot func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, nb int)
 
-// rows4Dot is rowsDot for four activation rows at once: rows weight rows
-// (wstride apart) against activation rows x, x[xstride:], ..., x[3·xstride:]
-// into dst[j·dstride+r], bit-identical to four rowsDot calls but unpacking
-// each weight block once for the four. sc holds the four rows' block scales
-// as f32, laid out by actScales4.
-type rows4Dot func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int)
+// rowsMDot is rowsDot for m activation rows at once (m = 4 for rows4, 8 for
+// rows8): rows weight rows (wstride apart) against activation rows x,
+// x[xstride:], ..., x[(m−1)·xstride:] into dst[j·dstride+r], bit-identical
+// to m rowsDot calls but unpacking each weight block once for the m. sc
+// holds the m rows' block scales as f32, laid out by actScales.
+type rowsMDot func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int)
 
 // vecDot returns Σ_k W[k]·X[k] for one weight row w of nb blocks and one
 // activation row x of nb blocks in the weight type's partner format.
@@ -35,7 +35,7 @@ type quantKernel struct {
 	generic       vecDot                        // pure Go, the reference
 	rows          rowsDot                       // fastest available; set in init
 	rows2         rows2Dot                      // optional batched form of rows
-	rows4         rows4Dot                      // optional, for four activation rows
+	rows4, rows8  rowsMDot                      // optional, for four and eight activation rows
 }
 
 func init() {
@@ -58,15 +58,15 @@ func genericRows(dot vecDot) rowsDot {
 // quantKernels is filled for the pure-Go path here; init in dot_amd64.go
 // replaces rows with assembly where the CPU allows it.
 var quantKernels = map[kernels.DType]*quantKernel{
-	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil, nil, nil},
-	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil, nil, nil},
-	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil, nil, nil},
-	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil, nil, nil},
-	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil, nil, nil},
-	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil, nil, nil},
-	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil, nil, nil},
-	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil, nil, nil},
-	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil, nil, nil},
+	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil, nil, nil, nil},
+	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil, nil, nil, nil},
+	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil, nil, nil, nil},
+	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil, nil, nil, nil},
+	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil, nil, nil, nil},
+	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil, nil, nil, nil},
+	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil, nil, nil, nil},
+	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil, nil, nil, nil},
+	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil, nil, nil, nil},
 }
 
 // dotF32 is Σ a[i]·b[i] over len(a) elements (b must be at least as long).
@@ -173,25 +173,22 @@ func dotHalf(dt kernels.DType, w []byte, x []float32) float32 {
 	return dotF16F32Generic(w, x)
 }
 
-// actScales4Len is the floats per block in actScales4's layout.
-const actScales4Len = 8
-
-// actScales4 converts the f16 scales of four quantized activation rows (x,
-// x[xstride:], ...; Q8_0 or Q8_1 blocks of bb bytes) to f32 for a rows4Dot:
-// per block [d0 d1 d2 d3 s0 s1 s2 s3], s (Q8_1's d·Σq) left zero for Q8_0.
+// actScales converts the f16 scales of m quantized activation rows (x,
+// x[xstride:], ...; Q8_0 or Q8_1 blocks of bb bytes) to f32 for a rowsMDot:
+// per block m d's then m s's (Q8_1's d·Σq; zero for Q8_0), 2·m floats.
 // Converted once per call instead of once per weight row they meet.
-func actScales4(sc []float32, x []byte, xstride, bb, nb int) {
-	sc = sc[:nb*actScales4Len]
-	for j := range 4 {
+func actScales(sc []float32, x []byte, xstride, bb, nb, m int) {
+	sc = sc[:nb*2*m]
+	for j := range m {
 		xj := x[j*xstride:]
 		for b := range nb {
 			blk := xj[b*bb:]
-			sc[b*actScales4Len+j] = quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
+			sc[b*2*m+j] = quant.F16ToF32(uint16(blk[0]) | uint16(blk[1])<<8)
 			s := float32(0)
 			if bb == quant.Q8_1BlockBytes {
 				s = quant.F16ToF32(uint16(blk[2]) | uint16(blk[3])<<8)
 			}
-			sc[b*actScales4Len+4+j] = s
+			sc[b*2*m+m+j] = s
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkRowsKernels runs one L1-resident tile (16 weight rows of 576)
-// against four activation rows through each row-kernel form: the compute
+// against eight activation rows through each row-kernel form: the compute
 // ceiling of each, without matMul's quantization and scheduling around it.
 func BenchmarkRowsKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
@@ -19,29 +19,40 @@ func BenchmarkRowsKernels(b *testing.B) {
 		wb := dt.RowBytes(in)
 		w := mustQuantize(b, dt, randVec(r, rows*in))
 		xrb := nb * k.actBlockBytes
-		xq := make([]byte, 4*xrb)
-		for j := range 4 {
+		xq := make([]byte, 8*xrb)
+		for j := range 8 {
 			k.quantize(xq[j*xrb:(j+1)*xrb], randVec(r, in))
 		}
-		dst := make([]float32, 4*rows)
-		sc := make([]float32, nb*actScales4Len)
-		actScales4(sc, xq, xrb, k.actBlockBytes, nb)
+		dst := make([]float32, 8*rows)
+		// Scales as matMul converts them, once per call (not timed).
+		sc4, sc8 := make([]float32, 16*nb), make([]float32, 16*nb)
+		for j := 0; j < 8; j += 4 {
+			actScales(sc4[j*2*nb:], xq[j*xrb:], xrb, k.actBlockBytes, nb, 4)
+		}
+		actScales(sc8, xq, xrb, k.actBlockBytes, nb, 8)
 		forms := []struct {
 			name string
 			run  func()
 			ok   bool
 		}{
 			{"rows", func() {
-				for j := range 4 {
+				for j := range 8 {
 					k.rows(dst[j*rows:(j+1)*rows], w, wb, xq[j*xrb:], nb)
 				}
 			}, true},
 			{"rows2", func() {
-				for j := 0; j < 4; j += 2 {
+				for j := 0; j < 8; j += 2 {
 					k.rows2(dst[j*rows:(j+1)*rows], dst[(j+1)*rows:(j+2)*rows], w, wb, xq[j*xrb:], xq[(j+1)*xrb:], nb)
 				}
 			}, k.rows2 != nil},
-			{"rows4", func() { k.rows4(dst, rows, w, wb, rows, xq, xrb, sc, nb) }, k.rows4 != nil},
+			{"rows4", func() {
+				for j := 0; j < 8; j += 4 {
+					k.rows4(dst[j*rows:], rows, w, wb, rows, xq[j*xrb:], xrb, sc4[j*2*nb:], nb)
+				}
+			}, k.rows4 != nil},
+			{"rows8", func() {
+				k.rows8(dst, rows, w, wb, rows, xq, xrb, sc8, nb)
+			}, k.rows8 != nil},
 		}
 		for _, f := range forms {
 			if !f.ok {
@@ -52,7 +63,7 @@ func BenchmarkRowsKernels(b *testing.B) {
 				for b.Loop() {
 					f.run()
 				}
-				reportFlops(b, 2*4*rows*in, processCPU()-cpu0)
+				reportFlops(b, 2*8*rows*in, processCPU()-cpu0)
 			})
 		}
 	}

@@ -246,27 +246,37 @@ func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1
 	}
 }
 
+// The four- and eight-activation kernels (dotq4_amd64.s, dotq8_amd64.s)
+// share one signature.
+type rowsMKernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
 //go:noescape
 func dotQ4_1Q8_1Rows4(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
 func dotQ8_0Q8_0Rows4(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
-// asmRows4 wraps a four-activation assembly kernel, checking the bounds of
+//go:noescape
+func dotQ4_1Q8_1Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+// asmRowsM wraps an m-activation assembly kernel, checking the bounds of
 // the last weight row, activation row, scale and result once.
-func asmRows4(kernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int), wbb, xbb int) rows4Dot {
+func asmRowsM(kernel rowsMKernel, m, wbb, xbb int) rowsMDot {
 	return func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int) {
 		if rows <= 0 {
 			return
 		}
-		_ = dst[3*dstride+rows-1]
+		_ = dst[(m-1)*dstride+rows-1]
 		if nb == 0 {
-			for j := range 4 {
+			for j := range m {
 				clear(dst[j*dstride : j*dstride+rows])
 			}
 			return
 		}
-		_, _, _ = w[(rows-1)*wstride+nb*wbb-1], x[3*xstride+nb*xbb-1], sc[nb*actScales4Len-1]
+		_, _, _ = w[(rows-1)*wstride+nb*wbb-1], x[(m-1)*xstride+nb*xbb-1], sc[nb*2*m-1]
 		kernel(&w[0], wstride, &x[0], xstride, &sc[0], nb, &dst[0], dstride, rows)
 	}
 }
@@ -295,8 +305,10 @@ func init() {
 	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
 	quantKernels[kernels.Q4_1].rows2 = asmRows2(dotQ4_1Q8_1Rows2, quantKernels[kernels.Q4_1].rows, 20, 36)
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
-	quantKernels[kernels.Q4_1].rows4 = asmRows4(dotQ4_1Q8_1Rows4, 20, 36)
-	quantKernels[kernels.Q8_0].rows4 = asmRows4(dotQ8_0Q8_0Rows4, 34, 34)
+	quantKernels[kernels.Q4_1].rows4 = asmRowsM(dotQ4_1Q8_1Rows4, 4, 20, 36)
+	quantKernels[kernels.Q8_0].rows4 = asmRowsM(dotQ8_0Q8_0Rows4, 4, 34, 34)
+	quantKernels[kernels.Q4_1].rows8 = asmRowsM(dotQ4_1Q8_1Rows8, 8, 20, 36)
+	quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8, 8, 34, 34)
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)

@@ -5,7 +5,7 @@ package cpu
 // parallelFor (a fresh closure per call would escape to the heap).
 type matScratch struct {
 	xq []byte    // [n][nb] activation blocks in the partner format
-	sc []float32 // [n/4][nb] xq's scales for rows4 (actScales4)
+	sc []float32 // xq's scales for rows4/rows8, per group of rows (actScales)
 
 	// The current call, read by run.
 	dst, x, bias []float32
@@ -48,18 +48,31 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 		for i := range n {
 			s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
 		}
-		if s.k.rows4 != nil && n >= 4 {
-			gl := nb * actScales4Len
-			if need := n / 4 * gl; cap(s.sc) < need {
-				s.sc = make([]float32, need)
-			}
-			for g := range n / 4 {
-				actScales4(s.sc[g*gl:(g+1)*gl], s.xq[4*g*rb:], rb, s.k.actBlockBytes, nb)
-			}
-		}
+		s.scales(n, nb, rb)
 	}
 	w.parallelFor(out, s.fn)
 	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
+}
+
+// scales converts the activation scales for the groups of 8 and 4 rows that
+// run hands to rows8 and rows4: the same groups, since xTile is a multiple
+// of 8. Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
+func (s *matScratch) scales(n, nb, rb int) {
+	if s.k.rows4 == nil && s.k.rows8 == nil {
+		return
+	}
+	need := 2 * nb * n
+	if cap(s.sc) < need {
+		s.sc = make([]float32, need)
+	}
+	s.sc = s.sc[:need]
+	i := 0
+	for ; s.k.rows8 != nil && i+7 < n; i += 8 {
+		actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, 8)
+	}
+	for ; s.k.rows4 != nil && i+3 < n; i += 4 {
+		actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, 4)
+	}
 }
 
 // run computes output columns [lo, hi) for every activation row.
@@ -82,9 +95,11 @@ func (s *matScratch) run(lo, hi int) {
 			o1 := min(hi, o0+tile)
 			ws := raw[o0*wrb : o1*wrb]
 			i := i0
+			for ; s.k.rows8 != nil && i+7 < i1; i += 8 {
+				s.k.rows8(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+8)*2*nb], nb)
+			}
 			for ; s.k.rows4 != nil && i+3 < i1; i += 4 {
-				gl := nb * actScales4Len
-				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i/4*gl:(i/4+1)*gl], nb)
+				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+4)*2*nb], nb)
 			}
 			for ; s.k.rows2 != nil && i+1 < i1; i += 2 {
 				s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
