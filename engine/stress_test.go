@@ -20,7 +20,9 @@ import (
 // preempt). Every action is decided by a seeded RNG at a step boundary while
 // the loop is parked inside Forward; synctest.Wait lets each context's
 // AfterFunc reach the loop's channel before the step is released, so a run
-// is reproducible.
+// is reproducible. (The one exception: a request submitted while the loop is
+// idle is taken at once, so a cancellation right after it races the loop;
+// such cancellations are checked for their outcome, not their timing.)
 //
 // At every step, on the loop goroutine: the scheduler's and pool's
 // invariants hold; the engine's live sequences are exactly the scheduler's
