@@ -94,12 +94,12 @@ func TestMatMul(t *testing.T) {
 func TestMatMulBatchInvariant(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	const in, out = 512, 37
-	// n = 5, 7, 13: four-activation groups with 1..3 rows left over; 40: more
+	// n = 5, 7, 13, 15: groups of 8 and 4 with 1..3 rows left over; 40: more
 	// than one activation tile.
 	for _, tc := range []struct {
 		dt kernels.DType
 		n  int
-	}{{kernels.Q4_1, 5}, {kernels.Q4_1, 7}, {kernels.Q8_0, 13}, {kernels.Q8_0, 7}} {
+	}{{kernels.Q4_1, 5}, {kernels.Q4_1, 7}, {kernels.Q4_1, 15}, {kernels.Q8_0, 13}, {kernels.Q8_0, 7}} {
 		t.Run(fmt.Sprintf("%v/n%d", tc.dt, tc.n), func(t *testing.T) {
 			batchInvariant(t, r, tc.dt, tc.n, in, out)
 		})
