@@ -169,9 +169,11 @@ func streamsNotes(rs []Result, tl *Timeline, hold time.Duration) []string {
 			}
 		}
 	}
-	d := NewDist(ttft)
-	notes = append(notes, fmt.Sprintf("%d of %d streams received a first token within %v (TTFT p50 %.2f s, p99 %.2f s, max %.2f s)",
-		len(ttft), len(rs), hold, d.P50, d.P99, d.Max))
+	first := fmt.Sprintf("%d of %d streams received a first token within %v", len(ttft), len(rs), hold)
+	if d := NewDist(ttft); d.N > 0 {
+		first += fmt.Sprintf(" (TTFT p50 %.2f s, p99 %.2f s, max %.2f s)", d.P50, d.P99, d.Max)
+	}
+	notes = append(notes, first)
 	if firstErr == "" {
 		notes = append(notes, "no stream failed while held open")
 	} else {

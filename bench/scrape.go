@@ -103,6 +103,10 @@ type Sample struct {
 	RSSBytes float64 `json:"rss_bytes"`
 	FDs      float64 `json:"fds"`
 	Aborted  float64 `json:"aborted_disconnect"` // sluice_requests_aborted_total{cause="client_disconnect"}
+	// GenTokens: tokens the server has generated since it started, whoever
+	// was still listening (sluice_generation_tokens_total, or llama-server's
+	// llamacpp:tokens_predicted_total).
+	GenTokens float64 `json:"generated_tokens"`
 }
 
 // Histogram is a cumulative Prometheus histogram: Counts[i] observations ≤
@@ -252,11 +256,23 @@ func (s *Scraper) sample(ss []Series, t float64) Sample {
 		}
 		return -1
 	}
+	// either returns the first figure the server exports: Sluice's name,
+	// then llama-server's (llama-server --metrics has no KV usage gauge).
+	either := func(names ...string) float64 {
+		for _, n := range names {
+			if v := get(n); v >= 0 {
+				return v
+			}
+		}
+		return -1
+	}
 	sm := Sample{
 		T: t, KVUsage: get("sluice_kv_cache_usage_ratio"),
-		Running: get("sluice_requests_running"), Waiting: get("sluice_requests_waiting"),
+		Running:  either("sluice_requests_running", "llamacpp:requests_processing"),
+		Waiting:  either("sluice_requests_waiting", "llamacpp:requests_deferred"),
 		RSSBytes: get("process_resident_memory_bytes"), FDs: get("process_open_fds"),
-		Aborted: get("sluice_requests_aborted_total", "cause", "client_disconnect"),
+		Aborted:   get("sluice_requests_aborted_total", "cause", "client_disconnect"),
+		GenTokens: either("sluice_generation_tokens_total", "llamacpp:tokens_predicted_total"),
 	}
 	sm.KVUsed = -1
 	if total, free, cached := get("sluice_kv_blocks_total"), get("sluice_kv_blocks_free"), get("sluice_kv_blocks_cached"); total >= 0 && free >= 0 {
@@ -332,7 +348,9 @@ func (r *recorder) run(ctx context.Context, settle time.Duration) Timeline {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
-			r.take(ctx)
+			if ctx.Err() == nil { // both ready: a scrape now would only fail
+				r.take(ctx)
+			}
 		}
 	}
 	end, cancel := context.WithTimeout(context.Background(), settle+5*time.Second)

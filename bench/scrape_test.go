@@ -26,6 +26,7 @@ sluice_kv_reclaim_seconds_bucket{model="smol",le="0.1"} %C
 sluice_kv_reclaim_seconds_bucket{model="smol",le="+Inf"} %C
 sluice_kv_reclaim_seconds_sum{model="smol"} 0.5
 sluice_kv_reclaim_seconds_count{model="smol"} %C
+sluice_generation_tokens_total{model="smol"} 1234
 process_resident_memory_bytes 1.2e+08
 process_open_fds 42
 weird_label{a="x\"y,z",b="w"} 1 1700000000000
@@ -50,7 +51,7 @@ func TestScrapeSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := s.sample(ss, 1.5)
-	want := Sample{T: 1.5, KVUsage: 0.25, KVUsed: 100, Running: 3, Waiting: 1, RSSBytes: 1.2e8, FDs: 42, Aborted: 7}
+	want := Sample{T: 1.5, KVUsage: 0.25, KVUsed: 100, Running: 3, Waiting: 1, RSSBytes: 1.2e8, FDs: 42, Aborted: 7, GenTokens: 1234}
 	if got != want {
 		t.Errorf("sample %+v\nwant   %+v", got, want)
 	}
@@ -77,5 +78,22 @@ func TestScrapeSample(t *testing.T) {
 	}
 	if !math.IsNaN((Histogram{}).Quantile(0.5)) {
 		t.Error("empty histogram must give NaN")
+	}
+}
+
+// llama-server --metrics names: running and generated tokens map over; no KV.
+func TestSampleLlamaServerNames(t *testing.T) {
+	ss, err := ParseExposition(strings.NewReader(`# HELP llamacpp:requests_processing Number of requests processing.
+llamacpp:tokens_predicted_total 977
+llamacpp:requests_processing 5
+llamacpp:requests_deferred 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := (&Scraper{}).sample(ss, 0)
+	want := Sample{KVUsage: -1, KVUsed: -1, Running: 5, Waiting: 2, RSSBytes: -1, FDs: -1, Aborted: -1, GenTokens: 977}
+	if got != want {
+		t.Errorf("sample %+v\nwant   %+v", got, want)
 	}
 }

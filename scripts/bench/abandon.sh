@@ -3,7 +3,9 @@
 # Run against Sluice, then Sluice with --abort-on-disconnect=false (which
 # keeps generating for nobody, as a server that never watches its clients
 # does), sampling /metrics for KV usage and reclaim latency.
-# Writes $OUT/abandon-{abort,no-abort}.json.
+# llama-server (with --metrics: sequences processing and tokens generated,
+# it exports no KV usage) runs the same load as the peer.
+# Writes $OUT/abandon-{abort,no-abort,llama-server}.json.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 CONCURRENCY=${CONCURRENCY:-16}
@@ -14,14 +16,20 @@ SLO=(--slo-ttft "${SLO_TTFT:-2s}" --slo-tpot "${SLO_TPOT:-200ms}")
 PORT=${PORT:-18182}
 header
 
-for mode in abort no-abort; do
-	flags=()
-	[[ $mode == no-abort ]] && flags=(--abort-on-disconnect=false)
-	start_sluice "$PORT" "abandon-$mode" "${flags[@]}"
+for mode in ${MODES:-abort no-abort llama-server}; do
+	case $mode in
+	abort) start_sluice "$PORT" "abandon-$mode" ;;
+	no-abort) start_sluice "$PORT" "abandon-$mode" --abort-on-disconnect=false ;;
+	llama-server) start_llama "$PORT" "abandon-$mode" --metrics ;;
+	esac
 	warm "http://127.0.0.1:$PORT"
+	label="sluice $mode"
+	[[ $mode == llama-server ]] && label=llama-server
+	# --settle: keep sampling after the last client left, long enough to see
+	# what a server that never noticed the hang-ups keeps generating.
 	args=(--url "http://127.0.0.1:$PORT" --scenario abandon --abandon-ratio 0.3 --abandon-after 8
 		--concurrency "$CONCURRENCY" --requests "$REQUESTS" --max-tokens "$MAX_TOKENS" --duration "$DURATION"
-		--drain 0s "${SLO[@]}" --label "sluice $mode" --server-pid "$SERVER_PID" --settle 3s
+		--drain 0s "${SLO[@]}" --label "$label" --server-pid "$SERVER_PID" --settle "${SETTLE:-10s}"
 		--out "$OUT/abandon-$mode.json")
 	echo "+ sluice bench ${args[*]}"
 	"$SLUICE" bench "${args[@]}"

@@ -9,7 +9,7 @@ BP=$ROOT/.build/bin/benchplot
 mkdir -p "$(dirname "$BP")"
 (cd "$ROOT/tools/benchplot" && go build -o "$BP" .)
 cd "$OUT"
-plot() { echo "+ benchplot $*"; "$BP" "$@"; }
+plot() { echo "+ benchplot $*"; "$BP" "$@" || echo "(chart skipped)" >&2; }
 : >tables.md
 tab() { # TITLE REPORT...
 	printf '\n### %s\n\n' "$1" >>tables.md
@@ -27,9 +27,11 @@ if [[ -f sweep-sluice.json && -f sweep-llama-server.json ]]; then
 fi
 if [[ -f abandon-abort.json && -f abandon-no-abort.json ]]; then
 	A=(abandon-abort.json abandon-no-abort.json)
-	tab "Abandoned requests" "${A[@]}"
+	L=()
+	[[ -f abandon-llama-server.json ]] && L=(abandon-llama-server.json)
+	tab "Abandoned requests" "${A[@]}" "${L[@]}"
 	plot kv -title "KV cache usage, 30% of clients hang up after 8 tokens" -o abandon-kv.png "${A[@]}"
-	plot running -title "Sequences running, 30% of clients hang up after 8 tokens" -o abandon-running.png "${A[@]}"
+	plot running -title "Sequences running, 30% of clients hang up after 8 tokens" -o abandon-running.png "${A[@]}" "${L[@]}"
 	plot cdf -metric ttft -title "TTFT, 30% of clients hang up after 8 tokens" -o abandon-ttft.png "${A[@]}"
 fi
 N=()

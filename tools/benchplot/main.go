@@ -55,6 +55,7 @@ type sample struct {
 	RSSBytes float64 `json:"rss_bytes"`
 	FDs      float64 `json:"fds"`
 	Aborted  float64 `json:"aborted_disconnect"`
+	Gen      float64 `json:"generated_tokens"`
 }
 
 type timeline struct {

@@ -9,21 +9,22 @@ import (
 
 // summary is the part of bench.Summary the tables print.
 type summary struct {
-	Requests   int     `json:"requests"`
-	OK         int     `json:"ok"`
-	Errors     int     `json:"errors"`
-	Abandoned  int     `json:"abandoned"`
-	Cut        int     `json:"cut"`
-	WallS      float64 `json:"wall_s"`
-	TokensPerS float64 `json:"output_tokens_per_s"`
-	ReqPerS    float64 `json:"requests_per_s"`
-	TTFT       dist    `json:"ttft_s"`
-	TPOT       dist    `json:"tpot_s"`
-	ITL        dist    `json:"itl_s"`
-	E2E        dist    `json:"e2e_s"`
-	Good       int     `json:"good"`
-	GoodputPS  float64 `json:"goodput_per_s"`
-	GoodFrac   float64 `json:"good_fraction"`
+	Requests     int     `json:"requests"`
+	OutputTokens int     `json:"output_tokens"`
+	OK           int     `json:"ok"`
+	Errors       int     `json:"errors"`
+	Abandoned    int     `json:"abandoned"`
+	Cut          int     `json:"cut"`
+	WallS        float64 `json:"wall_s"`
+	TokensPerS   float64 `json:"output_tokens_per_s"`
+	ReqPerS      float64 `json:"requests_per_s"`
+	TTFT         dist    `json:"ttft_s"`
+	TPOT         dist    `json:"tpot_s"`
+	ITL          dist    `json:"itl_s"`
+	E2E          dist    `json:"e2e_s"`
+	Good         int     `json:"good"`
+	GoodputPS    float64 `json:"goodput_per_s"`
+	GoodFrac     float64 `json:"good_fraction"`
 }
 
 type dist struct {
@@ -91,8 +92,8 @@ func serverTable(w io.Writer, reps []report) {
 				continue
 			}
 			if !header {
-				fmt.Fprintln(w, "\n| server | run | KV usage peak | KV usage at end | sequences running peak / at end | aborts for disconnect | KV reclaim p50 / p99 (n) | RSS peak | fds peak |")
-				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+				fmt.Fprintln(w, "\n| server | run | KV usage peak | KV usage at end | sequences running peak / at end | aborts for disconnect | KV reclaim p50 / p99 (n) | tokens generated / received | RSS peak | fds peak |")
+				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 				header = true
 			}
 			first, last := tl.Samples[0], tl.Samples[len(tl.Samples)-1]
@@ -104,9 +105,16 @@ func serverTable(w io.Writer, reps []report) {
 			if x.ReclaimP50 > 0 {
 				reclaim = fmt.Sprintf("%.1f / %.1f ms (%.0f)", 1000*x.ReclaimP50, 1000*x.ReclaimP99, tl.Reclaim.Count)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", r.Label, x.Name,
+			gen := "–"
+			if first.Gen >= 0 && last.Gen >= 0 {
+				// Server-side tokens over the sampled window (load and settle)
+				// against what the clients received: the difference went to
+				// nobody.
+				gen = fmt.Sprintf("%.0f / %d", last.Gen-first.Gen, x.Summary.OutputTokens)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |\n", r.Label, x.Name,
 				pct(kv), pct(last.KVUsage), num(run), num(last.Running), num(last.Aborted-max(first.Aborted, 0)),
-				reclaim, mib(rss), num(fds))
+				reclaim, gen, mib(rss), num(fds))
 		}
 	}
 }
