@@ -136,7 +136,9 @@ func (c *Client) Do(parent context.Context, r Request) (res Result) {
 		return res
 	}
 	ctx, cancel := context.WithCancel(parent)
-	defer cancel() // on abandon this closes the connection: the server sees the client leave
+	// On abandon, closing the unread body (deferred below) and cancelling
+	// close the connection: the server sees the client leave.
+	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint(), bytes.NewReader(body))
 	if err != nil {
 		res.Err = err.Error()
@@ -174,9 +176,6 @@ func (c *Client) Do(parent context.Context, r Request) (res Result) {
 	}
 	s := stream{res: &res, abandonAfter: r.AbandonAfter, now: c.now}
 	s.read(resp.Body)
-	if res.Abandoned {
-		cancel()
-	}
 	return res
 }
 
