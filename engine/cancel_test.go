@@ -191,3 +191,51 @@ func testCancel(t *testing.T, mk func(t *testing.T) (Model, func(func(*kernels.B
 		})
 	}
 }
+
+// A context cancelled after Submit returned, before the loop took the
+// arrival, ends the sequence as the loop takes it: it never takes part in a
+// step (a context.AfterFunc registered then would abort it only after one).
+func TestCancelBeforeArrivalNeverRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newHashModel(64, 4096, 64, 16)
+		e := newTestEngine(t, m, Config{MaxSeqs: 4, DisablePrefixCache: true})
+		ls := newLockstep(m, e)
+		t.Cleanup(func() { // on failure the loop may be parked: let it run to Close
+			select {
+			case ls.resume <- struct{}{}: // it was parked in a step
+			default:
+			}
+			stop := ls.freeRun()
+			e.Close(bg)
+			stop()
+		})
+		a := submit(t, e, Request{Prompt: prompt(8, 1, 64), MaxTokens: 50})
+		ls.next() // the loop is parked in a's first step
+		ctx, cancel := context.WithCancel(bg)
+		b, err := e.Submit(ctx, Request{Prompt: prompt(40, 2, 64), MaxTokens: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		synctest.Wait()
+		ls.release()
+		if r := ls.next(); r.seqs != 1 {
+			t.Fatalf("the step after b's cancellation runs %d sequences: b took part", r.seqs)
+		}
+		select {
+		case <-b.Done():
+		default:
+			t.Fatal("b not ended before the next step")
+		}
+		if res := b.Result(); res.Finish != FinishAbort || res.Cause != CauseClientDisconnect || res.CompletionTokens != 0 {
+			t.Fatalf("b: %+v", res)
+		}
+		a.Abort(CauseStall)
+		ls.release()
+		a.Result()
+		synctest.Wait() // the loop has published and is idle
+		if st := e.Stats(); st.PromptTokens != 8 {
+			t.Fatalf("prefilled %d tokens, want a's 8 only", st.PromptTokens)
+		}
+	})
+}
