@@ -40,10 +40,12 @@ func TestForwardMatchesReference(t *testing.T) {
 	tied.HFShards = 3
 	// K-quant blocks span 256 elements, so their rows must be that long.
 	wide := modeltest.Spec{Layers: 1, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300, Seed: 11}
-	// The reference computes with the file's own (dequantized) weights, so what
-	// remains is the kernels' rounding. Tolerances: F32/F16/BF16 weights dot in
-	// float32 (≈1e-6 relative); quantized weights meet activations quantized to
-	// 8 bits per block as llama.cpp does (≈1% relative after a few layers).
+	// The reference computes with the file's own (dequantized) weights and
+	// rounds K/V to F16 as the cache does, so what remains is the kernels'
+	// rounding. Tolerances: F32/F16/BF16 weights dot in float32 (≈3e-6
+	// relative, up to 2e-5 when float32 noise flips a K/V value's F16
+	// rounding); quantized weights meet activations quantized to 8 bits per
+	// block as llama.cpp does (≈1.5% relative after a few layers).
 	cases := []struct {
 		name   string
 		spec   modeltest.Spec
@@ -51,17 +53,17 @@ func TestForwardMatchesReference(t *testing.T) {
 		dtype  kernels.DType
 		tol    float64
 	}{
-		{"gguf-f32", tinySpec, "gguf", kernels.F32, 1e-5},
-		{"hf-f32", tinySpec, "hf", kernels.F32, 1e-5},
-		{"hf-f32-tied-sharded", tied, "hf", kernels.F32, 1e-5},
-		{"gguf-f32-tied", tied, "gguf", kernels.F32, 1e-5},
-		{"gguf-f32-llama3-scaling", scaled, "gguf", kernels.F32, 1e-5},
-		{"hf-f32-llama3-scaling", scaled, "hf", kernels.F32, 1e-5},
-		{"gguf-f32-qwen2", qwen, "gguf", kernels.F32, 1e-5},
-		{"hf-f32-qwen2", qwen, "hf", kernels.F32, 1e-5},
-		{"hf-bf16", tinySpec, "hf", kernels.BF16, 1e-5},
-		{"hf-f16", tinySpec, "hf", kernels.F16, 1e-5},
-		{"gguf-f16", tinySpec, "gguf", kernels.F16, 1e-5},
+		{"gguf-f32", tinySpec, "gguf", kernels.F32, 1e-4},
+		{"hf-f32", tinySpec, "hf", kernels.F32, 1e-4},
+		{"hf-f32-tied-sharded", tied, "hf", kernels.F32, 1e-4},
+		{"gguf-f32-tied", tied, "gguf", kernels.F32, 1e-4},
+		{"gguf-f32-llama3-scaling", scaled, "gguf", kernels.F32, 1e-4},
+		{"hf-f32-llama3-scaling", scaled, "hf", kernels.F32, 1e-4},
+		{"gguf-f32-qwen2", qwen, "gguf", kernels.F32, 1e-4},
+		{"hf-f32-qwen2", qwen, "hf", kernels.F32, 1e-4},
+		{"hf-bf16", tinySpec, "hf", kernels.BF16, 1e-4},
+		{"hf-f16", tinySpec, "hf", kernels.F16, 1e-4},
+		{"gguf-f16", tinySpec, "gguf", kernels.F16, 1e-4},
 		{"gguf-q8_0", tinySpec, "gguf", kernels.Q8_0, 0.02},
 		{"gguf-q4_0", tinySpec, "gguf", kernels.Q4_0, 0.02},
 		{"gguf-q4_1", tinySpec, "gguf", kernels.Q4_1, 0.02},
@@ -70,7 +72,7 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"gguf-q4_k", wide, "gguf", kernels.Q4_K, 0.02},
 		{"gguf-q5_k", wide, "gguf", kernels.Q5_K, 0.02},
 		{"gguf-q6_k", wide, "gguf", kernels.Q6_K, 0.02},
-		{"gguf-bf16", wide, "gguf", kernels.BF16, 1e-5},
+		{"gguf-bf16", wide, "gguf", kernels.BF16, 1e-4},
 	}
 	tokens := []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5, 280, 11, 0, 199, 76, 18, 2, 44}
 	for _, tc := range cases {

@@ -39,7 +39,7 @@ func (o Options) withDefaults(c Config) Options {
 		if o.KVBytes <= 0 {
 			o.KVBytes = defaultKVBytes
 		}
-		perBlock := int64(2*c.Layers*c.KVHeads*c.HeadDim*4) * int64(o.BlockSize)
+		perBlock := int64(2*c.Layers*c.KVHeads*c.HeadDim*2) * int64(o.BlockSize) // K and V, F16
 		o.KVBlocks = int(o.KVBytes / perBlock)
 		// At least one full-context sequence must fit, or long prompts could never run.
 		o.KVBlocks = max(o.KVBlocks, (o.ContextLen+o.BlockSize-1)/o.BlockSize+1)

@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"math"
+
+	"github.com/sluicehq/sluice/kernels/quant"
 )
 
 // refLlama is a plain float64 Llama forward over unpermuted (Hugging Face
@@ -64,6 +66,12 @@ func (r *refLlama) rope(x []float64, heads, pos int, freqs []float32) {
 	}
 }
 
+func halfRound(x []float64) {
+	for i, v := range x {
+		x[i] = float64(quant.F16ToF32(quant.F32ToF16(float32(v))))
+	}
+}
+
 // step feeds one token and returns the logits after it.
 func (r *refLlama) step(tok int32) []float64 {
 	c := r.c
@@ -83,6 +91,8 @@ func (r *refLlama) step(tok int32) []float64 {
 		v := r.mat(p+"attn_v.weight", h, c.KVHeads*hd)
 		r.rope(q, c.Heads, pos, freqs)
 		r.rope(k, c.KVHeads, pos, freqs)
+		halfRound(k) // the KV cache stores F16: the reference keeps what it keeps
+		halfRound(v)
 		r.k[l] = append(r.k[l], k)
 		r.v[l] = append(r.v[l], v)
 		att := make([]float64, c.Heads*hd)

@@ -51,8 +51,8 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		if s < 0 || int(s) >= slots {
 			return fmt.Errorf("cpu backend: Attention: slot %d out of range [0,%d)", s, slots)
 		}
-		copy(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
-		copy(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
+		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
+		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 	}
 	rowSeq := make([]int32, n) // sequence of each row
 	for si, sq := range batch.Seqs {
@@ -92,22 +92,17 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 			maxS := float32(math.Inf(-1))
 			for p := range ctx {
 				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				s := dotF32(qv, kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd]) * scale
+				s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
 				scores[p] = s
 				maxS = max(maxS, s)
 			}
-			var sum float32
-			for p, s := range scores {
-				e := float32(math.Exp(float64(s - maxS)))
-				scores[p] = e
-				sum += e
-			}
+			sum := expF32(scores, scores, maxS)
 			o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
 			clear(o)
 			inv := 1 / sum
 			for p, e := range scores {
 				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				axpyF32(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
+				axpyHalf(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
 			}
 		}
 	})

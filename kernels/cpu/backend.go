@@ -60,10 +60,11 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 	return &tensor{shape: append([]int(nil), shape...), dtype: kernels.F32, f32: make([]float32, n)}, nil
 }
 
-// kvStore keeps K and V per layer as [Blocks*BlockSize, KVHeads*HeadDim] F32.
+// kvStore keeps K and V per layer as [Blocks*BlockSize, KVHeads*HeadDim] F16
+// (see kvhalf.go for why half precision).
 type kvStore struct {
 	cfg  kernels.KVConfig
-	k, v [][]float32
+	k, v [][]uint16
 }
 
 func (s *kvStore) Config() kernels.KVConfig { return s.cfg }
@@ -73,10 +74,10 @@ func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
 		return nil, fmt.Errorf("cpu backend: invalid KV config %+v", cfg)
 	}
 	per := cfg.Blocks * cfg.BlockSize * cfg.KVHeads * cfg.HeadDim
-	s := &kvStore{cfg: cfg, k: make([][]float32, cfg.Layers), v: make([][]float32, cfg.Layers)}
+	s := &kvStore{cfg: cfg, k: make([][]uint16, cfg.Layers), v: make([][]uint16, cfg.Layers)}
 	for l := range cfg.Layers {
-		s.k[l] = make([]float32, per)
-		s.v[l] = make([]float32, per)
+		s.k[l] = make([]uint16, per)
+		s.v[l] = make([]uint16, per)
 	}
 	return s, nil
 }

@@ -42,8 +42,7 @@ func (b *Backend) GetRows(dst, src kernels.Tensor, rows []int32) error {
 		}
 		return nil
 	}
-	getRows(d, s, rows)
-	return nil
+	return getRows(d, s, rows)
 }
 
 func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {
@@ -125,12 +124,7 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {
 	if m > len(g) || m > len(u) || m > len(d) {
 		return fmt.Errorf("cpu backend: SwiGLU: %d rows exceed the tensors", n)
 	}
-	b.parallelFor(m, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := g[i]
-			d[i] = x / (1 + float32(math.Exp(float64(-x)))) * u[i]
-		}
-	})
+	b.parallelFor(m, func(lo, hi int) { siluMulF32(d[lo:hi], g[lo:hi], u[lo:hi]) })
 	return nil
 }
 
