@@ -85,10 +85,17 @@ const stressStepBound = 1500
 
 func stressRun(t *testing.T, path string, run uint64) {
 	r := rand.New(rand.NewPCG(run, 0x5eed))
-	const blocks, bs = 12, 8
-	maxSeqs := 1 + int(run%4)
-	m := loadModel(t, path, 1, blocks, bs, 16, maxSeqs)
-	e, err := New(m, Config{Blocks: blocks, BlockSize: bs, MaxBatchTokens: 16, MaxSeqs: maxSeqs, MaxQueue: 64})
+	// Runs alternate between a tiny pool (12 blocks of 8, steps of 16
+	// tokens: constant preemption) and one shaped like the server's (blocks
+	// of 16, a shared 40-token "system prompt" in most requests: prefix-cache
+	// hits on blocks freed by aborts).
+	blocks, bs, batch, system := 12, 8, 16, 8
+	if run%2 == 1 {
+		blocks, bs, batch, system = 24, 16, 64, 40
+	}
+	maxSeqs := 1 + int(run/2%4)
+	m := loadModel(t, path, 1, blocks, bs, batch, maxSeqs)
+	e, err := New(m, Config{Blocks: blocks, BlockSize: bs, MaxBatchTokens: batch, MaxSeqs: maxSeqs, MaxQueue: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +224,8 @@ func stressRun(t *testing.T, path string, run uint64) {
 			for i := range p {
 				p[i] = int32(r.IntN(tinySpec.Vocab))
 			}
-			if r.IntN(3) == 0 { // a shared prefix: exercises the prefix cache
-				p = append(prompt(8+r.IntN(2)*8, 3, tinySpec.Vocab), p...)
+			if r.IntN(3) < 1+int(run%2) { // a shared prefix: exercises the prefix cache
+				p = append(prompt(system+r.IntN(2)*8, 3, tinySpec.Vocab), p...)
 			}
 			q.max = 1 + r.IntN(24)
 			req := Request{Prompt: p, MaxTokens: q.max, Priority: q.priority}
@@ -317,8 +324,8 @@ func stressRun(t *testing.T, path string, run uint64) {
 	for _, q := range seqs {
 		counts[q.plan]++
 	}
-	t.Logf("max seqs %d: %d sequences (per plan %v), %d steps, %d preemptions, %d aborts; cancelled when %v",
-		maxSeqs, len(seqs), counts, st.Steps, st.Preemptions, st.Aborted, where)
+	t.Logf("blocks %d×%d, max seqs %d: %d sequences (per plan %v), %d steps, %d preemptions, %d aborts, %d prefix-hit tokens; cancelled when %v",
+		blocks, bs, maxSeqs, len(seqs), counts, st.Steps, st.Preemptions, st.Aborted, st.PrefixHitTokens, where)
 	if st.Preemptions == 0 && maxSeqs > 1 {
 		t.Errorf("no preemption: the pool is not small enough to test it")
 	}
