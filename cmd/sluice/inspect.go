@@ -8,14 +8,24 @@ import (
 	"text/tabwriter"
 
 	"github.com/sluicehq/sluice/models"
+	"github.com/sluicehq/sluice/server/nvml"
 )
 
 func runInspect(args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	model := fs.String("model", os.Getenv("SLUICE_MODEL"), "model file (.gguf) or Hugging Face directory")
 	tensors := fs.Bool("tensors", false, "list every tensor, not only the totals per type")
+	gpus := fs.Bool("gpus", false, "list the NVIDIA GPUs NVML sees (utilization, memory, power, temperature, clock)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *gpus {
+		if err := nvml.Inspect(os.Stdout, nvml.System()); err != nil {
+			return err
+		}
+		if *model == "" {
+			return nil
+		}
 	}
 	if *model == "" {
 		return errors.New("--model is required")

@@ -31,6 +31,8 @@ func runServe(args []string) error {
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/*")
 	fs.StringVar(&aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
+	backend := fs.String("backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
+	device := fs.Int("device", 0, "CUDA device ordinal (with --backend cuda)")
 	fs.IntVar(&lo.ContextLen, "ctx", 0, "context length cap (0 = the model's own)")
 	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
@@ -53,6 +55,10 @@ func runServe(args []string) error {
 	}
 	if modelPath == "" {
 		return errors.New("--model is required")
+	}
+	var err error
+	if lo.NewBackend, err = backendFactory(*backend, *device); err != nil {
+		return err
 	}
 	if aliases != "" {
 		cfg.Aliases = strings.Split(aliases, ",")

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/server"
@@ -30,6 +31,9 @@ type Options struct {
 	MaxBatchTokens int // tokens per step
 	MaxQueue       int // sequences waiting beyond MaxSeqs before 429
 	Observer       engine.Observer
+	// NewBackend makes the backend the weights go to (nil: the CPU backend
+	// with Threads goroutines). `sluice-cuda --backend cuda` passes the GPU's.
+	NewBackend func() (kernels.Backend, error)
 }
 
 // Model is a loaded model behind a running engine.
@@ -39,7 +43,7 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	Llama     *models.Llama
 	src       models.WeightSource
-	be        *cpu.Backend
+	be        kernels.Backend
 }
 
 // Load opens a GGUF file and starts an engine on it.
@@ -70,7 +74,13 @@ func (m *Model) load(o Options) error {
 	if m.Tokenizer, err = tokenizer.New(vocab); err != nil {
 		return err
 	}
-	m.be = cpu.New(o.Threads)
+	if o.NewBackend != nil {
+		if m.be, err = o.NewBackend(); err != nil {
+			return err
+		}
+	} else {
+		m.be = cpu.New(o.Threads)
+	}
 	m.Llama, err = models.Load(m.src, m.be, models.Options{
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
 	})
