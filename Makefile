@@ -17,7 +17,7 @@ TOKENIZERS_LIB := .build/lib/libtokenizers.a
 # Packages whose tests exercise goroutines and channels run under the race detector.
 RACE_PKGS := ./engine/... ./scheduler/... ./kvcache/... ./server/...
 
-.PHONY: all build run model test test-race test-unit vet bench golden clean
+.PHONY: all build run model test test-deps test-race test-unit vet bench golden clean
 
 all: build
 
@@ -39,7 +39,13 @@ run: model build
 vet: $(TOKENIZERS_LIB)
 	$(GO) vet ./...
 
-test: $(TOKENIZERS_LIB) model vet test-unit test-race
+test: $(TOKENIZERS_LIB) model test-deps vet test-unit test-race
+
+# Optional peers of the end-to-end tests: Debian's nginx unpacked under .build
+# (the proxy test skips without it). The Node OpenAI SDK is installed by its own
+# test (npm ci in tests/openai-node).
+test-deps:
+	-./deploy/fetch-nginx.sh
 
 test-unit:
 	$(GO) test -count=1 ./...
