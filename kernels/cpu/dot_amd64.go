@@ -262,6 +262,31 @@ func dotQ4_1Q8_1Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, n
 //go:noescape
 func dotQ8_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
+//go:noescape
+func dotQ4_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
+
+// asmDot4 makes a four-activation row kernel of a one-row, four-activation
+// assembly kernel (K-quants: super-blocks make the call a small part of a
+// row's work). It reads the activations' scales itself; sc goes unused.
+func asmDot4(kernel func(w, x *byte, xstride, nb int, dst *float32, dstride int), wbb, xbb int) rowsMDot {
+	return func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, _ []float32, nb int) {
+		if rows <= 0 {
+			return
+		}
+		_ = dst[3*dstride+rows-1]
+		if nb == 0 {
+			for j := range 4 {
+				clear(dst[j*dstride : j*dstride+rows])
+			}
+			return
+		}
+		_, _ = w[(rows-1)*wstride+nb*wbb-1], x[3*xstride+nb*xbb-1]
+		for r := range rows {
+			kernel(&w[r*wstride], &x[0], xstride, nb, &dst[r], dstride)
+		}
+	}
+}
+
 // asmRowsM wraps an m-activation assembly kernel, checking the bounds of
 // the last weight row, activation row, scale and result once.
 func asmRowsM(kernel rowsMKernel, m, wbb, xbb int) rowsMDot {
@@ -325,6 +350,7 @@ func init() {
 	quantKernels[kernels.Q5_K].rows = asmDot(dotQ5_KQ8_K, 176, 292)
 	quantKernels[kernels.Q6_K].rows = asmDot(dotQ6_KQ8_K, 210, 292)
 	quantKernels[kernels.Q4_K].rows2 = asmDot2(dotQ4_KQ8_KRows2, 144, 292)
+	quantKernels[kernels.Q4_K].rows4 = asmDot4(dotQ4_KQ8_KRows4, 144, 292)
 	quantKernels[kernels.Q5_K].rows2 = asmDot2(dotQ5_KQ8_KRows2, 176, 292)
 	quantKernels[kernels.Q6_K].rows2 = asmDot2(dotQ6_KQ8_KRows2, 210, 292)
 	quantKernels[kernels.Q8_K].rows = asmDot(dotQ8_KQ8_K, 292, 292)

@@ -1,5 +1,7 @@
 package cpu
 
+import "github.com/sluicehq/sluice/kernels/quant"
+
 // matScratch is matMul's state, kept on the workers so a steady-state call
 // allocates nothing: the quantized activations and the one closure handed to
 // parallelFor (a fresh closure per call would escape to the heap).
@@ -66,6 +68,9 @@ func (s *matScratch) scales(n, nb, rb int) {
 		s.sc = make([]float32, need)
 	}
 	s.sc = s.sc[:need]
+	if s.k.actBlockBytes == quant.Q8_KBlockBytes {
+		return // the K-quant kernels read Q8_K's f32 scales themselves
+	}
 	i := 0
 	for ; s.k.rows8 != nil && i+7 < n; i += 8 {
 		actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, 8)
