@@ -265,6 +265,9 @@ func dotQ8_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, n
 //go:noescape
 func dotQ4_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
 
+//go:noescape
+func dotQ6_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
+
 // asmDot4 makes a four-activation row kernel of a one-row, four-activation
 // assembly kernel (K-quants: super-blocks make the call a small part of a
 // row's work). It reads the activations' scales itself; sc goes unused.
@@ -351,6 +354,7 @@ func init() {
 	quantKernels[kernels.Q6_K].rows = asmDot(dotQ6_KQ8_K, 210, 292)
 	quantKernels[kernels.Q4_K].rows2 = asmDot2(dotQ4_KQ8_KRows2, 144, 292)
 	quantKernels[kernels.Q4_K].rows4 = asmDot4(dotQ4_KQ8_KRows4, 144, 292)
+	quantKernels[kernels.Q6_K].rows4 = asmDot4(dotQ6_KQ8_KRows4, 210, 292)
 	quantKernels[kernels.Q5_K].rows2 = asmDot2(dotQ5_KQ8_KRows2, 176, 292)
 	quantKernels[kernels.Q6_K].rows2 = asmDot2(dotQ6_KQ8_KRows2, 210, 292)
 	quantKernels[kernels.Q8_K].rows = asmDot(dotQ8_KQ8_K, 292, 292)

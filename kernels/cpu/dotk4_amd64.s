@@ -3,7 +3,7 @@
 #include "dotq_amd64.h"
 #include "dotk_amd64.h"
 
-// Four-activation Q4_K kernel: one weight row against four Q8_K activation
+// Four-activation Q4_K and Q6_K kernels: one weight row against four Q8_K activation
 // rows (x, x+xstride, ...; results at dst, dst+dstride, ...), the weight's
 // scales and levels unpacked once per super-block for the four. As in
 // dotk2_amd64.s, integer sums are exact in any order and every float
@@ -137,5 +137,110 @@ q4k4blk:
 	LEAQ (R11)(R12*2), AX
 	ADDQ R12, AX
 	KSTORE4(3, Y3, X3, (AX))
+	VZEROUPPER
+	RET
+
+// Q6_K against four activations. Registers: Y0..Y3 the super-block's
+// integer sums per activation; Y4 ql bytes, Y5 qh, Y7 one 32-element
+// group's levels, Y11 its 16 scale words, X13 the block's scales; Y10 32 in
+// every byte. Frame: 32·j(SP) activation j's Σ d·sumi.
+
+// Q6_DOT4: one activation's scaled Σ (q−32)·q8 for the group in Y7.
+#define Q6_DOT4(mem, accY) \
+	VPMADDUBSW mem, Y10, Y8; \
+	VPMADDUBSW mem, Y7, Y6; \
+	VPSUBW     Y8, Y6, Y6; \
+	VPMADDWD   Y11, Y6, Y6; \
+	VPADDD     Y6, accY, accY
+
+// Q6_GROUP4: levels of one 32-element group (ql at qloff, nibble shift lo,
+// qh bits at qhShift) against the four activations at xoff.
+#define Q6_GROUP4(qloff, lo, qhShift, xoff, shuf) \
+	VMOVDQU    qloff(SI), Y4; \
+	Q6_GROUP(Y4, lo, qhShift, bytes03<>(SB)); \
+	VPSHUFB    q6Shuf<>+shuf(SB), X13, X11; \
+	VPMOVSXBW  X11, Y11; \
+	Q6_DOT4(xoff(DI), Y0); \
+	Q6_DOT4(xoff(DI)(R10*1), Y1); \
+	Q6_DOT4(xoff(DI)(R10*2), Y2); \
+	Q6_DOT4(xoff(R15), Y3)
+
+// Q6_HALF4: a 128-element half, as dotk2_amd64.s's Q6_HALF2.
+#define Q6_HALF4(qloff, qhoff, xoff, shuf) \
+	VMOVDQU qhoff(SI), Y5; \
+	Q6_GROUP4(qloff, 0, 0, xoff, shuf); \
+	Q6_GROUP4(qloff+32, 0, 2, xoff+32, shuf+16); \
+	Q6_GROUP4(qloff, 4, 4, xoff+64, shuf+32); \
+	Q6_GROUP4(qloff+32, 4, 6, xoff+96, shuf+48)
+
+// Q6_END4: activation j's integer sums (intY, at xmem) into its Σ d·sumi,
+// d = w.d (X12) · x.d as the single-activation kernel forms it.
+#define Q6_END4(j, xmem, intY) \
+	VMULSS       xmem, X12, X6; \
+	VBROADCASTSS X6, Y6; \
+	VCVTDQ2PS    intY, intY; \
+	VMOVUPS      32*j(SP), Y8; \
+	VFMADD231PS  intY, Y6, Y8; \
+	VMOVUPS      Y8, 32*j(SP)
+
+// Q6_STORE4: Σ lanes of activation j's accumulator (minus Q6_K's zero mins
+// term, which changes no bit) to dst.
+#define Q6_STORE4(j, dst) \
+	VMOVUPS 32*j(SP), Y8; \
+	HSUM(Y8, X8, X4); \
+	VMOVSS  X8, dst
+
+// func dotQ6_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
+TEXT ·dotQ6_KQ8_KRows4(SB), NOSPLIT, $128-48
+	MOVQ         w+0(FP), SI
+	MOVQ         x+8(FP), DI
+	MOVQ         xstride+16(FP), R10
+	MOVQ         nb+24(FP), CX
+	MOVQ         dst+32(FP), R11
+	MOVQ         dstride+40(FP), R12
+	SHLQ         $2, R12
+	LEAQ         (DI)(R10*2), R15
+	ADDQ         R10, R15
+	NIBBLE_MASK(Y9, X9)
+	MOVL         $0x20202020, DX
+	VMOVD        DX, X10
+	VPBROADCASTD X10, Y10
+	VXORPS       Y0, Y0, Y0
+	VMOVUPS      Y0, 0(SP)
+	VMOVUPS      Y0, 32(SP)
+	VMOVUPS      Y0, 64(SP)
+	VMOVUPS      Y0, 96(SP)
+
+q6k4blk:
+	PREFETCHT0 2048(SI)
+	PREFETCHT0 2112(SI)
+	PREFETCHT0 2176(SI)
+	PREFETCHT0 2240(SI)
+	VMOVDQU    192(SI), X13
+	VPXOR      Y0, Y0, Y0
+	VPXOR      Y1, Y1, Y1
+	VPXOR      Y2, Y2, Y2
+	VPXOR      Y3, Y3, Y3
+	Q6_HALF4(0, 128, 4, 0)
+	Q6_HALF4(64, 160, 132, 64)
+	MOVWLZX    208(SI), DX
+	VMOVD      DX, X12
+	VCVTPH2PS  X12, X12
+	Q6_END4(0, (DI), Y0)
+	Q6_END4(1, (DI)(R10*1), Y1)
+	Q6_END4(2, (DI)(R10*2), Y2)
+	Q6_END4(3, (R15), Y3)
+	ADDQ       $210, SI
+	ADDQ       $292, DI
+	ADDQ       $292, R15
+	DECQ       CX
+	JNZ        q6k4blk
+
+	Q6_STORE4(0, (R11))
+	Q6_STORE4(1, (R11)(R12*1))
+	Q6_STORE4(2, (R11)(R12*2))
+	LEAQ (R11)(R12*2), AX
+	ADDQ R12, AX
+	Q6_STORE4(3, (AX))
 	VZEROUPPER
 	RET
