@@ -125,7 +125,8 @@ func randomBlocks(r *rand.Rand, dt kernels.DType, rows, in int) *tensor {
 // layers of Q4_1 q/k/v/o/gate/up/down, then the Q8_0 output head) over 96 MB
 // of distinct weights, so that, as in the real model, they stream from
 // memory instead of sitting in cache. tokens/s is the ceiling the matmuls
-// alone allow.
+// alone allow; n=16 is a step of 16 sequences decoding together, each
+// weight read once for the 16.
 func BenchmarkDecodeStep(b *testing.B) {
 	const layers, hidden, ffn, kv, vocab = 30, 576, 1536, 192, 49152
 	r := rand.New(rand.NewPCG(3, 3))
@@ -144,25 +145,28 @@ func BenchmarkDecodeStep(b *testing.B) {
 	for _, m := range step {
 		flops += 2 * float64(m.in*m.out)
 	}
-	x := randVec(r, ffn)
-	dst := make([]float32, vocab)
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("t=%d", threads), func(b *testing.B) {
-			w := &workers{threads: threads}
-			b.ReportAllocs()
-			cpu0 := processCPU()
-			for b.Loop() {
-				for _, m := range step {
-					matMul(w, dst, x, 1, m.in, m.wt, m.out, nil)
+	// n sequences decoding together: one step is n tokens.
+	for _, n := range []int{1, 16} {
+		x := randVec(r, n*ffn)
+		dst := make([]float32, n*vocab)
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("n=%d/t=%d", n, threads), func(b *testing.B) {
+				w := &workers{threads: threads}
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					for _, m := range step {
+						matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
+					}
 				}
-			}
-			cpuSec := processCPU() - cpu0
-			reportFlops(b, flops, cpuSec)
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
-			if cpuSec > 0 {
-				b.ReportMetric(float64(b.N)/cpuSec, "tokens/cpu-s")
-			}
-		})
+				cpuSec := processCPU() - cpu0
+				reportFlops(b, float64(n)*flops, cpuSec)
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+				if cpuSec > 0 {
+					b.ReportMetric(float64(n*b.N)/cpuSec, "tokens/cpu-s")
+				}
+			})
+		}
 	}
 }
 
