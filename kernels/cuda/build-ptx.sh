@@ -20,9 +20,18 @@ if "$NVCC" --version | grep -q "release 11\."; then
 	if command -v g++-11 >/dev/null; then NVCC_FLAGS="$NVCC_FLAGS -ccbin g++-11"; else NVCC_FLAGS="$NVCC_FLAGS -allow-unsupported-compiler"; fi
 fi
 mkdir -p "$out"
-for src in "$here"/*.cu; do
+out=$(cd "$out" && pwd)
+# nvcc names file-local symbols (_INTERNAL_<hash>) after the source's path:
+# compile from one fixed directory so the PTX is the same wherever the
+# repository lies (CI checks the committed PTX against a fresh build).
+stage=/tmp/sluice-cuda-ptx-src
+rm -rf "$stage"
+mkdir -p "$stage"
+cp "$here"/*.cu "$here"/*.cuh "$stage"/
+cd "$stage"
+for src in *.cu; do
 	name=$(basename "$src" .cu)
-	"$NVCC" -ptx -arch="$arch" -O3 $NVCC_FLAGS -std=c++17 -I"$here" -o "$out/$name.ptx.tmp" "$src"
+	"$NVCC" -ptx -arch="$arch" -O3 $NVCC_FLAGS -std=c++17 -I. -o "$out/$name.ptx.tmp" "$src"
 	# nvcc writes its version and the source path into the header; drop the
 	# path so the committed PTX does not depend on where it was built.
 	grep -v '^// Compiler Build ID\|^// Based on\|^//.*\.cu$' "$out/$name.ptx.tmp" >"$out/$name.ptx"
