@@ -10,7 +10,6 @@ package local
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -46,7 +45,7 @@ type Model struct {
 	be        kernels.Backend
 }
 
-// Load opens a GGUF file and starts an engine on it.
+// Load opens a GGUF file or a Hugging Face directory and starts an engine on it.
 func Load(path string, o Options) (*Model, error) {
 	src, err := models.Open(path)
 	if err != nil {
@@ -68,10 +67,12 @@ func (m *Model) load(o Options) error {
 	if err != nil {
 		return err
 	}
-	if vocab == nil {
-		return fmt.Errorf("%s: no tokenizer vocabulary in the file (serve a GGUF file)", m.src.Path())
+	if vocab != nil {
+		m.Tokenizer, err = tokenizer.New(vocab)
+	} else { // a Hugging Face directory: tokenizer.json beside the weights
+		m.Tokenizer, err = tokenizer.FromHFDir(m.src.Path())
 	}
-	if m.Tokenizer, err = tokenizer.New(vocab); err != nil {
+	if err != nil {
 		return err
 	}
 	if o.NewBackend != nil {
