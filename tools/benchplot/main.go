@@ -62,6 +62,7 @@ type timeline struct {
 	Samples []sample `json:"samples"`
 	Reclaim struct {
 		Count float64 `json:"count"`
+		Sum   float64 `json:"sum"`
 	} `json:"reclaim"`
 }
 

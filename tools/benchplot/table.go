@@ -92,7 +92,7 @@ func serverTable(w io.Writer, reps []report) {
 				continue
 			}
 			if !header {
-				fmt.Fprintln(w, "\n| server | run | KV usage peak | KV usage at end | sequences running peak / at end | aborts for disconnect | KV reclaim p50 / p99 (n) | tokens generated / received | RSS peak | fds peak |")
+				fmt.Fprintln(w, "\n| server | run | KV usage peak | KV usage at end | sequences running peak / at end | aborts for disconnect | KV reclaim p50 / p99 (from buckets), mean | tokens generated / received | RSS peak | fds peak |")
 				fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 				header = true
 			}
@@ -103,7 +103,8 @@ func serverTable(w io.Writer, reps []report) {
 			}
 			reclaim := "–"
 			if x.ReclaimP50 > 0 {
-				reclaim = fmt.Sprintf("%.1f / %.1f ms (%.0f)", 1000*x.ReclaimP50, 1000*x.ReclaimP99, tl.Reclaim.Count)
+				reclaim = fmt.Sprintf("%.0f / %.0f ms, mean %.0f ms (n=%.0f)", 1000*x.ReclaimP50, 1000*x.ReclaimP99,
+					1000*tl.Reclaim.Sum/tl.Reclaim.Count, tl.Reclaim.Count)
 			}
 			gen := "–"
 			if first.Gen >= 0 && last.Gen >= 0 {
