@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -146,6 +148,11 @@ func (c *Client) Do(parent context.Context, r Request) (res Result) {
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
+	// A keep-alive connection the server closes just as it is reused fails a
+	// POST that never reached the server (llama-server's HTTP library closes
+	// idle ones). With an idempotency key net/http may resend it on a new
+	// connection; the resend's time stays inside TTFT.
+	hreq.Header.Set("Idempotency-Key", strconv.FormatUint(requestSeq.Add(1), 10))
 	if c.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
 	}
@@ -187,6 +194,9 @@ type stream struct {
 	last         time.Time // previous content event
 	text         strings.Builder
 }
+
+// requestSeq numbers requests for their idempotency keys.
+var requestSeq atomic.Uint64
 
 // errStop ends reading early without being a failure (abandon, [DONE]).
 var errStop = errors.New("stop")

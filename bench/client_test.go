@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -196,5 +199,50 @@ func TestReadEventsMultiLine(t *testing.T) {
 	want := []string{"first\nsecond", "no-space", "last-without-blank"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("got %q, %v; want %q", got, err, want)
+	}
+}
+
+// TestClientResendsOnClosedKeepAlive: the server answers one request on a
+// connection, then reads the next one there and closes without a byte (as a
+// server closing an idle connection at the moment it is reused). The request
+// must succeed on a fresh connection instead of failing.
+func TestClientResendsOnClosedKeepAlive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	body := chatChunk("ok") + done
+	response := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	go func() {
+		for n := 0; ; n++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			readRequest := func() bool {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return false
+				}
+				io.Copy(io.Discard, req.Body)
+				return true
+			}
+			if readRequest() {
+				c.Write([]byte(response))
+			}
+			if n == 0 && readRequest() { // second request on the first connection: hang up
+				c.Close()
+				continue
+			}
+			c.Close()
+		}
+	}()
+	c := &Client{URL: "http://" + ln.Addr().String(), HTTP: NewHTTPClient(1), Chat: true}
+	for i := range 2 {
+		if r := c.Do(context.Background(), Request{Prompt: "x", MaxTokens: 1}); !r.OK() || r.Text != "ok" {
+			t.Fatalf("request %d: %+v", i, r)
+		}
 	}
 }
