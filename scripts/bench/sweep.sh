@@ -22,12 +22,15 @@ sweep() { # NAME PID METRICS_URL|none
 	"$SLUICE" bench "${args[@]}"
 }
 
-start_sluice "$PORT" sweep-sluice
-warm "http://127.0.0.1:$PORT"
-sweep sluice "$SERVER_PID" "http://127.0.0.1:$PORT/metrics"
-stop_server "$SERVER_PID"
-
-start_llama "$PORT" sweep-llama-server
-warm "http://127.0.0.1:$PORT"
-sweep llama-server "$SERVER_PID" none
-stop_server "$SERVER_PID"
+for server in ${SERVERS:-sluice llama-server}; do
+	if [[ $server == sluice ]]; then
+		start_sluice "$PORT" sweep-sluice
+		metrics=http://127.0.0.1:$PORT/metrics
+	else
+		start_llama "$PORT" sweep-llama-server
+		metrics=none
+	fi
+	warm "http://127.0.0.1:$PORT"
+	sweep "$server" "$SERVER_PID" "$metrics"
+	stop_server "$SERVER_PID"
+done
