@@ -42,6 +42,12 @@ type Config struct {
 	Settle         time.Duration // scraping goes on this long after the load
 
 	Progress io.Writer // live status line; nil = none
+
+	// sent counts requests of earlier runs in this scenario: request
+	// numbers go on across runs, so no prompt repeats (a repeated one would
+	// be served from the prefix cache, and a sweep would flatter its later
+	// levels).
+	sent int
 }
 
 // request i of a run: prompt from the file (cycled) or synthetic; every
@@ -138,7 +144,9 @@ func (cfg *Config) runResults(ctx context.Context, name string, l Load) (RunRepo
 		s := &Scraper{URL: cfg.MetricsURL, PID: cfg.ServerPID, Interval: cfg.ScrapeInterval, HTTP: NewHTTPClient(2)}
 		tl = s.Start(scrapeCtx, cfg.Settle)
 	}
-	rs := Run(ctx, cfg.Client, l, cfg.request, &p)
+	base := cfg.sent
+	rs := Run(ctx, cfg.Client, l, func(i int) Request { return cfg.request(base + i) }, &p)
+	cfg.sent += int(p.Sent.Load())
 	stopProg()
 	<-progDone
 	stopScrape()

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,5 +115,28 @@ func TestErrClass(t *testing.T) {
 		if got := errClass(tc.in); got != tc.want {
 			t.Errorf("errClass(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestSweepNeverRepeatsAPrompt: every request of every level has its own
+// prompt.
+func TestSweepNeverRepeatsAPrompt(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Prompt string }
+		json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		seen[body.Prompt]++
+		mu.Unlock()
+		w.Write([]byte(textChunk("x") + done))
+	}))
+	defer srv.Close()
+	cfg := Config{Client: &Client{URL: srv.URL}, Load: Load{Requests: 6}, MaxTokens: 1, PromptWords: 8, Levels: []int{1, 2, 3}}
+	if _, err := RunScenario(context.Background(), ScenarioSweep, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 18 {
+		t.Errorf("%d distinct prompts over 18 requests", len(seen))
 	}
 }

@@ -83,7 +83,8 @@ stop_server() {
 
 # warm URL: a few requests so neither server is measured cold.
 warm() {
-	"$SLUICE" bench --url "$1" --concurrency 2 --requests 4 --max-tokens 8 --quiet >/dev/null
+	# --seed: prompts of its own, so the measured ones are never prefix-cache hits.
+	"$SLUICE" bench --url "$1" --concurrency 2 --requests 4 --max-tokens 8 --seed 1000 --quiet >/dev/null
 }
 
 # header: the facts every figure is recorded with.

@@ -65,9 +65,13 @@ start_nginx() {
 	wait_ready "http://127.0.0.1:$NPORT" "$NGINX_PID"
 }
 
+# Each configuration gets its own prompts (--seed): a prompt Sluice has seen
+# would come from its prefix cache and flatter whichever run came later.
+SEED=1
 measure() { # NAME URL
+	SEED=$((SEED + 1))
 	local args=(--url "$2" --concurrency "$CONCURRENCY" --requests "$REQUESTS" --max-tokens "$MAX_TOKENS"
-		--label "$1" --out "$OUT/nginx-$1.json")
+		--seed "$SEED" --label "$1" --out "$OUT/nginx-$1.json")
 	echo "+ sluice bench ${args[*]}"
 	"$SLUICE" bench "${args[@]}"
 }
