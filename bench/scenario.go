@@ -196,9 +196,10 @@ func streamsNotes(rs []Result, tl *Timeline, hold time.Duration) []string {
 		base := tl.Samples[0]
 		peak := slices.MaxFunc(tl.Samples, func(a, b Sample) int { return cmpFloat(a.RSSBytes, b.RSSBytes) })
 		peakFD := slices.MaxFunc(tl.Samples, func(a, b Sample) int { return cmpFloat(a.FDs, b.FDs) })
-		if base.RSSBytes > 0 && len(rs) > 0 {
-			notes = append(notes, fmt.Sprintf("server RSS %.1f MiB idle → %.1f MiB peak: %.1f KiB per stream",
-				base.RSSBytes/(1<<20), peak.RSSBytes/(1<<20), (peak.RSSBytes-base.RSSBytes)/float64(len(rs))/1024))
+		held := len(rs) - len(errsAt(rs)) // refused streams cost the server little
+		if base.RSSBytes > 0 && held > 0 {
+			notes = append(notes, fmt.Sprintf("server RSS %.1f MiB idle → %.1f MiB peak: %.1f KiB per stream held (%d held)",
+				base.RSSBytes/(1<<20), peak.RSSBytes/(1<<20), (peak.RSSBytes-base.RSSBytes)/float64(held)/1024, held))
 		}
 		if base.FDs > 0 {
 			notes = append(notes, fmt.Sprintf("server open fds %.0f idle → %.0f peak", base.FDs, peakFD.FDs))
@@ -220,4 +221,15 @@ func errClass(e string) string {
 		return e[i+2:]
 	}
 	return e
+}
+
+// errsAt returns the failed results.
+func errsAt(rs []Result) []*Result {
+	var out []*Result
+	for i := range rs {
+		if rs[i].Err != "" {
+			out = append(out, &rs[i])
+		}
+	}
+	return out
 }
