@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -131,10 +132,13 @@ http {
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", path)
 	cmd.Stderr = os.Stderr
+	// nginx forks workers; killing only the master would orphan them, still
+	// listening. Its own process group lets cleanup end all of them at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	deadline := time.Now().Add(5 * time.Second)
 	for { // nginx gives no readiness signal but its port
 		if c, err := net.Dial("tcp", addr); err == nil {
