@@ -54,7 +54,10 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
 		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 	}
-	rowSeq := make([]int32, n) // sequence of each row
+	if cap(b.rowSeq) < n {
+		b.rowSeq = make([]int32, n)
+	}
+	rowSeq := b.rowSeq[:n] // sequence of each row
 	for si, sq := range batch.Seqs {
 		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
 			return fmt.Errorf("cpu backend: Attention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
