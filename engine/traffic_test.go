@@ -48,6 +48,27 @@ func TestRandomTraffic(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// Random arrivals alone need not overcommit the pool: on a fast machine
+	// each client's request can end before the next one arrives. So a burst
+	// follows, submitted while the loop is held: ten prompts of 50–59 tokens
+	// that grow by 30 (up to 12 blocks each) against 40 blocks must preempt.
+	var burst [][]int32
+	for i := range 10 {
+		burst = append(burst, prompt(50+i, int32(100+i), 64))
+	}
+	got := runAtOnce(t, e, func(h func(*kernels.Batch) error) {
+		m.onForward = func(b *kernels.Batch) error {
+			if err := e.sched.CheckInvariants(); err != nil && invErr == nil {
+				invErr = err
+			}
+			return h(b)
+		}
+	}, burst, 30)
+	for i, p := range burst {
+		if want := m.reference(p, 30); !slices.Equal(got[i], want) {
+			t.Fatalf("burst prompt %d: %v, reference %v", i, got[i], want)
+		}
+	}
 	if err := e.Close(bg); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +76,7 @@ func TestRandomTraffic(t *testing.T) {
 		t.Fatal(invErr)
 	}
 	st := e.Stats()
-	if st.KV.Used != 0 || st.Finished != clients*perClient || st.Preemptions == 0 || st.Reclaims == 0 {
+	if st.KV.Used != 0 || st.Finished != int64(clients*perClient+len(burst)) || st.Preemptions == 0 || st.Reclaims == 0 {
 		t.Fatalf("stats %+v: want every request finished, none holding blocks, and preemptions and aborts exercised", st)
 	}
 }
