@@ -32,33 +32,17 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, stream grpc.ServerStre
 	if err := s.servesModel(g.Model); err != nil {
 		return toStatus(err)
 	}
-	req, err := engineRequest(b, g)
+	run, err := s.start(stream.Context(), b, g, r.GetSampling().GetStopTokenIds(), r.GetRequestId(), "gen-")
 	if err != nil {
-		return toStatus(err)
+		return err
 	}
-	if req.StopTokens, err = int32s(r.GetSampling().GetStopTokenIds()); err != nil {
-		return toStatus(err)
-	}
-	id := r.GetRequestId()
-	if id == "" {
-		id = "gen-" + randID()
-	}
-	req.ID = id
-	ctx, done, err := s.inflight.add(stream.Context(), id)
-	if err != nil {
-		return toStatus(err)
-	}
-	defer done()
-	seq, err := s.submit(ctx, b, req)
-	if err != nil {
-		return toStatus(err)
-	}
-	ts := server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)
+	defer run.done()
+	ctx, req, ts, id := run.ctx, run.req, run.ts, run.req.ID
 	em := &chunkEmitter{ts: ts, send: func(text string, ids []int32) error {
 		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
 			Chunk: &sluicev1.GenerateChunk{Text: text, TokenIds: uint32s(ids)}}})
 	}}
-	out := server.Pump(ctx, seq, ts, em, s.pumpConfig(true), s.drain)
+	out := server.Pump(ctx, run.seq, ts, em, s.pumpConfig(true), s.drain)
 	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
 
 	usage := &sluicev1.Usage{PromptTokens: uint32(len(req.Prompt)), CompletionTokens: uint32(len(ts.IDs())),

@@ -182,6 +182,46 @@ func (s *Server) servesModel(name string) error {
 	return fmt.Errorf("%w: %q (this server serves %q)", server.ErrModelNotFound, name, s.cfg.HTTP.ModelID)
 }
 
+// running is one generation RPC after admission: its context (cancelled by
+// the client, by Abort or by shutdown), the engine request and sequence, and
+// done, which the handler must call to unregister the id.
+type running struct {
+	ctx  context.Context
+	done func()
+	req  engine.Request
+	seq  server.Sequence
+	ts   *server.TextStream
+}
+
+// start is what both generation services do between parsing a request and
+// streaming it: build the engine request with the RPC's stop token ids, name
+// it (the client's id, or idPrefix and a random one) so Abort can find it,
+// and submit it. Errors come back as gRPC statuses.
+func (s *Server) start(parent context.Context, b *server.Backend, g *server.GenRequest, stopIDs []uint32, id, idPrefix string) (*running, error) {
+	req, err := engineRequest(b, g)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if req.StopTokens, err = int32s(stopIDs); err != nil {
+		return nil, toStatus(err)
+	}
+	if id == "" {
+		id = idPrefix + randID()
+	}
+	req.ID = id
+	ctx, done, err := s.inflight.add(parent, id)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	seq, err := s.submit(ctx, b, req)
+	if err != nil {
+		done()
+		return nil, toStatus(err)
+	}
+	return &running{ctx: ctx, done: done, req: req, seq: seq,
+		ts: server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)}, nil
+}
+
 // submit hands req to the engine, under ctx unless the naive benchmark mode
 // (AbortOnDisconnect off) hides cancellation from the engine.
 func (s *Server) submit(ctx context.Context, b *server.Backend, req engine.Request) (server.Sequence, error) {

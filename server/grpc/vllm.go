@@ -83,28 +83,12 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStrea
 	if err != nil {
 		return toStatus(err)
 	}
-	req, err := engineRequest(b, g)
+	run, err := s.start(stream.Context(), b, g, r.GetSamplingParams().GetStopTokenIds(), r.GetRequestId(), "vllm-")
 	if err != nil {
-		return toStatus(err)
+		return err
 	}
-	if req.StopTokens, err = int32s(r.GetSamplingParams().GetStopTokenIds()); err != nil {
-		return toStatus(err)
-	}
-	id := r.GetRequestId()
-	if id == "" {
-		id = "vllm-" + randID()
-	}
-	req.ID = id
-	ctx, done, err := s.inflight.add(stream.Context(), id)
-	if err != nil {
-		return toStatus(err)
-	}
-	defer done()
-	seq, err := s.submit(ctx, b, req)
-	if err != nil {
-		return toStatus(err)
-	}
-	ts := server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)
+	defer run.done()
+	ctx, req, ts, id := run.ctx, run.req, run.ts, run.req.ID
 	prompt := int32(len(req.Prompt))
 	em := &chunkEmitter{ts: ts, send: func(_ string, ids []int32) error {
 		if !r.GetStream() {
@@ -113,7 +97,7 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStrea
 		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
 			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(ts.IDs()))}}})
 	}}
-	out := server.Pump(ctx, seq, ts, em, s.pumpConfig(r.GetStream()), s.drain)
+	out := server.Pump(ctx, run.seq, ts, em, s.pumpConfig(r.GetStream()), s.drain)
 	_ = em.Flush()
 
 	complete := func(finish string) error {
