@@ -113,6 +113,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 		eng:       e,
 		ctx:       ctx,
 		out:       make(chan Token, maxLen-known),
+		admitted:  make(chan struct{}),
 		done:      make(chan struct{}),
 		sampler:   newSampler(req.Sampling),
 		maxLen:    maxLen,

@@ -310,3 +310,50 @@ func TestObserver(t *testing.T) {
 		t.Fatalf("steps %d rows %d, stats %+v", obs.steps, obs.rows, st)
 	}
 }
+
+// Admitted is closed when a sequence is first scheduled, not at Submit: a
+// sequence waiting behind a full batch is not admitted, and one that ends
+// while queued never is.
+func TestAdmitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newHashModel(64, 1024, 64, 16)
+		e := newTestEngine(t, m, Config{MaxSeqs: 1})
+		ls := newLockstep(m, e)
+		closed := func(ch <-chan struct{}) bool {
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		}
+		a := submit(t, e, Request{Prompt: prompt(5, 1, 64), MaxTokens: 3})
+		ls.next() // inside a's first step
+		b := submit(t, e, Request{Prompt: prompt(5, 2, 64), MaxTokens: 3})
+		c := submit(t, e, Request{Prompt: prompt(5, 3, 64), MaxTokens: 3})
+		c.Abort(CauseClientDisconnect)
+		if !closed(a.Admitted()) || closed(b.Admitted()) {
+			t.Fatalf("during a's first step: a admitted %v, b admitted %v", closed(a.Admitted()), closed(b.Admitted()))
+		}
+		for step := 2; step <= 3; step++ { // a decodes its 2nd and 3rd tokens
+			ls.release()
+			ls.next()
+			if closed(b.Admitted()) {
+				t.Fatalf("step %d: b admitted while a holds the only slot", step)
+			}
+		}
+		ls.release()
+		ls.next() // a has ended: b's first step
+		if !closed(a.Done()) || !closed(b.Admitted()) {
+			t.Fatalf("step 4: a done %v, b admitted %v", closed(a.Done()), closed(b.Admitted()))
+		}
+		ls.release()
+		defer ls.freeRun()()
+		if r := b.Result(); r.Finish != FinishLength || !closed(b.Admitted()) {
+			t.Fatalf("b: %+v, admitted %v", r, closed(b.Admitted()))
+		}
+		if r := c.Result(); r.Cause != CauseClientDisconnect || closed(c.Admitted()) {
+			t.Fatalf("c, aborted while queued: %+v, admitted %v", r, closed(c.Admitted()))
+		}
+	})
+}

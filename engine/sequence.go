@@ -21,6 +21,7 @@ type Sequence struct {
 	eng       *Engine
 	ctx       context.Context
 	out       chan Token
+	admitted  chan struct{} // closed by the loop when the sequence is first scheduled
 	done      chan struct{} // closed after result is set, before out is closed
 	aborting  atomic.Bool   // an abort was sent to the loop (only the first is)
 
@@ -52,6 +53,15 @@ func (s *Sequence) Submitted() time.Time { return s.submitted }
 // Tokens streams the generated tokens (not the prompt, not Resume) and is
 // closed when the sequence ends.
 func (s *Sequence) Tokens() <-chan Token { return s.out }
+
+// Admitted is closed when the engine first schedules the sequence: it has
+// left the waiting queue and its prefill has begun, so from here on a long
+// silence means a slow or stuck generation rather than a busy queue (the
+// server's stall timeout starts here). It stays closed across preemptions,
+// so a preempted sequence waiting for readmission counts as running, and is
+// never closed for a sequence that ends before it is scheduled (Tokens and
+// Done are closed then).
+func (s *Sequence) Admitted() <-chan struct{} { return s.admitted }
 
 // Done is closed when the sequence has ended and Result is set.
 func (s *Sequence) Done() <-chan struct{} { return s.done }

@@ -56,6 +56,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 		if !s.started {
 			s.started, s.startedAt = true, now
 			e.queued.Add(-1)
+			close(s.admitted) // once: started is never reset; closing never blocks the loop
 		}
 		// Anything but a decode of the token sampled last step is prefill.
 		if decode := it.N == 1 && it.Start >= len(s.req.Prompt)+len(s.req.Resume); !decode {
