@@ -135,6 +135,10 @@ func BenchmarkPump(b *testing.B) {
 // readySeq is a finished sequence whose tokens all wait in its channel.
 type readySeq struct{ ch chan engine.Token }
 
+// admittedAlready is a closed channel: a readySeq was admitted long ago.
+var admittedAlready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 func (s *readySeq) Tokens() <-chan engine.Token { return s.ch }
+func (s *readySeq) Admitted() <-chan struct{}   { return admittedAlready }
 func (s *readySeq) Result() engine.Result       { return engine.Result{Finish: engine.FinishStop} }
 func (s *readySeq) Abort(engine.AbortCause)     {}

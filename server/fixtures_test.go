@@ -77,13 +77,15 @@ func (d *pieceDecoder) Flush() string {
 }
 
 // scriptEngine stands in for the engine where a test must control time:
-// every sequence produces the same scripted ids, one per interval, after a
-// queueing delay. It keeps the engine's contract: the channel is closed
-// exactly once, Abort and ctx cancellation end the sequence, Resume
-// continues the script after the tokens already produced.
+// every sequence is admitted after a queueing delay and produces the same
+// scripted ids, the first after a prefill delay, then one per interval. It
+// keeps the engine's contract: the channel is closed exactly once, Admitted
+// is closed on admission only, Abort and ctx cancellation end the sequence,
+// Resume continues the script after the tokens already produced.
 type scriptEngine struct {
 	script   []int32
-	queued   time.Duration // before the first token
+	queued   time.Duration // before admission
+	prefill  time.Duration // from admission to the first token
 	interval time.Duration // between tokens
 	finish   engine.FinishReason
 	fail     error             // Submit returns it (backpressure, shutdown)
@@ -104,7 +106,8 @@ func (e *scriptEngine) Submit(ctx context.Context, req engine.Request) (Sequence
 	e.live++
 	e.submits = append(e.submits, req)
 	e.mu.Unlock()
-	s := &scriptSeq{e: e, ch: make(chan engine.Token, len(e.script)+1), abort: make(chan engine.AbortCause, 1)}
+	s := &scriptSeq{e: e, ch: make(chan engine.Token, len(e.script)+1), admitted: make(chan struct{}),
+		abort: make(chan engine.AbortCause, 1)}
 	go s.run(ctx, len(req.Resume))
 	return s, nil
 }
@@ -134,11 +137,12 @@ func (e *scriptEngine) Aborts() []engine.AbortCause {
 }
 
 type scriptSeq struct {
-	e     *scriptEngine
-	ch    chan engine.Token
-	abort chan engine.AbortCause
-	once  sync.Once
-	res   engine.Result
+	e        *scriptEngine
+	ch       chan engine.Token
+	admitted chan struct{}
+	abort    chan engine.AbortCause
+	once     sync.Once
+	res      engine.Result
 }
 
 func (s *scriptSeq) run(ctx context.Context, from int) {
@@ -151,21 +155,32 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 		s.e.mu.Unlock()
 		close(s.ch)
 	}()
-	wait := s.e.queued
-	if from > 0 {
-		wait = 0
-	}
-	for i := from; i < len(s.e.script); i++ {
-		if i > from {
-			wait = s.e.interval
-		}
+	// sleep waits d unless the sequence is aborted first, with i tokens out.
+	sleep := func(d time.Duration, i int) bool {
 		select {
-		case <-time.After(wait):
+		case <-time.After(d):
+			return true
 		case c := <-s.abort:
 			s.res = engine.Result{Finish: engine.FinishAbort, Cause: c, CompletionTokens: i}
-			return
 		case <-ctx.Done():
 			s.res = engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, CompletionTokens: i}
+		}
+		return false
+	}
+	queued, prefill := s.e.queued, s.e.prefill
+	if from > 0 { // a resumed generation continues at once
+		queued, prefill = 0, 0
+	}
+	if !sleep(queued, from) {
+		return
+	}
+	close(s.admitted)
+	for i := from; i < len(s.e.script); i++ {
+		wait := s.e.interval
+		if i == from {
+			wait = prefill
+		}
+		if !sleep(wait, i) {
 			return
 		}
 		s.ch <- engine.Token{ID: s.e.script[i], Index: i}
@@ -180,6 +195,7 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 }
 
 func (s *scriptSeq) Tokens() <-chan engine.Token { return s.ch }
+func (s *scriptSeq) Admitted() <-chan struct{}   { return s.admitted }
 func (s *scriptSeq) Result() engine.Result       { return s.res }
 func (s *scriptSeq) Abort(c engine.AbortCause) {
 	s.once.Do(func() { s.abort <- c })

@@ -17,11 +17,14 @@ type Engine interface {
 }
 
 // Sequence is one generation's output as the engine delivers it. Tokens is
-// closed exactly once by the engine; Result is valid after that. Abort asks
-// the engine to end the sequence and free its blocks at the next step
-// boundary; it may be called at any time, more than once.
+// closed exactly once by the engine; Result is valid after that. Admitted is
+// closed when the engine first schedules the sequence (never, if it ends
+// while queued); it must not be nil. Abort asks the engine to end the
+// sequence and free its blocks at the next step boundary; it may be called
+// at any time, more than once.
 type Sequence interface {
 	Tokens() <-chan engine.Token
+	Admitted() <-chan struct{}
 	Result() engine.Result
 	Abort(cause engine.AbortCause)
 }
@@ -38,9 +41,17 @@ type Emitter interface {
 
 // PumpConfig holds the stream writer's timing rules.
 type PumpConfig struct {
-	FlushInterval     time.Duration // 0: send each token's text at once
-	KeepAlive         time.Duration // 0: none
-	StallTimeout      time.Duration // 0: none; counted from submission, queueing included
+	FlushInterval time.Duration // 0: send each token's text at once
+	KeepAlive     time.Duration // 0: none
+	// StallTimeout aborts a sequence that has gone this long without a token
+	// since its admission or its last token (0: none). Time in the engine's
+	// queue does not count: a full server is not a stuck generation, and the
+	// queue is bounded already (MaxQueue refuses beyond it, the scheduler's
+	// aging admits every queued sequence in turn, a client that gives up
+	// disconnects and so aborts). Prefill after admission does count, and so
+	// does a preempted sequence's wait for readmission: that is a pause of a
+	// running generation, which this timeout exists to bound.
+	StallTimeout      time.Duration
 	AbortOnDisconnect bool
 }
 
@@ -83,15 +94,19 @@ type pump struct {
 
 func (p *pump) run(ctx context.Context, shutdown <-chan struct{}) Outcome {
 	keep := newTimer(p.cfg.KeepAlive)
-	stall := newTimer(p.cfg.StallTimeout)
+	stall := newTimer(0) // armed at admission
 	flush := newTimer(0)
 	defer keep.Stop()
 	defer stall.Stop()
 	defer flush.Stop()
 	tokens := p.seq.Tokens()
+	admitted := p.seq.Admitted()
 	done := ctx.Done()
 	for tokens != nil {
 		select {
+		case <-admitted:
+			admitted = nil
+			stall.reset(p.cfg.StallTimeout)
 		case tok, ok := <-tokens:
 			if !ok {
 				tokens = nil

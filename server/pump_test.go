@@ -20,6 +20,7 @@ type recEmitter struct {
 	text       strings.Builder
 	flushes    []time.Duration // time of each flush that wrote something
 	keepAlives []time.Duration
+	ended      time.Duration // when Pump returned
 	dirty      bool
 	failFrom   int
 	n          int
@@ -47,6 +48,7 @@ func TestPump(t *testing.T) {
 		name     string
 		script   []string
 		queued   time.Duration
+		prefill  time.Duration
 		interval time.Duration
 		cfg      PumpConfig
 		stops    []string
@@ -70,14 +72,44 @@ func TestPump(t *testing.T) {
 			},
 		},
 		{
-			name: "stall timeout aborts with an in-band error", script: []string{"a", "b"},
-			queued: time.Hour, cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
+			name: "stall timeout aborts a running sequence that stops producing", script: []string{"a", "b"},
+			queued: time.Minute, interval: time.Hour,
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
 			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
-				if !errors.Is(out.Err, ErrStall) || out.ClientGone {
-					t.Errorf("outcome %+v, want a stall error", out)
+				if !errors.Is(out.Err, ErrStall) || out.ClientGone || e.text.String() != "a" {
+					t.Errorf("outcome %+v text %q, want a stall error after \"a\"", out, e.text.String())
 				}
 				if !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseStall}) {
 					t.Errorf("aborts %v", eng.Aborts())
+				}
+				if want := time.Minute + 30*time.Second; e.ended != want {
+					t.Errorf("stalled at %v, want %v (the last token + the timeout)", e.ended, want)
+				}
+			},
+		},
+		{
+			name: "waiting in the queue longer than the stall timeout is not a stall", script: []string{"a", "b", "c"},
+			queued: 5 * time.Minute, interval: time.Second,
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if out.Err != nil || out.Finish != "stop" || e.text.String() != "abc" || len(eng.Aborts()) != 0 {
+					t.Errorf("outcome %+v text %q aborts %v, want the whole stream", out, e.text.String(), eng.Aborts())
+				}
+				if len(e.keepAlives) != 20 { // every 15 s of the 5 minutes in the queue
+					t.Errorf("%d keep-alives while queued, want 20", len(e.keepAlives))
+				}
+			},
+		},
+		{
+			name: "the stall clock starts at admission: a prefill longer than the timeout stalls", script: []string{"a"},
+			queued: 5 * time.Minute, prefill: time.Hour,
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+				if !errors.Is(out.Err, ErrStall) || !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseStall}) {
+					t.Errorf("outcome %+v aborts %v, want a stall", out, eng.Aborts())
+				}
+				if want := 5*time.Minute + 30*time.Second; e.ended != want {
+					t.Errorf("stalled at %v, want %v (admission + the timeout)", e.ended, want)
 				}
 			},
 		},
@@ -181,7 +213,7 @@ func TestPump(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				v := newPieceVocab()
-				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, interval: tt.interval, finish: tt.finish}
+				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, prefill: tt.prefill, interval: tt.interval, finish: tt.finish}
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				shutdown := make(chan struct{})
@@ -198,6 +230,7 @@ func TestPump(t *testing.T) {
 				seq, _ := eng.Submit(submitCtx, engine.Request{})
 				e := &recEmitter{start: time.Now(), failFrom: tt.failFrom}
 				out := Pump(ctx, seq, NewTextStream(v.NewDetokenizer(), tt.stops), e, tt.cfg, shutdown)
+				e.ended = time.Since(e.start)
 				if eng.Live() != 0 {
 					t.Errorf("Pump returned with %d live sequences", eng.Live())
 				}

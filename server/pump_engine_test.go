@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// slowModel takes step (fake time, under synctest) for every forward step,
+// and hang instead for its step number hangAt; its logits always pick 'x'.
+type slowModel struct {
+	step, hang time.Duration
+	hangAt     int
+	steps      int // loop goroutine only
+}
+
+func (m *slowModel) VocabSize() int  { return 256 }
+func (m *slowModel) ContextLen() int { return 1024 }
+func (m *slowModel) Forward(b *kernels.Batch) ([]float32, error) {
+	m.steps++
+	if m.steps == m.hangAt {
+		time.Sleep(m.hang)
+	} else {
+		time.Sleep(m.step)
+	}
+	logits := make([]float32, len(b.LogitRows)*m.VocabSize())
+	for r := range b.LogitRows {
+		logits[r*m.VocabSize()+'x'] = 1
+	}
+	return logits, nil
+}
+
+// pumpOnEngine submits one request per entry of maxTokens to a real engine
+// over m with one running slot, pumps them all concurrently with cfg, and
+// returns their outcomes in submission order.
+func pumpOnEngine(t *testing.T, m *slowModel, cfg PumpConfig, maxTokens ...int) []Outcome {
+	t.Helper()
+	e, err := engine.New(m, engine.Config{Blocks: 64, BlockSize: 16, MaxSeqs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	v := newPieceVocab()
+	outs := make([]Outcome, len(maxTokens))
+	var wg sync.WaitGroup
+	for i, n := range maxTokens {
+		seq, err := e.Submit(t.Context(), engine.Request{Prompt: []int32{'h', 'i'}, MaxTokens: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			em := &recEmitter{start: time.Now()}
+			outs[i] = Pump(t.Context(), seq, NewTextStream(v.NewDetokenizer(), nil), em, cfg, nil)
+		})
+	}
+	wg.Wait()
+	return outs
+}
+
+// Through the real engine: a request queued behind a long generation for
+// far longer than the stall timeout runs to its end once admitted.
+func TestPumpEngineQueueWaitIsNotAStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &slowModel{step: 10 * time.Second}
+		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true}
+		// The first holds the only slot for 10 steps (100 s); the second waits.
+		outs := pumpOnEngine(t, m, cfg, 10, 3)
+		for i, out := range outs {
+			if out.Err != nil || out.Finish != "length" || out.Result.CompletionTokens != []int{10, 3}[i] {
+				t.Errorf("request %d: %+v, want it to run to its length", i, out)
+			}
+		}
+	})
+}
+
+// Through the real engine: a running sequence whose step hangs for longer
+// than the stall timeout is still aborted as stalled.
+func TestPumpEngineRunningStall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &slowModel{step: time.Second, hangAt: 3, hang: time.Minute}
+		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true}
+		out := pumpOnEngine(t, m, cfg, 10)[0]
+		// The hung step still delivers its token; the abort lands at the
+		// boundary after it.
+		if !errors.Is(out.Err, ErrStall) || out.Result.Cause != engine.CauseStall || out.Result.CompletionTokens != 3 {
+			t.Errorf("%+v, want a stall abort after 3 tokens", out)
+		}
+	})
+}
