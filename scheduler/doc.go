@@ -17,6 +17,12 @@
 //     not overtaken forever by small ones; a sequence of higher Priority may
 //     first preempt running ones of lower Priority to make room.
 //
+// Steps 2 and 3 share the step's token budget, and when step 1 scheduled any
+// decode they share at most MaxPrefillTokensWithDecodes of it: every running
+// stream waits for the whole step, so a new prompt is fed to a busy batch in
+// small chunks (decode-priority chunked prefill) rather than in one step that
+// stalls them all. With nothing decoding, prefill gets the full budget.
+//
 // When a running sequence cannot grow, the running sequence of lowest
 // precedence is preempted by recompute: its blocks are freed and it returns
 // to the waiting queue at its place; on readmission it recomputes its known

@@ -63,11 +63,19 @@ func (h *harness) step() (*Plan, error) {
 	if err := h.s.CheckInvariants(); err != nil {
 		return p, err
 	}
-	total := 0
+	total, prefill, decodes := 0, 0, 0
 	for _, it := range p.Items {
 		q := it.Seq
 		if q.State() != StateRunning || it.Start != q.NumComputed() || it.N < 1 || it.Start+it.N > len(q.Tokens) {
 			return p, fmt.Errorf("bad item %+v (state %v, computed %d, len %d)", it, q.State(), q.NumComputed(), len(q.Tokens))
+		}
+		if it.Decode {
+			decodes++
+			if it.N != 1 || !it.Sample {
+				return p, fmt.Errorf("decode item %+v is not one sampled token", it)
+			}
+		} else {
+			prefill += it.N
 		}
 		for pos := 0; pos < it.Start; pos++ { // attention reads the cached context
 			if h.store[h.slot(q, pos)] != fingerprint(q.Tokens[:pos+1]) {
@@ -81,6 +89,9 @@ func (h *harness) step() (*Plan, error) {
 	}
 	if total != p.Tokens || total > h.s.cfg.MaxBatchTokens {
 		return p, fmt.Errorf("plan tokens %d (field %d), budget %d", total, p.Tokens, h.s.cfg.MaxBatchTokens)
+	}
+	if decodes != p.Decodes || (decodes > 0 && prefill > h.s.cfg.MaxPrefillTokensWithDecodes) {
+		return p, fmt.Errorf("plan: %d decodes (field %d) with %d prefill tokens, cap %d", decodes, p.Decodes, prefill, h.s.cfg.MaxPrefillTokensWithDecodes)
 	}
 	h.s.Advance(p)
 	for _, it := range p.Items {

@@ -53,6 +53,7 @@ func TestRandomEvents(t *testing.T) {
 		{Config{MaxBatchTokens: 16, MaxSeqs: 4}, 12, 4},
 		{Config{MaxBatchTokens: 64, MaxSeqs: 16, Watermark: 0.1, AgingSteps: 4}, 20, 4},
 		{Config{MaxBatchTokens: 7, MaxSeqs: 3}, 30, 2},
+		{Config{MaxBatchTokens: 32, MaxPrefillTokensWithDecodes: 3, MaxSeqs: 6}, 24, 4},
 	} {
 		t.Run(fmt.Sprintf("%+v/blocks=%d", tc.cfg, tc.blocks), func(t *testing.T) {
 			var st Stats
@@ -79,5 +80,6 @@ func FuzzScheduler(f *testing.F) {
 	f.Add([]byte{0, 5, 0, 9, 3, 0, 3, 0, 2, 1, 4, 0, 1, 200, 3, 3})
 	f.Fuzz(func(t *testing.T, events []byte) {
 		runEvents(t, Config{MaxBatchTokens: 9, MaxSeqs: 3}, 10, 3, events)
+		runEvents(t, Config{MaxBatchTokens: 9, MaxPrefillTokensWithDecodes: 2, MaxSeqs: 3}, 10, 3, events)
 	})
 }

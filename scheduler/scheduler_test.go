@@ -21,6 +21,8 @@ func TestConfigValidation(t *testing.T) {
 		{Config{Watermark: 1}, false},
 		{Config{Watermark: -0.1}, false},
 		{Config{AgingSteps: 1<<20 + 1}, false},
+		{Config{MaxPrefillTokensWithDecodes: -1}, false},
+		{Config{MaxBatchTokens: 16, MaxPrefillTokensWithDecodes: 1000}, true}, // above the budget: no cap
 	} {
 		_, err := New(tc.cfg, pool)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
@@ -29,6 +31,17 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := New(Config{}, nil); !errors.Is(err, ErrConfig) {
 		t.Errorf("nil pool: %v", err)
+	}
+	for _, tc := range []struct{ batch, prefill, want int }{
+		{0, 0, DefaultMaxPrefillTokensWithDecodes},
+		{64, 0, 64},
+		{64, 1000, 64},
+		{512, 1, 1},
+	} {
+		s, err := New(Config{MaxBatchTokens: tc.batch, MaxPrefillTokensWithDecodes: tc.prefill}, pool)
+		if err != nil || s.cfg.MaxPrefillTokensWithDecodes != tc.want {
+			t.Errorf("%+v: cap %d, err %v; want %d", tc, s.cfg.MaxPrefillTokensWithDecodes, err, tc.want)
+		}
 	}
 }
 
@@ -61,6 +74,83 @@ func TestChunkedPrefillMixesWithDecodes(t *testing.T) {
 	checkPlan(t, 4, h.mustStep(), []itemWant{{a, 5, 1, true}, {b, 19, 1, true}})
 	checkPlan(t, 5, h.mustStep(), []itemWant{{a, 6, 1, true}, {b, 20, 1, true}})
 	h.drain(100)
+}
+
+// While anything decodes, a step's prompt tokens (chunks and admissions
+// together) stay within MaxPrefillTokensWithDecodes, so the running streams
+// wait for a short step; the rest of the batch budget goes unused.
+func TestPrefillCapWithDecodes(t *testing.T) {
+	h := newHarness(t, Config{MaxBatchTokens: 64, MaxPrefillTokensWithDecodes: 8, MaxSeqs: 4}, 64, 4, false)
+	a := h.add(tokens(3, 1), 20, 0)
+	checkPlan(t, 1, h.mustStep(), []itemWant{{a, 0, 3, true}})
+	b := h.add(tokens(30, 100), 5, 0)
+	c := h.add(tokens(10, 200), 5, 0)
+	for _, tc := range []struct {
+		want    []itemWant
+		decodes int
+	}{
+		{[]itemWant{{a, 3, 1, true}, {b, 0, 8, false}}, 1}, // c waits: the cap is spent
+		{[]itemWant{{a, 4, 1, true}, {b, 8, 8, false}}, 1},
+		{[]itemWant{{a, 5, 1, true}, {b, 16, 8, false}}, 1},
+		{[]itemWant{{a, 6, 1, true}, {b, 24, 6, true}, {c, 0, 2, false}}, 1},
+		{[]itemWant{{a, 7, 1, true}, {b, 30, 1, true}, {c, 2, 8, true}}, 2},
+		{[]itemWant{{a, 8, 1, true}, {b, 31, 1, true}, {c, 10, 1, true}}, 3},
+	} {
+		step := int(h.s.step) + 1
+		p := h.mustStep()
+		checkPlan(t, step, p, tc.want)
+		if p.Decodes != tc.decodes {
+			t.Fatalf("step %d: %d decodes, want %d", step, p.Decodes, tc.decodes)
+		}
+	}
+	h.drain(100)
+}
+
+// With nothing decoding the whole batch budget goes to prefill: an idle
+// server starts a long prompt at full speed.
+func TestPrefillUncappedWithoutDecodes(t *testing.T) {
+	h := newHarness(t, Config{MaxBatchTokens: 64, MaxPrefillTokensWithDecodes: 8, MaxSeqs: 4}, 64, 4, false)
+	big := h.add(tokens(150, 1), 2, 0)
+	small := h.add(tokens(5, 500), 2, 0)
+	checkPlan(t, 1, h.mustStep(), []itemWant{{big, 0, 64, false}})
+	checkPlan(t, 2, h.mustStep(), []itemWant{{big, 64, 64, false}})
+	checkPlan(t, 3, h.mustStep(), []itemWant{{big, 128, 22, true}, {small, 0, 5, true}})
+	// Now both decode: the next arrival's prompt is capped.
+	next := h.add(tokens(20, 900), 2, 0)
+	checkPlan(t, 4, h.mustStep(), []itemWant{{big, 150, 1, true}, {small, 5, 1, true}, {next, 0, 8, false}})
+	h.drain(100)
+}
+
+// A long prompt still advances every step while others decode, even with
+// the smallest cap, and starts generating long before they finish.
+func TestLongPromptProgressesWhileOthersDecode(t *testing.T) {
+	for _, limit := range []int{1, 8} {
+		h := newHarness(t, Config{MaxBatchTokens: 32, MaxPrefillTokensWithDecodes: limit, MaxSeqs: 8}, 512, 4, false)
+		var decoders []*Seq
+		for i := range 4 {
+			decoders = append(decoders, h.add(tokens(2, int32(10*i)), 400, 0))
+		}
+		h.mustStep()
+		long := h.add(tokens(100, 1000), 5, 0)
+		steps := 0
+		for long.State() != StateRunning || long.NumComputed() < 100 {
+			before := long.NumComputed()
+			h.mustStep()
+			steps++
+			if long.State() == StateRunning && long.NumComputed() <= before && long.NumComputed() < 100 {
+				t.Fatalf("cap %d: step %d: long prompt stuck at %d computed", limit, steps, before)
+			}
+			if steps > 100/limit+1 {
+				t.Fatalf("cap %d: long prompt not prefilled after %d steps", limit, steps)
+			}
+		}
+		for _, d := range decoders {
+			if d.State() != StateRunning {
+				t.Fatalf("cap %d: a decoder left (%v) before the long prompt was in", limit, d.State())
+			}
+		}
+		h.drain(1000)
+	}
 }
 
 // When blocks run out mid-generation the lowest-precedence running sequence

@@ -67,12 +67,17 @@ type Item struct {
 	// Sample: the step reaches the end of the sequence's known tokens, so its
 	// last row's logits give the next token.
 	Sample bool
+	// Decode: a running sequence's one newest token. Everything else is
+	// prefill (prompt chunks, admissions, recomputes after preemption) and
+	// counts against MaxPrefillTokensWithDecodes.
+	Decode bool
 }
 
 // Plan is one step's schedule. It is reused by the next Schedule call.
 type Plan struct {
 	Items     []Item
 	Tokens    int    // sum of Items[i].N
+	Decodes   int    // items with Decode set
 	Preempted []*Seq // running sequences sent back to the waiting queue this step
 	// Unfit are sequences removed (state Done) because they cannot fit even
 	// in an empty pool; the owner finishes them. The engine's length limit
@@ -84,6 +89,7 @@ func (p *Plan) reset() {
 	clear(p.Items) // drop references to finished sequences
 	p.Items = p.Items[:0]
 	p.Tokens = 0
+	p.Decodes = 0
 	clear(p.Preempted)
 	p.Preempted = p.Preempted[:0]
 	clear(p.Unfit)
