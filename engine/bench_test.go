@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,3 +120,90 @@ func BenchmarkLoopOverhead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSmolLM2MixedStep measures what a new request's prefill costs the
+// streams already running, the figure behind
+// scheduler.DefaultMaxPrefillTokensWithDecodes: 16 sequences decode on the
+// default model with 2 threads while, each iteration, one request with a
+// prompt of p tokens arrives and is prefilled whole in the next step
+// (uncapped here). step-ms is the mean wall time of those mixed steps (for
+// p=0, of plain decode steps); decode-step-ms is that of the plain decode
+// steps between them, so step-ms/decode-step-ms is how much longer every
+// running stream waits for its next token when a prompt of p tokens arrives.
+//
+//	go test ./engine -run XXX -bench SmolLM2MixedStep -benchtime 5x
+func BenchmarkSmolLM2MixedStep(b *testing.B) {
+	path := smolPath(b)
+	for _, p := range []int{0, 16, 32, 64, 96, 128, 256, 496} {
+		b.Run(fmt.Sprintf("prefill=%d", p), func(b *testing.B) {
+			const decoders, plen, gen = 16, 64, 400
+			blocks := (decoders*(plen+gen)+p+15)/16 + 8
+			m := loadModel(b, path, 2, blocks, 16, 512, decoders+1)
+			rec := &stepTimes{}
+			e := newEngineOn(b, m, Config{Blocks: blocks, BlockSize: 16, MaxBatchTokens: 512,
+				MaxPrefillTokensWithDecodes: 512, MaxSeqs: decoders + 1, Observer: rec})
+			seqs := make([]*Sequence, decoders)
+			for i := range seqs {
+				seqs[i] = submit(b, e, Request{Prompt: prompt(plen, int32(i), 49152), MaxTokens: gen})
+			}
+			for _, s := range seqs {
+				<-s.Tokens()
+			}
+			rec.reset()
+			n := 0
+			for b.Loop() {
+				if p == 0 {
+					<-seqs[0].Tokens()
+					continue
+				}
+				s := submit(b, e, Request{Prompt: prompt(p, int32(1000+n), 49152), MaxTokens: 1})
+				s.Result()
+				n++
+			}
+			mixed, decode := rec.mean(decoders+p), rec.mean(decoders)
+			select {
+			case <-seqs[0].Done():
+				b.Fatal("the decoders finished during the benchmark: raise gen")
+			default:
+			}
+			b.ReportMetric(mixed.Seconds()*1000, "step-ms")
+			b.ReportMetric(decode.Seconds()*1000, "decode-step-ms")
+		})
+	}
+}
+
+// stepTimes is an Observer that keeps step durations by batch rows.
+type stepTimes struct {
+	mu    sync.Mutex
+	total map[int]time.Duration
+	count map[int]int
+}
+
+func (o *stepTimes) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.total, o.count = map[int]time.Duration{}, map[int]int{}
+}
+
+func (o *stepTimes) mean(rows int) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.count[rows] == 0 {
+		return 0
+	}
+	return o.total[rows] / time.Duration(o.count[rows])
+}
+
+func (o *stepTimes) OnStep(d time.Duration, rows int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.total != nil {
+		o.total[rows] += d
+		o.count[rows]++
+	}
+}
+
+func (o *stepTimes) OnFirstToken(*Sequence, time.Time)         {}
+func (o *stepTimes) OnToken(*Sequence, time.Time)              {}
+func (o *stepTimes) OnFinish(*Sequence, Result, time.Duration) {}
+func (o *stepTimes) OnReclaim(time.Duration)                   {}

@@ -23,10 +23,14 @@ type Config struct {
 	Blocks    int
 	BlockSize int // 0 = kvcache.DefaultBlockSize
 
-	MaxBatchTokens int     // tokens per step (0 = scheduler default)
-	MaxSeqs        int     // sequences running at once (0 = scheduler default)
-	Watermark      float64 // fraction of KV blocks admission keeps free
-	AgingSteps     int     // steps of waiting worth one priority level (0 = scheduler default)
+	MaxBatchTokens int // tokens per step (0 = scheduler default)
+	// MaxPrefillTokensWithDecodes caps the prompt tokens of a step that also
+	// decodes, which bounds how long a new request's prefill stalls the
+	// running streams (0 = scheduler default; ≥ MaxBatchTokens = no cap).
+	MaxPrefillTokensWithDecodes int
+	MaxSeqs                     int     // sequences running at once (0 = scheduler default)
+	Watermark                   float64 // fraction of KV blocks admission keeps free
+	AgingSteps                  int     // steps of waiting worth one priority level (0 = scheduler default)
 
 	// MaxQueue bounds sequences accepted but not yet started; Submit returns
 	// ErrQueueFull beyond it.
@@ -70,9 +74,10 @@ func (c *Config) validate(m Model) error {
 
 func (c *Config) schedulerConfig() scheduler.Config {
 	return scheduler.Config{
-		MaxBatchTokens: c.MaxBatchTokens,
-		MaxSeqs:        c.MaxSeqs,
-		Watermark:      c.Watermark,
-		AgingSteps:     c.AgingSteps,
+		MaxBatchTokens:              c.MaxBatchTokens,
+		MaxPrefillTokensWithDecodes: c.MaxPrefillTokensWithDecodes,
+		MaxSeqs:                     c.MaxSeqs,
+		Watermark:                   c.Watermark,
+		AgingSteps:                  c.AgingSteps,
 	}
 }
