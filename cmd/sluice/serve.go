@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/local"
 )
@@ -37,6 +38,9 @@ func runServe(args []string) error {
 	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
 	fs.IntVar(&lo.MaxBatchTokens, "max-batch-tokens", 0, "tokens per engine step (0 = default)")
+	fs.IntVar(&lo.MaxPrefillTokensWithDecodes, "max-prefill-tokens-with-decodes", 0, fmt.Sprintf(
+		"prompt tokens per engine step while other streams decode: bounds their stall when a request arrives (0 = %d)",
+		scheduler.DefaultMaxPrefillTokensWithDecodes))
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "keep-alive comment after this much silence (0 = off)")

@@ -28,8 +28,12 @@ type Options struct {
 	KVBlocks       int // KV pool blocks (0 = as many as the default KV memory holds)
 	MaxSeqs        int // sequences running at once
 	MaxBatchTokens int // tokens per step
-	MaxQueue       int // sequences waiting beyond MaxSeqs before 429
-	Observer       engine.Observer
+	// MaxPrefillTokensWithDecodes caps a step's prompt tokens while others
+	// decode, bounding their stall when a request arrives (0 = the
+	// scheduler's default).
+	MaxPrefillTokensWithDecodes int
+	MaxQueue                    int // sequences waiting beyond MaxSeqs before 429
+	Observer                    engine.Observer
 	// NewBackend makes the backend the weights go to (nil: the CPU backend
 	// with Threads goroutines). `sluice-cuda --backend cuda` passes the GPU's.
 	NewBackend func() (kernels.Backend, error)
@@ -91,7 +95,8 @@ func (m *Model) load(o Options) error {
 	mo := m.Llama.Options() // the figures after defaults: the engine must use the same pool
 	m.Engine, err = engine.New(m.Llama, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
-		MaxQueue: o.MaxQueue, EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer,
+		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
+		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer,
 	})
 	return err
 }
