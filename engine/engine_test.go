@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -195,45 +196,52 @@ func TestPrefixCacheSkipsSharedPrompt(t *testing.T) {
 // sequences decode, a long prompt is fed in chunks of at most the cap; on an
 // idle engine a prompt gets the whole batch budget.
 func TestPrefillCapWhileDecoding(t *testing.T) {
-	m := newHashModel(64, 1024, 256, 16)
-	rec := &stepTimes{}
-	rec.reset()
-	e := newTestEngine(t, m, Config{MaxBatchTokens: 256, MaxPrefillTokensWithDecodes: 8, MaxSeqs: 8, Observer: rec})
-	alone := submit(t, e, Request{Prompt: prompt(300, 1, 64), MaxTokens: 1})
-	alone.Result() // its first step's OnStep has run: the loop calls it before the next step
-	rec.mu.Lock()
-	if rec.count[256] != 1 {
-		t.Fatalf("idle engine: steps by rows %v, want one of the whole budget (256)", rec.count)
-	}
-	rec.mu.Unlock()
-	var decoders []*Sequence
-	for i := range 2 {
-		decoders = append(decoders, submit(t, e, Request{Prompt: prompt(4, int32(2+i), 64), MaxTokens: 500}))
-	}
-	for _, s := range decoders {
-		<-s.Tokens()
-	}
-	rec.reset()
-	long := submit(t, e, Request{Prompt: prompt(100, 9, 64), MaxTokens: 1})
-	if r := long.Result(); r.Finish != FinishLength {
-		t.Fatalf("long prompt: %+v", r)
-	}
-	for _, s := range decoders { // their aborts land after the long prompt's last OnStep
-		s.Abort(CauseStopString)
-		s.Result()
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	mixed := 0
-	for rows, n := range rec.count {
-		if rows > 2+8 {
-			t.Fatalf("a step of %d rows while 2 sequences decode, cap 8 (steps by rows %v)", rows, rec.count)
+	synctest.Test(t, func(t *testing.T) {
+		m := newHashModel(64, 1024, 256, 16)
+		// A step takes (fake) time, so the decoders are still decoding when
+		// the long prompt arrives rather than done in a blink.
+		m.onForward = func(*kernels.Batch) error { time.Sleep(time.Millisecond); return nil }
+		rec := &stepTimes{}
+		rec.reset()
+		e := newTestEngine(t, m, Config{MaxBatchTokens: 256, MaxPrefillTokensWithDecodes: 8, MaxSeqs: 8, Observer: rec})
+		alone := submit(t, e, Request{Prompt: prompt(300, 1, 64), MaxTokens: 1})
+		alone.Result() // its first step's OnStep has run: the loop calls it before the next step
+		rec.mu.Lock()
+		if rec.count[256] != 1 {
+			t.Fatalf("idle engine: steps by rows %v, want one of the whole budget (256)", rec.count)
 		}
-		if rows > 2 {
-			mixed += n
+		rec.mu.Unlock()
+		var decoders []*Sequence
+		for i := range 2 {
+			decoders = append(decoders, submit(t, e, Request{Prompt: prompt(4, int32(2+i), 64), MaxTokens: 500}))
 		}
-	}
-	if mixed < 100/8 {
-		t.Fatalf("the 100-token prompt took %d steps with the decodes, want ≥ %d", mixed, 100/8)
-	}
+		for _, s := range decoders {
+			<-s.Tokens()
+		}
+		rec.reset()
+		long := submit(t, e, Request{Prompt: prompt(100, 9, 64), MaxTokens: 1})
+		if r := long.Result(); r.Finish != FinishLength {
+			t.Fatalf("long prompt: %+v", r)
+		}
+		for _, s := range decoders { // their aborts land after the long prompt's last OnStep
+			s.Abort(CauseStopString)
+			if r := s.Result(); r.Cause != CauseStopString {
+				t.Fatalf("a decoder ended before the long prompt was in: %+v", r)
+			}
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		mixed := 0
+		for rows, n := range rec.count {
+			if rows > 2+8 {
+				t.Fatalf("a step of %d rows while 2 sequences decode, cap 8 (steps by rows %v)", rows, rec.count)
+			}
+			if rows > 2 {
+				mixed += n
+			}
+		}
+		if mixed < 100/8 {
+			t.Fatalf("the 100-token prompt took %d steps with the decodes, want ≥ %d", mixed, 100/8)
+		}
+	})
 }
