@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -15,12 +16,16 @@ type Backend struct {
 	rowSeq []int32
 }
 
-// New returns a CPU backend that splits large operations over threads goroutines.
+// New returns a CPU backend that splits large operations over threads
+// goroutines: the caller's and threads-1 helpers that live until Close.
 func New(threads int) *Backend {
-	if threads < 1 {
-		threads = 1
+	b := &Backend{workers: newWorkers(threads), rope: map[*tensor]*ropeTable{}}
+	if b.pool != nil {
+		// A backend dropped without Close must not leave its helpers parked
+		// forever; they refer to the pool only, so b can still be collected.
+		runtime.AddCleanup(b, (*pool).stop, b.pool)
 	}
-	return &Backend{workers: workers{threads: threads}, rope: map[*tensor]*ropeTable{}}
+	return b
 }
 
 func (b *Backend) Name() string { return "cpu" }
@@ -101,7 +106,9 @@ func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
 	return nil
 }
 
+// Close stops the helper goroutines. The backend stays usable, single-threaded.
 func (b *Backend) Close() error {
 	b.rope = map[*tensor]*ropeTable{}
+	b.workers.close()
 	return nil
 }

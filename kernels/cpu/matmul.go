@@ -52,7 +52,8 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 		}
 		s.scales(n, nb, rb)
 	}
-	w.parallelFor(out, s.fn)
+	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
+	w.parallelFor(out, wTile, s.fn)
 	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
 }
 

@@ -36,7 +36,7 @@ func BenchmarkMatMul(b *testing.B) {
 				b.Run(fmt.Sprintf("%s_%v_%dx%d/n=%d/t=%d", sh.name, sh.dt, sh.out, sh.in, n, threads), func(b *testing.B) {
 					x := randVec(r, n*sh.in)
 					dst := make([]float32, n*sh.out)
-					w := &workers{threads: threads}
+					w := testWorkers(b, threads)
 					b.ReportAllocs()
 					cpu0 := processCPU()
 					for b.Loop() {
@@ -151,7 +151,7 @@ func BenchmarkDecodeStep(b *testing.B) {
 		dst := make([]float32, n*vocab)
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("n=%d/t=%d", n, threads), func(b *testing.B) {
-				w := &workers{threads: threads}
+				w := testWorkers(b, threads)
 				b.ReportAllocs()
 				cpu0 := processCPU()
 				for b.Loop() {
@@ -182,7 +182,7 @@ func BenchmarkMatMulStreaming(b *testing.B) {
 		x := randVec(r, in)
 		dst := make([]float32, rows)
 		b.Run(dt.String(), func(b *testing.B) {
-			w := &workers{threads: 1}
+			w := testWorkers(b, 1)
 			b.ReportAllocs()
 			cpu0 := processCPU()
 			for b.Loop() {
@@ -261,7 +261,7 @@ func BenchmarkMatMulKQuants(b *testing.B) {
 		for _, n := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%v/n=%d", dt, n), func(b *testing.B) {
 				x, dst := randVec(r, n*in), make([]float32, n*out)
-				w := &workers{threads: 1}
+				w := testWorkers(b, 1)
 				b.ReportAllocs()
 				cpu0 := processCPU()
 				for b.Loop() {

@@ -50,7 +50,7 @@ func TestMatMul(t *testing.T) {
 				x := randVec(r, sh.n*sh.in)
 				bias := randVec(r, sh.out)
 				dst := make([]float32, sh.n*sh.out)
-				w := &workers{threads: sh.threads}
+				w := testWorkers(t, sh.threads)
 				matMul(w, dst, x, sh.n, sh.in, wt, sh.out, bias)
 
 				group := 32
@@ -115,9 +115,9 @@ func batchInvariant(t *testing.T, r *rand.Rand, dt kernels.DType, n, in, out int
 	wt, _ := weightTensor(t, r, dt, out, in)
 	x := randVec(r, n*in)
 	batch := make([]float32, n*out)
-	matMul(&workers{threads: 3}, batch, x, n, in, wt, out, nil)
+	matMul(testWorkers(t, 3), batch, x, n, in, wt, out, nil)
 	one := make([]float32, out)
-	single := &workers{threads: 1}
+	single := testWorkers(t, 1)
 	for i := range n {
 		matMul(single, one, x[i*in:(i+1)*in], 1, in, wt, out, nil)
 		for o := range out {
@@ -128,17 +128,19 @@ func batchInvariant(t *testing.T, r *rand.Rand, dt kernels.DType, n, in, out int
 	}
 }
 
-// TestMatMulNoAlloc: once its scratch has grown, a single-threaded matMul
-// allocates nothing (multi-threaded calls pay for parallelFor's goroutines).
+// TestMatMulNoAlloc: once its scratch has grown, matMul allocates nothing,
+// single-threaded or handing chunks to the helpers.
 func TestMatMulNoAlloc(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0, kernels.F16} {
 		wt, _ := weightTensor(t, r, dt, 64, 576)
 		x := randVec(r, 4*576)
 		dst := make([]float32, 4*64)
-		w := &workers{threads: 1}
-		if a := testing.AllocsPerRun(10, func() { matMul(w, dst, x, 4, 576, wt, 64, nil) }); a != 0 {
-			t.Errorf("%v: %v allocations per call", dt, a)
+		for _, threads := range []int{1, 2} {
+			w := testWorkers(t, threads)
+			if a := testing.AllocsPerRun(10, func() { matMul(w, dst, x, 4, 576, wt, 64, nil) }); a != 0 {
+				t.Errorf("%v, %d threads: %v allocations per call", dt, threads, a)
+			}
 		}
 	}
 }
