@@ -20,7 +20,9 @@ func loadDefault(tb testing.TB, threads int, opts Options) *Llama {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { src.Close() })
-	m, err := Load(src, cpu.New(threads), opts)
+	be := cpu.New(threads)
+	tb.Cleanup(func() { be.Close() })
+	m, err := Load(src, be, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -95,7 +95,9 @@ func TestForwardMatchesReference(t *testing.T) {
 			defer src.Close()
 			// A batch limit of 6 rows splits the prompt into chunks and mixes
 			// cache reads across block boundaries (block size 4).
-			m, err := Load(src, cpu.New(2), Options{MaxBatchTokens: 6, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
+			be := cpu.New(2)
+			defer be.Close()
+			m, err := Load(src, be, Options{MaxBatchTokens: 6, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
 			if err != nil {
 				t.Fatal(err)
 			}
