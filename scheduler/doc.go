@@ -18,7 +18,8 @@
 //     first preempt running ones of lower Priority to make room.
 //
 // Steps 2 and 3 share the step's token budget, and when step 1 scheduled any
-// decode they share at most MaxPrefillTokensWithDecodes of it: every running
+// decode they share at most PrefillTokensPerDecode tokens per decode (at least
+// MinPrefillTokensWithDecodes, at most MaxPrefillTokensWithDecodes): every running
 // stream waits for the whole step, so a new prompt is fed to a busy batch in
 // small chunks (decode-priority chunked prefill) rather than in one step that
 // stalls them all. With nothing decoding, prefill gets the full budget.

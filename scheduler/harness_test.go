@@ -90,8 +90,10 @@ func (h *harness) step() (*Plan, error) {
 	if total != p.Tokens || total > h.s.cfg.MaxBatchTokens {
 		return p, fmt.Errorf("plan tokens %d (field %d), budget %d", total, p.Tokens, h.s.cfg.MaxBatchTokens)
 	}
-	if decodes != p.Decodes || (decodes > 0 && prefill > h.s.cfg.MaxPrefillTokensWithDecodes) {
-		return p, fmt.Errorf("plan: %d decodes (field %d) with %d prefill tokens, cap %d", decodes, p.Decodes, prefill, h.s.cfg.MaxPrefillTokensWithDecodes)
+	// The cap was set from the decodes scheduled first; a preemption later in
+	// the step may have removed some, so bound it by those plus the preempted.
+	if limit := h.s.prefillCap(decodes + len(p.Preempted)); decodes != p.Decodes || (decodes > 0 && prefill > limit) {
+		return p, fmt.Errorf("plan: %d decodes (field %d) with %d prefill tokens, cap %d", decodes, p.Decodes, prefill, limit)
 	}
 	h.s.Advance(p)
 	for _, it := range p.Items {

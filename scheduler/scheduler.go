@@ -33,6 +33,19 @@ const (
 	// best prompt rate with a stall of ~3 decode steps, where 128 doubles the
 	// stall and the old uncapped 512-token step stalled streams for ~2.8 s.
 	DefaultMaxPrefillTokensWithDecodes = 64
+
+	// PrefillTokensPerDecode scales the cap down for small batches, whose
+	// decode step is short: the stall a prompt chunk adds should stay a
+	// small multiple of the step it joins. A decode step costs roughly the
+	// same as 4 prompt tokens per sequence it carries on the machine above
+	// (16 sequences: ~85 ms ≈ 30 prompt tokens; 4 sequences: ~25 ms), so a
+	// chunk of 4 per decode at most triples the step — 64 at 16 sequences
+	// (the table above), 16 at 4, where a 64-token chunk made streams wait
+	// ~190 ms instead of ~25 (ITL p99 195 ms at 4 clients in BENCHMARKS.md).
+	PrefillTokensPerDecode = 4
+	// MinPrefillTokensWithDecodes keeps a prompt arriving at a server with
+	// one or two streams from taking dozens of steps to start.
+	MinPrefillTokensWithDecodes = 16
 )
 
 // maxPriority bounds |Priority| so the precedence key cannot overflow.
@@ -49,7 +62,8 @@ var (
 type Config struct {
 	MaxBatchTokens int // tokens per step, prefill chunks and decodes together
 	// MaxPrefillTokensWithDecodes caps the prompt tokens (prefill chunks,
-	// admissions, recomputes) of a step that also decodes, so that a new
+	// admissions, recomputes) of a step that also decodes (smaller batches
+	// get less: see PrefillTokensPerDecode), so that a new
 	// request's prefill delays the running streams by a bounded amount
 	// instead of a whole MaxBatchTokens step. A step with nothing to decode
 	// gets the full MaxBatchTokens for prefill, so an idle server starts a
@@ -164,7 +178,7 @@ func (s *Scheduler) Schedule() *Plan {
 	s.scheduleRunning(true)
 	if s.plan.Decodes > 0 {
 		// The running streams wait for the whole step: keep it short.
-		s.prefill = s.cfg.MaxPrefillTokensWithDecodes
+		s.prefill = s.prefillCap(s.plan.Decodes)
 	}
 	s.scheduleRunning(false)
 	// After a preemption the pool is short: admitting now would only thrash.
@@ -190,6 +204,13 @@ func (s *Scheduler) scheduleRunning(decodes bool) {
 			s.schedule(q, n, decodes)
 		}
 	}
+}
+
+// prefillCap is how many prompt tokens a step carrying decodes may take:
+// PrefillTokensPerDecode for each, at least MinPrefillTokensWithDecodes, at
+// most MaxPrefillTokensWithDecodes (and at least 1, whatever the config).
+func (s *Scheduler) prefillCap(decodes int) int {
+	return min(s.cfg.MaxPrefillTokensWithDecodes, max(MinPrefillTokensWithDecodes, PrefillTokensPerDecode*decodes))
 }
 
 // room is how many more tokens of a kind the step being composed can take.

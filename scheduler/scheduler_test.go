@@ -121,6 +121,31 @@ func TestPrefillUncappedWithoutDecodes(t *testing.T) {
 	h.drain(100)
 }
 
+// The default cap grows with the batch: a small batch's decode step is
+// short, so a prompt chunk joining it must be short too.
+func TestPrefillCapScalesWithDecodes(t *testing.T) {
+	for _, tc := range []struct{ decoders, want int }{
+		{1, MinPrefillTokensWithDecodes},
+		{4, 16},
+		{8, 32},
+		{16, 64},
+		{24, DefaultMaxPrefillTokensWithDecodes},
+	} {
+		h := newHarness(t, Config{MaxBatchTokens: 512}, 512, 4, false)
+		for i := range tc.decoders {
+			h.add(tokens(2, int32(10*i)), 50, 0)
+		}
+		h.mustStep() // every decoder's prompt, in one step
+		long := h.add(tokens(200, 1000), 5, 0)
+		p := h.mustStep()
+		i := slices.IndexFunc(p.Items, func(it Item) bool { return it.Seq == long })
+		if i < 0 || p.Decodes != tc.decoders || p.Items[i].N != tc.want {
+			t.Errorf("%d decoders: plan %+v, want the long prompt's chunk to be %d", tc.decoders, p, tc.want)
+		}
+		h.drain(1000)
+	}
+}
+
 // A long prompt still advances every step while others decode, even with
 // the smallest cap, and starts generating long before they finish.
 func TestLongPromptProgressesWhileOthersDecode(t *testing.T) {

@@ -39,7 +39,7 @@ func runServe(args []string) error {
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
 	fs.IntVar(&lo.MaxBatchTokens, "max-batch-tokens", 0, "tokens per engine step (0 = default)")
 	fs.IntVar(&lo.MaxPrefillTokensWithDecodes, "max-prefill-tokens-with-decodes", 0, fmt.Sprintf(
-		"prompt tokens per engine step while other streams decode: bounds their stall when a request arrives (0 = %d)",
+		"most prompt tokens per engine step while other streams decode (4 per decoding stream, at least 16): bounds their stall when a request arrives (0 = %d)",
 		scheduler.DefaultMaxPrefillTokensWithDecodes))
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
