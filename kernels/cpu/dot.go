@@ -86,40 +86,6 @@ func axpyF32(dst []float32, a float32, x []float32) {
 	axpyF32Generic(dst, a, x)
 }
 
-// dotF32Rows sets dst[r] = Σ_i q[i]·k[r·stride+i] for r < len(dst), i <
-// len(q): one attention query against the keys of a KV block (rows stride
-// apart) in one call. Each dst[r] equals dotF32(q, k[r·stride:]) bit for bit.
-func dotF32Rows(dst, q, k []float32, stride int) {
-	if useAVX2 && len(q) >= 8 {
-		dotF32RowsFast(dst, q, k, stride)
-		return
-	}
-	dotF32RowsGeneric(dst, q, k, stride)
-}
-
-// axpyF32Rows adds a[r]·v[r·stride : r·stride+len(out)] to out for each r in
-// order: a KV block's weighted values. It equals len(a) successive axpyF32
-// calls bit for bit, but keeps out in registers.
-func axpyF32Rows(out, a, v []float32, stride int) {
-	if useAVX2 && len(out) >= 8 {
-		axpyF32RowsFast(out, a, v, stride)
-		return
-	}
-	axpyF32RowsGeneric(out, a, v, stride)
-}
-
-func dotF32RowsGeneric(dst, q, k []float32, stride int) {
-	for r := range dst {
-		dst[r] = dotF32Generic(q, k[r*stride:r*stride+len(q)])
-	}
-}
-
-func axpyF32RowsGeneric(out, a, v []float32, stride int) {
-	for r, ar := range a {
-		axpyF32Generic(out, ar, v[r*stride:r*stride+len(out)])
-	}
-}
-
 // expF32 sets dst[i] = exp(x[i] − sub) and returns Σ dst[i] (softmax:
 // sub is the row's maximum). dst may be x. The AVX2 path uses ggml's
 // vectorized expf (≤ ~2 ulp); the sum's order is lane-wise.

@@ -42,46 +42,6 @@ func siluMulF32Fast(dst, gate, up []float32) {
 	siluMulF32Generic(dst[m:], gate[m:], up[m:])
 }
 
-//go:noescape
-func dotF32RowsAVX2(dst, q, k *float32, stride, n, rows int)
-
-//go:noescape
-func axpyF32RowsAVX2(out, a, v *float32, stride, n, rows int)
-
-// dotF32RowsFast: assembly for every row's multiple-of-8 prefix, then each
-// row's tail in Go exactly as dotF32Fast adds it.
-func dotF32RowsFast(dst, q, k []float32, stride int) {
-	rows, n := len(dst), len(q)
-	if rows == 0 {
-		return
-	}
-	_ = k[(rows-1)*stride+n-1]
-	m := n &^ 7
-	dotF32RowsAVX2(&dst[0], &q[0], &k[0], stride, m, rows)
-	for r := range dst {
-		kr := k[r*stride : r*stride+n]
-		for i := m; i < n; i++ {
-			dst[r] += q[i] * kr[i]
-		}
-	}
-}
-
-func axpyF32RowsFast(out, a, v []float32, stride int) {
-	rows, n := len(a), len(out)
-	if rows == 0 {
-		return
-	}
-	_ = v[(rows-1)*stride+n-1]
-	m := n &^ 7
-	axpyF32RowsAVX2(&out[0], &a[0], &v[0], stride, m, rows)
-	for r, ar := range a {
-		vr := v[r*stride : r*stride+n]
-		for i := m; i < n; i++ {
-			out[i] += ar * vr[i]
-		}
-	}
-}
-
 // dotF32Fast: the assembly covers the multiple-of-8 prefix, Go the tail.
 func dotF32Fast(a, b []float32) float32 {
 	n := len(a)

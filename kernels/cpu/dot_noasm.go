@@ -12,8 +12,5 @@ func axpyF32Fast(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a,
 func dotF16F32Fast(w []byte, x []float32) float32  { return dotF16F32Generic(w, x) }
 func dotBF16F32Fast(w []byte, x []float32) float32 { return dotBF16F32Generic(w, x) }
 
-func dotF32RowsFast(dst, q, k []float32, stride int)  { dotF32RowsGeneric(dst, q, k, stride) }
-func axpyF32RowsFast(out, a, v []float32, stride int) { axpyF32RowsGeneric(out, a, v, stride) }
-
 func expF32Fast(dst, x []float32, sub float32) float32 { return expF32Generic(dst, x, sub) }
 func siluMulF32Fast(dst, gate, up []float32)           { siluMulF32Generic(dst, gate, up) }

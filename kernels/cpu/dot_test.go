@@ -225,35 +225,3 @@ func TestActivationQuantizers(t *testing.T) {
 		}
 	}
 }
-
-// TestF32Rows: the block forms used by attention must equal row-by-row
-// dotF32/axpyF32 bit for bit (so switching attention to them changes no
-// logit), for head sizes around the 8- and 32-wide steps.
-func TestF32Rows(t *testing.T) {
-	r := rand.New(rand.NewPCG(19, 20))
-	for _, hd := range []int{1, 7, 8, 9, 40, 63, 64, 65, 128} {
-		for _, rows := range []int{1, 5, 16} {
-			stride := 3*hd + 5
-			q, k := randVec(r, hd), randVec(r, rows*stride)
-			got := make([]float32, rows)
-			dotF32Rows(got, q, k, stride)
-			for i := range rows {
-				if want := dotF32(q, k[i*stride:i*stride+hd]); got[i] != want {
-					t.Fatalf("dotF32Rows hd=%d rows=%d row %d: %v, dotF32 %v", hd, rows, i, got[i], want)
-				}
-			}
-			a := randVec(r, rows)
-			out, want := randVec(r, hd), make([]float32, hd)
-			copy(want, out)
-			axpyF32Rows(out, a, k, stride)
-			for i := range rows {
-				axpyF32(want, a[i], k[i*stride:i*stride+hd])
-			}
-			for i := range hd {
-				if out[i] != want[i] {
-					t.Fatalf("axpyF32Rows hd=%d rows=%d element %d: %v, axpyF32 %v", hd, rows, i, out[i], want[i])
-				}
-			}
-		}
-	}
-}

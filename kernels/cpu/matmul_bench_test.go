@@ -194,37 +194,6 @@ func BenchmarkMatMulStreaming(b *testing.B) {
 	}
 }
 
-// BenchmarkAttentionBlock: one query head (64) against one KV block of 16
-// positions (rows 192 floats apart, SmolLM2's 3 KV heads), scores then the
-// weighted sum of values, row by row and in block form.
-func BenchmarkAttentionBlock(b *testing.B) {
-	r := rand.New(rand.NewPCG(5, 5))
-	const hd, rows, stride = 64, 16, 192
-	q, kv, out, s := randVec(r, hd), randVec(r, rows*stride), make([]float32, hd), make([]float32, rows)
-	b.Run("per-row", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu0 := processCPU()
-		for b.Loop() {
-			for i := range rows {
-				s[i] = dotF32(q, kv[i*stride:i*stride+hd])
-			}
-			for i := range rows {
-				axpyF32(out, s[i], kv[i*stride:i*stride+hd])
-			}
-		}
-		reportFlops(b, 4*hd*rows, processCPU()-cpu0)
-	})
-	b.Run("block", func(b *testing.B) {
-		b.ReportAllocs()
-		cpu0 := processCPU()
-		for b.Loop() {
-			dotF32Rows(s, q, kv, stride)
-			axpyF32Rows(out, s, kv, stride)
-		}
-		reportFlops(b, 4*hd*rows, processCPU()-cpu0)
-	})
-}
-
 // BenchmarkExp: softmax's exp over a 1024-position row and SwiGLU over one
 // FFN row (1536), assembly against the float64 math.Exp loop they replace.
 func BenchmarkExp(b *testing.B) {
