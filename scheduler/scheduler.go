@@ -176,9 +176,9 @@ func (s *Scheduler) Schedule() *Plan {
 	s.budget = s.cfg.MaxBatchTokens
 	s.prefill = s.budget // no decode in the plan yet: only the step's budget bounds it
 	s.scheduleRunning(true)
-	if s.plan.Decodes > 0 {
+	if decodes := len(s.plan.Items); decodes > 0 { // the plan holds only decodes so far
 		// The running streams wait for the whole step: keep it short.
-		s.prefill = s.prefillCap(s.plan.Decodes)
+		s.prefill = s.prefillCap(decodes)
 	}
 	s.scheduleRunning(false)
 	// After a preemption the pool is short: admitting now would only thrash.
@@ -247,9 +247,7 @@ func (s *Scheduler) preempt(q *Seq) {
 		it := s.plan.Items[i]
 		s.budget += it.N
 		s.plan.Tokens -= it.N
-		if it.Decode {
-			s.plan.Decodes--
-		} else {
+		if !it.Decode {
 			s.prefill += it.N
 		}
 		s.plan.Items = slices.Delete(s.plan.Items, i, i+1)
@@ -330,9 +328,7 @@ func (s *Scheduler) schedule(q *Seq, n int, decode bool) {
 	s.plan.Items = append(s.plan.Items, Item{Seq: q, Start: q.computed, N: n, Sample: q.computed+n == len(q.Tokens), Decode: decode})
 	s.plan.Tokens += n
 	s.budget -= n
-	if decode {
-		s.plan.Decodes++
-	} else {
+	if !decode {
 		s.prefill -= n
 	}
 }

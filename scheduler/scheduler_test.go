@@ -99,8 +99,8 @@ func TestPrefillCapWithDecodes(t *testing.T) {
 		step := int(h.s.step) + 1
 		p := h.mustStep()
 		checkPlan(t, step, p, tc.want)
-		if p.Decodes != tc.decodes {
-			t.Fatalf("step %d: %d decodes, want %d", step, p.Decodes, tc.decodes)
+		if d := numDecodes(p); d != tc.decodes {
+			t.Fatalf("step %d: %d decodes, want %d", step, d, tc.decodes)
 		}
 	}
 	h.drain(100)
@@ -139,7 +139,7 @@ func TestPrefillCapScalesWithDecodes(t *testing.T) {
 		long := h.add(tokens(200, 1000), 5, 0)
 		p := h.mustStep()
 		i := slices.IndexFunc(p.Items, func(it Item) bool { return it.Seq == long })
-		if i < 0 || p.Decodes != tc.decoders || p.Items[i].N != tc.want {
+		if i < 0 || numDecodes(p) != tc.decoders || p.Items[i].N != tc.want {
 			t.Errorf("%d decoders: plan %+v, want the long prompt's chunk to be %d", tc.decoders, p, tc.want)
 		}
 		h.drain(1000)

@@ -77,7 +77,6 @@ type Item struct {
 type Plan struct {
 	Items     []Item
 	Tokens    int    // sum of Items[i].N
-	Decodes   int    // items with Decode set
 	Preempted []*Seq // running sequences sent back to the waiting queue this step
 	// Unfit are sequences removed (state Done) because they cannot fit even
 	// in an empty pool; the owner finishes them. The engine's length limit
@@ -89,7 +88,6 @@ func (p *Plan) reset() {
 	clear(p.Items) // drop references to finished sequences
 	p.Items = p.Items[:0]
 	p.Tokens = 0
-	p.Decodes = 0
 	clear(p.Preempted)
 	p.Preempted = p.Preempted[:0]
 	clear(p.Unfit)
