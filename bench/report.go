@@ -68,15 +68,8 @@ type RunReport struct {
 
 // NewRunReport summarizes rs and keeps its samples.
 func NewRunReport(name string, load Load, maxTokens int, rs []Result, slo SLO) RunReport {
-	rr := RunReport{Name: name, Concurrency: load.Concurrency, Rate: load.Rate, MaxTokens: maxTokens, Summary: Summarize(rs, slo)}
-	for i := range rs { // the same requests as Summary's TTFT and ITL
-		if rs[i].Err == "" && rs[i].ContentEvents > 0 {
-			rr.TTFTs = append(rr.TTFTs, rs[i].TTFT.Seconds())
-			for _, g := range rs[i].ITL {
-				rr.ITLs = append(rr.ITLs, g.Seconds())
-			}
-		}
-	}
+	rr := RunReport{Name: name, Concurrency: load.Concurrency, Rate: load.Rate, MaxTokens: maxTokens}
+	rr.Summary, rr.TTFTs, rr.ITLs = summarize(rs, slo)
 	return rr
 }
 

@@ -115,8 +115,15 @@ type Summary struct {
 // Summarize computes a Summary. Wall time runs from the earliest Start to
 // the latest Start+E2E.
 func Summarize(rs []Result, slo SLO) Summary {
-	s := Summary{Requests: len(rs), SLO: slo}
-	var ttft, tpot, itl, e2e []float64
+	s, _, _ := summarize(rs, slo)
+	return s
+}
+
+// summarize is Summarize that also returns the TTFT and inter-token gap
+// samples (seconds) its TTFT and ITL distributions were computed from.
+func summarize(rs []Result, slo SLO) (s Summary, ttft, itl []float64) {
+	s = Summary{Requests: len(rs), SLO: slo}
+	var tpot, e2e []float64
 	var first, last time.Time
 	for i := range rs {
 		r := &rs[i]
@@ -171,5 +178,5 @@ func Summarize(rs []Result, slo SLO) Summary {
 	if n := s.Requests - s.Abandoned - s.Cut; n > 0 {
 		s.GoodFraction = float64(s.Good) / float64(n)
 	}
-	return s
+	return s, ttft, itl
 }
