@@ -163,6 +163,7 @@ func streamsNotes(rs []Result, tl *Timeline, hold time.Duration) []string {
 	var notes []string
 	var ttft []float64
 	errs := map[string]int{}
+	failed := 0
 	var firstErr string
 	var firstErrAt time.Time
 	for i := range rs {
@@ -171,6 +172,7 @@ func streamsNotes(rs []Result, tl *Timeline, hold time.Duration) []string {
 			ttft = append(ttft, r.TTFT.Seconds())
 		}
 		if r.Err != "" {
+			failed++
 			errs[errClass(r.Err)]++
 			if at := r.Start.Add(r.E2E); firstErr == "" || at.Before(firstErrAt) {
 				firstErr, firstErrAt = r.Err, at
@@ -196,7 +198,7 @@ func streamsNotes(rs []Result, tl *Timeline, hold time.Duration) []string {
 		base := tl.Samples[0]
 		peak := slices.MaxFunc(tl.Samples, func(a, b Sample) int { return cmpFloat(a.RSSBytes, b.RSSBytes) })
 		peakFD := slices.MaxFunc(tl.Samples, func(a, b Sample) int { return cmpFloat(a.FDs, b.FDs) })
-		held := len(rs) - len(errsAt(rs)) // refused streams cost the server little
+		held := len(rs) - failed // refused streams cost the server little
 		if base.RSSBytes > 0 && held > 0 {
 			notes = append(notes, fmt.Sprintf("server RSS %.1f MiB idle → %.1f MiB peak: %.1f KiB per stream held (%d held)",
 				base.RSSBytes/(1<<20), peak.RSSBytes/(1<<20), (peak.RSSBytes-base.RSSBytes)/float64(held)/1024, held))
@@ -221,15 +223,4 @@ func errClass(e string) string {
 		return e[i+2:]
 	}
 	return e
-}
-
-// errsAt returns the failed results.
-func errsAt(rs []Result) []*Result {
-	var out []*Result
-	for i := range rs {
-		if rs[i].Err != "" {
-			out = append(out, &rs[i])
-		}
-	}
-	return out
 }
