@@ -57,10 +57,6 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	maxSeqs := cfg.MaxSeqs
-	if maxSeqs == 0 {
-		maxSeqs = scheduler.DefaultMaxSeqs
-	}
 	e := &Engine{
 		model: model,
 		cfg:   cfg,
@@ -69,7 +65,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		arrivals: make(chan *Sequence, cfg.MaxQueue),
 		// One abort per sequence: room for every queued and running one, and
 		// as many preempted ones again, so Abort practically never waits.
-		aborts: make(chan abortReq, cfg.MaxQueue+2*maxSeqs),
+		aborts: make(chan abortReq, cfg.MaxQueue+2*sched.Config().MaxSeqs),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		pool:   pool,

@@ -132,6 +132,9 @@ func New(cfg Config, pool *kvcache.Pool) (*Scheduler, error) {
 // Pool is the block pool the scheduler allocates from.
 func (s *Scheduler) Pool() *kvcache.Pool { return s.pool }
 
+// Config is the configuration in force: New's, defaults filled in.
+func (s *Scheduler) Config() Config { return s.cfg }
+
 // Stats returns the cumulative counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
 
