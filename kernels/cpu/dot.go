@@ -77,15 +77,6 @@ func dotF32(a, b []float32) float32 {
 	return dotF32Generic(a, b)
 }
 
-// axpyF32 is dst[i] += a·x[i] over len(dst) elements.
-func axpyF32(dst []float32, a float32, x []float32) {
-	if useAVX2 && len(dst) >= 8 {
-		axpyF32Fast(dst, a, x)
-		return
-	}
-	axpyF32Generic(dst, a, x)
-}
-
 // expF32 sets dst[i] = exp(x[i] − sub) and returns Σ dst[i] (softmax:
 // sub is the row's maximum). dst may be x. The AVX2 path uses ggml's
 // vectorized expf (≤ ~2 ulp); the sum's order is lane-wise.

@@ -17,9 +17,6 @@ var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 func dotF32AVX2(a, b *float32, n int) float32
 
 //go:noescape
-func axpyF32AVX2(dst *float32, a float32, x *float32, n int)
-
-//go:noescape
 func expF32AVX2(dst, x *float32, n int, sub float32) float32
 
 //go:noescape
@@ -52,16 +49,6 @@ func dotF32Fast(a, b []float32) float32 {
 		s += a[i] * b[i]
 	}
 	return s
-}
-
-func axpyF32Fast(dst []float32, a float32, x []float32) {
-	n := len(dst)
-	x = x[:n]
-	m := n &^ 7
-	axpyF32AVX2(&dst[0], a, &x[0], m)
-	for i := m; i < n; i++ {
-		dst[i] += a * x[i]
-	}
 }
 
 //go:noescape

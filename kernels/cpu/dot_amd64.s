@@ -54,49 +54,6 @@ dotdone:
 	MOVSS        X0, ret+24(FP)
 	RET
 
-// func axpyF32AVX2(dst *float32, a float32, x *float32, n int)
-// dst[i] += a·x[i]; n must be a multiple of 8.
-TEXT ·axpyF32AVX2(SB), NOSPLIT, $0-32
-	MOVQ         dst+0(FP), DI
-	VBROADCASTSS a+8(FP), Y0
-	MOVQ         x+16(FP), SI
-	MOVQ         n+24(FP), CX
-
-axpy32:
-	CMPQ        CX, $32
-	JLT         axpy8
-	VMOVUPS     (DI), Y1
-	VMOVUPS     32(DI), Y2
-	VMOVUPS     64(DI), Y3
-	VMOVUPS     96(DI), Y4
-	VFMADD231PS (SI), Y0, Y1
-	VFMADD231PS 32(SI), Y0, Y2
-	VFMADD231PS 64(SI), Y0, Y3
-	VFMADD231PS 96(SI), Y0, Y4
-	VMOVUPS     Y1, (DI)
-	VMOVUPS     Y2, 32(DI)
-	VMOVUPS     Y3, 64(DI)
-	VMOVUPS     Y4, 96(DI)
-	ADDQ        $128, SI
-	ADDQ        $128, DI
-	SUBQ        $32, CX
-	JMP         axpy32
-
-axpy8:
-	CMPQ        CX, $8
-	JLT         axpydone
-	VMOVUPS     (DI), Y1
-	VFMADD231PS (SI), Y0, Y1
-	VMOVUPS     Y1, (DI)
-	ADDQ        $32, SI
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JMP         axpy8
-
-axpydone:
-	VZEROUPPER
-	RET
-
 // func dotF16F32AVX2(w *byte, x *float32, n int) float32
 // Σ f16(w[i])·x[i]; n must be a multiple of 8. F16 weights are widened by
 // VCVTPH2PS straight from memory, so they are read once and never stored.

@@ -30,13 +30,6 @@ func dotF32Generic(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-func axpyF32Generic(dst []float32, a float32, x []float32) {
-	x = x[:len(dst)]
-	for i := range dst {
-		dst[i] += a * x[i]
-	}
-}
-
 func dotF16F32Generic(w []byte, x []float32) float32 {
 	w = w[:2*len(x)]
 	var s float32

@@ -6,8 +6,7 @@ package cpu
 // path on amd64) every kernel is the generic one.
 const useAVX2 = false
 
-func dotF32Fast(a, b []float32) float32                 { return dotF32Generic(a, b) }
-func axpyF32Fast(dst []float32, a float32, x []float32) { axpyF32Generic(dst, a, x) }
+func dotF32Fast(a, b []float32) float32 { return dotF32Generic(a, b) }
 
 func dotF16F32Fast(w []byte, x []float32) float32  { return dotF16F32Generic(w, x) }
 func dotBF16F32Fast(w []byte, x []float32) float32 { return dotBF16F32Generic(w, x) }
