@@ -41,7 +41,7 @@ func runBench(args []string) error {
 	fs.IntVar(&cfg.Load.Requests, "requests", 0, "requests per run (0: 4×concurrency, or as many as fit in --duration)")
 	fs.DurationVar(&cfg.Load.Duration, "duration", 0, "cap per run: no request starts after it (sweep default 30s)")
 	fs.DurationVar(&cfg.Load.Drain, "drain", -1, "after --duration, how long running requests may finish before they are cut (default: --duration)")
-	fs.StringVar(&levels, "levels", "1,4,16,64,256", "sweep: concurrency levels")
+	fs.StringVar(&levels, "levels", joinInts(bench.DefaultLevels), "sweep: concurrency levels")
 	fs.IntVar(&cfg.PromptWords, "prompt-words", 64, "synthetic prompt length in words (about one token each)")
 	fs.StringVar(&promptsPath, "prompts", "", `JSONL file of {"prompt": ..., "max_tokens": N} (cycled)`)
 	fs.IntVar(&cfg.MaxTokens, "max-tokens", 64, "max_tokens of each request")
@@ -163,4 +163,13 @@ func benchDefaults(cfg *bench.Config, scenario, levels, metricsURL, url string, 
 		return errors.New("--max-tokens must be ≥ 1 and --concurrency ≥ 1 (or --rate > 0)")
 	}
 	return nil
+}
+
+// joinInts writes ns as "1,4,16".
+func joinInts(ns []int) string {
+	f := make([]string, len(ns))
+	for i, n := range ns {
+		f[i] = strconv.Itoa(n)
+	}
+	return strings.Join(f, ",")
 }
