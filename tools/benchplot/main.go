@@ -31,10 +31,8 @@ import (
 
 // report is the part of bench.Report the charts read.
 type report struct {
-	Label    string    `json:"label"`
-	Date     string    `json:"date"`
-	Scenario string    `json:"scenario"`
-	Runs     []runData `json:"runs"`
+	Label string    `json:"label"`
+	Runs  []runData `json:"runs"`
 }
 
 type runData struct {

@@ -9,13 +9,11 @@ import (
 
 // summary is the part of bench.Summary the tables print.
 type summary struct {
-	Requests     int     `json:"requests"`
 	OutputTokens int     `json:"output_tokens"`
 	OK           int     `json:"ok"`
 	Errors       int     `json:"errors"`
 	Abandoned    int     `json:"abandoned"`
 	Cut          int     `json:"cut"`
-	WallS        float64 `json:"wall_s"`
 	TokensPerS   float64 `json:"output_tokens_per_s"`
 	ReqPerS      float64 `json:"requests_per_s"`
 	TTFT         dist    `json:"ttft_s"`
@@ -28,9 +26,7 @@ type summary struct {
 }
 
 type dist struct {
-	N   int     `json:"n"`
 	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
 	P99 float64 `json:"p99"`
 }
 
