@@ -3,70 +3,13 @@ package grpcserver
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	"github.com/sluicehq/sluice/server/metrics"
+	"github.com/sluicehq/sluice/server/metrics/metricstest"
 )
-
-// scrapeText GETs /metrics as Prometheus would and parses the text format.
-func scrapeText(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("parsing the exposition: %v", err)
-	}
-	return fams
-}
-
-// one returns the single series of name (gauge or counter value, or a
-// histogram's sample count), or of name with label=value.
-func one(t *testing.T, fams map[string]*dto.MetricFamily, name string, label ...string) float64 {
-	t.Helper()
-	f, ok := fams[name]
-	if !ok {
-		t.Fatalf("%s missing from the exposition", name)
-	}
-	for _, m := range f.GetMetric() {
-		if len(label) == 2 && !hasLabel(m, label[0], label[1]) {
-			continue
-		}
-		switch {
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetHistogram() != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	t.Fatalf("%s%v: no such series", name, label)
-	return 0
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, lp := range m.GetLabel() {
-		if lp.GetName() == name && lp.GetValue() == value {
-			return true
-		}
-	}
-	return false
-}
 
 // TestMetricsDuringAndAfterLoad runs concurrent gRPC generations, scrapes
 // /metrics while they run (the loop held mid-load so "during" is certain)
@@ -95,15 +38,15 @@ func TestMetricsDuringAndAfterLoad(t *testing.T) {
 		})
 	}
 	wait(t, "the loop holding mid-load", held)
-	during := scrapeText(t, h)
-	running := one(t, during, "sluice_requests_running")
-	total := one(t, during, "sluice_kv_blocks_total")
-	free, cached := one(t, during, "sluice_kv_blocks_free"), one(t, during, "sluice_kv_blocks_cached")
-	usage := one(t, during, "sluice_kv_cache_usage_ratio")
+	during := metricstest.Scrape(t, h)
+	running := during.Value(t, "sluice_requests_running")
+	total := during.Value(t, "sluice_kv_blocks_total")
+	free, cached := during.Value(t, "sluice_kv_blocks_free"), during.Value(t, "sluice_kv_blocks_cached")
+	usage := during.Value(t, "sluice_kv_cache_usage_ratio")
 	if running < 1 || running > 4 || usage <= 0 || free+cached+usage*total != total {
 		t.Errorf("during load: running %v (max-seqs 4), KV usage %v, free %v + cached %v of %v", running, usage, free, cached, total)
 	}
-	if v := one(t, during, "vllm:num_requests_running"); v != running {
+	if v := during.Value(t, "vllm:num_requests_running"); v != running {
 		t.Errorf("vllm:num_requests_running %v != sluice_requests_running %v", v, running)
 	}
 	release()
@@ -116,14 +59,14 @@ func TestMetricsDuringAndAfterLoad(t *testing.T) {
 	}
 	r.idle(t)
 
-	after := scrapeText(t, h)
+	after := metricstest.Scrape(t, h)
 	for _, g := range []string{"sluice_requests_running", "sluice_requests_waiting", "sluice_kv_cache_usage_ratio",
 		"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
-		if v := one(t, after, g); v != 0 {
+		if v := after.Value(t, g); v != 0 {
 			t.Errorf("after load: %s = %v, want 0", g, v)
 		}
 	}
-	if free, cached := one(t, after, "sluice_kv_blocks_free"), one(t, after, "sluice_kv_blocks_cached"); free+cached != total {
+	if free, cached := after.Value(t, "sluice_kv_blocks_free"), after.Value(t, "sluice_kv_blocks_cached"); free+cached != total {
 		t.Errorf("after load: free %v + cached %v != total %v", free, cached, total)
 	}
 	var prompt, gaps float64
@@ -142,15 +85,15 @@ func TestMetricsDuringAndAfterLoad(t *testing.T) {
 		{"sluice_prompt_tokens_total", prompt},
 		{"vllm:e2e_request_latency_seconds", n},
 	} {
-		if got := one(t, after, c.name); got != c.want {
+		if got := after.Value(t, c.name); got != c.want {
 			t.Errorf("after load: %s = %v, want %v", c.name, got, c.want)
 		}
 	}
-	finished := one(t, after, "sluice_requests_total", "finish_reason", "length") + one(t, after, "sluice_requests_total", "finish_reason", "stop")
+	finished := after.Value(t, "sluice_requests_total", "finish_reason", "length") + after.Value(t, "sluice_requests_total", "finish_reason", "stop")
 	if finished != n {
 		t.Errorf("requests_total{length|stop} = %v, want %d", finished, n)
 	}
-	if steps := one(t, after, "sluice_step_duration_seconds"); steps < 8 || one(t, after, "sluice_batch_size") != steps {
-		t.Errorf("%v steps recorded (batch sizes %v) for %d requests of 8+ tokens", steps, one(t, after, "sluice_batch_size"), n)
+	if steps := after.Value(t, "sluice_step_duration_seconds"); steps < 8 || after.Value(t, "sluice_batch_size") != steps {
+		t.Errorf("%v steps recorded (batch sizes %v) for %d requests of 8+ tokens", steps, after.Value(t, "sluice_batch_size"), n)
 	}
 }

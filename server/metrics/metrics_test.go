@@ -2,73 +2,17 @@ package metrics
 
 import (
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/server/metrics/metricstest"
 )
-
-// scrape GETs /metrics from h and parses the text exposition, as Prometheus would.
-func scrape(t *testing.T, h http.Handler) map[string]*dto.MetricFamily {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.Header.Set("Accept", "text/plain; version=0.0.4")
-	h.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("parse exposition: %v", err)
-	}
-	return fams
-}
-
-// value returns the gauge or counter value of the series of name whose labels
-// include want, and the labels of that series.
-func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	t.Helper()
-	f, ok := fams[name]
-	if !ok {
-		t.Fatalf("family %s missing", name)
-	}
-	for _, m := range f.GetMetric() {
-		if !hasLabels(m, want) {
-			continue
-		}
-		switch f.GetType() {
-		case dto.MetricType_GAUGE:
-			return m.GetGauge().GetValue()
-		case dto.MetricType_COUNTER:
-			return m.GetCounter().GetValue()
-		case dto.MetricType_HISTOGRAM:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	t.Fatalf("%s: no series with labels %v", name, want)
-	return 0
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	n := 0
-	for _, lp := range m.GetLabel() {
-		if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
-			n++
-		}
-	}
-	return n == len(want)
-}
 
 func newTest(t *testing.T, opts Options) *Metrics {
 	t.Helper()
@@ -100,12 +44,12 @@ func TestObserverFeedsFamilies(t *testing.T) {
 	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseStopString, PromptTokens: 3}, time.Millisecond, time.Second)
 	m.OnReclaim(300 * time.Microsecond)
 
-	fams := scrape(t, m.Handler())
-	model := map[string]string{"model": "smol"}
-	with := func(k, v string) map[string]string { return map[string]string{"model": "smol", k: v} }
+	fams := metricstest.Scrape(t, m.Handler())
+	model := []string{"model", "smol"}
+	with := func(k, v string) []string { return []string{"model", "smol", k, v} }
 	for _, c := range []struct {
 		name   string
-		labels map[string]string
+		labels []string
 		want   float64
 	}{
 		{"sluice_requests_running", model, 2},
@@ -132,7 +76,7 @@ func TestObserverFeedsFamilies(t *testing.T) {
 		{"sluice_requests_aborted_total", with("cause", "stop_string"), 1},
 		{"sluice_kv_reclaim_seconds", model, 1},
 	} {
-		if got := value(t, fams, c.name, c.labels); got != c.want {
+		if got := fams.Value(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
@@ -155,9 +99,9 @@ func TestObserverFeedsFamilies(t *testing.T) {
 
 func TestNoSourceReadsIdle(t *testing.T) {
 	m := newTest(t, Options{})
-	fams := scrape(t, m.Handler())
+	fams := metricstest.Scrape(t, m.Handler())
 	for _, name := range []string{"sluice_requests_running", "sluice_kv_blocks_total", "sluice_kv_cache_usage_ratio"} {
-		if got := value(t, fams, name, nil); got != 0 {
+		if got := fams.Value(t, name); got != 0 {
 			t.Errorf("%s = %v before SetSource, want 0", name, got)
 		}
 	}
@@ -169,24 +113,24 @@ func TestVLLMCompat(t *testing.T) {
 		return &engine.Stats{Running: 4, Waiting: 7, KV: kvcache.Usage{Total: 200, Free: 150, Used: 50}}
 	})
 	m.observeFinish(engine.Result{Finish: engine.FinishLength, PromptTokens: 9}, time.Millisecond, time.Second)
-	fams := scrape(t, m.Handler())
+	fams := metricstest.Scrape(t, m.Handler())
 	for _, c := range []struct {
 		name   string
-		labels map[string]string
+		labels []string
 		want   float64
 	}{
-		{"vllm:num_requests_running", map[string]string{"model_name": "smol"}, 4},
-		{"vllm:num_requests_waiting", map[string]string{"model_name": "smol"}, 7},
-		{"vllm:kv_cache_usage_perc", map[string]string{"model_name": "smol"}, 0.25},
-		{"vllm:gpu_cache_usage_perc", map[string]string{"model_name": "smol"}, 0.25},
-		{"vllm:prompt_tokens_total", map[string]string{"model_name": "smol"}, 9},
-		{"vllm:request_success_total", map[string]string{"model_name": "smol", "finished_reason": "length"}, 1},
-		{"vllm:e2e_request_latency_seconds", map[string]string{"model_name": "smol"}, 1},
-		{"vllm:cache_config_info", map[string]string{"block_size": "16", "num_gpu_blocks": "200"}, 1},
+		{"vllm:num_requests_running", []string{"model_name", "smol"}, 4},
+		{"vllm:num_requests_waiting", []string{"model_name", "smol"}, 7},
+		{"vllm:kv_cache_usage_perc", []string{"model_name", "smol"}, 0.25},
+		{"vllm:gpu_cache_usage_perc", []string{"model_name", "smol"}, 0.25},
+		{"vllm:prompt_tokens_total", []string{"model_name", "smol"}, 9},
+		{"vllm:request_success_total", []string{"model_name", "smol", "finished_reason", "length"}, 1},
+		{"vllm:e2e_request_latency_seconds", []string{"model_name", "smol"}, 1},
+		{"vllm:cache_config_info", []string{"block_size", "16", "num_gpu_blocks", "200"}, 1},
 		// Sluice's own names stay.
-		{"sluice_requests_waiting", map[string]string{"model": "smol"}, 7},
+		{"sluice_requests_waiting", []string{"model", "smol"}, 7},
 	} {
-		if got := value(t, fams, c.name, c.labels); got != c.want {
+		if got := fams.Value(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
