@@ -216,10 +216,9 @@ func (p *pool) take(gen uint64) {
 
 // waitDone returns when chunks chunks of the current operation are done.
 func (p *pool) waitDone(chunks int64) {
-	start := time.Now()
-	for i := 1; p.done.Load() < chunks; i++ {
-		if i < spinChecks && (i%64 != 0 || time.Since(start) < spinFor) {
-			relax(i)
+	sp := newSpin()
+	for p.done.Load() < chunks {
+		if sp.step() {
 			continue
 		}
 		// The Store/Load pair here and the Add/CAS pair in take are
@@ -235,7 +234,7 @@ func (p *pool) waitDone(chunks int64) {
 		// A token may also come from a finisher of an earlier operation
 		// that ran late; the loop checks done again either way.
 		<-p.callerWake
-		i, start = 0, time.Now()
+		sp = newSpin()
 	}
 }
 
@@ -255,16 +254,15 @@ func (p *pool) work(h *helper) {
 
 // await waits for an operation newer than seen; false means stop.
 func (p *pool) await(h *helper, seen uint64) (uint64, bool) {
-	start := time.Now()
-	for i := 1; ; i++ {
+	sp := newSpin()
+	for {
 		if gen := p.claim.Load() >> genShift; gen != seen {
 			return gen, true
 		}
 		if p.quit.Load() {
 			return 0, false
 		}
-		if i < spinChecks && (i%64 != 0 || time.Since(start) < spinFor) {
-			relax(i)
+		if sp.step() {
 			continue
 		}
 		// Same protocol as waitDone: the caller changes claim (or quit)
@@ -277,7 +275,7 @@ func (p *pool) await(h *helper, seen uint64) (uint64, bool) {
 			}
 		}
 		<-h.wake
-		i, start = 0, time.Now()
+		sp = newSpin()
 	}
 }
 
@@ -290,15 +288,32 @@ func (h *helper) awaken() bool {
 	return false
 }
 
-// relax is one step of a spin: a CPU pause (about 30 ns on Zen 3), and
-// every 64th step, when the caller also looks at the clock, a yield to the
-// Go scheduler, so that with more spinning goroutines than Ps (threads
-// above GOMAXPROCS, or the server's other goroutines) one with real work is
-// not kept waiting for long by a spinner holding its P.
-func relax(i int) {
-	if i%64 == 0 {
-		runtime.Gosched()
-		return
+// spin is the spinning half of waitDone's and await's waits: a thread
+// calls step until it reports false, then sleeps, and after a sleep starts
+// a fresh spin.
+type spin struct {
+	i     int // steps taken
+	start time.Time
+}
+
+func newSpin() spin { return spin{start: time.Now()} }
+
+// step takes one step of the spin and reports true, or reports false once
+// the spin has lasted spinFor (or spinChecks steps; the clock is read every
+// 64th step). A step is a CPU pause (about 30 ns on Zen 3), and every 64th,
+// when it also looks at the clock, a yield to the Go scheduler, so that
+// with more spinning goroutines than Ps (threads above GOMAXPROCS, or the
+// server's other goroutines) one with real work is not kept waiting for
+// long by a spinner holding its P.
+func (s *spin) step() bool {
+	s.i++
+	if s.i >= spinChecks || s.i%64 == 0 && time.Since(s.start) >= spinFor {
+		return false
 	}
-	cpuRelax()
+	if s.i%64 == 0 {
+		runtime.Gosched()
+	} else {
+		cpuRelax()
+	}
+	return true
 }
