@@ -154,9 +154,6 @@ func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	if t.hf == nil {
 		return nil
 	}
-	if i := strings.IndexByte(text, 0); i >= 0 {
-		text = text[:i]
-	}
 	return encode(t.hf, text, addSpecial)
 }
 
@@ -177,13 +174,15 @@ func (t *Tokenizer) EncodePlain(text string) ([]int32, error) {
 	if t.plainErr != nil {
 		return nil, t.plainErr
 	}
-	if i := strings.IndexByte(text, 0); i >= 0 {
-		text = text[:i]
-	}
 	return encode(t.plain, text, false), nil
 }
 
+// encode runs one of the library's instances on text up to its first NUL
+// byte (the library's C interface takes C strings).
 func encode(hf *tokenizers.Tokenizer, text string, addSpecial bool) []int32 {
+	if i := strings.IndexByte(text, 0); i >= 0 {
+		text = text[:i]
+	}
 	enc := hf.EncodeWithOptions(text, addSpecial)
 	out := make([]int32, len(enc.IDs))
 	for i, id := range enc.IDs {
