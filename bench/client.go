@@ -202,7 +202,7 @@ var requestSeq atomic.Uint64
 var errStop = errors.New("stop")
 
 func (s *stream) read(body io.Reader) {
-	err := readEvents(body, s.event)
+	err := ReadEvents(body, s.event)
 	switch {
 	case errors.Is(err, errStop):
 	case err != nil && s.res.Err == "":
@@ -299,11 +299,11 @@ func truncate(b []byte, n int) string {
 	return string(b)
 }
 
-// readEvents parses a text/event-stream body and calls fn with the data of
+// ReadEvents parses a text/event-stream body and calls fn with the data of
 // each event (multi-line data joined by "\n"). Comments (": keep-alive"),
 // id:, event: and retry: lines are skipped. It returns fn's first error, the
-// reader's error, or nil at EOF.
-func readEvents(body io.Reader, fn func(data []byte) error) error {
+// reader's error, or nil at EOF. The data slice is reused after fn returns.
+func ReadEvents(body io.Reader, fn func(data []byte) error) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var data []byte
 	have := false

@@ -195,7 +195,7 @@ func TestClientUsageTPOT(t *testing.T) {
 func TestReadEventsMultiLine(t *testing.T) {
 	in := "id: 1\nevent: message\ndata: first\ndata: second\n\n: comment\nretry: 10\n\ndata:no-space\r\n\r\ndata: last-without-blank"
 	var got []string
-	err := readEvents(strings.NewReader(in), func(d []byte) error { got = append(got, string(d)); return nil })
+	err := ReadEvents(strings.NewReader(in), func(d []byte) error { got = append(got, string(d)); return nil })
 	want := []string{"first\nsecond", "no-space", "last-without-blank"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("got %q, %v; want %q", got, err, want)

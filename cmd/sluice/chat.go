@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/bench"
 )
 
 // runChat: sluice chat --url http://localhost:8080 — a terminal chat client.
@@ -155,24 +157,13 @@ func (c *chatClient) turn(ctx context.Context, line string) (turnStats, error) {
 func readChatStream(body io.Reader, start time.Time, onText func(string)) (turnStats, error) {
 	var st turnStats
 	var first time.Time
-	r := bufio.NewReader(body)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = errors.New("stream ended before [DONE]")
-			}
-			return st, err
-		}
-		data, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), "data: ")
-		if !ok {
-			continue // id:, comments (keep-alives), blank separators
-		}
-		if data == "[DONE]" {
+	errDone := errors.New("[DONE]")
+	err := bench.ReadEvents(body, func(data []byte) error {
+		if string(data) == "[DONE]" {
 			if !first.IsZero() {
 				st.decode = time.Since(first)
 			}
-			return st, nil
+			return errDone
 		}
 		var chunk struct {
 			Choices []struct {
@@ -184,11 +175,11 @@ func readChatStream(body io.Reader, start time.Time, onText func(string)) (turnS
 			} `json:"usage"`
 			Error *struct{ Message, Code string } `json:"error"`
 		}
-		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
-			return st, fmt.Errorf("bad chunk %q: %w", data, err)
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return fmt.Errorf("bad chunk %q: %w", data, err)
 		}
 		if chunk.Error != nil {
-			return st, fmt.Errorf("server: %s (%s)", chunk.Error.Message, chunk.Error.Code)
+			return fmt.Errorf("server: %s (%s)", chunk.Error.Message, chunk.Error.Code)
 		}
 		if chunk.Usage != nil {
 			st.tokens = chunk.Usage.CompletionTokens
@@ -205,5 +196,13 @@ func readChatStream(body io.Reader, start time.Time, onText func(string)) (turnS
 				st.finish = *ch.FinishReason
 			}
 		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errDone):
+		return st, nil
+	case err == nil:
+		return st, errors.New("stream ended before [DONE]")
 	}
+	return st, err
 }
