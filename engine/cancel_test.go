@@ -122,11 +122,7 @@ func testCancel(t *testing.T, mk func(t *testing.T) (Model, func(func(*kernels.B
 			synctest.Test(t, func(t *testing.T) {
 				m, install, cfg := mk(t)
 				cfg.MaxBatchTokens, cfg.MaxSeqs, cfg.DisablePrefixCache = 32, tc.maxSeqs, true
-				e, err := New(m, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close(bg)
+				e := newEngineOn(t, m, cfg)
 				ls := newLockstepHook(install, e)
 				synctest.Wait()
 				baseline := bubbleGoroutines()

@@ -106,21 +106,13 @@ func runAtOnce(t *testing.T, e *Engine, install func(func(*kernels.Batch) error)
 	return out
 }
 
-func testPrompts(count int) [][]int32 {
-	var ps [][]int32
-	for i := range count {
-		ps = append(ps, prompt(5+i*5, int32(i), 64))
-	}
-	return ps
-}
-
 // Batch invariance: each of 16 prompts gives the same greedy output alone
 // and inside a batch with staggered arrivals. The model is exact (integer
 // hashing), so the tolerance is zero: any difference is a paging bug.
 func TestBatchInvariance(t *testing.T) {
 	m := newHashModel(64, 1024, 256, 16)
 	e := newTestEngine(t, m, Config{MaxBatchTokens: 64, MaxSeqs: 16})
-	prompts := testPrompts(16)
+	prompts := vocabPrompts(16, 64)
 	const n = 24
 	alone := make([][]int32, len(prompts))
 	for i, p := range prompts {
@@ -144,7 +136,7 @@ func TestPreemptionKeepsOutputs(t *testing.T) {
 		t.Run(fmt.Sprintf("prefix-cache=%v", cache), func(t *testing.T) {
 			m := newHashModel(64, 1024, 14, 8)
 			e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 16, DisablePrefixCache: !cache})
-			prompts := testPrompts(16)[:10] // up to 50 + 24 tokens: 10 blocks each, 14 in the pool
+			prompts := vocabPrompts(16, 64)[:10] // up to 50 + 24 tokens: 10 blocks each, 14 in the pool
 			got := runAtOnce(t, e, func(h func(*kernels.Batch) error) { m.onForward = h }, prompts, 24)
 			for i, p := range prompts {
 				if want := m.reference(p, 24); !slices.Equal(got[i], want) {

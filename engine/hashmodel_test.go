@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -154,18 +153,9 @@ func prompt(n int, salt int32, vocab int) []int32 {
 	return p
 }
 
+// newTestEngine starts an engine over m's whole KV store (see newEngineOn).
 func newTestEngine(t testing.TB, m *hashModel, cfg Config) *Engine {
 	t.Helper()
-	cfg.Blocks = len(m.kv) / m.bs
-	cfg.BlockSize = m.bs
-	e, err := New(m, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return e
+	cfg.Blocks, cfg.BlockSize = len(m.kv)/m.bs, m.bs
+	return newEngineOn(t, m, cfg)
 }

@@ -95,13 +95,18 @@ func smolPath(t testing.TB) string {
 	return path
 }
 
+// newEngineOn starts an engine on m, closed when the test ends.
 func newEngineOn(t testing.TB, m Model, cfg Config) *Engine {
 	t.Helper()
 	e, err := New(m, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close(bg) })
+	t.Cleanup(func() {
+		if err := e.Close(bg); err != nil {
+			t.Error(err)
+		}
+	})
 	return e
 }
 

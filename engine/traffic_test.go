@@ -23,12 +23,13 @@ func TestRandomTraffic(t *testing.T) {
 	m := newHashModel(64, 4096, 40, 8)
 	e := newTestEngine(t, m, Config{MaxBatchTokens: 24, MaxSeqs: 8, MaxQueue: 64})
 	var invErr error
-	m.onForward = func(*kernels.Batch) error {
+	check := func(*kernels.Batch) error { // on the loop, inside Forward
 		if err := e.sched.CheckInvariants(); err != nil && invErr == nil {
 			invErr = err
 		}
 		return nil
 	}
+	m.onForward = check
 	const clients, perClient = 8, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -58,9 +59,7 @@ func TestRandomTraffic(t *testing.T) {
 	}
 	got := runAtOnce(t, e, func(h func(*kernels.Batch) error) {
 		m.onForward = func(b *kernels.Batch) error {
-			if err := e.sched.CheckInvariants(); err != nil && invErr == nil {
-				invErr = err
-			}
+			check(b)
 			return h(b)
 		}
 	}, burst, 30)
