@@ -16,6 +16,23 @@ var scorePool = sync.Pool{New: func() any { return new([]float32) }}
 // (9 heads, 7 µs) was slower split over two threads than inline.
 const attentionGrain = 16384
 
+// attnScratch is Attention's state, kept on the backend so a steady-state
+// call allocates nothing, as matScratch is for matMul: the row→sequence map
+// and the one closure handed to parallelFor (a fresh closure per call, per
+// layer per step, would escape to the heap).
+type attnScratch struct {
+	rowSeq []int32 // sequence of each row
+
+	// The current call, read by run.
+	os, qs                      []float32
+	kc, vc                      []uint16
+	batch                       *kernels.Batch
+	heads, group, qCols, kvCols int
+	hd, bs                      int
+	scale                       float32
+	fn                          func(lo, hi int)
+}
+
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
 	os, ot, err := f32Of(out, "Attention out")
 	if err != nil {
@@ -60,10 +77,11 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
 		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 	}
-	if cap(b.rowSeq) < n {
-		b.rowSeq = make([]int32, n)
+	a := &b.attn
+	if cap(a.rowSeq) < n {
+		a.rowSeq = make([]int32, n)
 	}
-	rowSeq := b.rowSeq[:n] // sequence of each row
+	rowSeq := a.rowSeq[:n] // sequence of each row
 	ctxSum := 0            // positions attended to, over all rows
 	for si, sq := range batch.Seqs {
 		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
@@ -94,35 +112,46 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	if perItem := ctxSum * hd / max(n, 1); perItem > 0 {
 		grain = max(1, attentionGrain/perItem)
 	}
-	b.parallelFor(n*heads, grain, func(lo, hi int) {
-		sp := scorePool.Get().(*[]float32)
-		defer scorePool.Put(sp)
-		for item := lo; item < hi; item++ {
-			r, h := item/heads, item%heads
-			sq := &batch.Seqs[rowSeq[r]]
-			ctx := int(batch.Positions[r]) + 1 // causal: this row sees positions [0, pos]
-			if cap(*sp) < ctx {
-				*sp = make([]float32, ctx)
-			}
-			scores := (*sp)[:ctx]
-			qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
-			kvOff := (h / group) * hd
-			maxS := float32(math.Inf(-1))
-			for p := range ctx {
-				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
-				scores[p] = s
-				maxS = max(maxS, s)
-			}
-			sum := expF32(scores, scores, maxS)
-			o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
-			clear(o)
-			inv := 1 / sum
-			for p, e := range scores {
-				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				axpyHalf(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
-			}
-		}
-	})
+	if a.fn == nil {
+		a.fn = a.run
+	}
+	a.os, a.qs, a.kc, a.vc, a.batch = os, qs, kc, vc, batch
+	a.heads, a.group, a.qCols, a.kvCols, a.hd, a.bs, a.scale = heads, group, qCols, kvCols, hd, bs, scale
+	b.parallelFor(n*heads, grain, a.fn)
+	a.os, a.qs, a.kc, a.vc, a.batch = nil, nil, nil, nil, nil // do not pin the caller's buffers
 	return nil
+}
+
+// run computes the (row, head) items [lo, hi) of the current call.
+func (a *attnScratch) run(lo, hi int) {
+	os, qs, kc, vc, batch, rowSeq := a.os, a.qs, a.kc, a.vc, a.batch, a.rowSeq
+	heads, group, qCols, kvCols, hd, bs, scale := a.heads, a.group, a.qCols, a.kvCols, a.hd, a.bs, a.scale
+	sp := scorePool.Get().(*[]float32)
+	defer scorePool.Put(sp)
+	for item := lo; item < hi; item++ {
+		r, h := item/heads, item%heads
+		sq := &batch.Seqs[rowSeq[r]]
+		ctx := int(batch.Positions[r]) + 1 // causal: this row sees positions [0, pos]
+		if cap(*sp) < ctx {
+			*sp = make([]float32, ctx)
+		}
+		scores := (*sp)[:ctx]
+		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
+		kvOff := (h / group) * hd
+		maxS := float32(math.Inf(-1))
+		for p := range ctx {
+			slot := int(sq.Blocks[p/bs])*bs + p%bs
+			s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
+			scores[p] = s
+			maxS = max(maxS, s)
+		}
+		sum := expF32(scores, scores, maxS)
+		o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
+		clear(o)
+		inv := 1 / sum
+		for p, e := range scores {
+			slot := int(sq.Blocks[p/bs])*bs + p%bs
+			axpyHalf(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
+		}
+	}
 }

@@ -11,9 +11,7 @@ import (
 type Backend struct {
 	workers
 	rope map[*tensor]*ropeTable // cos/sin per position, per frequency vector
-	// rowSeq maps each batch row to its sequence in Attention; kept across
-	// calls because every layer of every step needs it and it is rebuilt anyway.
-	rowSeq []int32
+	attn attnScratch            // Attention's reusable state (attention.go)
 }
 
 // New returns a CPU backend that splits large operations over threads
