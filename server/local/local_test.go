@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
@@ -47,12 +48,7 @@ func TestLoadGGUFAndHFDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(outs[0]) != len(outs[1]) {
+	if !slices.Equal(outs[0], outs[1]) {
 		t.Fatalf("GGUF gave %v, HF directory %v", outs[0], outs[1])
-	}
-	for i := range outs[0] {
-		if outs[0][i] != outs[1][i] {
-			t.Fatalf("GGUF gave %v, HF directory %v", outs[0], outs[1])
-		}
 	}
 }
