@@ -58,6 +58,9 @@ func Load(path string, o Options) (*Model, error) {
 	m := &Model{ID: ModelID(path), src: src}
 	if err := m.load(o); err != nil {
 		_ = src.Close()
+		if m.Tokenizer != nil {
+			m.Tokenizer.Close()
+		}
 		if m.be != nil {
 			_ = m.be.Close()
 		}
