@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench"
-	"github.com/sluicehq/sluice/server"
 )
 
 // runBench: sluice bench --url URL [--scenario single|sweep|abandon|streams-1000] ...
@@ -75,9 +74,6 @@ func runBench(args []string) error {
 			return err
 		}
 		cfg.Prompts = ps
-	}
-	if _, err := server.RaiseFileLimit(); err != nil { // streams-1000 needs >1024 sockets
-		fmt.Fprintf(os.Stderr, "sluice bench: raising the open-file limit: %v\n", err)
 	}
 	conns := max(cfg.Load.Concurrency, cfg.Streams, 64)
 	client.HTTP = bench.NewHTTPClient(conns)
