@@ -10,8 +10,9 @@ import (
 // Backend is the CPU implementation of kernels.Backend.
 type Backend struct {
 	workers
-	rope map[*tensor]*ropeTable // cos/sin per position, per frequency vector
-	attn attnScratch            // Attention's reusable state (attention.go)
+	rope   map[*tensor]*ropeTable // cos/sin per position, per frequency vector
+	attn   attnScratch            // Attention's reusable state (attention.go)
+	swiglu swigluScratch          // SwiGLU's (ops.go)
 }
 
 // New returns a CPU backend that splits large operations over threads

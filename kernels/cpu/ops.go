@@ -126,9 +126,25 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {
 	}
 	// A decode row (SmolLM2: 1536 elements) takes about a microsecond, not
 	// much more than a hand-off (0.4–0.8 µs); a prompt's rows are worth sharing.
-	b.parallelFor(m, 8192, func(lo, hi int) { siluMulF32(d[lo:hi], g[lo:hi], u[lo:hi]) })
+	s := &b.swiglu
+	if s.fn == nil {
+		s.fn = s.run
+	}
+	s.d, s.g, s.u = d, g, u
+	b.parallelFor(m, 8192, s.fn)
+	s.d, s.g, s.u = nil, nil, nil // do not pin the caller's buffers
 	return nil
 }
+
+// swigluScratch is SwiGLU's call and the one closure handed to parallelFor,
+// kept on the backend (as matScratch, attnScratch) so that a call, once
+// per layer per step, allocates nothing.
+type swigluScratch struct {
+	d, g, u []float32
+	fn      func(lo, hi int)
+}
+
+func (s *swigluScratch) run(lo, hi int) { siluMulF32(s.d[lo:hi], s.g[lo:hi], s.u[lo:hi]) }
 
 func (b *Backend) Add(dst, x kernels.Tensor, n int) error {
 	d, dt, err := f32Of(dst, "Add dst")
