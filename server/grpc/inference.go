@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
@@ -37,37 +38,22 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, stream grpc.ServerStre
 		return err
 	}
 	defer run.done()
-	ctx, req, ts, id := run.ctx, run.req, run.ts, run.req.ID
-	em := &chunkEmitter{ts: ts, send: func(text string, ids []int32) error {
+	id := run.req.ID
+	send := func(text string, ids []int32) error {
 		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
 			Chunk: &sluicev1.GenerateChunk{Text: text, TokenIds: uint32s(ids)}}})
-	}}
-	out := server.Pump(ctx, run.seq, ts, em, s.pumpConfig(true), s.drain)
-	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
-
-	usage := &sluicev1.Usage{PromptTokens: uint32(len(req.Prompt)), CompletionTokens: uint32(len(ts.IDs())),
-		CachedTokens: uint32(out.Result.CachedTokens)}
-	complete := func(finish string) error {
+	}
+	complete := func(out server.Outcome, finish string) error {
+		usage := &sluicev1.Usage{PromptTokens: uint32(len(run.req.Prompt)), CompletionTokens: uint32(len(run.ts.IDs())),
+			CachedTokens: uint32(out.Result.CachedTokens)}
 		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
 			Complete: &sluicev1.GenerateComplete{FinishReason: finish, Usage: usage}}})
 	}
-	switch {
-	case errors.Is(context.Cause(ctx), errAbortRPC) && out.Err == nil:
-		// Abort RPC: the caller is still reading. The sequence may have
-		// finished on its own in the same instant.
-		if out.CutShort || out.Finish == "" {
-			return complete(string(engine.FinishAbort))
-		}
-		return complete(out.Finish)
-	case out.ClientGone:
-		return toStatus(context.Cause(ctx))
-	case out.Err != nil:
-		code, httpStatus := classify(out.Err)
+	sendErr := func(err error, code codes.Code, httpStatus int) {
 		_ = stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Error{
-			Error: &sluicev1.GenerateError{Code: code.String(), Message: out.Err.Error(), HttpStatus: uint32(httpStatus)}}})
-		return toStatus(out.Err)
+			Error: &sluicev1.GenerateError{Code: code.String(), Message: err.Error(), HttpStatus: uint32(httpStatus)}}})
 	}
-	return complete(out.Finish)
+	return s.stream(run, true, send, complete, sendErr)
 }
 
 func (x *inference) Abort(_ context.Context, r *sluicev1.AbortRequest) (*sluicev1.AbortResponse, error) {

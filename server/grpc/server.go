@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -220,6 +221,34 @@ func (s *Server) start(parent context.Context, b *server.Backend, g *server.GenR
 	}
 	return &running{ctx: ctx, done: done, req: req, seq: seq,
 		ts: server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)}, nil
+}
+
+// stream is what both generation services do after start: pump the
+// sequence through a chunkEmitter that sends with send, then end the RPC.
+// A normal end, or an Abort RPC (its caller still reading), goes to
+// complete with the finish reason; an in-band error goes to sendErr and
+// then comes back as a status; a client that left gets its context's status.
+func (s *Server) stream(run *running, streaming bool, send func(text string, ids []int32) error,
+	complete func(out server.Outcome, finish string) error, sendErr func(err error, code codes.Code, httpStatus int)) error {
+	em := &chunkEmitter{ts: run.ts, send: send}
+	out := server.Pump(run.ctx, run.seq, run.ts, em, s.pumpConfig(streaming), s.drain)
+	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
+	switch {
+	case errors.Is(context.Cause(run.ctx), errAbortRPC) && out.Err == nil:
+		// Abort RPC: the caller is still reading. The sequence may have
+		// finished on its own in the same instant.
+		if out.CutShort || out.Finish == "" {
+			return complete(out, string(engine.FinishAbort))
+		}
+		return complete(out, out.Finish)
+	case out.ClientGone:
+		return toStatus(context.Cause(run.ctx))
+	case out.Err != nil:
+		code, httpStatus := classify(out.Err)
+		sendErr(out.Err, code, httpStatus)
+		return toStatus(out.Err)
+	}
+	return complete(out, out.Finish)
 }
 
 // submit hands req to the engine, under ctx unless the naive benchmark mode

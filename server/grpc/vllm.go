@@ -3,12 +3,12 @@ package grpcserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
@@ -88,38 +88,24 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStrea
 		return err
 	}
 	defer run.done()
-	ctx, req, ts, id := run.ctx, run.req, run.ts, run.req.ID
-	prompt := int32(len(req.Prompt))
-	em := &chunkEmitter{ts: ts, send: func(_ string, ids []int32) error {
+	id, prompt := run.req.ID, int32(len(run.req.Prompt))
+	send := func(_ string, ids []int32) error {
 		if !r.GetStream() {
 			return nil // one GenerateComplete at the end
 		}
 		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
-			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(ts.IDs()))}}})
-	}}
-	out := server.Pump(ctx, run.seq, ts, em, s.pumpConfig(r.GetStream()), s.drain)
-	_ = em.Flush()
-
-	complete := func(finish string) error {
+			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(run.ts.IDs()))}}})
+	}
+	complete := func(out server.Outcome, finish string) error {
 		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Complete{
-			Complete: &vllmpb.GenerateComplete{OutputIds: uint32s(ts.IDs()), FinishReason: finish, PromptTokens: prompt,
-				CompletionTokens: int32(len(ts.IDs())), CachedTokens: int32(out.Result.CachedTokens)}}})
+			Complete: &vllmpb.GenerateComplete{OutputIds: uint32s(run.ts.IDs()), FinishReason: finish, PromptTokens: prompt,
+				CompletionTokens: int32(len(run.ts.IDs())), CachedTokens: int32(out.Result.CachedTokens)}}})
 	}
-	switch {
-	case errors.Is(context.Cause(ctx), errAbortRPC) && out.Err == nil:
-		if out.CutShort || out.Finish == "" {
-			return complete(string(engine.FinishAbort))
-		}
-		return complete(out.Finish)
-	case out.ClientGone:
-		return toStatus(context.Cause(ctx))
-	case out.Err != nil:
-		code, httpStatus := classify(out.Err)
+	sendErr := func(err error, code codes.Code, httpStatus int) {
 		_ = stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Error{
-			Error: &vllmpb.GenerateError{Message: out.Err.Error(), HttpStatusCode: strconv.Itoa(httpStatus), Details: code.String()}}})
-		return toStatus(out.Err)
+			Error: &vllmpb.GenerateError{Message: err.Error(), HttpStatusCode: strconv.Itoa(httpStatus), Details: code.String()}}})
 	}
-	return complete(out.Finish)
+	return s.stream(run, r.GetStream(), send, complete, sendErr)
 }
 
 // Abort answers success=false for an unknown id instead of NOT_FOUND: routers
