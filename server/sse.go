@@ -125,8 +125,9 @@ func (s *sseWriter) extendDeadline() error {
 }
 
 // Flush implements Emitter: it writes every frame this connection has not
-// seen, under a deadline for this write alone (a long stream has no overall
-// write timeout), and flushes them to the socket.
+// seen, under a write deadline kept at most WriteTimeout ahead (a long stream
+// has no overall write timeout; see extendDeadline), and flushes them to the
+// socket.
 func (s *sseWriter) Flush() error {
 	if s.err != nil {
 		return s.err
