@@ -228,17 +228,15 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	setSSEHeaders(w, id)
 	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, last)
+	_ = sw.Flush() // the replay
 	switch {
 	case seq != nil:
-		_ = sw.Flush() // the replay
 		s.pumpStream(ctx, st, seq, sw)
 	case !st.done: // limitReached
 		if text := st.ts.Finish(); text != "" {
 			_ = sw.Text(text)
 		}
 		s.endStream(st, sw, Outcome{Finish: "length"})
-	default:
-		_ = sw.Flush() // the replay is all there is
 	}
 }
 
