@@ -29,13 +29,9 @@ func TestDequantizeGolden(t *testing.T) {
 	if err := json.Unmarshal(data, &golden); err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]kernels.DType{}
-	for _, dt := range allTypes {
-		types[dt.String()] = dt
-	}
 	for _, c := range golden.Cases {
 		t.Run(c.Type+"/"+c.Name, func(t *testing.T) {
-			dt, ok := types[c.Type]
+			dt, ok := typeByName[c.Type]
 			if !ok {
 				t.Fatalf("unknown type %q", c.Type)
 			}
@@ -60,6 +56,15 @@ var allTypes = []kernels.DType{
 	kernels.F32, kernels.F16, kernels.BF16, kernels.Q4_0, kernels.Q4_1, kernels.Q5_0,
 	kernels.Q5_1, kernels.Q8_0, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K, kernels.Q8_K,
 }
+
+// typeByName maps the golden files' type names to allTypes.
+var typeByName = func() map[string]kernels.DType {
+	m := map[string]kernels.DType{}
+	for _, dt := range allTypes {
+		m[dt.String()] = dt
+	}
+	return m
+}()
 
 // TestRoundTrip bounds the error of Quantize→Dequantize on N(0,1) data (plus
 // an offset block, which stresses the min of the affine types).
@@ -281,17 +286,13 @@ func testQuantizeGolden(t *testing.T, file string) {
 	if err := json.Unmarshal(data, &golden); err != nil {
 		t.Fatal(err)
 	}
-	types := map[string]kernels.DType{}
-	for _, dt := range allTypes {
-		types[dt.String()] = dt
-	}
 	for _, c := range golden.Cases {
 		t.Run(c.Type, func(t *testing.T) {
 			x := make([]float32, len(c.X))
 			for i, v := range c.X {
 				x[i] = float32(v)
 			}
-			got, err := Quantize(types[c.Type], x)
+			got, err := Quantize(typeByName[c.Type], x)
 			if err != nil {
 				t.Fatal(err)
 			}
