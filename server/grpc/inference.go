@@ -119,8 +119,8 @@ func (x *inference) Detokenize(_ context.Context, r *sluicev1.DetokenizeRequest)
 
 func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*sluicev1.ListModelsResponse, error) {
 	m := &sluicev1.Model{Id: x.s.cfg.HTTP.ModelID, Aliases: x.s.cfg.HTTP.Aliases, OwnedBy: "sluice"}
-	if b := x.s.backend.Load(); b != nil {
-		m.ContextLength = uint32(b.ContextLen)
+	if loaded := x.s.model.Load(); loaded != nil {
+		m.ContextLength = uint32(loaded.backend.ContextLen)
 	}
 	return &sluicev1.ListModelsResponse{Models: []*sluicev1.Model{m}}, nil
 }

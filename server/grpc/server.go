@@ -41,6 +41,13 @@ type ModelInfo struct {
 	VocabSize int
 }
 
+// model is what SetBackend attaches, stored as one so that the backend and
+// its description are never seen apart.
+type model struct {
+	backend *server.Backend
+	info    ModelInfo
+}
+
 // Validate reports every invalid field at once.
 func (c *Config) Validate() error {
 	var errs []error
@@ -60,8 +67,7 @@ type Server struct {
 	log      *slog.Logger
 	gs       *grpc.Server
 	health   *health.Server
-	backend  atomic.Pointer[server.Backend]
-	info     atomic.Pointer[ModelInfo]
+	model    atomic.Pointer[model] // nil until SetBackend
 	inflight inflight
 	started  time.Time
 	lastRecv atomic.Int64 // unix nanoseconds of the last Generate
@@ -112,8 +118,7 @@ func (s *Server) SetBackend(b *server.Backend, info ModelInfo) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("grpc: backend needs an engine, a tokenizer and a context length")
 	}
-	s.info.Store(&info)
-	s.backend.Store(b)
+	s.model.Store(&model{backend: b, info: info})
 	for _, name := range []string{"", InferenceService, VLLMService} {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -163,11 +168,20 @@ func (s *Server) GRPC() *grpc.Server { return s.gs }
 
 // loaded returns the backend or UNAVAILABLE while the model loads.
 func (s *Server) loaded() (*server.Backend, error) {
-	b := s.backend.Load()
-	if b == nil {
+	m, err := s.loadedModel()
+	if err != nil {
+		return nil, err
+	}
+	return m.backend, nil
+}
+
+// loadedModel is loaded with the model's description.
+func (s *Server) loadedModel() (*model, error) {
+	m := s.model.Load()
+	if m == nil {
 		return nil, toStatus(fmt.Errorf("%w: model still loading", engine.ErrClosed))
 	}
-	return b, nil
+	return m, nil
 }
 
 // servesModel reports whether name selects the served model ("" does).

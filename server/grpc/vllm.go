@@ -123,20 +123,19 @@ func (v *vllmEngine) HealthCheck(context.Context, *vllmpb.HealthCheckRequest) (*
 		return &vllmpb.HealthCheckResponse{Healthy: false, Message: "shutting down"}, nil
 	default:
 	}
-	if v.s.backend.Load() == nil {
+	if v.s.model.Load() == nil {
 		return &vllmpb.HealthCheckResponse{Healthy: false, Message: "model loading"}, nil
 	}
 	return &vllmpb.HealthCheckResponse{Healthy: true, Message: "ok"}, nil
 }
 
 func (v *vllmEngine) GetModelInfo(context.Context, *vllmpb.GetModelInfoRequest) (*vllmpb.GetModelInfoResponse, error) {
-	b, err := v.s.loaded()
+	m, err := v.s.loadedModel()
 	if err != nil {
 		return nil, err
 	}
-	info := v.s.info.Load() // stored before the backend
-	return &vllmpb.GetModelInfoResponse{ModelPath: info.Path, IsGeneration: true,
-		MaxContextLength: int32(b.ContextLen), VocabSize: int32(info.VocabSize)}, nil
+	return &vllmpb.GetModelInfoResponse{ModelPath: m.info.Path, IsGeneration: true,
+		MaxContextLength: int32(m.backend.ContextLen), VocabSize: int32(m.info.VocabSize)}, nil
 }
 
 func (v *vllmEngine) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequest) (*vllmpb.GetServerInfoResponse, error) {
