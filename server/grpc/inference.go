@@ -132,12 +132,12 @@ func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*s
 type chunkEmitter struct {
 	ts   *server.TextStream
 	send func(text string, ids []int32) error
-	text []byte
-	ids  int // len(ts.IDs()) already sent
+	text string // Pump calls Text at most once between Flushes: no copy then
+	ids  int    // len(ts.IDs()) already sent
 	err  error
 }
 
-func (e *chunkEmitter) Text(s string) error { e.text = append(e.text, s...); return nil }
+func (e *chunkEmitter) Text(s string) error { e.text += s; return nil }
 func (e *chunkEmitter) KeepAlive() error    { return e.err }
 
 func (e *chunkEmitter) Flush() error {
@@ -148,8 +148,8 @@ func (e *chunkEmitter) Flush() error {
 	if len(e.text) == 0 && len(ids) == 0 {
 		return nil
 	}
-	e.err = e.send(string(e.text), ids)
+	e.err = e.send(e.text, ids)
 	e.ids += len(ids)
-	e.text = e.text[:0]
+	e.text = ""
 	return e.err
 }
