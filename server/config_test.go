@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -70,9 +72,10 @@ func TestServeShutdown(t *testing.T) {
 	go func() { served <- s.Serve(ctx, ln) }()
 	rig := &testRig{url: "http://" + ln.Addr().String(), eng: eng, srv: s}
 	resp := rig.post(t, "/v1/completions", `{"prompt":"x","stream":true}`)
-	first, _ := readSSE(t, resp.Body, 2)
+	br := bufio.NewReader(resp.Body)
+	first := ssetest.Read(t, br, 2)
 	stop()
-	rest, _ := readSSE(t, resp.Body, 0)
+	rest := ssetest.Read(t, br, 0)
 	if _, _, code, _ := contentOf(t, append(first, rest...)); code != "server_shutdown" || rest[len(rest)-1].Data != "[DONE]" {
 		t.Errorf("error code %q, events %v", code, rest)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 const testModel = "test-model"
@@ -77,7 +79,7 @@ func TestStreamFraming(t *testing.T) {
 			t.Errorf("header %s = %q, want %q", k, got, want)
 		}
 	}
-	events, _ := readSSE(t, resp.Body, 0)
+	events := ssetest.Read(t, bufio.NewReader(resp.Body), 0)
 	for i, ev := range events {
 		if ev.ID != int64(i+1) {
 			t.Errorf("event %d has id %d", i, ev.ID)
@@ -231,9 +233,10 @@ func matches(pattern, s string) bool {
 func TestShutdownEndsStreamsInBand(t *testing.T) {
 	rig := newRig(t, strings.Split(strings.Repeat("x", 50), ""), 20*time.Millisecond, nil)
 	resp := rig.post(t, "/v1/chat/completions", fmt.Sprintf(chatBody, "", true, ""))
-	first, _ := readSSE(t, resp.Body, 3)
+	br := bufio.NewReader(resp.Body)
+	first := ssetest.Read(t, br, 3)
 	rig.srv.Drain()
-	rest, _ := readSSE(t, resp.Body, 0)
+	rest := ssetest.Read(t, br, 0)
 	_, _, code, _ := contentOf(t, append(first, rest...))
 	if code != "server_shutdown" || rest[len(rest)-1].Data != "[DONE]" {
 		t.Errorf("error code %q, last event %v", code, rest[len(rest)-1])

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 // TestResume cuts a stream after some events, reconnects with the response
@@ -34,12 +36,12 @@ func TestResume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rig := newRig(t, script, 5*time.Millisecond, nil)
 			body := fmt.Sprintf(chatBody, "", true, `,"stream_options":{"include_usage":true}`)
-			whole, _ := readSSE(t, rig.post(t, "/v1/chat/completions", body).Body, 0)
+			whole := ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0)
 			wantText, _, _, wantUsage := contentOf(t, whole)
 
 			resp := rig.post(t, "/v1/chat/completions", body)
 			id := resp.Header.Get(streamIDHeader)
-			first, _ := readSSE(t, resp.Body, tt.cutAt)
+			first := ssetest.Read(t, bufio.NewReader(resp.Body), tt.cutAt)
 			resp.Body.Close() // the client vanishes mid-stream
 			last := first[len(first)-1].ID
 
@@ -58,7 +60,7 @@ func TestResume(t *testing.T) {
 			if again.StatusCode != 200 {
 				t.Fatalf("resume status %d", again.StatusCode)
 			}
-			rest, _ := readSSE(t, again.Body, 0)
+			rest := ssetest.Read(t, bufio.NewReader(again.Body), 0)
 			if len(rest) == 0 {
 				t.Fatalf("no events after resume; submits %d aborts %v produced %d", len(rig.eng.Submits()), rig.eng.Aborts(), rig.eng.Produced())
 			}
@@ -98,7 +100,7 @@ func TestResumeFinishedStream(t *testing.T) {
 	rig := newRig(t, []string{"a", "b", "c"}, time.Millisecond, nil)
 	resp := rig.post(t, "/v1/completions", `{"prompt":"x","stream":true}`)
 	id := resp.Header.Get(streamIDHeader)
-	all, _ := readSSE(t, resp.Body, 0)
+	all := ssetest.Read(t, bufio.NewReader(resp.Body), 0)
 	tests := []struct {
 		last   string
 		status int
@@ -121,7 +123,7 @@ func TestResumeFinishedStream(t *testing.T) {
 			t.Errorf("Last-Event-ID %s: status %d, want %d", tt.last, r.StatusCode, tt.status)
 		}
 		if r.StatusCode == 200 {
-			got, _ := readSSE(t, r.Body, 0)
+			got := ssetest.Read(t, bufio.NewReader(r.Body), 0)
 			if len(got) != tt.want || (len(got) > 0 && got[len(got)-1] != all[len(all)-1]) {
 				t.Errorf("Last-Event-ID %s: %d events, want %d", tt.last, len(got), tt.want)
 			}
@@ -141,7 +143,7 @@ func TestResumeAfterLastToken(t *testing.T) {
 	rig.eng.finish, rig.eng.cause = engine.FinishAbort, engine.CauseClientDisconnect
 	resp := rig.post(t, "/v1/completions", `{"prompt":"x","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`)
 	id := resp.Header.Get(streamIDHeader)
-	first, _ := readSSE(t, resp.Body, 0) // ends without [DONE]: the stream was cut short
+	first := ssetest.Read(t, bufio.NewReader(resp.Body), 0) // ends without [DONE]: the stream was cut short
 	if len(first) == 0 || first[len(first)-1].Data == "[DONE]" {
 		t.Fatalf("first connection got %v", first)
 	}
@@ -152,7 +154,7 @@ func TestResumeAfterLastToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Body.Close()
-	rest, _ := readSSE(t, again.Body, 0)
+	rest := ssetest.Read(t, bufio.NewReader(again.Body), 0)
 	text, finish, _, usage := contentOf(t, append(first, rest...))
 	if text != "abc" || finish != "length" || usage == nil || usage.CompletionTokens != 3 {
 		t.Errorf("text %q finish %q usage %+v", text, finish, usage)

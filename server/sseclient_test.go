@@ -1,53 +1,13 @@
 package server
 
 import (
-	"bufio"
 	"encoding/json"
-	"io"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
-
-// sseEvent is one parsed event; comment lines (keep-alives) are counted apart.
-type sseEvent struct {
-	ID   int64
-	Data string
-}
-
-// readSSE parses an SSE body until [DONE], EOF, or limit events (0: no limit).
-func readSSE(t *testing.T, body io.Reader, limit int) (events []sseEvent, comments int) {
-	t.Helper()
-	sc := bufio.NewScanner(body)
-	var cur sseEvent
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.Data != "" {
-				events = append(events, cur)
-				if cur.Data == "[DONE]" || (limit > 0 && len(events) == limit) {
-					return events, comments
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, ":"):
-			comments++
-		case strings.HasPrefix(line, "id: "):
-			id, err := strconv.ParseInt(line[4:], 10, 64)
-			if err != nil {
-				t.Fatalf("bad id line %q", line)
-			}
-			cur.ID = id
-		case strings.HasPrefix(line, "data: "):
-			cur.Data = line[6:]
-		default:
-			t.Fatalf("unexpected SSE line %q", line)
-		}
-	}
-	return events, comments
-}
 
 // streamChunk is the part of a chunk the tests look at.
 type streamChunk struct {
@@ -66,7 +26,7 @@ type streamChunk struct {
 
 // contentOf concatenates the text of a stream's content chunks and returns
 // the finish reason and the error code, if any.
-func contentOf(t *testing.T, events []sseEvent) (text, finish, errCode string, usage *Usage) {
+func contentOf(t *testing.T, events []ssetest.Event) (text, finish, errCode string, usage *Usage) {
 	t.Helper()
 	var b strings.Builder
 	for _, ev := range events {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 const helloChat = `{"messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":24,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`
@@ -24,19 +26,19 @@ func TestGoClient(t *testing.T) {
 		resp.Header.Get("X-Accel-Buffering") != "no" || resp.Header.Get("Content-Encoding") != "" {
 		t.Fatalf("status %d headers %v", resp.StatusCode, resp.Header)
 	}
-	events := readEvents(t, bufio.NewReader(resp.Body), 0)
+	events := ssetest.Read(t, bufio.NewReader(resp.Body), 0)
 	for i, ev := range events {
-		if ev.id != int64(i+1) {
-			t.Fatalf("event %d has id %d", i, ev.id)
+		if ev.ID != int64(i+1) {
+			t.Fatalf("event %d has id %d", i, ev.ID)
 		}
 	}
 	var first chunk
-	if err := json.Unmarshal([]byte(events[0].data), &first); err != nil || first.Choices[0].Delta.Role != "assistant" {
-		t.Errorf("first event %s", events[0].data)
+	if err := json.Unmarshal([]byte(events[0].Data), &first); err != nil || first.Choices[0].Delta.Role != "assistant" {
+		t.Errorf("first event %s", events[0].Data)
 	}
 	s := decode(t, events)
-	if s.text == "" || (s.finish != "stop" && s.finish != "length") || s.completion == 0 || events[len(events)-1].data != "[DONE]" {
-		t.Errorf("text %q finish %q completion tokens %d, last %q", s.text, s.finish, s.completion, events[len(events)-1].data)
+	if s.text == "" || (s.finish != "stop" && s.finish != "length") || s.completion == 0 || events[len(events)-1].Data != "[DONE]" {
+		t.Errorf("text %q finish %q completion tokens %d, last %q", s.text, s.finish, s.completion, events[len(events)-1].Data)
 	}
 	r.waitIdle(t, 5*time.Second)
 }
@@ -53,7 +55,7 @@ func TestCurl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("curl: %v: %s", err, out)
 	}
-	events := readEvents(t, bufio.NewReader(strings.NewReader(string(out))), 0)
+	events := ssetest.Read(t, bufio.NewReader(strings.NewReader(string(out))), 0)
 	s := decode(t, events)
 	if !strings.HasPrefix(string(out), "id: 1\ndata: {") || !strings.HasSuffix(string(out), "data: [DONE]\n\n") || s.text == "" {
 		t.Errorf("curl output:\n%s", out)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 // nginxBinary finds nginx at $SLUICE_TEST_NGINX, where deploy/fetch-nginx.sh
@@ -65,10 +67,10 @@ func TestThroughNginx(t *testing.T) {
 	// several pile up. The smallest lag of the first 5 pieces tolerates one
 	// slow read on a busy machine.
 	br := bufio.NewReader(resp.Body)
-	readEvents(t, br, 1) // role
+	ssetest.Read(t, br, 1) // role
 	minLag := int64(1 << 30)
 	for i := int64(1); i <= 5; i++ {
-		if p := decode(t, readEvents(t, br, 1)); len(p.pieces) != 1 {
+		if p := decode(t, ssetest.Read(t, br, 1)); len(p.pieces) != 1 {
 			t.Fatalf("event %d is not a piece of text: %+v", i, p)
 		}
 		minLag = min(minLag, r.stats().GenTokens-before-i)
@@ -88,8 +90,8 @@ func TestThroughNginx(t *testing.T) {
 		t.Fatalf("resume through nginx: %v %v", err, resp2.Status)
 	}
 	defer resp2.Body.Close()
-	rest := readEvents(t, bufio.NewReader(resp2.Body), 0)
-	if len(rest) == 0 || rest[0].id != 7 || rest[len(rest)-1].data != "[DONE]" {
+	rest := ssetest.Read(t, bufio.NewReader(resp2.Body), 0)
+	if len(rest) == 0 || rest[0].ID != 7 || rest[len(rest)-1].Data != "[DONE]" {
 		t.Errorf("resumed events through nginx: %+v", rest)
 	}
 	r.waitIdle(t, 5*time.Second)

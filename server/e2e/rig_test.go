@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 	"github.com/sluicehq/sluice/server/local"
 )
 
@@ -136,52 +135,6 @@ func (r *rig) waitIdle(t *testing.T, within time.Duration) *engine.Stats {
 	}
 }
 
-// event is one SSE event; comments counts the comment lines before it.
-type event struct {
-	id       int64
-	data     string
-	comments int
-}
-
-// readEvents parses SSE until [DONE], EOF, or limit events (0: no limit).
-func readEvents(t *testing.T, body *bufio.Reader, limit int) []event {
-	t.Helper()
-	var out []event
-	var cur event
-	for {
-		line, err := body.ReadString('\n')
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("reading the stream: %v", err)
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if cur.data == "" {
-				continue
-			}
-			out = append(out, cur)
-			if cur.data == "[DONE]" || (limit > 0 && len(out) == limit) {
-				return out
-			}
-			cur = event{}
-		case strings.HasPrefix(line, ":"):
-			cur.comments++
-		case strings.HasPrefix(line, "id: "):
-			cur.id, err = strconv.ParseInt(line[4:], 10, 64)
-			if err != nil {
-				t.Fatalf("bad id line %q", line)
-			}
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		default:
-			t.Fatalf("unexpected line %q", line)
-		}
-	}
-}
-
 type chunk struct {
 	Choices []struct {
 		Delta struct {
@@ -208,16 +161,16 @@ type streamed struct {
 	errCode    string
 }
 
-func decode(t *testing.T, events []event) streamed {
+func decode(t *testing.T, events []ssetest.Event) streamed {
 	t.Helper()
 	var s streamed
 	for _, ev := range events {
-		if ev.data == "[DONE]" {
+		if ev.Data == "[DONE]" {
 			continue
 		}
 		var c chunk
-		if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
-			t.Fatalf("event %d: %v: %s", ev.id, err, ev.data)
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+			t.Fatalf("event %d: %v: %s", ev.ID, err, ev.Data)
 		}
 		if c.Error != nil {
 			s.errCode = c.Error.Code

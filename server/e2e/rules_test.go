@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 // TestNoReplacementCharacter streams Japanese and emoji (ZWJ sequences
@@ -28,7 +30,7 @@ func TestNoReplacementCharacter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"messages":[{"role":"user","content":%s}],"max_tokens":%d,"temperature":0,"stream":true}`, jsonString(tt.prompt), tt.maxTokens)
-			s := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
+			s := decode(t, ssetest.Read(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
 			nonASCII := false
 			for _, p := range s.pieces {
 				if !utf8.ValidString(p) || strings.ContainsRune(p, utf8.RuneError) {
@@ -83,7 +85,7 @@ func TestStopStringSpanningThreeTokens(t *testing.T) {
 	if got != want || finish != "stop" {
 		t.Errorf("stop %q: non-streamed %q (%s), want %q", stop, got, finish, want)
 	}
-	s := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/completions", fmt.Sprintf(storyPrompt, stopJSON+`,"stream":true`)).Body), 0))
+	s := decode(t, ssetest.Read(t, bufio.NewReader(r.post(t, "/v1/completions", fmt.Sprintf(storyPrompt, stopJSON+`,"stream":true`)).Body), 0))
 	if s.text != want || s.finish != "stop" || strings.Contains(s.text, stop) {
 		t.Errorf("stop %q: streamed %q (%s), want %q", stop, s.text, s.finish, want)
 	}
@@ -103,7 +105,7 @@ func TestPartialStopFlushedAtEnd(t *testing.T) {
 	}
 	tail := full[len(full)-3:]
 	stopJSON := `,"stop":[` + jsonString(tail+"\u0007never") + `],"stream":true`
-	s := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/completions", fmt.Sprintf(storyPrompt, stopJSON)).Body), 0))
+	s := decode(t, ssetest.Read(t, bufio.NewReader(r.post(t, "/v1/completions", fmt.Sprintf(storyPrompt, stopJSON)).Body), 0))
 	if s.text != full || s.finish != "length" {
 		t.Errorf("got %q (%s), want %q", s.text, s.finish, full)
 	}
@@ -115,7 +117,7 @@ func TestDisconnectFreesKVBlocks(t *testing.T) {
 	r := getRig(t)
 	before := r.waitIdle(t, 5*time.Second)
 	resp := r.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Write a long essay about the history of the sea."}],"max_tokens":400,"temperature":0,"stream":true}`)
-	if s := decode(t, readEvents(t, bufio.NewReader(resp.Body), 4)); len(s.pieces) != 3 {
+	if s := decode(t, ssetest.Read(t, bufio.NewReader(resp.Body), 4)); len(s.pieces) != 3 {
 		t.Fatalf("want 3 pieces of text mid-stream, got %q (%s)", s.pieces, s.finish)
 	}
 	if s := r.stats(); s.Running != 1 || s.KV.Used == 0 {
@@ -140,7 +142,7 @@ func TestKeepAliveWhileQueued(t *testing.T) {
 	r := getRig(t)
 	r.waitIdle(t, 5*time.Second)
 	busy := r.post(t, "/v1/chat/completions", `{"messages":[{"role":"user","content":"Write a long essay about the history of the sea."}],"max_tokens":300,"temperature":0,"stream":true}`)
-	readEvents(t, bufio.NewReader(busy.Body), 2) // role + a token: it is running
+	ssetest.Read(t, bufio.NewReader(busy.Body), 2) // role + a token: it is running
 	queued := r.post(t, "/v1/completions", `{"prompt":"Hello","max_tokens":4,"stream":true}`)
 	br := bufio.NewReader(queued.Body)
 	for seen := 0; seen < 2; {
@@ -159,7 +161,7 @@ func TestKeepAliveWhileQueued(t *testing.T) {
 		t.Errorf("while keep-alives flow: running %d waiting %d, want 1 and 1", st.Running, st.Waiting)
 	}
 	busy.Body.Close() // frees the slot
-	if s := decode(t, readEvents(t, br, 0)); s.text == "" || s.finish == "" {
+	if s := decode(t, ssetest.Read(t, br, 0)); s.text == "" || s.finish == "" {
 		t.Errorf("the queued stream, once admitted: %+v", s)
 	}
 }
@@ -178,15 +180,15 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := `{"messages":[{"role":"user","content":"Tell me about the ocean."}],"max_tokens":40,"stream":true,` + tt.sampling + `}`
-			whole := decode(t, readEvents(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
+			whole := decode(t, ssetest.Read(t, bufio.NewReader(r.post(t, "/v1/chat/completions", body).Body), 0))
 
 			resp := r.post(t, "/v1/chat/completions", body)
 			id := resp.Header.Get("X-Sluice-Stream-Id")
-			first := readEvents(t, bufio.NewReader(resp.Body), 8)
+			first := ssetest.Read(t, bufio.NewReader(resp.Body), 8)
 			resp.Body.Close()
 			idle := r.waitIdle(t, 2*time.Second) // the disconnect freed the blocks at once
 
-			last := first[len(first)-1].id
+			last := first[len(first)-1].ID
 			req, _ := http.NewRequestWithContext(t.Context(), "GET", r.url+"/v1/streams/"+id, nil)
 			req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
 			again, err := http.DefaultClient.Do(req)
@@ -194,10 +196,10 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 				t.Fatalf("resume: %v %v", err, again.Status)
 			}
 			defer again.Body.Close()
-			rest := readEvents(t, bufio.NewReader(again.Body), 0)
+			rest := ssetest.Read(t, bufio.NewReader(again.Body), 0)
 			for i, ev := range rest {
-				if ev.id != last+1+int64(i) {
-					t.Fatalf("resumed event %d has id %d, want %d", i, ev.id, last+1+int64(i))
+				if ev.ID != last+1+int64(i) {
+					t.Fatalf("resumed event %d has id %d, want %d", i, ev.ID, last+1+int64(i))
 				}
 			}
 			got := decode(t, append(first, rest...))
