@@ -89,6 +89,9 @@ test-unit test-race: grpcurl
 # references and all, through emucupy). `make cuda-device` builds bin/device/ for
 # scripts/device/run.sh on the GPU machine.
 .PHONY: cuda cuda-ptx cuda-check cuda-emu cuda-device
+# The emulated kernel checks' NumPy, in a pinned venv (.build/py-emu): the system
+# python3 of a fresh machine has no NumPy.
+EMU_PY_PINS := numpy==2.3.5
 CUDA_PTX := $(patsubst kernels/cuda/%.cu,kernels/cuda/ptx/%.ptx,$(wildcard kernels/cuda/*.cu))
 
 $(CUDA_PTX) &: $(wildcard kernels/cuda/*.cu kernels/cuda/*.cuh) kernels/cuda/build-ptx.sh
@@ -113,7 +116,7 @@ cuda-emu: $(TOKENIZERS_LIB)
 	$(GO) test -tags cudaemu -count=1 ./kernels/cuda/...
 	mkdir -p bin
 	g++ -std=c++20 -O1 -shared -fPIC -Ikernels/cuda/emu kernels/cuda/emu.cpp -o bin/libcudaemu.so
-	EMU_LIB=bin/libcudaemu.so PYTHONPATH=scripts/device/emucupy python3 scripts/device/check_kernels.py kernels/cuda/ptx
+	EMU_LIB=bin/libcudaemu.so PYTHONPATH=scripts/device/emucupy "$$(./scripts/py-venv.sh emu $(EMU_PY_PINS))" scripts/device/check_kernels.py kernels/cuda/ptx
 
 cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	./scripts/device/build.sh
