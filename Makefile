@@ -120,3 +120,8 @@ cuda-emu: $(TOKENIZERS_LIB)
 
 cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)
 	./scripts/device/build.sh
+
+# --- Per-capability fragments ------------------------------------------------
+# Each mk/*.mk adds its own targets and may add prerequisites to test (e.g.
+# `test: k8s-check`); the recipes above stay the only ones for test itself.
+include $(wildcard mk/*.mk)
