@@ -18,6 +18,9 @@ type Config struct {
 	Blocks        int  // blocks in the pool (the backend's KVStore holds as many)
 	BlockSize     int  // token slots per block; 0 = DefaultBlockSize
 	PrefixCaching bool // index computed full blocks for reuse
+
+	// Events is told of every change to the prefix index (nil: nobody).
+	Events Events
 }
 
 // Usage is a snapshot of the pool's blocks by state; Free+Used+Cached = Total.
@@ -47,6 +50,7 @@ type Pool struct {
 	blocks []block
 	toks   []int32 // [len(blocks)*bs]: the token ids of each indexed block, to verify hits
 	index  map[uint64]int32
+	events Events
 
 	head, tail  int32 // free list: head is taken (evicted) first
 	nFree       int   // blocks on the free list (free + cached)
@@ -65,6 +69,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	p := &Pool{
 		bs:     cfg.BlockSize,
 		cache:  cfg.PrefixCaching,
+		events: cfg.Events,
 		blocks: make([]block, cfg.Blocks),
 		head:   none,
 		tail:   none,
@@ -186,6 +191,9 @@ func (p *Pool) takeFresh() int32 {
 		b.hashed = false
 		p.nCachedFree--
 		p.stats.Evictions++
+		if p.events != nil {
+			p.events.BlockRemoved(b.hash)
+		}
 	}
 	b.ref = 1
 	return id

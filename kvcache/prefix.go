@@ -92,6 +92,9 @@ func (p *Pool) Commit(t *Table, tokens []int32, computed int) {
 			b.hashed, b.hash, b.parent = true, h, parent
 			copy(p.toks[int(id)*p.bs:], toks)
 			p.index[h] = id
+			if p.events != nil {
+				p.events.BlockStored(h, parent, toks)
+			}
 		}
 		t.hashes = append(t.hashes, h)
 	}
