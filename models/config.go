@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, TinyLlama, SmolLM2) or "qwen2"
+	Arch       string // "llama" (also Mistral, TinyLlama, SmolLM2), "qwen2" or "gemma3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -22,12 +22,26 @@ type Config struct {
 
 	TiedEmbeddings bool // output head shares token_embd
 	QKVBias        bool // Qwen2: attn_q/k/v carry biases
+
+	// Gemma 3: sliding-window layers interleaved with global ones.
+	Window         int     // tokens a window layer reads back (its own included); 0: all layers global
+	WindowLayers   []bool  // [Layers] true for a window layer; nil when Window is 0
+	RopeThetaLocal float32 // RoPE base of the window layers (the global ones use RopeTheta and RopeScaling)
+	QueryScale     float32 // attention's q·k scale; 0: 1/√HeadDim
 }
 
-// RopeScaling is Llama 3's frequency-dependent RoPE scaling ("rope_type": "llama3").
+// IsWindowLayer says whether layer i attends only over the last Window tokens.
+func (c Config) IsWindowLayer(i int) bool {
+	return c.Window > 0 && i < len(c.WindowLayers) && c.WindowLayers[i]
+}
+
+// RopeScaling is Llama 3's frequency-dependent RoPE scaling ("rope_type":
+// "llama3"), or, with Linear set, every frequency divided by Factor (Gemma 3's
+// global layers from 4B up).
 type RopeScaling struct {
 	Factor          float32
 	LowFreqFactor   float32
 	HighFreqFactor  float32
 	OriginalContext int
+	Linear          bool
 }

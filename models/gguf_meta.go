@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2":
+	case "qwen2", "gemma3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama or qwen2): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2 or gemma3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -176,6 +176,11 @@ func (g *GGUFFile) Config() (Config, error) {
 	cfg.RopeScaling = scaling
 	cfg.TiedEmbeddings = !g.Has("output.weight")
 	cfg.QKVBias = g.Has("blk.0.attn_q.bias")
+	if arch == "gemma3" {
+		if err := m.gemma3(&cfg); err != nil {
+			return Config{}, err
+		}
+	}
 	if err := checkShape(cfg); err != nil {
 		return Config{}, fmt.Errorf("gguf %s: %w", g.path, err)
 	}
@@ -253,8 +258,10 @@ func (m *metaReader) ropeScaling() (*RopeScaling, error) {
 	case "", "none":
 		return nil, nil
 	case "llama3":
+	case "linear":
+		return &RopeScaling{Linear: true, Factor: m.float("rope.scaling.factor")}, m.err
 	default:
-		return nil, fmt.Errorf("gguf %s: %srope.scaling.type %q (want llama3 or none): %w", m.g.path, m.prefix, typ, ErrUnsupported)
+		return nil, fmt.Errorf("gguf %s: %srope.scaling.type %q (want llama3, linear or none): %w", m.g.path, m.prefix, typ, ErrUnsupported)
 	}
 	s := &RopeScaling{
 		Factor:          m.float("rope.scaling.factor"),

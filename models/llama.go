@@ -9,7 +9,8 @@ import (
 
 // Llama is the Llama-family decoder (Llama 2/3, Mistral, TinyLlama, SmolLM2,
 // Qwen2): pre-norm blocks of GQA attention with RoPE and a SwiGLU feed-forward,
-// written once against kernels.Backend.
+// written once against kernels.Backend. Architectures that change the block
+// (Gemma 3, gemma3.go) keep its loader, scratch and head and swap the layers.
 type Llama struct {
 	cfg  Config
 	be   kernels.Backend
@@ -19,6 +20,7 @@ type Llama struct {
 	invFreq                  kernels.Tensor // [headDim/2] RoPE frequencies, scaling applied
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
+	gemma                    *gemma3Extras // nil unless cfg.Arch is gemma3
 
 	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
 	// step allocates nothing.
@@ -40,6 +42,9 @@ type llamaLayer struct {
 	wq, wk, wv, wo    kernels.Tensor // [heads*hd, hidden], [kvHeads*hd, hidden] ×2, [hidden, heads*hd]
 	bq, bk, bv        kernels.Tensor // nil unless cfg.QKVBias
 	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]
+
+	qNorm, kNorm              kernels.Tensor // [headDim] F32; Gemma 3 only
+	postAttnNorm, postFFNNorm kernels.Tensor // [hidden] F32; Gemma 3 only
 }
 
 func (m *Llama) Config() Config   { return m.cfg }
@@ -63,8 +68,33 @@ func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 		}
 	}
 	c, be := &m.cfg, m.be
+	err := be.GetRows(m.x, m.tokEmbd, b.Tokens)
+	if err == nil {
+		if m.gemma != nil {
+			err = m.gemma3Layers(b, n)
+		} else {
+			err = m.llamaLayers(b, n)
+		}
+	}
+	if err == nil && nl > 0 {
+		err = firstErr(
+			be.GetRows(m.sel, m.x, b.LogitRows),
+			be.RMSNorm(m.sel, m.sel, m.outNorm, nl, c.RMSEps),
+			be.MatMul(m.logits, m.sel, m.output, nil, nl),
+			be.Read(m.logits, m.host[:nl*c.Vocab]),
+		)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s forward: %w", c.Arch, err)
+	}
+	return m.host[:nl*c.Vocab], nil
+}
+
+// llamaLayers runs the n rows of b through every layer, m.x in and out.
+func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
+	c, be := &m.cfg, m.be
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	err := firstErr(be.GetRows(m.x, m.tokEmbd, b.Tokens))
+	var err error
 	for i := range m.layers {
 		if err != nil {
 			break
@@ -90,18 +120,7 @@ func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 			be.Add(m.x, m.o, n),
 		)
 	}
-	if err == nil && nl > 0 {
-		err = firstErr(
-			be.GetRows(m.sel, m.x, b.LogitRows),
-			be.RMSNorm(m.sel, m.sel, m.outNorm, nl, c.RMSEps),
-			be.MatMul(m.logits, m.sel, m.output, nil, nl),
-			be.Read(m.logits, m.host[:nl*c.Vocab]),
-		)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("llama forward: %w", err)
-	}
-	return m.host[:nl*c.Vocab], nil
+	return err
 }
 
 // firstErr keeps the forward pass readable as a list of kernel calls: they are
@@ -124,7 +143,11 @@ func ropeFrequencies(c Config) []float32 {
 	for i := range half {
 		freq := math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.HeadDim))
 		if s := c.RopeScaling; s != nil && s.Factor > 0 {
-			freq = llama3Scale(freq, s)
+			if s.Linear {
+				freq /= float64(s.Factor)
+			} else {
+				freq = llama3Scale(freq, s)
+			}
 		}
 		f[i] = float32(freq)
 	}

@@ -104,6 +104,11 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
+	if cfg.Arch == "gemma3" {
+		if err := m.loadGemma3(&w); err != nil {
+			return nil, err
+		}
+	}
 	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
 		return nil, err
 	}
@@ -142,8 +147,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case c.Arch != "llama" && c.Arch != "qwen2":
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2)", c.Arch)
+	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "gemma3":
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, gemma3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

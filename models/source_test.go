@@ -54,7 +54,7 @@ func wantConfig(s modeltest.Spec, hf bool) Config {
 	}
 	// GGUF carries Llama 3 scaling as rope_freqs.weight, not as metadata.
 	if rs := s.RopeScaling; rs != nil && hf {
-		c.RopeScaling = &RopeScaling{rs.Factor, rs.LowFreqFactor, rs.HighFreqFactor, rs.OriginalContext}
+		c.RopeScaling = &RopeScaling{Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalContext}
 	}
 	return c
 }

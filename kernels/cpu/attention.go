@@ -30,10 +30,21 @@ type attnScratch struct {
 	heads, group, qCols, kvCols int
 	hd, bs                      int
 	scale                       float32
+	window                      int // > 0: a row reads only its last window positions
 	fn                          func(lo, hi int)
 }
 
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
+	return b.attention(out, q, k, v, kv, layer, batch, scale, 0)
+}
+
+// SlidingAttention is kernels.GemmaOps's windowed attention: the same pass
+// over the block table, starting window positions back instead of at 0.
+func (b *Backend) SlidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
+	return b.attention(out, q, k, v, kv, layer, batch, scale, max(window, 0))
+}
+
+func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
 	os, ot, err := f32Of(out, "Attention out")
 	if err != nil {
 		return err
@@ -100,7 +111,7 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 				return fmt.Errorf("cpu backend: Attention: row %d at position %d outside its context of %d", r, p, sq.ContextLen)
 			}
 			rowSeq[r] = int32(si)
-			ctxSum += int(batch.Positions[r]) + 1
+			ctxSum += attended(int(batch.Positions[r]), window)
 		}
 	}
 	group := heads / cfg.KVHeads
@@ -117,6 +128,7 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	}
 	a.os, a.qs, a.kc, a.vc, a.batch = os, qs, kc, vc, batch
 	a.heads, a.group, a.qCols, a.kvCols, a.hd, a.bs, a.scale = heads, group, qCols, kvCols, hd, bs, scale
+	a.window = window
 	b.parallelFor(n*heads, grain, a.fn)
 	a.os, a.qs, a.kc, a.vc, a.batch = nil, nil, nil, nil, nil // do not pin the caller's buffers
 	return nil
@@ -131,7 +143,9 @@ func (a *attnScratch) run(lo, hi int) {
 	for item := lo; item < hi; item++ {
 		r, h := item/heads, item%heads
 		sq := &batch.Seqs[rowSeq[r]]
-		ctx := int(batch.Positions[r]) + 1 // causal: this row sees positions [0, pos]
+		pos := int(batch.Positions[r])
+		ctx := attended(pos, a.window) // causal: this row sees positions [first, pos]
+		first := pos + 1 - ctx
 		if cap(*sp) < ctx {
 			*sp = make([]float32, ctx)
 		}
@@ -139,19 +153,30 @@ func (a *attnScratch) run(lo, hi int) {
 		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		kvOff := (h / group) * hd
 		maxS := float32(math.Inf(-1))
-		for p := range ctx {
+		for i := range ctx {
+			p := first + i
 			slot := int(sq.Blocks[p/bs])*bs + p%bs
 			s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
-			scores[p] = s
+			scores[i] = s
 			maxS = max(maxS, s)
 		}
 		sum := expF32(scores, scores, maxS)
 		o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		clear(o)
 		inv := 1 / sum
-		for p, e := range scores {
+		for i, e := range scores {
+			p := first + i
 			slot := int(sq.Blocks[p/bs])*bs + p%bs
 			axpyHalf(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
 		}
 	}
+}
+
+// attended is how many positions a row at pos reads: all of [0, pos], or the
+// last window of them.
+func attended(pos, window int) int {
+	if window > 0 && pos+1 > window {
+		return window
+	}
+	return pos + 1
 }
