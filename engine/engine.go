@@ -32,6 +32,7 @@ type Engine struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stats    atomic.Pointer[Stats]
+	status   statusFeed // Status frames for watchers (status.go)
 
 	// Loop-owned.
 	pool  *kvcache.Pool
@@ -72,6 +73,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		sched:  sched,
 		live:   make(map[*Sequence]struct{}),
 	}
+	e.status.init()
 	e.publish()
 	go e.loop()
 	return e, nil
@@ -347,4 +349,5 @@ func (e *Engine) publish() {
 	st.Preemptions = ss.Preemptions
 	st.PrefixHitTokens = ss.HitTokens
 	e.stats.Store(&st)
+	e.publishStatus(&st)
 }
