@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/vocab"
 )
 
 // Keys lists the metadata keys in file order.
@@ -289,7 +289,7 @@ func checkShape(c Config) error {
 }
 
 // Vocab reads the tokenizer.ggml.* keys and tokenizer.chat_template.
-func (g *GGUFFile) Vocab() (*tokenizer.Vocab, error) {
+func (g *GGUFFile) Vocab() (*vocab.Vocab, error) {
 	model, ok := g.String("tokenizer.ggml.model")
 	if !ok {
 		return nil, fmt.Errorf("gguf %s: tokenizer.ggml.model: %w", g.path, ErrMissingKey)
@@ -298,7 +298,7 @@ func (g *GGUFFile) Vocab() (*tokenizer.Vocab, error) {
 	if !ok || len(tokens) == 0 {
 		return nil, fmt.Errorf("gguf %s: tokenizer.ggml.tokens: %w", g.path, ErrMissingKey)
 	}
-	v := &tokenizer.Vocab{Model: model, Tokens: tokens}
+	v := &vocab.Vocab{Model: model, Tokens: tokens}
 	v.Pre, _ = g.String("tokenizer.ggml.pre")
 	v.ChatTemplate, _ = g.String("tokenizer.chat_template")
 	var err error

@@ -14,7 +14,7 @@ import (
 	"syscall"
 
 	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/vocab"
 )
 
 // A safetensors file:
@@ -255,7 +255,7 @@ func (h *HFDir) Config() (Config, error) {
 }
 
 // Vocab is nil: a Hugging Face directory's tokenizer is its tokenizer.json.
-func (h *HFDir) Vocab() (*tokenizer.Vocab, error) { return nil, nil }
+func (h *HFDir) Vocab() (*vocab.Vocab, error) { return nil, nil }
 
 // Has reports whether the checkpoint holds the tensor (GGUF name).
 func (h *HFDir) Has(name string) bool { _, ok := h.tensors[name]; return ok }

@@ -6,7 +6,7 @@ import (
 	"os"
 
 	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/tokenizer"
+	"github.com/sluicehq/sluice/tokenizer/vocab"
 )
 
 // Sentinel errors of the weight readers. Every error they return wraps one of
@@ -41,7 +41,7 @@ type WeightSource interface {
 	Has(name string) bool
 	// Vocab is the tokenizer stored in the file; nil, nil for Hugging Face
 	// directories, whose tokenizer is tokenizer.json beside the weights.
-	Vocab() (*tokenizer.Vocab, error)
+	Vocab() (*vocab.Vocab, error)
 	Path() string
 	Close() error
 }

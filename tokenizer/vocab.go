@@ -1,20 +1,8 @@
 package tokenizer
 
-// Vocab is a tokenizer as a GGUF file describes it (the tokenizer.ggml.* keys).
-// models reads it from the file; New turns it into a working Tokenizer by
-// generating the equivalent Hugging Face tokenizer.json in memory.
-type Vocab struct {
-	Model          string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-	Pre            string    // tokenizer.ggml.pre: pre-tokenizer type ("smollm", "llama-bpe", "qwen2", ...)
-	Tokens         []string  // tokenizer.ggml.tokens
-	Scores         []float32 // tokenizer.ggml.scores (SentencePiece), may be nil
-	TokenTypes     []int32   // tokenizer.ggml.token_type: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
-	Merges         []string  // tokenizer.ggml.merges ("a b"), BPE only
-	BOS, EOS       int32     // -1 when absent
-	EOT, EOM       int32     // -1 when absent
-	Unknown, Pad   int32     // -1 when absent
-	AddBOS         bool
-	AddEOS         bool
-	AddSpacePrefix bool
-	ChatTemplate   string // tokenizer.chat_template, may be empty
-}
+import "github.com/sluicehq/sluice/tokenizer/vocab"
+
+// Vocab is the vocabulary New builds a tokenizer from. It lives in the
+// cgo-free package vocab so that models (which reads it from files) does not
+// link this package's Rust library; the alias keeps tokenizer.Vocab usable.
+type Vocab = vocab.Vocab
