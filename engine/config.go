@@ -44,6 +44,10 @@ type Config struct {
 
 	// Observer, when set, is called from the engine loop (see Observer).
 	Observer Observer
+
+	// KVEvents, when set, hears every prefix-cache commit and eviction, on
+	// the engine loop (see kvcache.Events): a KV-event publisher for routers.
+	KVEvents kvcache.Events
 }
 
 func (c *Config) validate(m Model) error {

@@ -49,7 +49,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	pool, err := kvcache.NewPool(kvcache.Config{
-		Blocks: cfg.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: !cfg.DisablePrefixCache,
+		Blocks: cfg.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: !cfg.DisablePrefixCache, Events: cfg.KVEvents,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)

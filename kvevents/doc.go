@@ -1,0 +1,51 @@
+// Package kvevents publishes the prefix cache's changes in the wire format of
+// vLLM's KV events (vllm/distributed/kv_events.py), which llm-d's KV-cache
+// indexer (llm-d-kv-cache, pkg/kvevents) consumes to route each request to
+// the replica that already holds its prefix.
+//
+// Wire format, as vLLM's ZmqEventPublisher sends it and llm-d's vLLM adapter
+// decodes it:
+//
+//	ZeroMQ PUB, one 3-frame message per batch:
+//	  [0] topic    "kv@<pod>@<model>"        (llm-d splits it on '@')
+//	  [1] sequence 8-byte big-endian, +1 per batch from 0
+//	  [2] payload  msgpack EventBatch, positional (msgspec array_like):
+//	      [ts float64, [event...], data_parallel_rank int]
+//	  events, each a positional array led by its tag:
+//	      ["BlockStored", [hash...], parent|nil, [token...], block_size, lora_id=nil, medium, lora_name=nil]
+//	      ["BlockRemoved", [hash...], medium]
+//	      ["AllBlocksCleared"]
+//
+// One BlockStored carries a chain: hash[i+1]'s parent is hash[i], the first
+// one's parent is parent (nil for a sequence's first block), and token holds
+// block_size ids per hash, in order.
+//
+// Differences from vLLM, all invisible to llm-d's indexer:
+//   - Hashes are the prefix cache's own 64-bit chain (kvcache.BlockHash:
+//     splitmix64 over the parent hash and token ids), not vLLM's sha256 over
+//     CBOR. llm-d keeps engine hashes opaque: it maps them to its own request
+//     keys, which it recomputes from the token ids in BlockStored (FNV-64a
+//     over CBOR, kvblock/token_processor.go), so only consistency within
+//     one pod's stream matters. Hashes are always msgpack uint64 (0xcf): llm-d
+//     accepts uint64, int64 or bytes, not the narrower ints a compact
+//     encoding would give a small value.
+//   - medium is "GPU" for a CUDA replica and "CPU" for a CPU one (vLLM's
+//     GPU cache is always "GPU"); llm-d lower-cases it into a device tier.
+//   - AllBlocksCleared is sent once when the publisher starts (the pool is
+//     empty then), so an indexer drops what a previous process under the same
+//     pod name had stored; vLLM sends it on a prefix-cache reset, which
+//     Sluice does not have.
+//   - No replay socket (vLLM's optional ROUTER): a subscriber that missed
+//     batches sees a gap in the sequence numbers.
+//   - A lost parent: when a running sequence's parent block was evicted
+//     before its child was stored, BlockStored names a parent the indexer has
+//     forgotten and llm-d skips that event; the next request that reuses the
+//     prefix stores it again.
+//
+// Concurrency: BlockStored and BlockRemoved are called on the engine loop
+// and never block: each event goes into a bounded channel or, when that is
+// full, is counted in Dropped. One sender goroutine batches what it finds,
+// encodes and sends. ZeroMQ's own queue (HWM) drops silently past its bound;
+// a dropped BlockRemoved leaves the indexer believing in a block that is gone
+// (a worse route, never a wrong answer).
+package kvevents

@@ -1,0 +1,225 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/sluicehq/sluice/kvcache"
+)
+
+// DefaultEndpoint is vLLM's and llm-d's default (the indexer dials pods on 5557).
+const DefaultEndpoint = "tcp://*:5557"
+
+// Media: where the KV lives, in vLLM's spelling.
+const (
+	MediumGPU = "GPU"
+	MediumCPU = "CPU"
+)
+
+// Config configures New.
+type Config struct {
+	// Endpoint is bound when it has a wildcard ("tcp://*:5557") and dialed
+	// otherwise, vLLM's rule: bind a stable address, dial a volatile one.
+	Endpoint string
+	Pod      string // the topic's pod, how llm-d names the replica
+	Model    string // the topic's model, what requests name it
+	Medium   string // MediumGPU or MediumCPU
+	// BlockSize is the KV block size in tokens (the pool's).
+	BlockSize int
+	// Buffer bounds the events waiting for the sender (0 = 1<<16, about 4 MiB
+	// of tokens at 16 per block); past it events are dropped and counted.
+	Buffer int
+	// MaxBatch bounds the events one message carries (0 = 1024).
+	MaxBatch int
+	// Now stamps batches (nil = time.Now); tests inject a clock.
+	Now func() time.Time
+}
+
+type kind uint8
+
+const (
+	stored kind = iota
+	removed
+	cleared
+)
+
+type event struct {
+	kind         kind
+	hash, parent uint64
+	tokens       []int32
+}
+
+// Publisher is a kvcache.Events that publishes what it hears. Make it with
+// New, pass it as the pool's Events, Close it after the engine has stopped.
+type Publisher struct {
+	cfg     Config
+	topic   []byte
+	sock    zmq4.Socket
+	events  chan event
+	dropped atomic.Uint64
+	sent    atomic.Uint64 // batches handed to the socket
+	pending atomic.Int64  // events accepted and not yet handed to the socket (or dropped)
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+var _ kvcache.Events = (*Publisher)(nil)
+
+// New opens the socket and starts the sender. ctx bounds the socket's life
+// (dialing retries included); Close ends it sooner.
+func New(ctx context.Context, cfg Config) (*Publisher, error) {
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = DefaultEndpoint
+	}
+	if cfg.Pod == "" || cfg.Model == "" || strings.Contains(cfg.Pod, "@") || strings.Contains(cfg.Model, "@") {
+		// llm-d splits the topic on '@' and expects three parts.
+		return nil, fmt.Errorf("kvevents: pod %q and model %q must be non-empty and free of '@'", cfg.Pod, cfg.Model)
+	}
+	if cfg.Medium != MediumGPU && cfg.Medium != MediumCPU {
+		return nil, fmt.Errorf("kvevents: medium %q (want %s or %s)", cfg.Medium, MediumGPU, MediumCPU)
+	}
+	if cfg.BlockSize <= 0 {
+		return nil, fmt.Errorf("kvevents: block size %d", cfg.BlockSize)
+	}
+	if cfg.Buffer <= 0 {
+		cfg.Buffer = 1 << 16
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1024
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	sock := zmq4.NewPub(ctx)
+	// ZeroMQ's queue in front of slow subscribers: bounded, like vLLM's hwm.
+	if err := sock.SetOption(zmq4.OptionHWM, 100_000); err != nil {
+		return nil, fmt.Errorf("kvevents: hwm: %w", err)
+	}
+	var err error
+	if bind(cfg.Endpoint) {
+		err = sock.Listen(cfg.Endpoint)
+	} else {
+		err = sock.Dial(cfg.Endpoint)
+	}
+	if err != nil {
+		_ = sock.Close()
+		return nil, fmt.Errorf("kvevents: %s: %w", cfg.Endpoint, err)
+	}
+	p := &Publisher{
+		cfg:    cfg,
+		topic:  []byte("kv@" + cfg.Pod + "@" + cfg.Model),
+		sock:   sock,
+		events: make(chan event, cfg.Buffer),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	p.offer(event{kind: cleared})
+	go p.run()
+	return p, nil
+}
+
+func bind(endpoint string) bool {
+	return strings.Contains(endpoint, "*") || strings.Contains(endpoint, "::") || strings.HasPrefix(endpoint, "ipc://")
+}
+
+// Addr is the bound address (nil when dialing): the port of "tcp://*:0".
+func (p *Publisher) Addr() net.Addr { return p.sock.Addr() }
+
+// Topic is the ZeroMQ topic every batch is sent under.
+func (p *Publisher) Topic() string { return string(p.topic) }
+
+// Dropped counts events lost because the sender's buffer was full.
+func (p *Publisher) Dropped() uint64 { return p.dropped.Load() }
+
+// Batches counts messages handed to the socket.
+func (p *Publisher) Batches() uint64 { return p.sent.Load() }
+
+// BlockStored implements kvcache.Events: on the engine loop, never blocking.
+func (p *Publisher) BlockStored(hash, parent uint64, tokens []int32) {
+	p.offer(event{kind: stored, hash: hash, parent: parent, tokens: slices.Clone(tokens)})
+}
+
+// BlockRemoved implements kvcache.Events.
+func (p *Publisher) BlockRemoved(hash uint64) { p.offer(event{kind: removed, hash: hash}) }
+
+func (p *Publisher) offer(ev event) {
+	p.pending.Add(1)
+	select {
+	case p.events <- ev:
+	default:
+		p.pending.Add(-1)
+		p.dropped.Add(1)
+	}
+}
+
+// Close hands what is buffered to the socket, within ctx, then closes it.
+// Call it once nothing calls BlockStored or BlockRemoved any more (the engine
+// has stopped). ZeroMQ's own queue is not flushed (go-zeromq has no linger):
+// a replica going away loses its last batches, which matters little, as the
+// indexer forgets a pod that is gone.
+func (p *Publisher) Close(ctx context.Context) error {
+	p.once.Do(func() { close(p.stop) })
+	var err error
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		err = fmt.Errorf("kvevents: close: %w", ctx.Err())
+	}
+	return errors.Join(err, p.sock.Close())
+}
+
+// run is the sender: it takes one event, as many more as are already waiting
+// (up to MaxBatch), and sends them as one batch.
+func (p *Publisher) run() {
+	defer close(p.done)
+	var seq uint64
+	batch := make([]event, 0, p.cfg.MaxBatch)
+	for {
+		select {
+		case ev := <-p.events:
+			batch = append(batch[:0], ev)
+		case <-p.stop:
+			if len(p.events) == 0 {
+				return
+			}
+			continue
+		}
+	fill:
+		for len(batch) < p.cfg.MaxBatch {
+			select {
+			case ev := <-p.events:
+				batch = append(batch, ev)
+			default:
+				break fill
+			}
+		}
+		if err := p.send(seq, batch); err != nil {
+			p.dropped.Add(uint64(len(batch)))
+		} else {
+			seq++
+			p.sent.Add(1)
+		}
+		p.pending.Add(-int64(len(batch)))
+	}
+}
+
+func (p *Publisher) send(seq uint64, batch []event) error {
+	payload, err := encodeBatch(p.cfg.Now(), batch, p.cfg.BlockSize, p.cfg.Medium)
+	if err != nil { // only a bug can fail an in-memory encode
+		return err
+	}
+	var sb [8]byte
+	binary.BigEndian.PutUint64(sb[:], seq)
+	return p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, sb[:], payload))
+}
