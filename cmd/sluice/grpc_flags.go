@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/kvevents"
 	"github.com/sluicehq/sluice/server"
 	grpcserver "github.com/sluicehq/sluice/server/grpc"
 	"github.com/sluicehq/sluice/server/local"
@@ -17,16 +20,19 @@ import (
 	"github.com/sluicehq/sluice/server/nvml"
 )
 
-// opsFlags are serve's flags for the gRPC endpoint and the metrics.
+// opsFlags are serve's flags for the gRPC endpoint, the metrics and the KV events.
 type opsFlags struct {
 	grpcAddr string
 	compat   string
+	kvEvents string
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	f := &opsFlags{}
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address, e.g. :9090 (empty = no gRPC endpoint)")
 	fs.StringVar(&f.compat, "metrics-compat", "", `also export another server's metric names on /metrics ("vllm")`)
+	fs.StringVar(&f.kvEvents, "kv-events-endpoint", "", "publish prefix-cache events for llm-d's KV-cache indexer on this ZeroMQ endpoint, e.g. "+
+		kvevents.DefaultEndpoint+"; the topic's pod is $POD_NAME or the host name (empty = off)")
 	return f
 }
 
@@ -34,6 +40,7 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 // and GPU figures when NVML finds a driver) and the optional gRPC endpoint.
 type ops struct {
 	metrics  *metrics.Metrics
+	kvEvents *kvevents.Publisher
 	grpc     *grpcserver.Server
 	served   chan error
 	nvmlDone func()
@@ -58,6 +65,14 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 	srv.Handle("GET /metrics", m.Handler())
 	if o.nvmlDone, err = nvml.Register(reg, nvml.System(), log); err != nil {
 		return nil, err
+	}
+	// Only the GPU backends come through a factory.
+	if o.kvEvents, err = startKVEvents(ctx, f.kvEvents, cfg, lo.NewBackend != nil, reg); err != nil {
+		return nil, err
+	}
+	if o.kvEvents != nil { // a nil *Publisher in the interface would not be nil
+		lo.KVEvents = o.kvEvents
+		log.Info("kv events", "endpoint", f.kvEvents, "topic", o.kvEvents.Topic())
 	}
 	if f.grpcAddr == "" {
 		return o, nil
@@ -87,6 +102,15 @@ func (o *ops) ready(m *local.Model, path string) error {
 // wait returns when the gRPC endpoint has shut down (serve's context ended).
 func (o *ops) wait() error {
 	defer o.nvmlDone()
+	if o.kvEvents != nil {
+		// Runs before the engine closes: the events of its last steps wait
+		// unsent, which a replica going away can afford (kvevents.Close).
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = o.kvEvents.Close(ctx)
+		}()
+	}
 	if o.served == nil {
 		return nil
 	}
@@ -94,4 +118,48 @@ func (o *ops) wait() error {
 		return err
 	}
 	return nil
+}
+
+// startKVEvents opens the KV-event publisher when endpoint is set. The topic names the model as requests do
+// (the first --served-model-name, else the file's id) because llm-d's indexer
+// hashes that name into its block keys.
+func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu bool, reg *prometheus.Registry) (*kvevents.Publisher, error) {
+	if endpoint == "" {
+		return nil, nil
+	}
+	pod := os.Getenv("POD_NAME")
+	if pod == "" {
+		var err error
+		if pod, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("kv events: pod name: %w", err)
+		}
+	}
+	model := cfg.ModelID
+	if len(cfg.Aliases) > 0 {
+		model = cfg.Aliases[0]
+	}
+	medium := kvevents.MediumCPU
+	if gpu {
+		medium = kvevents.MediumGPU
+	}
+	// local.Load sizes KV blocks at 16 tokens (models.Options default).
+	p, err := kvevents.New(ctx, kvevents.Config{Endpoint: endpoint, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
+	if err != nil {
+		return nil, err
+	}
+	err = errors.Join(
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_kv_events_dropped_total",
+			Help: "KV events (block stored or removed) lost because the publisher's buffer was full.",
+		}, func() float64 { return float64(p.Dropped()) })),
+		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_kv_event_batches_total",
+			Help: "KV-event batches handed to the ZeroMQ socket.",
+		}, func() float64 { return float64(p.Batches()) })),
+	)
+	if err != nil {
+		_ = p.Close(ctx)
+		return nil, err
+	}
+	return p, nil
 }
