@@ -54,6 +54,7 @@ func runServe(args []string) error {
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
 	opsf := addOpsFlags(fs) // --grpc-addr, --metrics-compat (grpc_flags.go)
+	webOn := addWebFlag(fs) // --web (web.go)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
@@ -88,6 +89,10 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	page, err := startWeb(*webOn, srv, cfg.APIKey) // GET /, GET /v1/engine/events; before Serve
+	if err != nil {
+		return err
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, ln) }() // /health answers while the model loads
 	log.Info("listening", "addr", ln.Addr().String(), "model", modelPath)
@@ -105,6 +110,7 @@ func runServe(args []string) error {
 	if err := ops.ready(m, modelPath); err != nil {
 		return err
 	}
+	attachWeb(page, m.Engine)
 	log.Info("ready", "model", m.ID, "context", m.Llama.ContextLen(), "kv_blocks", m.Llama.Options().KVBlocks,
 		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
 	err = errors.Join(<-served, ops.wait())

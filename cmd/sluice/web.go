@@ -1,0 +1,41 @@
+package main
+
+import (
+	"flag"
+	"net/http"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/auth"
+	"github.com/sluicehq/sluice/server/web"
+)
+
+func addWebFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("web", true, "serve the browser page on / and the engine's status stream on /v1/engine/events")
+}
+
+// startWeb adds the page's routes to srv (before it serves). The status
+// stream takes the same key as the API; the page asks for it.
+func startWeb(on bool, srv *server.Server, apiKey string) (*web.Web, error) {
+	if !on {
+		return nil, nil
+	}
+	keys, err := auth.New([]string{apiKey}, "")
+	if err != nil {
+		return nil, err
+	}
+	w := web.New(func(r *http.Request) bool {
+		return keys.AllowHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	})
+	for pattern, h := range w.Routes() {
+		srv.Handle(pattern, h)
+	}
+	return w, nil
+}
+
+// attachWeb starts the status stream once the engine runs.
+func attachWeb(w *web.Web, e *engine.Engine) {
+	if w != nil {
+		w.Attach(e)
+	}
+}
