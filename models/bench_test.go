@@ -12,10 +12,17 @@ const smolLM2Path = "SmolLM2-135M-Instruct.Q4_1.gguf" // make model puts it besi
 
 func loadDefault(tb testing.TB, threads int, opts Options) *Llama {
 	tb.Helper()
-	if _, err := os.Stat(smolLM2Path); err != nil {
-		tb.Skipf("default model absent (%v): run `make model`", err)
+	return loadModel(tb, smolLM2Path, "make model", threads, opts)
+}
+
+// loadModel loads path on a CPU backend, or skips the test when the file is
+// absent (fetch names the make target that brings it).
+func loadModel(tb testing.TB, path, fetch string, threads int, opts Options) *Llama {
+	tb.Helper()
+	if _, err := os.Stat(path); err != nil {
+		tb.Skipf("model absent (%v): run `%s`", err, fetch)
 	}
-	src, err := Open(smolLM2Path)
+	src, err := Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -55,18 +55,18 @@ type diffStats struct {
 
 func (d *diffStats) rms() float64 { return math.Sqrt(d.sum2 / float64(max(d.n, 1))) }
 
-func loadGolden(t *testing.T) goldenFile {
+func loadGolden(t *testing.T, path string) goldenFile {
 	t.Helper()
-	b, err := os.ReadFile(goldenPath)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Skipf("golden data absent (%v): run scripts/golden/run.sh", err)
 	}
 	var g goldenFile
 	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatalf("%s: %v", goldenPath, err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	if len(g.Cases) < 20 {
-		t.Fatalf("%s: %d cases, want at least 20", goldenPath, len(g.Cases))
+		t.Fatalf("%s: %d cases, want at least 20", path, len(g.Cases))
 	}
 	return g
 }
@@ -95,8 +95,13 @@ func (d *diffStats) compareTop5(t *testing.T, where string, got []float32, want 
 // teacher-forced (llama.cpp's tokens go in), so one near-tie cannot cascade:
 // when every step's argmax agrees, free-running greedy output is identical.
 func TestGoldenLlamaCpp(t *testing.T) {
-	g := loadGolden(t)
+	g := loadGolden(t, goldenPath)
 	m := loadDefault(t, 2, Options{MaxBatchTokens: 512, MaxSeqs: 1, KVBlocks: 200})
+	checkGolden(t, g, m)
+}
+
+// checkGolden compares m with llama.cpp on every case of g, as described above.
+func checkGolden(t *testing.T, g goldenFile, m *Llama) {
 	var st diffStats
 	ties := 0
 	for _, c := range g.Cases {

@@ -7,8 +7,10 @@ import (
 	"github.com/ardanlabs/jinja"
 )
 
-// ErrNoChatTemplate reports a chat request for a model that ships no template.
-var ErrNoChatTemplate = errors.New("tokenizer: model has no chat template")
+// ErrNoChatTemplate reports a chat request for a model that ships no template
+// (a base model). Its text is what a client reads in the 400 it gets.
+var ErrNoChatTemplate = errors.New("the model has no chat template (a base model): use /v1/completions, " +
+	"or start the server with --chat-template FILE or a built-in (chatml, gemma, llama3)")
 
 // Message is one turn of a conversation.
 type Message struct {

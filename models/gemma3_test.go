@@ -1,0 +1,75 @@
+package models
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+// gemma3Path is where `make gemma-model` puts Gemma 3 270M (Q4_K_M).
+const (
+	gemma3Path       = "gemma-3-270m-q4_k_m.gguf"
+	gemma3GoldenPath = "../testdata/golden/gemma3-270m-q4_k_m.json"
+)
+
+func loadGemma3(tb testing.TB, threads int, opts Options) *Llama {
+	tb.Helper()
+	return loadModel(tb, gemma3Path, "make gemma-model", threads, opts)
+}
+
+// TestGemma3Config checks what the file leaves implicit and llama.cpp infers:
+// the window layout (every sixth layer global), the window layers' RoPE base
+// and the query scale.
+func TestGemma3Config(t *testing.T) {
+	m := loadGemma3(t, 1, Options{MaxBatchTokens: 8, MaxSeqs: 1, KVBlocks: 4})
+	c := m.Config()
+	var global []int
+	for i := range c.Layers {
+		if !c.IsWindowLayer(i) {
+			global = append(global, i)
+		}
+	}
+	if c.Arch != "gemma3" || c.Layers != 18 || c.Hidden != 640 || c.HeadDim != 256 || c.Heads != 4 || c.KVHeads != 1 {
+		t.Errorf("shape %+v", c)
+	}
+	if c.Window != 512 || !slices.Equal(global, []int{5, 11, 17}) {
+		t.Errorf("window %d, global layers %v; want 512 and [5 11 17]", c.Window, global)
+	}
+	if c.RopeTheta != 1e6 || c.RopeThetaLocal != 10000 || c.QueryScale != 1.0/16 || !c.TiedEmbeddings {
+		t.Errorf("rope %g / local %g, query scale %g, tied %v", c.RopeTheta, c.RopeThetaLocal, c.QueryScale, c.TiedEmbeddings)
+	}
+	// GGUF stores Gemma's norms as 1 + w; were the +1 missing, the kernels'
+	// plain RMSNorm would scale by w ≈ 0 and the model would emit noise.
+	w := loadF32Host(t, m, "blk.0.attn_norm.weight")
+	var mean float64
+	for _, v := range w {
+		mean += float64(v)
+	}
+	if mean /= float64(len(w)); math.Abs(mean) < 0.5 {
+		t.Errorf("attn_norm mean %.3f: the file's norms do not carry Gemma's +1", mean)
+	}
+}
+
+func loadF32Host(t *testing.T, m *Llama, name string) []float32 {
+	t.Helper()
+	src, err := Open(gemma3Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w := weightLoader{src: src, be: m.be}
+	w.loadF32(name, m.cfg.Hidden)
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	return w.host[name]
+}
+
+// TestGoldenGemma3 is TestGoldenLlamaCpp on Gemma 3: the same prompts (two
+// of them, 1,000+ tokens, run far past the 512-token window, prefilled in
+// chunks that straddle it), the same tolerances.
+func TestGoldenGemma3(t *testing.T) {
+	g := loadGolden(t, gemma3GoldenPath)
+	m := loadGemma3(t, 2, Options{MaxBatchTokens: 512, MaxSeqs: 1, KVBlocks: 200})
+	checkGolden(t, g, m)
+}
