@@ -73,3 +73,30 @@ func TestGoldenGemma3(t *testing.T) {
 	m := loadGemma3(t, 2, Options{MaxBatchTokens: 512, MaxSeqs: 1, KVBlocks: 200})
 	checkGolden(t, g, m)
 }
+
+// The KV figures BENCHMARKS.md quotes for a 32k-token Gemma 3 270M sequence:
+// 18 layers × 1 KV head × 256 × (K+V) × F16 = 18,432 bytes a token when
+// every layer keeps everything; with the 15 window layers bounded to their
+// last 512 positions, 3 global layers keep 32,768 tokens and the others 33
+// blocks of 16.
+func TestGemma3KVBytes(t *testing.T) {
+	m := loadGemma3(t, 1, Options{MaxBatchTokens: 8, MaxSeqs: 1, KVBlocks: 4})
+	c := m.Config()
+	c.ContextLen = 32768
+	if got := c.KVBytesPerToken(); got != 18432 {
+		t.Errorf("KV bytes per token %d, want 18432", got)
+	}
+	full, windowed := c.KVBytes(32768, 16, false), c.KVBytes(32768, 16, true)
+	if full != 32768*18432 {
+		t.Errorf("full attention at 32k: %d bytes, want %d", full, 32768*18432)
+	}
+	perTokenLayer := int64(2 * 256 * 2)
+	if want := 3*32768*perTokenLayer + 15*33*16*perTokenLayer; windowed != want {
+		t.Errorf("windowed at 32k: %d bytes, want %d", windowed, want)
+	}
+	t.Logf("32k tokens: %.1f MiB with full attention, %.1f MiB with window layers bounded (%.1f×)",
+		float64(full)/(1<<20), float64(windowed)/(1<<20), float64(full)/float64(windowed))
+	if short := c.KVBytes(100, 16, true); short != c.KVBytes(100, 16, false) {
+		t.Errorf("a sequence inside the window: %d bytes windowed, %d not", short, c.KVBytes(100, 16, false))
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/sluicehq/sluice/models"
@@ -47,28 +49,47 @@ func runInspect(args []string) error {
 	fmt.Fprintf(w, "vocab\t%d\ncontext\t%d\n", cfg.Vocab, cfg.ContextLen)
 	fmt.Fprintf(w, "rope\ttheta %g, style %v, scaling %v\n", cfg.RopeTheta, cfg.RopeStyle, cfg.RopeScaling != nil)
 	fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\nqkv bias\t%v\n", cfg.RMSEps, cfg.TiedEmbeddings, cfg.QKVBias)
+	fmt.Fprintf(w, "attention\t%s\n", windowLayout(cfg))
+	fmt.Fprintf(w, "kv cache\t%d bytes/token (F16, all layers)", cfg.KVBytesPerToken())
+	if cfg.Window > 0 {
+		n := cfg.ContextLen
+		fmt.Fprintf(w, "; a %d-token sequence: %.1f MiB (%.1f MiB were window layers to keep only their window)",
+			n, float64(cfg.KVBytes(n, 16, false))/(1<<20), float64(cfg.KVBytes(n, 16, true))/(1<<20))
+	}
+	fmt.Fprintln(w)
 	if g, ok := src.(interface{ Tensors() []models.TensorInfo }); ok {
-		type total struct{ count, bytes int64 }
-		byType := map[string]*total{}
-		var order []string
-		for _, t := range g.Tensors() {
-			if *tensors {
+		if *tensors {
+			for _, t := range g.Tensors() {
 				fmt.Fprintf(w, "  %s\t%v\t%v\t%d bytes\n", t.Name, t.DType, t.Shape, t.Size)
 			}
-			k := t.DType.String()
-			if byType[k] == nil {
-				byType[k] = &total{}
-				order = append(order, k)
-			}
-			byType[k].count++
-			byType[k].bytes += int64(t.Size)
 		}
-		var all int64
-		for _, k := range order {
-			fmt.Fprintf(w, "tensors %s\t%d (%.1f MiB)\n", k, byType[k].count, float64(byType[k].bytes)/(1<<20))
-			all += byType[k].bytes
+		mix, params := models.WeightMix(g.Tensors())
+		var bytes int64
+		for _, s := range mix {
+			fmt.Fprintf(w, "tensors %v\t%d (%.1f MiB, %.1f%% of parameters)\n", s.DType, s.Tensors,
+				float64(s.Bytes)/(1<<20), 100*float64(s.Params)/float64(max(params, 1)))
+			bytes += s.Bytes
 		}
-		fmt.Fprintf(w, "weights\t%.1f MiB in %d tensors\n", float64(all)/(1<<20), len(g.Tensors()))
+		fmt.Fprintf(w, "parameters\t%d (%.0fM)\n", params, float64(params)/1e6)
+		fmt.Fprintf(w, "weights\t%.1f MiB in %d tensors (%.2f bits/parameter)\n",
+			float64(bytes)/(1<<20), len(g.Tensors()), 8*float64(bytes)/float64(max(params, 1)))
 	}
 	return w.Flush()
+}
+
+// windowLayout describes which layers attend globally and which over a
+// sliding window: "global" for the Llama family, else the window size and the
+// global layers' indices.
+func windowLayout(c models.Config) string {
+	if c.Window <= 0 {
+		return "global (every layer reads the whole context)"
+	}
+	var global []string
+	for i := range c.Layers {
+		if !c.IsWindowLayer(i) {
+			global = append(global, strconv.Itoa(i))
+		}
+	}
+	return fmt.Sprintf("sliding window of %d tokens on %d layers (RoPE base %g); global on layers %s",
+		c.Window, c.Layers-len(global), c.RopeThetaLocal, strings.Join(global, ","))
 }
