@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -23,6 +24,11 @@ type Options struct {
 	// of the embedded ones (PTX built on the GPU machine for its own arch).
 	// The environment variable SLUICE_CUDA_PTX_DIR sets it too.
 	PTXDir string
+	// SyncEach waits for the stream after every kernel launch, so that a
+	// fault (an illegal address, a trap) is reported with the kernel that
+	// caused it and its arguments instead of at the end of the step. Slow:
+	// for diagnosis. The environment variable SLUICE_CUDA_SYNC=1 sets it too.
+	SyncEach bool
 	// GEMVMaxRows: matmuls of at most this many rows run the decode (GEMV)
 	// kernels, larger ones the tensor-core tiles. Default 8, the most the
 	// GEMV kernels take in one pass.
@@ -44,10 +50,11 @@ type Backend struct {
 	arena  devArena // device copy of the step's host tables
 	tokens devBuf   // sampled token ids
 
-	step  step   // launches recorded since the last flush
-	name  string // read-only after New, as are total and sms
-	total int64
-	sms   int // streaming multiprocessors: how many blocks fill the GPU
+	step     step         // launches recorded since the last flush
+	launches atomic.Int64 // kernel launches issued since New
+	name     string       // read-only after New, as are total and sms
+	total    int64
+	sms      int // streaming multiprocessors: how many blocks fill the GPU
 }
 
 // New creates a context on the device, loads the kernels and starts the
@@ -55,6 +62,9 @@ type Backend struct {
 func New(opts Options) (*Backend, error) {
 	if opts.PTXDir == "" {
 		opts.PTXDir = os.Getenv("SLUICE_CUDA_PTX_DIR")
+	}
+	if os.Getenv("SLUICE_CUDA_SYNC") == "1" {
+		opts.SyncEach = true
 	}
 	if opts.GEMVMaxRows <= 0 || opts.GEMVMaxRows > 8 {
 		opts.GEMVMaxRows = 8
@@ -294,6 +304,10 @@ func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
 		return b.drv.download(unsafe.Pointer(&dst[0]), ct.ptr, int64(len(dst))*4)
 	})
 }
+
+// Launches is how many kernel launches the backend has issued since New (a
+// benchmark divides it by the steps it ran).
+func (b *Backend) Launches() int64 { return b.launches.Load() }
 
 // Sync runs everything recorded and waits for it (benchmarks time steps with it).
 func (b *Backend) Sync() error { return b.do(func() error { return nil }) }

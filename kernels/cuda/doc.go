@@ -19,7 +19,16 @@
 // small host-side tables (token ids, positions, slots, block tables) to the
 // device in a single transfer, issues the launches on one stream, checks
 // every call's result and waits for the stream. A launch error is therefore
-// reported by the Read that ends the step.
+// reported by the Read that ends the step: a launch the driver refuses names
+// its kernel and arguments (*LaunchError), a fault while the step runs
+// surfaces at the wait, and SLUICE_CUDA_SYNC=1 (Options.SyncEach) waits after
+// every launch so that it too names its kernel. Modules are JIT-loaded with
+// the driver's info and error logs, which a failed load returns.
+//
+// cudrv.h holds the driver calls made beside gorgonia.org/cu (which keeps
+// the context and memory): modules, the stream, a step's launches in one
+// cgo call. The emulator implements the same driver entry points (emu.cpp,
+// emu/cuda.h), so that path runs in the tests too.
 //
 // Numerics: weights keep their GGUF block layouts and are dequantized in
 // registers; decode-sized matmuls accumulate in F32, larger ones run on

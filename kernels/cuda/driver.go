@@ -27,9 +27,12 @@ type driver interface {
 	uploadAsync(dst devPtr, src unsafe.Pointer, bytes int64) error
 	// download waits for the stream, then copies.
 	download(dst unsafe.Pointer, src devPtr, bytes int64) error
-	// launch queues a kernel; each argument is 8 bytes: a device address, an
-	// integer, or a float32's bits in the low half.
-	launch(fn string, grid, block [3]int, args []uint64) error
+	// run queues a step's launches in order (each argument 8 bytes: a device
+	// address, an integer, or a float32's bits in the low half; table
+	// arguments are offsets rebased on tab). With each it waits after every
+	// launch, so a fault names its kernel. Errors are *LaunchError.
+	run(ls []launch, tab devPtr, each bool) error
+	// sync waits for the stream.
 	sync() error
 	close()
 }

@@ -1,7 +1,10 @@
 //go:build cudaemu && !cuda
 
-// The kernels' own .cu sources compiled for the CPU emulator (emu/runtime.h)
-// and a C entry point per launch for driver_emu.go.
+// The kernels' own .cu sources compiled for the CPU emulator (emu/runtime.h),
+// and the driver API subset of emu/cuda.h over them: modules are checked
+// against the registry below, a launch runs the kernel to completion. Go
+// (cudrv.h through driver_emu.go) and Python (scripts/device/torchcupy.py,
+// emucupy) call it as they call libcuda on a GPU.
 #include "emu/runtime.h"
 
 #include "attention.cu"
@@ -10,10 +13,12 @@
 #include "sample.cu"
 
 #include <map>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
 #include "emu/api.h"
+#include "emu/cuda.h"
 
 namespace {
 
@@ -30,19 +35,36 @@ T arg(uint64_t v) {
     }
 }
 
+// A kernel takes its arguments as 8-byte values (emu_launch) or, as
+// cuLaunchKernel does, as pointers to each parameter's bytes (param reads
+// its parameter's size from there, as the driver reads the PTX signature).
 struct Kernel {
     int nargs;
     std::function<void(const uint64_t*)> call;
+    std::function<void(void* const*)> callp;
 };
+
+template <typename T>
+T param(void* p) {
+    T v;
+    memcpy(&v, p, sizeof(T));
+    return v;
+}
 
 template <typename... A, size_t... I>
 void invoke(void (*f)(A...), const uint64_t* a, std::index_sequence<I...>) {
     f(arg<A>(a[I])...);
 }
 
+template <typename... A, size_t... I>
+void invokep(void (*f)(A...), void* const* p, std::index_sequence<I...>) {
+    f(param<A>(p[I])...);
+}
+
 template <typename... A>
 Kernel kernel(void (*f)(A...)) {
-    return {(int)sizeof...(A), [f](const uint64_t* a) { invoke(f, a, std::index_sequence_for<A...>{}); }};
+    return {(int)sizeof...(A), [f](const uint64_t* a) { invoke(f, a, std::index_sequence_for<A...>{}); },
+            [f](void* const* p) { invokep(f, p, std::index_sequence_for<A...>{}); }};
 }
 
 #define K(name) {#name, kernel(name)},
@@ -85,4 +107,164 @@ extern "C" int emu_launch(const char* name, int gx, int gy, int gz, int bx, int 
     }
     snprintf(err, errLen, "%s", msg.c_str());
     return 1;
+}
+
+// ---- the driver API subset (emu/cuda.h) ------------------------------------
+
+struct CUmod_st {
+    std::vector<std::string> entries;
+};
+struct CUfunc_st {
+    std::string name;
+    const Kernel* k;
+};
+struct CUstream_st {};
+
+namespace {
+
+// lastError is the message behind the last CUDA_ERROR_LAUNCH_FAILED of this
+// thread, which cuGetErrorString returns (the driver's string says less).
+thread_local std::string lastError;
+
+// ptxEntries lists the kernel names a PTX text defines (".entry name(").
+std::vector<std::string> ptxEntries(const char* ptx) {
+    std::vector<std::string> names;
+    for (const char* p = ptx; (p = strstr(p, ".entry ")) != nullptr;) {
+        p += 7;
+        while (*p == ' ') p++;
+        const char* e = p;
+        while (*e && *e != '(' && *e != ' ' && *e != '\n') e++;
+        names.emplace_back(p, e);
+        p = e;
+    }
+    return names;
+}
+
+// putLog copies msg into a JIT log buffer option pair and writes back the
+// bytes used, as the driver does.
+void putLog(const std::string& msg, char* buf, void** sizeSlot) {
+    if (buf == nullptr || sizeSlot == nullptr) return;
+    size_t cap = (size_t)(uintptr_t)*sizeSlot;
+    if (cap == 0) return;
+    size_t n = std::min(cap - 1, msg.size());
+    memcpy(buf, msg.data(), n);
+    buf[n] = 0;
+    *sizeSlot = (void*)(uintptr_t)(n + 1);
+}
+
+} // namespace
+
+extern "C" CUresult cuGetErrorString(CUresult e, const char** s) {
+    switch (e) {
+    case CUDA_SUCCESS: *s = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_INVALID_PTX: *s = "a PTX JIT compilation failed"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
+    case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *s = lastError.empty() ? "unspecified launch failure" : lastError.c_str(); break;
+    default: *s = nullptr; return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuGetErrorName(CUresult e, const char** s) {
+    switch (e) {
+    case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
+    case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    default: *s = nullptr; return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+// cuModuleLoadDataEx "compiles" PTX by finding each of its kernels in the
+// registry: one that is missing fails the load with the error log naming it,
+// as ptxas would name a kernel it cannot build.
+extern "C" CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned int n, CUjit_option* opts,
+                                       void** vals) {
+    char *info = nullptr, *err = nullptr;
+    void **infoSize = nullptr, **errSize = nullptr;
+    for (unsigned i = 0; i < n; i++) {
+        switch (opts[i]) {
+        case CU_JIT_INFO_LOG_BUFFER: info = (char*)vals[i]; break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: infoSize = &vals[i]; break;
+        case CU_JIT_ERROR_LOG_BUFFER: err = (char*)vals[i]; break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: errSize = &vals[i]; break;
+        default: break;
+        }
+    }
+    auto* mod = new CUmod_st{ptxEntries((const char*)image)};
+    for (const std::string& e : mod->entries) {
+        if (registry().count(e) == 0) {
+            putLog("emulator: kernel " + e + " of this PTX is not in emu.cpp's registry", err, errSize);
+            putLog("", info, infoSize);
+            delete mod;
+            return CUDA_ERROR_INVALID_PTX;
+        }
+    }
+    putLog("emulator: " + std::to_string(mod->entries.size()) + " kernels", info, infoSize);
+    putLog("", err, errSize);
+    *m = mod;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuModuleUnload(CUmodule m) {
+    delete m;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+    if (m == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    bool in = false;
+    for (const std::string& e : m->entries) in = in || e == name;
+    if (!in) return CUDA_ERROR_NOT_FOUND;
+    // one handle per name for the life of the process, as small as the registry
+    static std::mutex mu;
+    static std::map<std::string, CUfunc_st> fns;
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = fns.try_emplace(name, CUfunc_st{name, &registry().at(name)}).first;
+    *f = &it->second;
+    return CUDA_SUCCESS;
+}
+
+extern "C" int emu_check_args(CUfunction f, int nargs, char* err, int errLen) {
+    if (f->k->nargs == nargs) return 0;
+    snprintf(err, errLen, "%s: %d arguments, the kernel takes %d", f->name.c_str(), nargs, f->k->nargs);
+    return 1;
+}
+
+extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shared, CUstream, void** params, void** extra) {
+    if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    if (shared != 0 || extra != nullptr || (params == nullptr && f->k->nargs > 0)) return CUDA_ERROR_INVALID_VALUE;
+    try {
+        const Kernel* k = f->k;
+        emu::launch(dim3{gx, gy, gz}, dim3{bx, by, bz}, [k, params] { k->callp(params); });
+    } catch (const std::exception& e) {
+        lastError = f->name + ": " + e.what();
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuStreamCreate(CUstream* s, unsigned int) {
+    *s = new CUstream_st;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuStreamDestroy(CUstream s) {
+    delete s;
+    return CUDA_SUCCESS;
+}
+
+// Every emulated launch and copy has finished when it returns.
+extern "C" CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+extern "C" CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+
+extern "C" CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+    memcpy((void*)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
 }

@@ -29,8 +29,8 @@ type step struct {
 	scratch             []int32 // attention tables being built
 }
 
-// maxArgs is the most arguments a kernel here takes.
-const maxArgs = 16
+// maxArgs is the most arguments a kernel here takes (SL_MAX_ARGS in cudrv.h).
+const maxArgs = 20
 
 type launch struct {
 	fn          string
@@ -143,8 +143,11 @@ func (b *Backend) ensure(a *devArena, n int64) error {
 }
 
 // flush runs on the CUDA goroutine: one copy of the tables, every launch in
-// order with its result checked, then a wait for the stream. The step is
-// emptied whatever happens, so a failed step does not poison the next.
+// order, then a wait for the stream. A launch the driver refuses fails the
+// step naming its kernel and arguments; a fault while the step runs surfaces
+// at the wait, where only SyncEach (SLUICE_CUDA_SYNC=1: a wait after every
+// launch) can tell which kernel it was. The step is emptied whatever
+// happens, so a failed step does not poison the next.
 func (b *Backend) flush() error {
 	s := &b.step
 	defer s.reset()
@@ -159,21 +162,12 @@ func (b *Backend) flush() error {
 			return fmt.Errorf("step tables: %w", err)
 		}
 	}
-	var vals [maxArgs]uint64
-	for i := range s.launches {
-		l := &s.launches[i]
-		for j := range l.nargs {
-			vals[j] = l.args[j]
-			if l.tables&(1<<j) != 0 {
-				vals[j] = uint64(b.arena.ptr) + 4*l.args[j]
-			}
-		}
-		if err := b.drv.launch(l.fn, l.grid, l.block, vals[:l.nargs]); err != nil {
-			return fmt.Errorf("cuda backend: launch %s (grid %v block %v): %w", l.fn, l.grid, l.block, err)
-		}
+	b.launches.Add(int64(len(s.launches)))
+	if err := b.drv.run(s.launches, b.arena.ptr, b.opts.SyncEach); err != nil {
+		return err
 	}
 	if err := b.drv.sync(); err != nil {
-		return fmt.Errorf("step of %d launches: %w", len(s.launches), err)
+		return &LaunchError{Of: len(s.launches), Err: err}
 	}
 	return nil
 }

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Builds, on this machine, what scripts/device/run.sh needs on the GPU machine
 # (which has no Go): the CUDA op tests and the model tests/benchmark as test
-# binaries (~27 MB), and with WITH_CLI=1 also bin/device/sluice-cuda (~32 MB).
-# Everything lands in bin/device/, the one ignored path to carry (the carry
-# limit is 64 MiB with the working tree: binaries are stripped).
+# binaries, and with WITH_CLI=1 also bin/device/sluice-cuda. Everything lands
+# in bin/device/, the one ignored path to carry (the carry limit is 64 MiB
+# with the working tree: binaries are stripped).
 #
 #   scripts/device/build.sh      then carry ["bin/device"] and run
 #                                scripts/device/run.sh there
+#
+# Then a pre-flight, so that nothing is found wrong only after the carry:
+# the newest glibc symbol version the binaries need (the GPU machine's glibc
+# must be at least that: GLIBC_MAX, default 2.35, Ubuntu 22.04's; the same
+# for libstdc++'s GLIBCXX_ against GLIBCXX_MAX, default 3.4.30), libraries
+# ldd cannot resolve here (libcuda.so.1 aside: the GPU machine's driver has
+# it), and bin/device's total size against MAX_MIB (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bin/device
@@ -14,12 +21,42 @@ mkdir -p "$out"
 export CGO_ENABLED=1
 export CGO_LDFLAGS="${CGO_LDFLAGS:--L$PWD/.build/lib}"
 [ -f .build/lib/libtokenizers.a ] || ./scripts/build-tokenizers.sh
-strip=(-ldflags "-s -w")
+strip=(-trimpath -ldflags "-s -w")
 go test -tags cuda -c "${strip[@]}" -o "$out/cuda-ops.test" ./kernels/cuda/
 go test -tags cuda -c "${strip[@]}" -o "$out/cuda-model.test" ./kernels/cuda/modeltest/
 rm -f "$out/sluice-cuda"
 if [ "${WITH_CLI:-0}" = 1 ]; then
 	go build -tags cuda "${strip[@]}" -o "$out/sluice-cuda" ./cmd/sluice
 fi
-du -sh "$out"
 ls -la "$out"
+
+GLIBC_MAX=${GLIBC_MAX:-2.35}
+GLIBCXX_MAX=${GLIBCXX_MAX:-3.4.30}
+MAX_MIB=${MAX_MIB:-60}
+bad=0
+for f in "$out"/*; do
+	[ -x "$f" ] && [ -f "$f" ] || continue
+	need=$(objdump -T "$f" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+	needxx=$(objdump -T "$f" | grep -o 'GLIBCXX_[0-9][0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -n 1)
+	if [ "$(printf '%s\n%s\n' "$need" "$GLIBC_MAX" | sort -V | tail -n 1)" != "$GLIBC_MAX" ]; then
+		echo "pre-flight: $f needs GLIBC_$need, newer than GLIBC_$GLIBC_MAX" >&2
+		bad=1
+	fi
+	if [ -n "$needxx" ] && [ "$(printf '%s\n%s\n' "$needxx" "$GLIBCXX_MAX" | sort -V | tail -n 1)" != "$GLIBCXX_MAX" ]; then
+		echo "pre-flight: $f needs GLIBCXX_$needxx, newer than GLIBCXX_$GLIBCXX_MAX" >&2
+		bad=1
+	fi
+	missing=$(ldd "$f" 2>&1 | grep 'not found' | grep -v 'libcuda\.so\.1' || true)
+	if [ -n "$missing" ]; then
+		echo "pre-flight: $f: libraries not found: $missing" >&2
+		bad=1
+	fi
+	echo "pre-flight: $(basename "$f"): GLIBC_$need${needxx:+, GLIBCXX_$needxx} at most; needs $(ldd "$f" 2>/dev/null | awk '/=>/ {print $1}' | tr '\n' ' ')"
+done
+bytes=$(du -sb "$out" | cut -f1)
+echo "pre-flight: $out is $((bytes >> 20)) MiB (limit $MAX_MIB)"
+if [ "$bytes" -gt $((MAX_MIB << 20)) ]; then
+	echo "pre-flight: $out is over $MAX_MIB MiB: build without WITH_CLI or strip more" >&2
+	bad=1
+fi
+exit $bad

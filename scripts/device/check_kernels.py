@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Checks each Sluice CUDA kernel against a NumPy reference on fresh random
-inputs, independently of the Go code: the PTX is loaded with CuPy, the
-quantized blocks are random bytes decoded here by a second implementation of
-the GGUF layouts (facts.md), references run in float64.
+inputs, independently of the Go code: the PTX is loaded through CuPy or,
+where CuPy is missing, through PyTorch and the driver API (torchcupy.py);
+the quantized blocks are random bytes decoded here by a second
+implementation of the GGUF layouts (facts.md), references run in float64.
 
-    check_kernels.py PTX_DIR [--out results.md]
+    check_kernels.py PTX_DIR [--out results.md] [--frontend auto|cupy|torch] [--quick]
+
+Both front ends run the same checks against the same references; --quick
+keeps one weight type per family (the emulator's second front-end pass).
 
 Prints one line per check, ‖out − ref‖ / ‖ref‖ against its bound, and exits 1
 if any check fails. Bounds: F32 accumulation ~1e-6; tensor-core matmuls round
@@ -14,8 +18,9 @@ import argparse
 import math
 import sys
 
-import cupy as cp
 import numpy as np
+
+cp = None  # the array front end: cupy, or torchcupy (main sets it)
 
 rng = np.random.default_rng(1234)
 results = []
@@ -102,19 +107,39 @@ def make_blocks(kind, rows, cols):
     return raw.reshape(rows, -1), y.reshape(rows, cols)
 
 
+def frontend(name):
+    if name != "torch":
+        try:
+            import cupy
+            return cupy
+        except ImportError:
+            if name == "cupy":
+                raise
+            print("no CuPy: the PyTorch front end runs the checks", flush=True)
+    import os
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torchcupy
+    return torchcupy
+
+
 # ---- kernels ----
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ptx_dir")
     ap.add_argument("--out")
+    ap.add_argument("--frontend", choices=("auto", "cupy", "torch"), default="auto")
+    ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
+    global cp
+    cp = frontend(a.frontend)
+    print(f"front end: {cp.__name__} {cp.__version__}", flush=True)
     mod = {m: cp.RawModule(path=f"{a.ptx_dir}/{m}.ptx") for m in ("elementwise", "matmul", "attention", "sample")}
     fn = lambda m, name: mod[m].get_function(name)
     i32, i64, f32 = np.int32, np.int64, np.float32
 
     # matmul and get_rows for each weight type
-    for kind in ("f32", "f16", "bf16", "q8_0", "q4_1", "q4_k", "q6_k"):
+    for kind in ("f16", "q4_k") if a.quick else ("f32", "f16", "bf16", "q8_0", "q4_1", "q4_k", "q6_k"):
         out_f, in_f = 1000, 2048
         raw, w = make_blocks(kind, out_f, in_f)
         wd = cp.asarray(np.ascontiguousarray(raw))

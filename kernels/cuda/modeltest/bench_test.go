@@ -14,13 +14,17 @@ import (
 	"github.com/sluicehq/sluice/models"
 )
 
-// TestDecodeThroughput times decode of a random Llama-3-8B-shaped BF16 model
-// (16 GB of weights, generated here) at each batch size of
+// TestDecodeThroughput times decode of a random Llama-3-8B-shaped model
+// (SLUICE_CUDA_BENCH_DTYPE weights, default BF16: 16 GB, generated here) at
+// each batch size of
 // SLUICE_CUDA_BENCH_BATCHES (default "1,64,256"): every sequence is prefilled
 // with a SLUICE_CUDA_BENCH_PROMPT-token prompt (default 128), then
 // SLUICE_CUDA_BENCH_STEPS decode steps (default 32) are timed, each a full
 // Forward that reads back every sequence's logits, as the engine's step does.
-// It prints a Markdown table, also written to SLUICE_CUDA_BENCH_OUT when set.
+// It prints a Markdown table, also written to SLUICE_CUDA_BENCH_OUT when set
+// (rewritten after every batch size, so a run cut short keeps its rows).
+// SLUICE_CUDA_BENCH_BW, the device's measured copy bandwidth in GB/s, adds
+// each row's fraction of the bandwidth floor (weight bytes ÷ bandwidth).
 // Skipped unless SLUICE_CUDA_BENCH=1: it needs ~30 GB of GPU memory.
 // SLUICE_CUDA_BENCH_SHAPE=test swaps in testShape() (a dry run of the
 // benchmark itself, e.g. on the emulator).
@@ -35,6 +39,14 @@ func TestDecodeThroughput(t *testing.T) {
 	for _, b := range batches {
 		maxB = max(maxB, b)
 	}
+	dt := kernels.BF16
+	if name := os.Getenv("SLUICE_CUDA_BENCH_DTYPE"); name != "" {
+		var ok bool
+		if dt, ok = benchTypes[name]; !ok {
+			t.Fatalf("SLUICE_CUDA_BENCH_DTYPE=%s: want one of BF16, F16, Q8_0, Q4_K, Q6_K, Q4_1", name)
+		}
+	}
+	bw, _ := strconv.ParseFloat(os.Getenv("SLUICE_CUDA_BENCH_BW"), 64)
 	cfg := llama3_8B()
 	if os.Getenv("SLUICE_CUDA_BENCH_SHAPE") == "test" {
 		cfg = testShape()
@@ -44,18 +56,29 @@ func TestDecodeThroughput(t *testing.T) {
 	opts := models.Options{MaxBatchTokens: 2048, MaxSeqs: maxB, BlockSize: bs, KVBlocks: maxB * perSeq, ContextLen: 4096}
 	t0 := time.Now()
 	be := newCUDA(t)
-	src := newRandomSource(cfg, kernels.BF16, true)
+	src := newRandomSource(cfg, dt, true)
 	m, err := models.Load(src, be, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src.Close()
 	load := time.Since(t0)
-	weightBytes := bf16WeightBytesPerToken(cfg)
+	weightBytes := weightBytesPerToken(cfg, dt)
 	var out strings.Builder
-	fmt.Fprintf(&out, "Decode, random BF16 model of %d layers × %d hidden (Llama-3-8B: 32 × 4096) on %s (load %.1fs), prompt %d, %d timed steps\n\n",
-		cfg.Layers, cfg.Hidden, be.Device(), load.Seconds(), prompt, steps)
-	fmt.Fprintf(&out, "| batch | prefill tok/s | ms/step | decode tok/s | weight GB/s (bytes/step ÷ time) |\n|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&out, "Decode, random %v model of %d layers × %d hidden (Llama-3-8B: 32 × 4096) on %s (load %.1fs), prompt %d, %d timed steps; %.2f GB of weights per step",
+		dt, cfg.Layers, cfg.Hidden, be.Device(), load.Seconds(), prompt, steps, weightBytes/1e9)
+	if bw > 0 {
+		fmt.Fprintf(&out, ", floor %.0f tokens/s at batch 1 (%.0f GB/s copy bandwidth)", bw*1e9/weightBytes, bw)
+	}
+	fmt.Fprintf(&out, "\n\n| batch | prefill tok/s | ms/step | decode tok/s | weight GB/s (bytes/step ÷ time) | of the floor | launches/step |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	flush := func() {
+		if path := os.Getenv("SLUICE_CUDA_BENCH_OUT"); path != "" {
+			if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	flush()
 	for _, nb := range batches {
 		var next int32
 		seqs := make([]*sequence, nb)
@@ -84,7 +107,11 @@ func TestDecodeThroughput(t *testing.T) {
 			one[i] = []int32{int32(i % cfg.Vocab)}
 		}
 		var elapsed time.Duration
+		var launches int64
 		for s := range steps + 2 {
+			if s == 2 {
+				launches = be.Launches()
+			}
 			ts := time.Now()
 			if _, err := m.Forward(step(seqs, one, bs, &next)); err != nil {
 				t.Fatalf("decode: %v", err)
@@ -94,23 +121,28 @@ func TestDecodeThroughput(t *testing.T) {
 			}
 		}
 		ms := elapsed.Seconds() * 1e3 / float64(steps)
-		fmt.Fprintf(&out, "| %d | %.0f | %.2f | %.1f | %.0f |\n", nb, float64(nb*prompt)/prefill.Seconds(), ms,
-			float64(nb)*1e3/ms, weightBytes/(ms*1e-3)/1e9)
+		gbs := weightBytes / (ms * 1e-3) / 1e9
+		floor := "–"
+		if bw > 0 {
+			floor = fmt.Sprintf("%.0f%%", 100*gbs/bw)
+		}
+		fmt.Fprintf(&out, "| %d | %.0f | %.2f | %.1f | %.0f | %s | %d |\n", nb, float64(nb*prompt)/prefill.Seconds(), ms,
+			float64(nb)*1e3/ms, gbs, floor, (be.Launches()-launches)/int64(steps))
+		flush()
 	}
 	fmt.Print(out.String())
-	if path := os.Getenv("SLUICE_CUDA_BENCH_OUT"); path != "" {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
-// bf16WeightBytesPerToken is what one decode step must read: every matrix
-// (the output head included) once, plus one embedding row.
-func bf16WeightBytesPerToken(c models.Config) float64 {
+var benchTypes = map[string]kernels.DType{"BF16": kernels.BF16, "F16": kernels.F16, "Q8_0": kernels.Q8_0,
+	"Q4_K": kernels.Q4_K, "Q6_K": kernels.Q6_K, "Q4_1": kernels.Q4_1}
+
+// weightBytesPerToken is what one decode step must read: every matrix (the
+// output head included) once, plus one embedding row, in dt's block layout.
+func weightBytesPerToken(c models.Config, dt kernels.DType) float64 {
 	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	layer := c.Hidden*(q+2*kv) + q*c.Hidden + 3*c.Hidden*c.FFN
-	return 2 * float64(c.Layers*layer+c.Vocab*c.Hidden+c.Hidden)
+	rows := func(out, in int) int { return out * dt.RowBytes(in) }
+	layer := rows(q+2*kv, c.Hidden) + rows(c.Hidden, q) + 2*rows(c.FFN, c.Hidden) + rows(c.Hidden, c.FFN)
+	return float64(c.Layers*layer + rows(c.Vocab, c.Hidden) + dt.RowBytes(c.Hidden))
 }
 
 func envInts(t *testing.T, key, def string) []int {

@@ -16,7 +16,6 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/cpu"
-	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/tokenizer"
@@ -35,9 +34,6 @@ type Options struct {
 	MaxPrefillTokensWithDecodes int
 	MaxQueue                    int // sequences waiting beyond MaxSeqs before 429
 	Observer                    engine.Observer
-	// KVEvents hears the prefix cache's stores and evictions (nil: nobody);
-	// see engine.Config.KVEvents.
-	KVEvents kvcache.Events
 	// NewBackend makes the backend the weights go to (nil: the CPU backend
 	// with Threads goroutines). `sluice-cuda --backend cuda` passes the GPU's.
 	NewBackend func() (kernels.Backend, error)
@@ -103,7 +99,7 @@ func (m *Model) load(o Options) error {
 	m.Engine, err = engine.New(m.Llama, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
 		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
-		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,
+		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer,
 	})
 	return err
 }

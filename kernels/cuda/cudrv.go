@@ -1,0 +1,227 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+// #include <stdlib.h>
+// #include "cudrv.h"
+import "C"
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"unsafe"
+)
+
+// DriverError is a failed CUDA driver call: which call, and the driver's
+// code, name and description.
+type DriverError struct {
+	Call string // "cuLaunchKernel", "cuStreamSynchronize", ...
+	Code int
+	Name string // "CUDA_ERROR_ILLEGAL_ADDRESS"
+	Msg  string // "an illegal memory access was encountered"
+}
+
+func (e *DriverError) Error() string {
+	return fmt.Sprintf("%s: %s (%d: %s)", e.Call, e.Name, e.Code, e.Msg)
+}
+
+func cuError(call string, r C.CUresult) error {
+	e := &DriverError{Call: call, Code: int(r), Name: "unknown error", Msg: "no description"}
+	var s *C.char
+	if C.cuGetErrorName(r, &s) == C.CUDA_SUCCESS && s != nil {
+		e.Name = C.GoString(s)
+	}
+	if C.cuGetErrorString(r, &s) == C.CUDA_SUCCESS && s != nil {
+		e.Msg = C.GoString(s)
+	}
+	return e
+}
+
+// kernelSet is what both drivers share through cudrv.h: the PTX modules,
+// their kernels by name, and the one stream every launch and async copy
+// goes to. Used only on the backend's locked goroutine.
+type kernelSet struct {
+	stream C.CUstream
+	mods   []C.CUmodule
+	fns    map[string]C.CUfunction
+	jitMs  float64       // the driver's JIT time over all modules
+	buf    []C.sl_launch // a step's launches as cudrv.h takes them
+}
+
+// jitLogBytes is each JIT log buffer's size: ptxas reports are a few lines
+// per kernel, an error log far less.
+const jitLogBytes = 1 << 16
+
+// open creates the stream (blocking: it also waits for the legacy-stream
+// memsets and synchronous copies of zero and upload) and JIT-loads every
+// module; a module the driver cannot compile fails with its error log.
+func (k *kernelSet) open(opts Options) error {
+	k.fns = map[string]C.CUfunction{}
+	var s C.CUstream
+	if r := C.cuStreamCreate(&s, C.CU_STREAM_DEFAULT); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda backend: stream: %w", cuError("cuStreamCreate", r))
+	}
+	k.stream = s
+	info, elog := (*C.char)(C.malloc(jitLogBytes)), (*C.char)(C.malloc(jitLogBytes))
+	defer C.free(unsafe.Pointer(info))
+	defer C.free(unsafe.Pointer(elog))
+	origin := "embedded"
+	if opts.PTXDir != "" {
+		origin = opts.PTXDir
+	}
+	for _, name := range modules {
+		src, err := readPTX(opts.PTXDir, name)
+		if err != nil {
+			return fmt.Errorf("cuda backend: PTX module %s: %w", name, err)
+		}
+		cs := C.CString(string(src))
+		var m C.CUmodule
+		var ms C.float
+		r := C.sl_load_module(&m, cs, info, elog, jitLogBytes, &ms)
+		C.free(unsafe.Pointer(cs))
+		if r != C.CUDA_SUCCESS {
+			return fmt.Errorf("cuda backend: load PTX module %s (%s): %w%s", name, origin,
+				cuError("cuModuleLoadDataEx", r), jitLog("error", C.GoString(elog))+jitLog("info", C.GoString(info)))
+		}
+		k.mods = append(k.mods, m)
+		k.jitMs += float64(ms)
+		for _, fn := range entries(string(src)) {
+			var f C.CUfunction
+			cn := C.CString(fn)
+			r := C.cuModuleGetFunction(&f, m, cn)
+			C.free(unsafe.Pointer(cn))
+			if r != C.CUDA_SUCCESS {
+				return fmt.Errorf("cuda backend: kernel %s of module %s: %w", fn, name, cuError("cuModuleGetFunction", r))
+			}
+			k.fns[fn] = f
+		}
+	}
+	return nil
+}
+
+// jitLog formats a non-empty JIT log for an error message, bounded: the
+// first lines say what failed.
+func jitLog(what, log string) string {
+	log = strings.TrimSpace(log)
+	if log == "" {
+		return ""
+	}
+	if len(log) > 4000 {
+		log = log[:4000] + " …"
+	}
+	return fmt.Sprintf("\nJIT %s log:\n%s", what, log)
+}
+
+func (k *kernelSet) has(fn string) bool { _, ok := k.fns[fn]; return ok }
+
+// LaunchError is a failed step: the launch that failed (or, without
+// SLUICE_CUDA_SYNC=1, the step whose wait reported an asynchronous fault).
+type LaunchError struct {
+	Kernel      string // empty when the fault surfaced only at the step's end
+	Index, Of   int    // launch index within the step and the step's launch count
+	Grid, Block [3]int
+	Args        []uint64
+	Err         error // a *DriverError
+}
+
+func (e *LaunchError) Error() string {
+	if e.Kernel == "" {
+		return fmt.Sprintf("cuda backend: step of %d launches: %v (a fault in any of them; SLUICE_CUDA_SYNC=1 names the kernel)", e.Of, e.Err)
+	}
+	var a strings.Builder
+	for i, v := range e.Args {
+		if i > 0 {
+			a.WriteString(", ")
+		}
+		if v < 1<<20 {
+			fmt.Fprintf(&a, "%d", v)
+		} else {
+			fmt.Fprintf(&a, "%#x", v)
+		}
+	}
+	return fmt.Sprintf("cuda backend: kernel %s (launch %d of %d, grid %v block %v, args %s): %v", e.Kernel, e.Index+1, e.Of,
+		e.Grid, e.Block, a.String(), e.Err)
+}
+
+func (e *LaunchError) Unwrap() error { return e.Err }
+
+// run issues ls in order on the stream, table arguments rebased on tab;
+// each waits after every launch. It does not wait at the end.
+func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
+	k.buf = slices.Grow(k.buf[:0], len(ls))[:len(ls)]
+	for i := range ls {
+		l, c := &ls[i], &k.buf[i]
+		f, ok := k.fns[l.fn]
+		if !ok {
+			return fmt.Errorf("cuda backend: no kernel %s in the loaded PTX", l.fn)
+		}
+		c.f = f
+		for j := range 3 {
+			c.grid[j], c.block[j] = C.uint32_t(l.grid[j]), C.uint32_t(l.block[j])
+		}
+		c.nargs = C.int32_t(l.nargs)
+		for j := range l.nargs {
+			v := l.args[j]
+			if l.tables&(1<<j) != 0 {
+				v = uint64(tab) + 4*v
+			}
+			c.args[j] = C.uint64_t(v)
+		}
+	}
+	if len(ls) == 0 {
+		return nil
+	}
+	var failed, afterSync C.int
+	var msg [512]C.char
+	syncEach := C.int(0)
+	if each {
+		syncEach = 1
+	}
+	r := C.sl_run(&k.buf[0], C.int(len(ls)), k.stream, syncEach, &failed, &afterSync, &msg[0], C.int(len(msg)))
+	if r == C.CUDA_SUCCESS {
+		return nil
+	}
+	i := int(failed)
+	call := "cuLaunchKernel"
+	if afterSync != 0 {
+		call = "cuStreamSynchronize"
+	}
+	var err error = cuError(call, r)
+	if m := C.GoString(&msg[0]); m != "" {
+		err = fmt.Errorf("%s: %w", m, err)
+	}
+	l := &ls[i]
+	args := make([]uint64, l.nargs)
+	for j := range args {
+		args[j] = uint64(k.buf[i].args[j])
+	}
+	return &LaunchError{Kernel: l.fn, Index: i, Of: len(ls), Grid: l.grid, Block: l.block, Args: args, Err: err}
+}
+
+func (k *kernelSet) uploadAsync(dst devPtr, src unsafe.Pointer, bytes int64) error {
+	if r := C.cuMemcpyHtoDAsync(C.CUdeviceptr(dst), src, C.size_t(bytes), k.stream); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda backend: queue a copy of %d bytes: %w", bytes, cuError("cuMemcpyHtoDAsync", r))
+	}
+	return nil
+}
+
+func (k *kernelSet) sync() error {
+	if r := C.cuStreamSynchronize(k.stream); r != C.CUDA_SUCCESS {
+		return fmt.Errorf("cuda backend: synchronize: %w", cuError("cuStreamSynchronize", r))
+	}
+	return nil
+}
+
+// close unloads the modules and destroys the stream; errors are of no use
+// at this point (the context's destruction frees what is left).
+func (k *kernelSet) close() {
+	for _, m := range k.mods {
+		C.cuModuleUnload(m)
+	}
+	k.mods = nil
+	if k.stream != nil {
+		C.cuStreamDestroy(k.stream)
+		k.stream = nil
+	}
+}

@@ -1,0 +1,61 @@
+// Stand-in for the CUDA driver API's cuda.h under the CPU emulator: the
+// subset cudrv.h calls, with the driver's names, types and enum values, so
+// that the same C (cudrv.h) and the same Python (scripts/device/torchcupy.py,
+// through ctypes) drive the emulator as they drive a GPU. emu.cpp implements
+// it; libcudaemu.so exports it under the driver's symbol names.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUmod_st* CUmodule;
+typedef struct CUfunc_st* CUfunction;
+typedef struct CUstream_st* CUstream;
+
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_PTX 218
+#define CUDA_ERROR_INVALID_HANDLE 400
+#define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_LAUNCH_FAILED 719
+
+typedef enum CUjit_option_enum {
+    CU_JIT_MAX_REGISTERS = 0,
+    CU_JIT_THREADS_PER_BLOCK = 1,
+    CU_JIT_WALL_TIME = 2,
+    CU_JIT_INFO_LOG_BUFFER = 3,
+    CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_JIT_ERROR_LOG_BUFFER = 5,
+    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+    CU_JIT_LOG_VERBOSE = 12,
+} CUjit_option;
+
+#define CU_STREAM_DEFAULT 0
+
+CUresult cuGetErrorString(CUresult error, const char** pStr);
+CUresult cuGetErrorName(CUresult error, const char** pStr);
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
+                            void** optionValues);
+CUresult cuModuleUnload(CUmodule hmod);
+CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                        unsigned int sharedMemBytes, CUstream hStream, void** kernelParams, void** extra);
+CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags);
+CUresult cuStreamDestroy(CUstream hStream);
+CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, CUstream hStream);
+
+// Not in the driver: the emulator's check that a launch passes as many
+// arguments as the kernel takes (the driver reads what the kernel's
+// signature says, whatever was passed).
+int emu_check_args(CUfunction f, int nargs, char* err, int errLen);
+
+#ifdef __cplusplus
+}
+#endif

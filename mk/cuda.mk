@@ -1,0 +1,19 @@
+# --- CUDA: the device script's PyTorch front end, on the emulator (issue 11) --
+# scripts/device/check_kernels.py falls back to PyTorch + the driver API
+# (torchcupy.py) on a GPU machine without CuPy. Here that path runs against
+# the CPU emulator: libcudaemu.so exports the driver entry points torchcupy
+# calls through ctypes, and scripts/device/emutorch stands in for torch. The
+# CuPy front end keeps its own emulated run in cuda-emu; this one takes the
+# short list (--quick) of the same checks.
+.PHONY: cuda-emu-torch
+CUDA_EMU_LIB := bin/libcudaemu.so
+
+$(CUDA_EMU_LIB): kernels/cuda/emu.cpp $(wildcard kernels/cuda/*.cu kernels/cuda/*.cuh kernels/cuda/emu/*.h)
+	mkdir -p bin
+	g++ -std=c++20 -O1 -shared -fPIC -Ikernels/cuda/emu kernels/cuda/emu.cpp -o $@
+
+cuda-emu-torch: $(CUDA_EMU_LIB)
+	SLUICE_LIBCUDA=$(CUDA_EMU_LIB) PYTHONPATH=scripts/device/emutorch "$$(./scripts/py-venv.sh emu $(EMU_PY_PINS))" \
+		scripts/device/check_kernels.py kernels/cuda/ptx --frontend torch --quick
+
+cuda-check: cuda-emu-torch
