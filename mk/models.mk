@@ -10,3 +10,13 @@ $(GEMMA_MODEL):
 	./scripts/fetch-model.sh gemma3
 
 test-unit: gemma-model
+
+# llama.cpp golden data for Gemma 3 (testdata/golden/gemma3-270m-q4_k_m*.json);
+# `make golden` regenerates it with the default model's. n_ctx 3072: the
+# longest prompt fits, and logits_all at Gemma's 262,144-token vocabulary
+# costs 6.4 GB there instead of 8.6 at the default 4096.
+.PHONY: golden-gemma
+golden-gemma: gemma-model
+	MODEL=$(GEMMA_MODEL) NAME=gemma3-270m-q4_k_m ARGS="--n-ctx 3072" ./scripts/golden/run.sh
+
+golden: golden-gemma

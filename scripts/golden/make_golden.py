@@ -93,8 +93,8 @@ def prompt_positions(n):
 
 def run_prompt(llm, name, text, add_bos):
     ids = llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
-    if len(ids) + N_GEN > N_CTX:
-        raise ValueError(f"{name}: {len(ids)} prompt tokens do not fit n_ctx {N_CTX}")
+    if len(ids) + N_GEN > llm.n_ctx():
+        raise ValueError(f"{name}: {len(ids)} prompt tokens do not fit n_ctx {llm.n_ctx()}")
     llm.reset()
     llm.eval(ids)
     scores = llm.scores  # [n_ctx, n_vocab], rows filled up to llm.n_tokens
@@ -175,11 +175,14 @@ def main():
     ap.add_argument("--command", default=" ".join(sys.argv), help="command line to record")
     ap.add_argument("--threads", type=int, default=N_THREADS, help="llama.cpp threads")
     ap.add_argument("--only", default="", help="comma-separated prompt names (default all)")
+    # logits_all keeps n_ctx x n_vocab floats twice (llama.cpp's and the
+    # bindings' copy): 8.6 GB for Gemma 3's 262,144-token vocabulary at 4096.
+    ap.add_argument("--n-ctx", type=int, default=N_CTX, help="context size (the longest prompt + n_gen must fit)")
     args = ap.parse_args()
 
     llm = Llama(
         model_path=args.model,
-        n_ctx=N_CTX,
+        n_ctx=args.n_ctx,
         n_batch=N_BATCH,
         n_ubatch=N_BATCH,
         n_threads=args.threads,
@@ -220,7 +223,7 @@ def main():
 
     gold = dict(header)
     gold["params"] = {
-        "n_ctx": N_CTX, "n_batch": N_BATCH, "n_ubatch": N_BATCH, "n_threads": args.threads,
+        "n_ctx": args.n_ctx, "n_batch": N_BATCH, "n_ubatch": N_BATCH, "n_threads": args.threads,
         "seed": SEED, "logits_all": True, "flash_attn": False, "type_k": "f16", "type_v": "f16",
         "n_gen": N_GEN, "sampling": "greedy (argmax, temperature 0)",
     }

@@ -135,4 +135,8 @@ TOKENIZE = [
     ("chat_full", chat("Hello!")),
     ("long_word", "Pneumonoultramicroscopicsilicovolcanoconiosis"),
     ("camel_snake", "camelCaseName snake_case_name SCREAMING_CASE kebab-case"),
+    # Gemma's control and user-defined tokens (plain text to other vocabularies).
+    ("gemma_turns", "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n"),
+    ("gemma_glued", "x<end_of_turn>y<bos>z"),
+    ("gemma_spaces_run", "a" + " " * 31 + "b\t\t\t\tc"),
 ]

@@ -14,6 +14,8 @@ if [[ ! -f $MODEL ]]; then
 	exit 1
 fi
 scripts/llamacpp/build.sh lib
-CMD="scripts/golden/run.sh (= .build/venv/bin/python scripts/golden/make_golden.py --model $MODEL --out $OUT --name $NAME)"
+ARGS=${ARGS:-}
+CMD="scripts/golden/run.sh (= .build/venv/bin/python scripts/golden/make_golden.py --model $MODEL --out $OUT --name $NAME${ARGS:+ $ARGS})"
+# shellcheck disable=SC2086 # ARGS is a list of flags
 exec .build/venv/bin/python scripts/golden/make_golden.py \
-	--model "$MODEL" --out "$OUT" --name "$NAME" --command "$CMD"
+	--model "$MODEL" --out "$OUT" --name "$NAME" --command "$CMD" $ARGS

@@ -13,6 +13,12 @@
 # "build.sh lib" stops after libllama and the venv (all make_golden.py needs).
 # Cached: a second run is a no-op. Environment knobs:
 #   JOBS (default 2)  parallel compile jobs; the dev machines have 2 cores.
+#   ISA (default avx2) avx2: AVX2+FMA+F16C+BMI2, the kernels Sluice's own CPU
+#                     backend has, so golden data is the same on every build
+#                     machine; native: -march=native without AMX, for speed.
+#                     ggml's AMX matmul crashes (SIGSEGV in
+#                     ggml_backend_amx_mul_mat) on the sandboxed dev machines,
+#                     whose CPUs report AMX_INT8.
 set -euo pipefail
 
 VERSION=0.3.36
@@ -26,11 +32,23 @@ SRC=$B/llama_cpp_python-$VERSION
 BUILD=$B/build
 VENV=$ROOT/.build/venv
 JOBS=${JOBS:-2}
+ISA=${ISA:-avx2}
+case $ISA in
+avx2) ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON) ;;
+native) ISA_FLAGS=(-DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) ;;
+*) echo "ISA=$ISA: want avx2 or native" >&2; exit 2 ;;
+esac
+# A build made with other flags (or before this knob existed) is not reused.
+FLAGS_STAMP=$BUILD/.isa-$ISA
+if [[ -d $BUILD && ! -f $FLAGS_STAMP ]]; then
+	echo "rebuilding llama.cpp for ISA=$ISA (the cached build used other flags)" >&2
+	rm -rf "$BUILD" "$VENV/.llamacpp-$VERSION" "$B"/.built-*
+fi
 TARGETS=(llama llama-bench llama-server llama-cli llama-simple llama-tokenize)
 STAMP=$B/.built-$VERSION
 
 MODE=${1:-all}
-if [[ $MODE == lib && -f $BUILD/bin/libllama.so && -f $VENV/.llamacpp-$VERSION ]]; then
+if [[ $MODE == lib && -f $BUILD/bin/libllama.so && -f $VENV/.llamacpp-$VERSION && -f $FLAGS_STAMP ]]; then
 	exit 0
 fi
 if [[ -f $STAMP && -x $BUILD/bin/llama-server && -f $VENV/.llamacpp-$VERSION ]]; then
@@ -57,7 +75,7 @@ fi
 CMAKE_CMD=(cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD"
 	-DCMAKE_BUILD_TYPE=Release
 	-DBUILD_SHARED_LIBS=ON
-	-DGGML_NATIVE=ON
+	"${ISA_FLAGS[@]}"
 	-DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=ON
 	-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF
@@ -65,6 +83,7 @@ CMAKE_CMD=(cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD"
 	-DGIT_EXECUTABLE=/bin/false)
 echo "+ ${CMAKE_CMD[*]}" >&2
 "${CMAKE_CMD[@]}" >"$B/cmake-configure.log"
+touch "$FLAGS_STAMP"
 # Python bindings: llama_cpp is pure Python over ctypes. Copy the sdist's
 # package into a venv and point its lib/ at the shared libraries built above
 # (llama_cpp loads libllama from there, and _ggml loads libggml from there
