@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, TinyLlama, SmolLM2), "qwen2" or "gemma3"
+	Arch       string // "llama" (also Mistral, TinyLlama, SmolLM2), "qwen2", "qwen3" or "gemma3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -22,6 +22,7 @@ type Config struct {
 
 	TiedEmbeddings bool // output head shares token_embd
 	QKVBias        bool // Qwen2: attn_q/k/v carry biases
+	QKNorm         bool // Qwen3, Gemma 3: per-head RMSNorm of Q and K before RoPE
 
 	// Gemma 3: sliding-window layers interleaved with global ones.
 	Window         int     // tokens a window layer reads back (its own included); 0: all layers global

@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "gemma3":
+	case "qwen2", "qwen3", "gemma3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2 or gemma3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3 or gemma3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -176,6 +176,7 @@ func (g *GGUFFile) Config() (Config, error) {
 	cfg.RopeScaling = scaling
 	cfg.TiedEmbeddings = !g.Has("output.weight")
 	cfg.QKVBias = g.Has("blk.0.attn_q.bias")
+	cfg.QKNorm = g.Has("blk.0.attn_q_norm.weight")
 	if arch == "gemma3" {
 		if err := m.gemma3(&cfg); err != nil {
 			return Config{}, err

@@ -39,6 +39,7 @@ var hfArchs = map[string]string{
 	"LlamaForCausalLM":   "llama",
 	"MistralForCausalLM": "llama",
 	"Qwen2ForCausalLM":   "qwen2",
+	"Qwen3ForCausalLM":   "qwen3",
 }
 
 // readHFConfig parses dir/config.json. has tells which (GGUF-named) tensors
@@ -57,7 +58,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	cfg := Config{
@@ -75,6 +76,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		// Hugging Face checkpoints keep q_proj/k_proj unpermuted: rotate halves.
 		RopeStyle: kernels.RoPEHalves,
 		QKVBias:   has("blk.0.attn_q.bias"),
+		QKNorm:    has("blk.0.attn_q_norm.weight"),
 	}
 	if cfg.KVHeads == 0 {
 		cfg.KVHeads = cfg.Heads

@@ -20,7 +20,8 @@ type Llama struct {
 	invFreq                  kernels.Tensor // [headDim/2] RoPE frequencies, scaling applied
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
-	gemma                    *gemma3Extras // nil unless cfg.Arch is gemma3
+	gemma                    *gemma3Extras       // nil unless cfg.Arch is gemma3
+	headNorm                 kernels.HeadNormOps // set when cfg.QKNorm (Qwen3)
 
 	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
 	// step allocates nothing.
@@ -43,7 +44,7 @@ type llamaLayer struct {
 	bq, bk, bv        kernels.Tensor // nil unless cfg.QKVBias
 	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]
 
-	qNorm, kNorm              kernels.Tensor // [headDim] F32; Gemma 3 only
+	qNorm, kNorm              kernels.Tensor // [headDim] F32; Qwen3, Gemma 3
 	postAttnNorm, postFFNNorm kernels.Tensor // [hidden] F32; Gemma 3 only
 }
 
@@ -106,6 +107,7 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 			be.MatMul(m.q, m.h, l.wq, l.bq, n),
 			be.MatMul(m.k, m.h, l.wk, l.bk, n),
 			be.MatMul(m.v, m.h, l.wv, l.bv, n),
+			m.qkNorm(l, n),
 			be.RoPE(m.q, m.invFreq, b.Positions, c.Heads, c.RopeStyle),
 			be.RoPE(m.k, m.invFreq, b.Positions, c.KVHeads, c.RopeStyle),
 			be.Attention(m.att, m.q, m.k, m.v, m.kv, i, b, scale),
@@ -121,6 +123,18 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 		)
 	}
 	return err
+}
+
+// qkNorm applies Qwen3's per-head norms to m.q and m.k; a no-op for models
+// without them.
+func (m *Llama) qkNorm(l *llamaLayer, n int) error {
+	if m.headNorm == nil {
+		return nil
+	}
+	return firstErr(
+		m.headNorm.HeadRMSNorm(m.q, l.qNorm, n, m.cfg.Heads, m.cfg.RMSEps),
+		m.headNorm.HeadRMSNorm(m.k, l.kNorm, n, m.cfg.KVHeads, m.cfg.RMSEps),
+	)
 }
 
 // firstErr keeps the forward pass readable as a list of kernel calls: they are

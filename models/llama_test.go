@@ -35,6 +35,8 @@ func TestForwardMatchesReference(t *testing.T) {
 	scaled.RopeScaling = &modeltest.RopeScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 32}
 	qwen := tinySpec
 	qwen.QKVBias = true
+	qwen3 := tinySpec
+	qwen3.QKNorm = true
 	tied := tinySpec
 	tied.Tied = true
 	tied.HFShards = 3
@@ -61,6 +63,9 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"hf-f32-llama3-scaling", scaled, "hf", kernels.F32, 1e-4},
 		{"gguf-f32-qwen2", qwen, "gguf", kernels.F32, 1e-4},
 		{"hf-f32-qwen2", qwen, "hf", kernels.F32, 1e-4},
+		{"gguf-f32-qwen3", qwen3, "gguf", kernels.F32, 1e-4},
+		{"hf-f32-qwen3", qwen3, "hf", kernels.F32, 1e-4},
+		{"gguf-q8_0-qwen3", qwen3, "gguf", kernels.Q8_0, 0.02},
 		{"hf-bf16", tinySpec, "hf", kernels.BF16, 1e-4},
 		{"hf-f16", tinySpec, "hf", kernels.F16, 1e-4},
 		{"gguf-f16", tinySpec, "gguf", kernels.F16, 1e-4},
@@ -105,7 +110,7 @@ func TestForwardMatchesReference(t *testing.T) {
 			if rs := tc.spec.RopeScaling; rs != nil {
 				cfg.RopeScaling = &RopeScaling{Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalContext}
 			}
-			ref := newRefLlama(cfg, fileWeights(t, src, tc.spec, tc.format == "gguf" && !tc.spec.QKVBias))
+			ref := newRefLlama(cfg, fileWeights(t, src, tc.spec, tc.format == "gguf" && tc.spec.Arch() == "llama"))
 			run := newSoloRunner(m)
 			worst := 0.0
 			for i, tok := range tokens {

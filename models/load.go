@@ -108,6 +108,10 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		if err := m.loadGemma3(&w); err != nil {
 			return nil, err
 		}
+	} else if cfg.QKNorm {
+		if err := m.loadQKNorm(&w); err != nil {
+			return nil, err
+		}
 	}
 	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
 		return nil, err
@@ -147,8 +151,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "gemma3":
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, gemma3)", c.Arch)
+	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "gemma3":
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, gemma3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:
@@ -224,4 +228,20 @@ func (w *weightLoader) loadF32(name string, n int) kernels.Tensor {
 func f32Host(name string, v []float32) kernels.HostTensor {
 	return kernels.HostTensor{Name: name, DType: kernels.F32, Shape: []int{len(v)},
 		Data: unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))}
+}
+
+// loadQKNorm loads Qwen3's per-head Q and K norms, which run on the
+// backend's optional HeadNormOps.
+func (m *Llama) loadQKNorm(w *weightLoader) error {
+	ops, ok := m.be.(kernels.HeadNormOps)
+	if !ok {
+		return fmt.Errorf("%s: the %s backend lacks HeadRMSNorm (QK-norm): %w", m.cfg.Arch, m.be.Name(), ErrUnsupported)
+	}
+	for i := range m.layers {
+		l, p := &m.layers[i], fmt.Sprintf("blk.%d.", i)
+		l.qNorm = w.loadF32(p+"attn_q_norm.weight", m.cfg.HeadDim)
+		l.kNorm = w.loadF32(p+"attn_k_norm.weight", m.cfg.HeadDim)
+	}
+	m.headNorm = ops
+	return w.err
 }

@@ -89,6 +89,14 @@ func (r *refLlama) step(tok int32) []float64 {
 		q := r.mat(p+"attn_q.weight", h, c.Heads*hd)
 		k := r.mat(p+"attn_k.weight", h, c.KVHeads*hd)
 		v := r.mat(p+"attn_v.weight", h, c.KVHeads*hd)
+		if _, ok := r.w[p+"attn_q_norm.weight"]; ok { // Qwen3's QK-norm, head by head
+			for hh := range c.Heads {
+				copy(q[hh*hd:(hh+1)*hd], r.norm(p+"attn_q_norm.weight", q[hh*hd:(hh+1)*hd]))
+			}
+			for hh := range c.KVHeads {
+				copy(k[hh*hd:(hh+1)*hd], r.norm(p+"attn_k_norm.weight", k[hh*hd:(hh+1)*hd]))
+			}
+		}
 		r.rope(q, c.Heads, pos, freqs)
 		r.rope(k, c.KVHeads, pos, freqs)
 		halfRound(k) // the KV cache stores F16: the reference keeps what it keeps

@@ -221,6 +221,8 @@ var hfLayerParts = map[string]string{
 	"self_attn.k_proj.bias":           "attn_k.bias",
 	"self_attn.v_proj.bias":           "attn_v.bias",
 	"self_attn.o_proj.weight":         "attn_output.weight",
+	"self_attn.q_norm.weight":         "attn_q_norm.weight",
+	"self_attn.k_norm.weight":         "attn_k_norm.weight",
 	"post_attention_layernorm.weight": "ffn_norm.weight",
 	"mlp.gate_proj.weight":            "ffn_gate.weight",
 	"mlp.up_proj.weight":              "ffn_up.weight",

@@ -20,6 +20,7 @@ type Spec struct {
 
 	Tied    bool // no output.weight: the head reuses token_embd
 	QKVBias bool // a Qwen2 model: arch qwen2, Q/K/V biases, Q/K unpermuted in GGUF
+	QKNorm  bool // a Qwen3 model: arch qwen3, per-head RMSNorm of Q and K before RoPE, no biases
 
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
@@ -39,6 +40,9 @@ type RopeScaling struct {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.QKNorm {
+		return "qwen3"
+	}
 	if s.QKVBias {
 		return "qwen2"
 	}
@@ -97,6 +101,10 @@ func tensorList(spec Spec) []tensorShape {
 			add(p+"attn_q.bias", s.Heads*hd)
 			add(p+"attn_k.bias", s.KVHeads*hd)
 			add(p+"attn_v.bias", s.KVHeads*hd)
+		}
+		if s.QKNorm {
+			add(p+"attn_q_norm.weight", hd)
+			add(p+"attn_k_norm.weight", hd)
 		}
 		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
 		add(p+"ffn_norm.weight", s.Hidden)

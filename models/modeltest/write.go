@@ -106,6 +106,8 @@ func hfName(name string) string {
 		"attn_k.bias":        "self_attn.k_proj.bias",
 		"attn_v.bias":        "self_attn.v_proj.bias",
 		"attn_output.weight": "self_attn.o_proj.weight",
+		"attn_q_norm.weight": "self_attn.q_norm.weight",
+		"attn_k_norm.weight": "self_attn.k_norm.weight",
 		"ffn_norm.weight":    "post_attention_layernorm.weight",
 		"ffn_gate.weight":    "mlp.gate_proj.weight",
 		"ffn_up.weight":      "mlp.up_proj.weight",
@@ -193,6 +195,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	arch, modelType := "LlamaForCausalLM", "llama"
 	if spec.QKVBias {
 		arch, modelType = "Qwen2ForCausalLM", "qwen2"
+	}
+	if spec.QKNorm {
+		arch, modelType = "Qwen3ForCausalLM", "qwen3"
 	}
 	torchDType := map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype]
 	cfg := map[string]any{
