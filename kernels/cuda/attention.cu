@@ -18,9 +18,13 @@
 // Split context (flash-decoding): when a step has too few work items to fill
 // the GPU (decode at small batch), grid.z splits each item's context into
 // ranges of splitLen positions. Each split writes its unnormalised output
-// and its (m, l) to part, and attention_combine merges the splits:
+// and its (m, l) to part; the last split of a work item to finish (an
+// atomic count per item and KV head, reset by that block for the next
+// launch) merges them:
 //
 //	out = Σ_z e^(m_z − M)·acc_z / Σ_z e^(m_z − M)·l_z,   M = max_z m_z
+//
+// so split or not, attention is one launch.
 #include <math_constants.h>
 
 #include "common.cuh"
@@ -32,12 +36,35 @@
 // floats of one split's partial result: acc[QMAX][HDMAX], m[QMAX], l[QMAX]
 #define PART (QMAX * HDMAX + 2 * QMAX)
 
+// combine_splits merges the splits' partial results pp[z·PART] of one work
+// item and KV head into out. The partials were written by other blocks of
+// this launch: they are read through L2 (__ldcg), never a stale L1 line.
+static __device__ void combine_splits(float* out, const float* pp, int splits, int row0, int nq, int group, int g,
+                                      int qCols, int headDim) {
+    for (int idx = threadIdx.x; idx < nq * headDim; idx += NT) {
+        const int qi = idx / headDim, d = idx % headDim;
+        float M = -CUDART_INF_F;
+        for (int z = 0; z < splits; z++) M = fmaxf(M, __ldcg(pp + z * PART + QMAX * HDMAX + qi));
+        float num = 0.f, den = 0.f;
+        for (int z = 0; z < splits; z++) {
+            const float* pz = pp + z * PART;
+            const float m = __ldcg(pz + QMAX * HDMAX + qi);
+            if (m == -CUDART_INF_F) continue; // the split saw no position of this row
+            const float w = __expf(m - M);
+            num += w * __ldcg(pz + qi * HDMAX + d);
+            den += w * __ldcg(pz + QMAX * HDMAX + QMAX + qi);
+        }
+        const int r = row0 + qi / group, h = g * group + qi % group;
+        out[(size_t)r * qCols + (size_t)h * headDim + d] = num / den;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(NT)
     paged_attention(float* out, const float* q, const uint16_t* kc, const uint16_t* vc,
                     const int* items,     // [items][3]: sequence, first row, rows
                     const int* seqBlocks, // [seqs]: offset of each block table in blocks
                     const int* blocks, const int* positions, int heads, int kvHeads, int headDim, int blockSize,
-                    float scale, float* part, int splitLen) {
+                    float scale, float* part, int splitLen, int* counters) {
     __shared__ float qs[QMAX][HDMAX];
     __shared__ float ks[TILE][HDMAX + 1]; // +1: lanes read different rows of one column
     __shared__ float vs[TILE][HDMAX];
@@ -133,6 +160,18 @@ extern "C" __global__ void __launch_bounds__(NT)
             pp[QMAX * HDMAX + tid] = mrun[tid];
             pp[QMAX * HDMAX + QMAX + tid] = lsum[tid];
         }
+        // publish the partials, then count this split in; the last one merges
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        int* cnt = counters + blockIdx.x * kvHeads + g;
+        if (tid == 0) last = atomicAdd(cnt, 1) == (int)gridDim.z - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        combine_splits(out, part + (size_t)(blockIdx.x * kvHeads + g) * gridDim.z * PART, gridDim.z, row0, nq, group, g,
+                       qCols, headDim);
+        if (tid == 0) *cnt = 0;
         return;
     }
 #pragma unroll
@@ -143,29 +182,5 @@ extern "C" __global__ void __launch_bounds__(NT)
             const int r = row0 + qi / group, h = g * group + qi % group;
             out[(size_t)r * qCols + (size_t)h * headDim + d] = acc[i] / lsum[qi];
         }
-    }
-}
-
-// attention_combine merges the splits' partial results; grid (items, kvHeads).
-extern "C" __global__ void __launch_bounds__(NT)
-    attention_combine(float* out, const float* part, const int* items, int heads, int kvHeads, int headDim, int splits) {
-    const int row0 = items[3 * blockIdx.x + 1], nrows = items[3 * blockIdx.x + 2];
-    const int g = blockIdx.y, group = heads / kvHeads, nq = nrows * group, qCols = heads * headDim;
-    const float* pp = part + (size_t)(blockIdx.x * kvHeads + g) * splits * PART;
-    for (int idx = threadIdx.x; idx < nq * headDim; idx += NT) {
-        const int qi = idx / headDim, d = idx % headDim;
-        float M = -CUDART_INF_F;
-        for (int z = 0; z < splits; z++) M = fmaxf(M, pp[z * PART + QMAX * HDMAX + qi]);
-        float num = 0.f, den = 0.f;
-        for (int z = 0; z < splits; z++) {
-            const float* pz = pp + z * PART;
-            const float m = pz[QMAX * HDMAX + qi];
-            if (m == -CUDART_INF_F) continue; // the split saw no position of this row
-            const float w = __expf(m - M);
-            num += w * pz[qi * HDMAX + d];
-            den += w * pz[QMAX * HDMAX + QMAX + qi];
-        }
-        const int r = row0 + qi / group, h = g * group + qi % group;
-        out[(size_t)r * qCols + (size_t)h * headDim + d] = num / den;
     }
 }

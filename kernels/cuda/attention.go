@@ -74,23 +74,44 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	kc, vc := store.layer(layer)
 	slotsOff, posOff, itemsOff := off, off+n, off+2*n
 	seqOff, blocksOff := itemsOff+3*items, itemsOff+3*items+len(batch.Seqs)
-	if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
-		ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
-		return err
+	if !b.fuseRoPEKV(kt, vt, kc, vc, slotsOff, kvCols, batch.Positions[:n]) {
+		if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
+			ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
+			return err
+		}
 	}
 	if items == 0 {
 		return nil
 	}
+	// With splits, the last block of each work item to finish merges them
+	// (attention.cu): one launch either way.
 	splits, splitLen := b.splits(items*cfg.KVHeads, batch)
-	err = b.launch("paged_attention", [3]int{items, cfg.KVHeads, splits}, [3]int{128, 1, 1},
+	return b.launch("paged_attention", [3]int{items, cfg.KVHeads, splits}, [3]int{128, 1, 1},
 		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(itemsOff), tabArg(seqOff), tabArg(blocksOff),
 		tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(cfg.BlockSize), f32Arg(scale),
-		ptrArg(store.part), intArg(splitLen))
-	if err != nil || splits == 1 {
-		return err
+		ptrArg(store.part), intArg(splitLen), ptrArg(store.counters))
+}
+
+// fuseRoPEKV turns the step's last launch, when it is the RoPE of q and
+// this k at the batch's positions, into rope_kv, which also writes k (as
+// rotated) and v into the cache: the kv_write launch is not needed.
+func (b *Backend) fuseRoPEKV(k, v *tensor, kc, vc devPtr, slotsOff, kvCols int, pos []int32) bool {
+	s := &b.step
+	l := s.last()
+	if l == nil || l.fn != "rope" || l.args[2] != uint64(k.ptr) || l.grid[1] != len(pos) || l.tables != 1<<5 ||
+		int(l.args[3])*int(l.args[6]) != kvCols {
+		return false
 	}
-	return b.launch("attention_combine", [3]int{items, cfg.KVHeads, 1}, [3]int{128, 1, 1},
-		ptrArg(ot.ptr), ptrArg(store.part), tabArg(itemsOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(splits))
+	if off := int(l.args[5]); off+len(pos) > len(s.tab) || !slices.Equal(s.tab[off:off+len(pos)], pos) {
+		return false
+	}
+	pairs := (int(l.args[1]) + int(l.args[3])) * int(l.args[7])
+	l.fn = "rope_kv"
+	l.grid[0] = ceilDiv(max(pairs, kvCols), 128)
+	l.args[9], l.args[10], l.args[11], l.args[12], l.args[13] = uint64(kc), uint64(vc), uint64(v.ptr), uint64(slotsOff), uint64(kvCols)
+	l.tables |= 1 << 12
+	l.nargs = 14
+	return true
 }
 
 // splits decides how many ranges each work item's context is cut into: one

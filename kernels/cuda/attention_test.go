@@ -57,7 +57,7 @@ func testAttention(t *testing.T, heads, kvHeads, hd int) {
 	// step 1 fills prefixes; step 2 mixes a prefill from 0, a decode row
 	// and a chunk continuing a prefix; step 3 grows one context to 1000 (300 emulated);
 	// step 4 decodes three rows, few enough that the contexts are split
-	// across blocks (attention_combine).
+	// across blocks (merged by the last split to finish).
 	long := 1000
 	if emulated {
 		long = 300

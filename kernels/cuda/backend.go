@@ -240,19 +240,26 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 // kvStore keeps, per layer, K and V as [Blocks*BlockSize, KVHeads*HeadDim]
 // F16 — the CPU layout at half the bytes — in one allocation:
 //
-//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... | split partials ]
+//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... | split partials | counters ]
 //
-// The tail holds the split-context attention's partial results (partBytes).
+// The tail holds the split-context attention's partial results (partBytes)
+// and its per-item counters of finished splits (counterBytes).
 type kvStore struct {
 	cfg      kernels.KVConfig
 	base     devPtr
 	perLayer int64 // bytes of one layer's K (or V)
 	part     devPtr
+	counters devPtr // int32 per work item × KV head: splits finished (zero between launches)
 }
 
 // partBytes is the split-context scratch: 1,000 partial results of
-// attention.cu's PART floats, several times what one step uses.
-const partBytes = 1000 * partFloats * 4
+// attention.cu's PART floats, several times what one step uses; with at
+// least two splits per work item, at most 500 items × KV heads have a
+// counter each (counterBytes).
+const (
+	partBytes    = 1000 * partFloats * 4
+	counterBytes = 512 * 4
+)
 
 func (s *kvStore) Config() kernels.KVConfig { return s.cfg }
 
@@ -270,12 +277,13 @@ func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
 	}
 	s := &kvStore{cfg: cfg, perLayer: 2 * int64(cfg.Blocks) * int64(cfg.BlockSize) * int64(cfg.KVHeads*cfg.HeadDim)}
 	err := b.do(func() error {
-		total := 2*int64(cfg.Layers)*s.perLayer + partBytes
+		total := 2*int64(cfg.Layers)*s.perLayer + partBytes + counterBytes
 		p, err := b.alloc(total)
 		if err != nil {
 			return fmt.Errorf("KV pool: %w", err)
 		}
-		s.base, s.part = p, p+devPtr(total-partBytes)
+		s.base, s.part = p, p+devPtr(total-partBytes-counterBytes)
+		s.counters = s.part + devPtr(partBytes)
 		return b.drv.zero(p, total)
 	})
 	if err != nil {

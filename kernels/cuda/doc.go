@@ -36,14 +36,20 @@
 // other types); the KV cache is stored as F16.
 //
 // Launches: ops that the forward pass issues back to back are fused when
-// recorded (q/k/v and gate/up GEMVs of one input, RoPE of q and k, a residual
-// Add into the following RMSNorm), and decode attention splits long
-// contexts across blocks when a step has few sequences. Not done yet, and
-// the first things to measure on a GPU: CUDA graphs for decode steps (one
-// launch sequence per step is already recorded), ldmatrix/cp.async
-// pipelining in the tensor-core tiles, wider GEMV batches (9–64 rows now
-// take 64×64 tiles, which leaves SMs idle on narrow matrices), pinned host
-// memory for large logit reads, and Hopper's wgmma (needs CUDA 12+).
+// recorded, so a batch-1 decode layer is 8 launches: RMSNorm (a residual Add
+// just before it folds in when no GEMV took it), the q/k/v GEMV (one launch,
+// three matrices), rope_kv (RoPE of q and k, then K and V into the cache),
+// attention (split contexts merged by the last split to finish), the o GEMV
+// with the residual Add in its epilogue, RMSNorm, the gate/up GEMV with
+// SwiGLU in its epilogue, the down GEMV with the residual Add. The GEMVs
+// split each row across a block of 128 threads with 8 independent 16-byte
+// loads in flight per thread (F16/BF16), so matrices of 4,096 rows still
+// fill the GPU. Not done yet, and the first things to measure on a GPU:
+// CUDA graphs for decode steps (one launch sequence per step is already
+// recorded), ldmatrix/cp.async pipelining in the tensor-core tiles, wider
+// GEMV batches (9–64 rows now take 64×64 tiles, which leaves SMs idle on
+// narrow matrices), pinned host memory for large logit reads, and Hopper's
+// wgmma (needs CUDA 12+).
 //
 // Limits: matmul rows must be a multiple of 32 elements, head size a
 // multiple of 8 up to 128, at most 16 query heads per KV head.

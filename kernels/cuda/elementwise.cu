@@ -85,31 +85,73 @@ extern "C" __global__ void add_rms_norm(float* dst, float* x, const float* o, co
     rms_norm_row<true>(dst + r, x + r, o + r, w, cols, eps);
 }
 
-// rope rotates x0[n, heads0*headDim] and x1[n, heads1*headDim] (q and k,
-// fused by the backend; heads1 = 0 for one tensor) in place. One thread per
-// (tensor, head, pair); grid.y is the row. The angle is computed in double
-// and rounded, as the CPU table is, so both backends rotate by the same
-// float32 cos/sin.
+// rope_pair rotates one (tensor, head, pair) of x0[n, heads0*headDim] and
+// x1[n, heads1*headDim] (q and k, fused by the backend; heads1 = 0 for one
+// tensor) in row r; t numbers the pairs of x0, then those of x1. The angle
+// is computed in double and rounded, as the CPU table is, so both backends
+// rotate by the same float32 cos/sin. It returns false past the last pair;
+// else *second says whether the pair was x1's, *ea/*eb are the rotated
+// elements' columns within the row, *va/*vb their new values.
 //   interleaved: pair i is (2i, 2i+1)   halves: pair i is (i, i + headDim/2)
-extern "C" __global__ void rope(float* x0, int heads0, float* x1, int heads1, const float* invFreq, const int* pos,
-                                int headDim, int half, int halves) {
-    const int r = blockIdx.y;
-    int t = blockIdx.x * blockDim.x + threadIdx.x, heads = heads0;
+static __device__ __forceinline__ bool rope_pair(float* x0, int heads0, float* x1, int heads1, const float* invFreq,
+                                                 const int* pos, int headDim, int half, int halves, int r, int t,
+                                                 bool* second, int* ea, int* eb, float* va, float* vb) {
+    int heads = heads0;
     float* x = x0;
+    *second = false;
     if (t >= heads0 * half) {
         t -= heads0 * half;
-        x = x1, heads = heads1;
+        x = x1, heads = heads1, *second = true;
     }
-    if (t >= heads * half) return;
+    if (t >= heads * half) return false;
     const int h = t / half, i = t % half;
     double s, c;
     sincos((double)pos[r] * (double)invFreq[i], &s, &c);
     const float cs = (float)c, sn = (float)s;
-    float* v = x + (size_t)r * heads * headDim + (size_t)h * headDim;
-    const int a = halves ? i : 2 * i, b = halves ? i + headDim / 2 : 2 * i + 1;
+    float* v = x + (size_t)r * heads * headDim;
+    const int a = h * headDim + (halves ? i : 2 * i), b = h * headDim + (halves ? i + headDim / 2 : 2 * i + 1);
     const float v0 = v[a], v1 = v[b];
-    v[a] = v0 * cs - v1 * sn;
-    v[b] = v0 * sn + v1 * cs;
+    v[a] = *va = v0 * cs - v1 * sn;
+    v[b] = *vb = v0 * sn + v1 * cs;
+    *ea = a, *eb = b;
+    return true;
+}
+
+// rope rotates x0 and x1 in place (rope_pair); one thread per pair, grid.y
+// is the row.
+extern "C" __global__ void rope(float* x0, int heads0, float* x1, int heads1, const float* invFreq, const int* pos,
+                                int headDim, int half, int halves) {
+    bool second;
+    int a, b;
+    float va, vb;
+    rope_pair(x0, heads0, x1, heads1, invFreq, pos, headDim, half, halves, blockIdx.y,
+              blockIdx.x * blockDim.x + threadIdx.x, &second, &a, &b, &va, &vb);
+}
+
+// rope_kv is rope of q (x0) and k (x1) followed by kv_write of k and v, in
+// one launch (the backend fuses RoPE into the Attention that follows it):
+// a thread that rotates a pair of k stores the rotated values in the cache
+// itself; thread t < kvCols stores v's column t, and k's when RoPE leaves
+// it alone (partial rotary dims). x1 is [n, kvCols].
+extern "C" __global__ void rope_kv(float* x0, int heads0, float* x1, int heads1, const float* invFreq, const int* pos,
+                                   int headDim, int half, int halves, uint16_t* kc, uint16_t* vc, const float* v,
+                                   const int* slots, int kvCols) {
+    const int r = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t slot = (size_t)slots[r] * kvCols;
+    bool second;
+    int a, b;
+    float va, vb;
+    if (rope_pair(x0, heads0, x1, heads1, invFreq, pos, headDim, half, halves, r, t, &second, &a, &b, &va, &vb) &&
+        second) {
+        kc[slot + a] = f2h(va);
+        kc[slot + b] = f2h(vb);
+    }
+    if (t < kvCols) {
+        vc[slot + t] = f2h(v[(size_t)r * kvCols + t]);
+        const int e = t % headDim;
+        const bool rotated = halves ? e % (headDim / 2) < half : e < 2 * half;
+        if (!rotated) kc[slot + t] = f2h(x1[(size_t)r * kvCols + t]);
+    }
 }
 
 // swiglu: dst = silu(gate) * up over m elements; dst may alias gate.

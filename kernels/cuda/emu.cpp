@@ -69,13 +69,13 @@ Kernel kernel(void (*f)(A...)) {
 
 #define K(name) {#name, kernel(name)},
 #define TYPES(p) K(p##f16) K(p##bf16) K(p##q4_0) K(p##q4_1) K(p##q5_0) K(p##q5_1) K(p##q8_0) K(p##q4_k) K(p##q5_k) K(p##q6_k)
-#define GEMV(t) K(gemv_##t##_1) K(gemv_##t##_2) K(gemv_##t##_4) K(gemv_##t##_8)
+#define GEMV(t) K(gemv_##t##_1) K(gemv_##t##_2) K(gemv_##t##_4) K(gemv_##t##_8) K(gemv_glu_##t##_1)
 
 const std::map<std::string, Kernel>& registry() {
     static const std::map<std::string, Kernel> r = {
-        TYPES(get_rows_) K(get_rows_f32) K(get_rows_f32_any) K(rms_norm) K(add_rms_norm) K(rope) K(swiglu) K(add) K(kv_write)
+        TYPES(get_rows_) K(get_rows_f32) K(get_rows_f32_any) K(rms_norm) K(add_rms_norm) K(rope) K(rope_kv) K(swiglu) K(add) K(kv_write)
         GEMV(f32) GEMV(f16) GEMV(bf16) GEMV(q4_0) GEMV(q4_1) GEMV(q5_0) GEMV(q5_1) GEMV(q8_0) GEMV(q4_k) GEMV(q5_k) GEMV(q6_k)
-        TYPES(mma_) K(paged_attention) K(attention_combine) K(sample)
+        TYPES(mma_) K(paged_attention) K(sample)
     };
     return r;
 }

@@ -2,11 +2,20 @@
 // [n, in], w is [out, in] in its stored block layout, dst is F32 [n, out].
 //
 // Two shapes of kernel:
-//   gemv_*  decode (n ≤ 8): one warp per output row streams the weight row
-//           once, dequantizes in registers and keeps NR row accumulators;
-//           one launch may serve up to three matrices of the same x.
-//           Bandwidth-bound; the F16/BF16 ones load 16 bytes per lane per
-//           step so a warp reads 512 contiguous bytes.
+//   gemv_*  decode (n ≤ 8): a block of 128 threads takes R consecutive
+//           rows of w and splits their length across all its threads, so
+//           even a 4096-row matrix spreads over ~1,000 blocks; each thread
+//           keeps ≥ 8 independent 16-byte weight loads in flight (F16/BF16)
+//           and NR row accumulators per weight row, and the block reduces
+//           them in a fixed order (results do not depend on n or on the
+//           launch's other matrices). Loads are branchless: row and chunk
+//           indices are clamped into the matrix and out-of-range products
+//           dropped by a select. One launch may serve up to three matrices
+//           of the same x, and may fuse its consumer into the epilogue:
+//             res  the residual Add that follows (res[i, o] += dst[i, o])
+//             glu  gate and up as segments 0 and 1: each block takes the
+//                  same rows of both and also writes glu = silu(gate)·up
+//           Bandwidth-bound: only the weight stream should count.
 //   mma_*   prefill and large batches: 64×64 output tiles, k-steps of 32,
 //           tensor cores through mma.sync m16n8k16 (bf16 for BF16 weights,
 //           f16 for the rest: quantized blocks are dequantized into the
@@ -14,20 +23,13 @@
 // in must be a multiple of 32 (the host checks).
 #include "common.cuh"
 
-// ---- decode: one warp per output row --------------------------------------
+// ---- decode: R rows per block, split along k across the block -----------
 
-template <int NR>
-static __device__ __forceinline__ void gemv_store(float* dst, const float* bias, float* acc, int n, int out, int o) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        float s = warp_sum(acc[r]);
-        if (lane == 0 && r < n) dst[(size_t)r * out + o] = s + (bias ? bias[o] : 0.f);
-    }
-}
+#define GEMV_NT 128
+#define GEMV_WARPS (GEMV_NT / 32)
 
 // A GEMV launch serves up to three matrices that share x (the backend fuses
-// consecutive MatMuls of one input: q, k, v; gate, up): warps are numbered
+// consecutive MatMuls of one input: q, k, v; gate, up): blocks are numbered
 // across their rows in order, and each finds its matrix.
 struct GemvSeg {
     float* dst;
@@ -36,139 +38,219 @@ struct GemvSeg {
     int out;
 };
 
-#define GEMV_PARAMS                                                                                             \
-    const float *x, int n, int in, long long rowBytes, float *d0, const uint8_t *w0, const float *b0, int out0, \
-        float *d1, const uint8_t *w1, const float *b1, int out1, float *d2, const uint8_t *w2, const float *b2,  \
-        int out2
+#define GEMV_PARAMS                                                                                              \
+    const float *x, int n, int in, long long rowBytes, float *d0, const uint8_t *w0, const float *b0, int out0,  \
+        float *d1, const uint8_t *w1, const float *b1, int out1, float *d2, const uint8_t *w2, const float *b2,   \
+        int out2, float *res, float *glu
+#define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, res, glu
 
-// gemv_seg finds the warp's matrix and its first row: each warp takes RPW
-// consecutive rows of one matrix, so a matrix of out rows has ⌈out/RPW⌉
-// warps. False when the warp has none.
-template <int RPW>
-static __device__ __forceinline__ bool gemv_seg(GEMV_PARAMS, GemvSeg* s, int* o) {
-    int w = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int n0 = (out0 + RPW - 1) / RPW, n1 = (out1 + RPW - 1) / RPW, n2 = (out2 + RPW - 1) / RPW;
-    if (w < n0) {
-        *s = {d0, w0, b0, out0};
-    } else if ((w -= n0) < n1) {
-        *s = {d1, w1, b1, out1};
-    } else if ((w -= n1) < n2) {
-        *s = {d2, w2, b2, out2};
+// gemv_rows finds the block's matrix and its rows: R rows a block, or with
+// glu R/2 rows of gate (segment 0) and the same R/2 of up (segment 1).
+// rowp[j] is row j's first byte (clamped into its matrix), seg[j] its
+// segment, o[j] its output index. False when the block has none.
+template <int R, bool GLU>
+static __device__ __forceinline__ bool gemv_rows(GEMV_PARAMS, GemvSeg* sg, const uint8_t** rowp, int* o) {
+    int blk = blockIdx.x;
+    if (GLU) {
+        const int nb = (out0 + R / 2 - 1) / (R / 2);
+        if (blk >= nb) return false;
+        sg[0] = {d0, w0, b0, out0};
+        sg[1] = {d1, w1, b1, out1};
+#pragma unroll
+        for (int j = 0; j < R; j++) {
+            const int h = j >= R / 2, oo = (R / 2) * blk + j % (R / 2);
+            o[j] = oo;
+            rowp[j] = sg[h].w + (size_t)min(oo, out0 - 1) * rowBytes;
+        }
+        return true;
+    }
+    const int n0 = (out0 + R - 1) / R, n1 = (out1 + R - 1) / R, n2 = (out2 + R - 1) / R;
+    if (blk < n0) {
+        sg[0] = {d0, w0, b0, out0};
+    } else if ((blk -= n0) < n1) {
+        sg[0] = {d1, w1, b1, out1};
+    } else if ((blk -= n1) < n2) {
+        sg[0] = {d2, w2, b2, out2};
     } else {
         return false;
     }
-    *o = RPW * w;
+#pragma unroll
+    for (int j = 0; j < R; j++) {
+        o[j] = R * blk + j;
+        rowp[j] = sg[0].w + (size_t)min(o[j], sg[0].out - 1) * rowBytes;
+    }
     return true;
 }
 
-// gemv_half: F16/BF16 weights. A warp takes 4 rows, each lane 8 elements of
-// each per step: the x values it loads serve all 4 rows, and 4 weight loads
-// of 16 bytes are in flight per lane — the batch-1 decode kernel, where
-// only weight bandwidth should count.
-#define HALF_RPW 4
-template <int T, int NR>
-static __device__ void gemv_half(GEMV_PARAMS) {
-    GemvSeg sg;
-    int o0;
-    if (!gemv_seg<HALF_RPW>(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o0)) return;
-    const int lane = threadIdx.x & 31, nrow = min(HALF_RPW, sg.out - o0);
-    const uint4* row = (const uint4*)(sg.w + (size_t)o0 * in * 2);
-    const int stride = in / 8; // uint4 per row
-    float acc[HALF_RPW][NR];
+// gemv_finish reduces every thread's acc[R][NR] over the block (warp
+// shuffles, then the warps in order through shared memory) and stores the
+// rows that exist, with the fused epilogues.
+template <int R, int NR, bool GLU>
+static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const GemvSeg* sg, const int* o, int n,
+                                                   float* res, float* glu) {
+    __shared__ float red[GEMV_WARPS][R * NR];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int j = 0; j < HALF_RPW; j++)
-#pragma unroll
-        for (int r = 0; r < NR; r++) acc[j][r] = 0.f;
-#pragma unroll 2
-    for (int c = lane; c < stride; c += 32) {
-        uint4 v[HALF_RPW];
-#pragma unroll
-        for (int j = 0; j < HALF_RPW; j++) v[j] = j < nrow ? row[(size_t)j * stride + c] : make_uint4(0, 0, 0, 0);
-        float xs[NR][8];
+    for (int j = 0; j < R; j++)
 #pragma unroll
         for (int r = 0; r < NR; r++) {
-            if (r < n) {
-                const float4* xp = (const float4*)(x + (size_t)r * in + 8 * c);
-                float4 a = xp[0], b = xp[1];
+            const float v = warp_sum(acc[j][r]);
+            if (lane == 0) red[warp][j * NR + r] = v;
+        }
+    __syncthreads();
+    const int rows = GLU ? R / 2 : R;
+    for (int i = threadIdx.x; i < rows * NR; i += GEMV_NT) {
+        const int j = i / NR, r = i % NR;
+        if (r >= n) continue;
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; w++) s += red[w][i];
+        const int oo = o[j], out = sg[0].out;
+        if (oo >= out) continue;
+        s += sg[0].bias ? sg[0].bias[oo] : 0.f;
+        const size_t at = (size_t)r * out + oo;
+        if (GLU) {
+            float u = 0.f;
+#pragma unroll
+            for (int w = 0; w < GEMV_WARPS; w++) u += red[w][(j + R / 2) * NR + r];
+            u += sg[1].bias ? sg[1].bias[oo] : 0.f;
+            sg[0].dst[at] = s;
+            sg[1].dst[at] = u;
+            glu[at] = s / (1.f + expf(-s)) * u;
+        } else {
+            sg[0].dst[at] = s;
+            if (res) res[at] += s;
+        }
+    }
+}
+
+// gemv_half: F16/BF16 weights, 8 elements (16 bytes) per load. Each thread
+// takes chunks c, c+128, ... of every row; U chunks per step give U·R
+// independent loads in flight.
+template <int T, int NR, int R, bool GLU>
+static __device__ void gemv_half(GEMV_PARAMS) {
+    GemvSeg sg[2];
+    const uint8_t* rowp[R];
+    int o[R];
+    if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
+    constexpr int U = R >= 8 ? 1 : 8 / R;
+    const int chunks = in / 8; // uint4 per row
+    float acc[R][NR];
+#pragma unroll
+    for (int j = 0; j < R; j++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) acc[j][r] = 0.f;
+    for (int c0 = threadIdx.x; c0 < chunks; c0 += U * GEMV_NT) {
+        uint4 v[U][R];
+        int cc[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            cc[u] = min(c0 + u * GEMV_NT, chunks - 1);
+#pragma unroll
+            for (int j = 0; j < R; j++) v[u][j] = ((const uint4*)rowp[j])[cc[u]];
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const bool live = c0 + u * GEMV_NT < chunks;
+            float xs[NR][8];
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                const float4* xp = (const float4*)(x + (size_t)min(r, n - 1) * in + 8 * cc[u]);
+                const float4 a = xp[0], b = xp[1];
                 xs[r][0] = a.x, xs[r][1] = a.y, xs[r][2] = a.z, xs[r][3] = a.w;
                 xs[r][4] = b.x, xs[r][5] = b.y, xs[r][6] = b.z, xs[r][7] = b.w;
             }
-        }
 #pragma unroll
-        for (int j = 0; j < HALF_RPW; j++) {
-            uint32_t u[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
-            float wv[8];
+            for (int j = 0; j < R; j++) {
+                const uint32_t w4[4] = {v[u][j].x, v[u][j].y, v[u][j].z, v[u][j].w};
+                float wv[8];
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                uint16_t lo = (uint16_t)(u[k] & 0xffff), hi = (uint16_t)(u[k] >> 16);
-                wv[2 * k] = T == T_F16 ? h2f(lo) : bf2f(lo);
-                wv[2 * k + 1] = T == T_F16 ? h2f(hi) : bf2f(hi);
-            }
+                for (int k = 0; k < 4; k++) {
+                    const uint16_t lo = (uint16_t)(w4[k] & 0xffff), hi = (uint16_t)(w4[k] >> 16);
+                    wv[2 * k] = T == T_F16 ? h2f(lo) : bf2f(lo);
+                    wv[2 * k + 1] = T == T_F16 ? h2f(hi) : bf2f(hi);
+                }
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-                if (r < n) {
+                for (int r = 0; r < NR; r++) {
                     float s = 0.f;
 #pragma unroll
                     for (int k = 0; k < 8; k++) s += xs[r][k] * wv[k];
-                    acc[j][r] += s;
+                    acc[j][r] += live ? s : 0.f;
                 }
             }
         }
     }
-#pragma unroll
-    for (int j = 0; j < HALF_RPW; j++)
-        if (j < nrow) gemv_store<NR>(sg.dst, sg.bias, acc[j], n, sg.out, o0 + j);
+    gemv_finish<R, NR, GLU>(acc, sg, o, n, res, glu);
 }
 
-// gemv_blocks: any type dequant16 knows, each lane one 32-element unit per step.
-template <int T, int NR>
+// gemv_blocks: any type dequant16 knows, 32-element units (one block of the
+// 32-element formats, an eighth of a K-quant super-block) per thread and
+// step: R units in flight, each a few dozen bytes in small loads (blocks of
+// 18 or 34 bytes are only 2-byte aligned).
+template <int T, int NR, int R, bool GLU>
 static __device__ void gemv_blocks(GEMV_PARAMS) {
-    GemvSeg sg;
-    int o;
-    if (!gemv_seg<1>(x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, &sg, &o)) return;
-    const int lane = threadIdx.x & 31;
-    const uint8_t* row = sg.w + (size_t)o * rowBytes;
-    float acc[NR];
+    GemvSeg sg[2];
+    const uint8_t* rowp[R];
+    int o[R];
+    if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
+    constexpr int U = 1;
+    const int units = in / 32;
+    float acc[R][NR];
 #pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.f;
-    for (int k0 = 32 * lane; k0 < in; k0 += 32 * 32) {
-        float wv[32];
-        dequant16<T>(row, k0, wv);
-        dequant16<T>(row, k0 + 16, wv + 16);
+    for (int j = 0; j < R; j++)
 #pragma unroll
-        for (int r = 0; r < NR; r++) {
-            if (r < n) {
-                const float4* xp = (const float4*)(x + (size_t)r * in + k0);
-                float s = 0.f;
+        for (int r = 0; r < NR; r++) acc[j][r] = 0.f;
+    for (int u0 = threadIdx.x; u0 < units; u0 += U * GEMV_NT) {
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    float4 a = xp[j];
-                    s += a.x * wv[4 * j] + a.y * wv[4 * j + 1] + a.z * wv[4 * j + 2] + a.w * wv[4 * j + 3];
+        for (int u = 0; u < U; u++) {
+            const int uu = min(u0 + u * GEMV_NT, units - 1);
+            const bool live = u0 + u * GEMV_NT < units;
+            const int k0 = 32 * uu;
+#pragma unroll
+            for (int j = 0; j < R; j++) {
+                float wv[32];
+                dequant16<T>(rowp[j], k0, wv);
+                dequant16<T>(rowp[j], k0 + 16, wv + 16);
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    const float4* xp = (const float4*)(x + (size_t)min(r, n - 1) * in + k0);
+                    float s = 0.f;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        const float4 a = xp[q];
+                        s += a.x * wv[4 * q] + a.y * wv[4 * q + 1] + a.z * wv[4 * q + 2] + a.w * wv[4 * q + 3];
+                    }
+                    acc[j][r] += live ? s : 0.f;
                 }
-                acc[r] += s;
             }
         }
     }
-    gemv_store<NR>(sg.dst, sg.bias, acc, n, sg.out, o);
+    gemv_finish<R, NR, GLU>(acc, sg, o, n, res, glu);
 }
 
-#define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2
-#define GEMV_HALF(name, T, NR) \
-    extern "C" __global__ void gemv_##name##_##NR(GEMV_PARAMS) { gemv_half<T, NR>(GEMV_ARGS); }
-#define GEMV_BLOCKS(name, T, NR) \
-    extern "C" __global__ void gemv_##name##_##NR(GEMV_PARAMS) { gemv_blocks<T, NR>(GEMV_ARGS); }
-#define GEMV_ALL(M, name, T) M(name, T, 1) M(name, T, 2) M(name, T, 4) M(name, T, 8)
-GEMV_ALL(GEMV_HALF, f16, T_F16)
-GEMV_ALL(GEMV_HALF, bf16, T_BF16)
-GEMV_ALL(GEMV_BLOCKS, f32, T_F32)
-GEMV_ALL(GEMV_BLOCKS, q4_0, T_Q4_0)
-GEMV_ALL(GEMV_BLOCKS, q4_1, T_Q4_1)
-GEMV_ALL(GEMV_BLOCKS, q5_0, T_Q5_0)
-GEMV_ALL(GEMV_BLOCKS, q5_1, T_Q5_1)
-GEMV_ALL(GEMV_BLOCKS, q8_0, T_Q8_0)
-GEMV_ALL(GEMV_BLOCKS, q4_k, T_Q4_K)
-GEMV_ALL(GEMV_BLOCKS, q5_k, T_Q5_K)
-GEMV_ALL(GEMV_BLOCKS, q6_k, T_Q6_K)
+// Rows per block: 4 for F16/BF16 (8 loads of 16 bytes in flight per thread),
+// 2 for the block formats; glu variants take that many of gate and of up,
+// and exist for one row of x only (batch-1 decode, where a launch saved
+// counts; larger batches run SwiGLU on its own).
+#define GEMV_K(kind, name, T, NR, R, GLU, fn)                                            \
+    extern "C" __global__ void __launch_bounds__(GEMV_NT) kind##name##_##NR(GEMV_PARAMS) { \
+        fn<T, NR, R, GLU>(GEMV_ARGS);                                                    \
+    }
+#define GEMV_ALL(name, T, R, fn)                                                                                  \
+    GEMV_K(gemv_, name, T, 1, R, false, fn) GEMV_K(gemv_, name, T, 2, R, false, fn)                               \
+        GEMV_K(gemv_, name, T, 4, R, false, fn) GEMV_K(gemv_, name, T, 8, R, false, fn)                           \
+            GEMV_K(gemv_glu_, name, T, 1, 2 * R, true, fn)
+GEMV_ALL(f16, T_F16, 4, gemv_half)
+GEMV_ALL(bf16, T_BF16, 4, gemv_half)
+GEMV_ALL(f32, T_F32, 2, gemv_blocks)
+GEMV_ALL(q4_0, T_Q4_0, 2, gemv_blocks)
+GEMV_ALL(q4_1, T_Q4_1, 2, gemv_blocks)
+GEMV_ALL(q5_0, T_Q5_0, 2, gemv_blocks)
+GEMV_ALL(q5_1, T_Q5_1, 2, gemv_blocks)
+GEMV_ALL(q8_0, T_Q8_0, 2, gemv_blocks)
+GEMV_ALL(q4_k, T_Q4_K, 2, gemv_blocks)
+GEMV_ALL(q5_k, T_Q5_K, 2, gemv_blocks)
+GEMV_ALL(q6_k, T_Q6_K, 2, gemv_blocks)
 
 // ---- prefill / large batch: tensor-core tiles -----------------------------
 //

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -153,13 +154,12 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 		}
 		fn := fmt.Sprintf("gemv_%s_%d", suffix, nr)
 		x, dst := ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(d.ptr+devOff(4*r0*out))
-		rpw := gemvRowsPerWarp(wt.dtype)
-		if n <= 8 && b.fuseGEMV(fn, rpw, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
+		if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
 			continue
 		}
-		err := b.launch(fn, [3]int{ceilDiv(ceilDiv(out, rpw), 4), 1, 1}, [3]int{128, 1, 1},
+		err := b.launch(fn, [3]int{ceilDiv(out, gemvRowsPerBlock(fn)), 1, 1}, [3]int{128, 1, 1},
 			x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, intArg(out),
-			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{})
+			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{})
 		if err != nil {
 			return err
 		}
@@ -167,42 +167,93 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 	return nil
 }
 
-// gemvSets is how many matrices one GEMV launch serves (the kernel's
-// d0..d2 argument sets: x, n, in, rowBytes, then dst, w, bias, out each).
-const gemvSets = 3
+// GEMV launch arguments (matmul.cu's GEMV_PARAMS): x, n, in, rowBytes, then
+// up to gemvSets matrices of (dst, w, bias, out), then the fused epilogues'
+// res (residual added to) and glu (SwiGLU output).
+const (
+	gemvSets = 3
+	gemvRes  = 4 + 4*gemvSets
+	gemvGLU  = gemvRes + 1
+)
 
-// gemvRowsPerWarp is how many weight rows a GEMV warp takes (HALF_RPW for
-// the F16/BF16 kernels in matmul.cu); 4 warps make a block.
-func gemvRowsPerWarp(dt kernels.DType) int {
-	if dt == kernels.F16 || dt == kernels.BF16 {
+// gemvRowsPerBlock is how many rows of each matrix a GEMV block takes (R in
+// matmul.cu's GEMV_HALF/GEMV_BLOCKS; the glu variants take as many of gate
+// and of up).
+func gemvRowsPerBlock(fn string) int {
+	if strings.Contains(fn, "f16_") { // f16 and bf16
 		return 4
 	}
-	return 1
+	return 2
+}
+
+// plainGEMV is the step's last launch when it is a GEMV nothing has been
+// fused into yet.
+func (s *step) plainGEMV() *launch {
+	l := s.last()
+	if l == nil || !strings.HasPrefix(l.fn, "gemv_") || strings.HasPrefix(l.fn, "gemv_glu_") ||
+		l.args[gemvRes] != 0 || l.args[gemvGLU] != 0 {
+		return nil
+	}
+	return l
 }
 
 // fuseGEMV adds a matrix to the step's last launch when that is a GEMV of the
 // same kernel over the same input (q, k and v; gate and up), so one launch
 // streams them all. The new output must not overlap the launch's input or
 // outputs: the matrices then run in any order with the same results.
-func (b *Backend) fuseGEMV(fn string, rpw int, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
-	l := b.step.last()
+func (b *Backend) fuseGEMV(fn string, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
+	l := b.step.plainGEMV()
 	if l == nil || l.fn != fn || l.args[0] != x.v || l.args[1] != n.v || l.args[2] != in.v || l.args[3] != rowBytes.v || dst.v == x.v {
 		return false
 	}
-	warps := 0
+	rpb, blocks := gemvRowsPerBlock(fn), 0
 	for i := range gemvSets {
 		set := l.args[4+4*i : 8+4*i]
 		if set[3] == 0 { // free set
 			set[0], set[1], set[2], set[3] = dst.v, w.v, bias.v, uint64(out)
-			l.grid[0] = ceilDiv(warps+ceilDiv(out, rpw), 4)
+			l.grid[0] = blocks + ceilDiv(out, rpb)
 			return true
 		}
 		if set[0] == dst.v {
 			return false
 		}
-		warps += ceilDiv(int(set[3]), rpw)
+		blocks += ceilDiv(int(set[3]), rpb)
 	}
 	return false
+}
+
+// fuseResidual makes the step's last launch, a one-matrix GEMV that wrote x
+// ([n, cols] like dst), also add its result into dst: the residual Add
+// dst += x of the forward pass, without a launch or a pass over x of its own.
+// The GEMV must not read dst (it is written while other blocks still read).
+func (b *Backend) fuseResidual(d, x *tensor, n int) bool {
+	l := b.step.plainGEMV()
+	if l == nil || l.args[4] != uint64(x.ptr) || l.args[8+3] != 0 || l.args[1] != uint64(n) ||
+		l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) || d.ptr == x.ptr {
+		return false
+	}
+	l.args[gemvRes] = uint64(d.ptr)
+	return true
+}
+
+// fuseSwiGLU turns the step's last launch, the gate and up GEMV of one input
+// (exactly those two matrices, of one size), into its glu variant: each
+// block takes the same rows of both, writes gate and up as before and dst =
+// silu(gate)·up, so SwiGLU needs no launch or pass of its own.
+func (b *Backend) fuseSwiGLU(d, gate, up *tensor, n int) bool {
+	l := b.step.plainGEMV()
+	if l == nil || l.args[4] != uint64(gate.ptr) || l.args[8] != uint64(up.ptr) || l.args[7] != l.args[11] ||
+		l.args[12+3] != 0 || l.args[1] != uint64(n) || l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) {
+		return false
+	}
+	glu := "gemv_glu_" + strings.TrimPrefix(l.fn, "gemv_")
+	if !b.drv.has(glu) { // glu kernels take one row of x
+		return false
+	}
+	l.fn = glu
+	l.args[gemvGLU] = uint64(d.ptr)
+	l.grid[0] = ceilDiv(int(l.args[7]), gemvRowsPerBlock(l.fn))
+	return true
 }
 
 func (b *Backend) RoPE(x, invFreq kernels.Tensor, pos []int32, heads int, style kernels.RoPEStyle) error {
@@ -267,6 +318,9 @@ func (b *Backend) SwiGLU(dst, gate, up kernels.Tensor, n int) error {
 	if m <= 0 {
 		return nil
 	}
+	if n <= 8 && b.fuseSwiGLU(d, g, u, n) {
+		return nil
+	}
 	return b.launch("swiglu", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(g.ptr), ptrArg(u.ptr), arg{v: uint64(m)})
 }
 
@@ -284,6 +338,9 @@ func (b *Backend) Add(dst, x kernels.Tensor, n int) error {
 		return fmt.Errorf("cuda backend: Add: %d rows exceed the tensors", n)
 	}
 	if m <= 0 {
+		return nil
+	}
+	if n <= 8 && b.fuseResidual(d, xt, n) {
 		return nil
 	}
 	return b.launch("add", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(xt.ptr), arg{v: uint64(m)})

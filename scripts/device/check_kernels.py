@@ -156,9 +156,11 @@ def main():
             args = (dst, cp.asarray(x), wd, cp.asarray(bias), i32(n), i32(in_f), i32(out_f), i64(row_bytes))
             if n <= 8:
                 nr = 1 if n == 1 else 4 if n <= 4 else 8
+                rpb = 4 if kind in ("f16", "bf16") else 2  # rows per block (matmul.cu's R)
                 unused = (np.uint64(0), np.uint64(0), np.uint64(0), i32(0))
-                fn("matmul", f"gemv_{kind}_{nr}")(((out_f + 3) // 4,), (128,), (
-                    cp.asarray(x), i32(n), i32(in_f), i64(row_bytes), dst, wd, cp.asarray(bias), i32(out_f)) + unused + unused)
+                fn("matmul", f"gemv_{kind}_{nr}")((-(-out_f // rpb),), (128,), (
+                    cp.asarray(x), i32(n), i32(in_f), i64(row_bytes), dst, wd, cp.asarray(bias), i32(out_f)) + unused + unused
+                    + (np.uint64(0), np.uint64(0)))
                 bound = 1e-5
             elif kind == "f32":
                 continue
@@ -166,6 +168,7 @@ def main():
                 fn("matmul", f"mma_{kind}")(((out_f + 63) // 64, (n + 63) // 64), (128,), args)
                 bound = 1e-2 if kind == "bf16" else 2e-3
             record(f"matmul {kind} n={n}", rel(dst.get(), ref), bound)
+        check_gemv_epilogues(fn, kind, wd, w, row_bytes, bias)
 
     # rms_norm (in place too), swiglu, add
     x = rng.standard_normal((7, 4096)).astype(np.float32) * 3
@@ -250,15 +253,16 @@ def check_attention(fn):
     common = (cp.asarray(q), kd, vd, cp.asarray(np.array(items, i32)), cp.asarray(seq_off), cp.asarray(blocks),
               cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(hd), i32(bs), f32(scale))
     outs = {}
-    for split_len in (1 << 30, 64):  # whole contexts, then 64-position splits merged by attention_combine
+    counters = cp.zeros(n_items * kvh, cp.int32)
+    # whole contexts, then 64-position splits merged by the last split of each
+    # item; twice, as the counters must be back at zero after a launch
+    for split_len in (1 << 30, 64, 64):
         splits = -(-(max(positions) + 1) // split_len)  # ceil(context / split_len)
         part = cp.zeros(n_items * kvh * splits * (16 * 128 + 32), cp.float32)
         out = cp.zeros((n, heads * hd), cp.float32)
-        fn("attention", "paged_attention")((n_items, kvh, splits), (128,), (out,) + common + (part, i32(split_len)))
-        if splits > 1:
-            fn("attention", "attention_combine")((n_items, kvh), (128,), (
-                out, part, cp.asarray(np.array(items, i32)), i32(heads), i32(kvh), i32(hd), i32(splits)))
-        outs[splits] = out.get()
+        fn("attention", "paged_attention")((n_items, kvh, splits), (128,), (out,) + common + (part, i32(split_len), counters))
+        outs[(splits, len(outs))] = out.get()
+    record("paged_attention split counters reset", float(np.abs(counters.get()).sum()), 0)
     # reference over the cache as written (F16-rounded K/V, like the kernel)
     ck = kd.get().view(np.float16).astype(np.float64)
     cv = vd.get().view(np.float16).astype(np.float64)
@@ -274,8 +278,33 @@ def check_attention(fn):
                 p = np.exp(sc - sc.max())
                 ref[r, h] = (p / p.sum()) @ V
     record("kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
-    for splits, out in outs.items():
-        record(f"paged_attention (GQA 32/8, {splits} splits)", rel(out, ref.reshape(n, -1)), 1e-4)
+    for (splits, i), out in outs.items():
+        record(f"paged_attention (GQA 32/8, {splits} splits, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
+
+
+def check_gemv_epilogues(fn, kind, wd, w, row_bytes, bias):
+    """The fused GEMV epilogues at batch 1: res (dst = W·x + b and res += dst)
+    over w's first 500 rows, and glu (w's rows [0, 500) as gate and
+    [500, 1000) as up: gate, up and silu(gate)·up)."""
+    i32, i64, u64 = np.int32, np.int64, np.uint64
+    out_f, in_f = w.shape
+    half = out_f // 2
+    rpb = 4 if kind in ("f16", "bf16") else 2
+    x = rng.standard_normal((1, in_f)).astype(np.float32)
+    y = x.astype(np.float64) @ w.T + bias
+    none = (u64(0), u64(0), u64(0), i32(0))
+    xd, bd = cp.asarray(x), cp.asarray(bias)
+    res0 = rng.standard_normal((1, half)).astype(np.float32)
+    dst, res = cp.zeros((1, half), cp.float32), cp.asarray(res0)
+    fn("matmul", f"gemv_{kind}_1")((-(-half // rpb),), (128,), (
+        xd, i32(1), i32(in_f), i64(row_bytes), dst, wd, bd, i32(half)) + none + none + (res, u64(0)))
+    record(f"gemv {kind} + residual", rel(res.get(), res0 + y[:, :half]), 1e-5)
+    gate, up, glu = (cp.zeros((1, half), cp.float32) for _ in range(3))
+    fn("matmul", f"gemv_glu_{kind}_1")((-(-half // rpb),), (128,), (
+        xd, i32(1), i32(in_f), i64(row_bytes), gate, wd, u64(0), i32(half), up, wd[half:], u64(0), i32(half))
+        + none + (u64(0), glu))
+    g, u = y[:, :half] - bias[:half], y[:, half:] - bias[half:]
+    record(f"gemv_glu {kind}", rel(glu.get(), g / (1 + np.exp(-g)) * u), 1e-5)
 
 
 def check_sample(fn):

@@ -73,16 +73,27 @@ class ndarray:
     def __init__(self, host):
         _init()
         host = np.ascontiguousarray(host)
-        self.shape, self.dtype = host.shape, host.dtype
+        self.shape, self.dtype, self._off = host.shape, host.dtype, 0
         self._t = torch.from_numpy(host.reshape(-1).view(np.uint8).copy()).to("cuda")
 
     @property
     def ptr(self):
-        return self._t.data_ptr()
+        return self._t.data_ptr() + self._off
+
+    def __getitem__(self, key):
+        """a[i:] only: rows i.. of the same memory, as CuPy's view."""
+        if not isinstance(key, slice) or key.stop is not None or key.step is not None:
+            raise TypeError("torchcupy: only a[i:] views")
+        i = key.start or 0
+        v = object.__new__(ndarray)
+        row = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        v.shape, v.dtype, v._t, v._off = (self.shape[0] - i,) + self.shape[1:], self.dtype, self._t, self._off + i * row
+        return v
 
     def get(self):
         _sync()
-        return self._t.cpu().numpy().view(self.dtype).reshape(self.shape)
+        n = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return self._t.cpu().numpy()[self._off:self._off + n].view(self.dtype).reshape(self.shape)
 
 
 def asarray(a):

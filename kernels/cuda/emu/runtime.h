@@ -271,6 +271,15 @@ inline void mma16816(bool bf, float* c, const uint32_t* a, const uint32_t* b) {
 #define __syncthreads() emu::wait(emu::waitBlock)
 #define __shfl_xor_sync(mask, v, o) emu::shfl_xor(v, o)
 
+// Blocks run one at a time: atomics need no atomicity, fences order nothing.
+inline void __threadfence() {}
+inline float __ldcg(const float* p) { return *p; }
+inline int atomicAdd(int* p, int v) {
+    int old = *p;
+    *p = old + v;
+    return old;
+}
+
 inline int atomicMin(int* p, int v) {
     int old = *p;
     if (v < old) *p = v;
