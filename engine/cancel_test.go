@@ -235,3 +235,98 @@ func TestCancelBeforeArrivalNeverRuns(t *testing.T) {
 		}
 	})
 }
+
+// An Abort sent while the sequence's arrival still waits in the channel (the
+// loop is inside a step) is applied, after the arrival, before the next
+// step: the sequence never takes part in one, and its Result names the
+// Abort's cause. The loop takes arrivals before aborts, so no abort can find
+// a sequence the loop has not seen.
+func TestAbortBeforeArrivalIsApplied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newHashModel(64, 4096, 64, 16)
+		e := newTestEngine(t, m, Config{MaxSeqs: 4, DisablePrefixCache: true})
+		ls := newLockstep(m, e)
+		t.Cleanup(func() {
+			select {
+			case ls.resume <- struct{}{}:
+			default:
+			}
+			stop := ls.freeRun()
+			e.Close(bg)
+			stop()
+		})
+		a := submit(t, e, Request{Prompt: prompt(8, 1, 64), MaxTokens: 50})
+		ls.next() // the loop is parked in a's first step
+		var bs []*Sequence
+		for i := range 3 {
+			b := submit(t, e, Request{Prompt: prompt(20, int32(2+i), 64), MaxTokens: 10})
+			b.Abort(CauseStopString)
+			bs = append(bs, b)
+		}
+		synctest.Wait()
+		ls.release()
+		if r := ls.next(); r.seqs != 1 {
+			t.Fatalf("the step after the aborts runs %d sequences, want a alone", r.seqs)
+		}
+		for i, b := range bs {
+			select {
+			case <-b.Done():
+			default:
+				t.Fatalf("b%d not ended before the next step", i)
+			}
+			select {
+			case <-b.Admitted():
+				t.Errorf("b%d was admitted", i)
+			default:
+			}
+			if res := b.Result(); res.Finish != FinishAbort || res.Cause != CauseStopString || res.CompletionTokens != 0 {
+				t.Errorf("b%d: %+v", i, res)
+			}
+		}
+		a.Abort(CauseStall)
+		ls.release()
+		a.Result()
+		synctest.Wait()
+		if st := e.Stats(); st.KV.Used != 0 || st.PromptTokens != 8 {
+			t.Fatalf("after the end: %d blocks used, %d tokens prefilled (want 0, a's 8)", st.KV.Used, st.PromptTokens)
+		}
+	})
+}
+
+// Every step that computes part of a prompt signals the sequence's
+// Progress, before its first token exists; decodes do not (their token is
+// the signal).
+func TestProgressPerPromptChunk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newHashModel(64, 4096, 64, 16)
+		e := newTestEngine(t, m, Config{MaxBatchTokens: 16, DisablePrefixCache: true})
+		ls := newLockstep(m, e)
+		t.Cleanup(func() {
+			stop := ls.freeRun()
+			e.Close(bg)
+			stop()
+		})
+		s := submit(t, e, Request{Prompt: prompt(64, 1, 64), MaxTokens: 3})
+		for step := range 4 { // 64 prompt tokens, 16 a step
+			ls.next()
+			ls.release()
+			synctest.Wait() // the loop is parked in the next step, or idle
+			select {
+			case <-s.Progress():
+			default:
+				t.Fatalf("no progress signal after prompt chunk %d", step)
+			}
+		}
+		ls.next() // the second token's decode
+		ls.release()
+		synctest.Wait()
+		select {
+		case <-s.Progress():
+			t.Fatal("a decode step signalled progress")
+		default:
+		}
+		if len(s.Tokens()) == 0 {
+			t.Fatal("no token after the prompt's last chunk")
+		}
+	})
+}

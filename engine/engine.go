@@ -112,6 +112,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 		ctx:       ctx,
 		out:       make(chan Token, maxLen-known),
 		admitted:  make(chan struct{}),
+		progress:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		sampler:   newSampler(req.Sampling),
 		maxLen:    maxLen,
@@ -209,6 +210,7 @@ func (e *Engine) loop() {
 			case s := <-e.arrivals:
 				e.arrive(s)
 			case a := <-e.aborts:
+				e.takeArrivals()
 				e.applyAbort(a)
 			case <-e.stop:
 				e.shutdown()
@@ -226,14 +228,18 @@ func (e *Engine) loop() {
 	}
 }
 
-// drain applies every pending arrival and abort without blocking; false
-// means stop was requested.
+// drain applies every pending arrival, then every pending abort, without
+// blocking; false means stop was requested.
 func (e *Engine) drain() bool {
 	for {
+		e.takeArrivals()
 		select {
-		case s := <-e.arrivals:
-			e.arrive(s)
 		case a := <-e.aborts:
+			// Submit's send completed before anyone held the sequence to
+			// abort it, so its arrival is in the channel now, if not taken:
+			// take it before applying the abort, which then never finds a
+			// sequence the loop has not seen.
+			e.takeArrivals()
 			e.applyAbort(a)
 		case <-e.stop:
 			return false
@@ -243,12 +249,20 @@ func (e *Engine) drain() bool {
 	}
 }
 
+// takeArrivals applies every arrival waiting in the channel.
+func (e *Engine) takeArrivals() {
+	for {
+		select {
+		case s := <-e.arrivals:
+			e.arrive(s)
+		default:
+			return
+		}
+	}
+}
+
 func (e *Engine) arrive(s *Sequence) {
 	e.live[s] = struct{}{}
-	if a := s.pendingStop; a != nil {
-		e.applyAbort(*a)
-		return
-	}
 	// A context cancelled before the loop saw the arrival ends it here: an
 	// AfterFunc registered now would run on its own goroutine, and its abort
 	// could land after the sequence took part in a step.
@@ -266,14 +280,8 @@ func (e *Engine) arrive(s *Sequence) {
 // applyAbort ends a sequence and returns its blocks before the next step.
 func (e *Engine) applyAbort(a abortReq) {
 	s := a.seq
-	switch {
-	case s.finished:
+	if s.finished {
 		return
-	case s.sq.State() == scheduler.StateNew: // its arrival is still in the channel
-		if _, ok := e.live[s]; !ok {
-			s.pendingStop = &a
-			return
-		}
 	}
 	e.sched.Finish(&s.sq)
 	s.reclaim = time.Since(a.at)

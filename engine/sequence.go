@@ -22,6 +22,7 @@ type Sequence struct {
 	ctx       context.Context
 	out       chan Token
 	admitted  chan struct{} // closed by the loop when the sequence is first scheduled
+	progress  chan struct{} // buffered 1: the loop signals each prompt chunk computed
 	done      chan struct{} // closed after result is set, before out is closed
 	aborting  atomic.Bool   // an abort was sent to the loop (only the first is)
 
@@ -38,7 +39,6 @@ type Sequence struct {
 	finished    bool
 	startedAt   time.Time
 	ctxStop     func() bool
-	pendingStop *abortReq // an abort that arrived before the sequence itself
 }
 
 // ID is the engine's unique id for the sequence (Request.ID is the caller's).
@@ -63,6 +63,13 @@ func (s *Sequence) Tokens() <-chan Token { return s.out }
 // Done are closed then).
 func (s *Sequence) Admitted() <-chan struct{} { return s.admitted }
 
+// Progress receives a value after each step that computed part of the
+// sequence's prompt (or, after a preemption, its recompute): work that
+// delivers no token yet. Signals coalesce, one waits at most, so the loop
+// never blocks on it. The server's stall clock resets on it, so a long
+// prompt is not mistaken for a stuck generation.
+func (s *Sequence) Progress() <-chan struct{} { return s.progress }
+
 // Done is closed when the sequence has ended and Result is set.
 func (s *Sequence) Done() <-chan struct{} { return s.done }
 
@@ -82,7 +89,10 @@ func (s *Sequence) ReclaimLatency() time.Duration {
 }
 
 // Abort ends the sequence at the next step boundary with FinishAbort and
-// cause. The first call wins; calls after the end are no-ops. It does not wait.
+// cause. The first call wins; calls after the end are no-ops. It returns
+// once the loop has the request, which is at once unless more sequences are
+// live than the abort channel holds; then it waits for the next step
+// boundary.
 func (s *Sequence) Abort(cause AbortCause) {
 	s.eng.abort(s, cause)
 }

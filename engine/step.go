@@ -20,7 +20,9 @@ func (e *Engine) step() {
 		return
 	}
 	b := e.buildBatch(plan, start)
+	masks := e.startMasks(plan) // beside the forward pass, joined before anyone reads them
 	logits, err := e.model.Forward(b)
+	masks.wait()
 	if want := len(b.LogitRows) * e.model.VocabSize(); err == nil && len(logits) < want {
 		err = fmt.Errorf("model returned %d logits, want %d", len(logits), want)
 	}
@@ -28,8 +30,10 @@ func (e *Engine) step() {
 		e.failBatch(plan, fmt.Errorf("engine: forward: %w", err))
 	} else {
 		e.sched.Advance(plan)
-		e.deliver(plan, logits)
+		e.signalProgress(plan)
+		e.deliver(plan, logits, masks)
 	}
+	masks.release()
 	d := time.Since(start)
 	e.st.LastStep, e.st.LastBatchRows, e.st.LastBatchSeqs = d, len(b.Tokens), len(b.Seqs)
 	e.st.BusyTime += d
@@ -79,7 +83,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 
 // deliver samples a token for each sequence whose chunk reached its end,
 // sends it, and ends sequences that stop or reach their length.
-func (e *Engine) deliver(plan *scheduler.Plan, logits []float32) {
+func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs) {
 	vocab := e.model.VocabSize()
 	now := time.Now()
 	row := 0
@@ -88,10 +92,19 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32) {
 			continue
 		}
 		s := owner(it.Seq)
+		if err := masks.apply(s, logits[row*vocab:(row+1)*vocab]); err != nil {
+			row++
+			e.end(s, Result{Finish: FinishError, Err: err})
+			continue
+		}
 		tok := s.sampler.sample(logits[row*vocab:(row+1)*vocab], it.Seq.Tokens)
 		row++
 		it.Seq.Tokens = append(it.Seq.Tokens, tok)
 		e.st.GenTokens++
+		if err := e.commitConstraint(s, tok); err != nil {
+			e.end(s, Result{Finish: FinishError, Err: err})
+			continue
+		}
 		if slices.Contains(e.cfg.EOG, tok) || slices.Contains(s.req.StopTokens, tok) {
 			e.end(s, Result{Finish: FinishStop}) // the stop token is counted, not delivered
 			continue
@@ -109,6 +122,20 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32) {
 		}
 		if len(it.Seq.Tokens) >= s.maxLen {
 			e.end(s, Result{Finish: FinishLength})
+		}
+	}
+}
+
+// signalProgress tells the readers of sequences whose prompt advanced this
+// step; a decode's progress is the token deliver sends.
+func (e *Engine) signalProgress(plan *scheduler.Plan) {
+	for _, it := range plan.Items {
+		if it.Decode {
+			continue
+		}
+		select {
+		case owner(it.Seq).progress <- struct{}{}:
+		default: // a signal is already waiting: one says as much as two
 		}
 	}
 }
