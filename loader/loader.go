@@ -1,11 +1,12 @@
-// Package local loads a model file into a running engine and adapts it to
-// the server's interfaces: weights on the CPU backend, the tokenizer from the
-// file's own vocabulary, an engine sized to the model's KV pool. It is the
-// wiring `sluice serve` and the end-to-end tests share.
+// Package loader is the composition root: it loads a model file into a
+// running engine and adapts it to the stream core's interfaces: weights on
+// a kernels backend (CPU unless told), the tokenizer from the file's own
+// vocabulary, an engine sized to the model's KV pool. `sluice serve`,
+// `sluice generate` and the end-to-end tests wire through it.
 //
 // Concurrency: a Model is safe for concurrent use once Load returns; Close
-// must be called once, after the HTTP server stopped submitting.
-package local
+// must be called once, after the transports stopped submitting.
+package loader
 
 import (
 	"context"
@@ -16,8 +17,9 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/models"
-	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/stream"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -34,6 +36,9 @@ type Options struct {
 	MaxPrefillTokensWithDecodes int
 	MaxQueue                    int // sequences waiting beyond MaxSeqs before 429
 	Observer                    engine.Observer
+	// KVEvents hears the prefix cache's stores and evictions (nil: nobody);
+	// see engine.Config.KVEvents.
+	KVEvents kvcache.Events
 	// NewBackend makes the backend the weights go to (nil: the CPU backend
 	// with Threads goroutines). `sluice-cuda --backend cuda` passes the GPU's.
 	NewBackend func() (kernels.Backend, error)
@@ -99,7 +104,7 @@ func (m *Model) load(o Options) error {
 	m.Engine, err = engine.New(m.Llama, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
 		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
-		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer,
+		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,
 	})
 	return err
 }
@@ -110,9 +115,9 @@ func ModelID(path string) string {
 	return strings.TrimSuffix(filepath.Base(filepath.Clean(path)), ".gguf")
 }
 
-// Backend adapts the model to the server.
-func (m *Model) Backend() *server.Backend {
-	return &server.Backend{Engine: engineAdapter{m.Engine}, Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen()}
+// Backend adapts the model to the transports.
+func (m *Model) Backend() *stream.Backend {
+	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen()}
 }
 
 // Close stops the engine (open sequences end with CauseShutdown) and frees the model.
@@ -122,23 +127,13 @@ func (m *Model) Close(ctx context.Context) error {
 	return errors.Join(err, m.be.Close(), m.src.Close())
 }
 
-type engineAdapter struct{ e *engine.Engine }
-
-func (a engineAdapter) Submit(ctx context.Context, req engine.Request) (server.Sequence, error) {
-	s, err := a.e.Submit(ctx, req)
-	if err != nil {
-		return nil, err // not a typed nil inside the interface
-	}
-	return s, nil
-}
-
 type tokAdapter struct{ t *tokenizer.Tokenizer }
 
 func (a tokAdapter) Encode(text string, addSpecial bool) ([]int32, error) {
 	return a.t.Encode(text, addSpecial), nil
 }
 
-func (a tokAdapter) ChatPrompt(msgs []server.ChatMessage) (string, error) {
+func (a tokAdapter) ChatPrompt(msgs []stream.ChatMessage) (string, error) {
 	tm := make([]tokenizer.Message, len(msgs))
 	for i, m := range msgs {
 		tm[i] = tokenizer.Message{Role: m.Role, Content: m.Content}
@@ -146,9 +141,9 @@ func (a tokAdapter) ChatPrompt(msgs []server.ChatMessage) (string, error) {
 	return a.t.ApplyChatTemplate(tm, true)
 }
 
-func (a tokAdapter) NewDetokenizer() server.Detokenizer { return a.t.NewDecoder() }
+func (a tokAdapter) NewDetokenizer() stream.Detokenizer { return a.t.NewDecoder() }
 
 // NewDetokenizerAfter gives the decoder the prompt's last tokens as context.
-func (a tokAdapter) NewDetokenizerAfter(prompt []int32) server.Detokenizer {
+func (a tokAdapter) NewDetokenizerAfter(prompt []int32) stream.Detokenizer {
 	return a.t.NewDecoder(prompt...)
 }

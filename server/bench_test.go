@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // benchPieces are typical token texts: ASCII words, punctuation, a newline
@@ -49,12 +51,12 @@ func BenchmarkWriterPerToken(b *testing.B) {
 }
 
 func benchWriter(b *testing.B, w http.ResponseWriter, stops []string) {
-	v := newPieceVocab()
-	ids := v.ids(benchPieces...)
+	v := streamtest.NewPieceVocab()
+	ids := v.IDs(benchPieces...)
 	f := newChunkFormat(true, "chatcmpl-0123456789abcdef01234567", "SmolLM2-135M-Instruct.Q4_1", time.Now().Unix())
 	log := newEventLog(1 << 20)
 	sw := newSSEWriter(context.Background(), w, log, &f, 30*time.Second, 0)
-	ts := NewTextStream(v.NewDetokenizer(), stops)
+	ts := stream.NewTextStream(v.NewDetokenizer(), stops)
 	bytes := 0
 	b.ReportAllocs()
 	i := 0
@@ -62,14 +64,14 @@ func benchWriter(b *testing.B, w http.ResponseWriter, stops []string) {
 		text, _ := ts.Push(ids[i%len(ids)])
 		i++
 		if text != "" {
-			_ = sw.Text(text)
+			_ = sw.Text(text, nil)
 		}
 		if err := sw.Flush(); err != nil {
 			b.Fatal(err)
 		}
 		bytes = log.size()
-		if len(ts.ids) > 1<<16 { // keep the id list from growing without bound
-			ts.ids = ts.ids[:0]
+		if len(ts.IDs()) > 1<<16 { // keep the id list from growing without bound
+			ts = stream.NewTextStream(v.NewDetokenizer(), stops)
 		}
 	}
 	_ = bytes
@@ -105,9 +107,9 @@ func loopbackWriter(b *testing.B) (http.ResponseWriter, func()) {
 // already wait, and the writer sends what is ready as one event.
 func BenchmarkPump(b *testing.B) {
 	const n = 256
-	v := newPieceVocab()
-	ids := v.ids(benchPieces...)
-	cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true}
+	v := streamtest.NewPieceVocab()
+	ids := v.IDs(benchPieces...)
+	cfg := stream.PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second}
 	w := &discardWriter{h: http.Header{}}
 	for _, mode := range []string{"caught-up", "behind"} {
 		b.Run(mode, func(b *testing.B) {
@@ -125,7 +127,8 @@ func BenchmarkPump(b *testing.B) {
 				}()
 				f := newChunkFormat(true, "chatcmpl-0123456789abcdef01234567", "m", 0)
 				sw := newSSEWriter(context.Background(), w, newEventLog(1<<20), &f, 30*time.Second, 0)
-				Pump(context.Background(), seq, NewTextStream(v.NewDetokenizer(), nil), sw, cfg, nil)
+				gen, _ := stream.Submit(context.Background(), readyEngine{seq}, engine.Request{}, true)
+				stream.Pump(gen, stream.NewTextStream(v.NewDetokenizer(), nil), sw, cfg, nil)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
 		})
@@ -140,5 +143,14 @@ var admittedAlready = func() chan struct{} { c := make(chan struct{}); close(c);
 
 func (s *readySeq) Tokens() <-chan engine.Token { return s.ch }
 func (s *readySeq) Admitted() <-chan struct{}   { return admittedAlready }
-func (s *readySeq) Result() engine.Result       { return engine.Result{Finish: engine.FinishStop} }
-func (s *readySeq) Abort(engine.AbortCause)     {}
+func (s *readySeq) Progress() <-chan struct{}   { return nil }
+
+// readyEngine hands out its one sequence.
+type readyEngine struct{ seq *readySeq }
+
+func (e readyEngine) Submit(context.Context, engine.Request) (stream.Sequence, error) {
+	return e.seq, nil
+}
+func (e readyEngine) MaxSequenceLen() int   { return 1 << 20 }
+func (s *readySeq) Result() engine.Result   { return engine.Result{Finish: engine.FinishStop} }
+func (s *readySeq) Abort(engine.AbortCause) {}

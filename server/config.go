@@ -23,7 +23,7 @@ type Config struct {
 	KeepAlive time.Duration
 	// StallTimeout aborts a sequence that produced no token for this long
 	// once the engine admitted it; waiting in the queue does not count (see
-	// PumpConfig.StallTimeout).
+	// stream.PumpConfig.StallTimeout).
 	StallTimeout time.Duration
 	// WriteTimeout bounds each single write to a client (not the whole
 	// response): a client that stops reading is treated as gone.
@@ -105,17 +105,4 @@ func (c *Config) Validate() error {
 		bad("max-body-bytes must be positive, got %d", c.MaxBodyBytes)
 	}
 	return errors.Join(errs...)
-}
-
-// servesModel reports whether name selects the served model ("" does).
-func (c *Config) servesModel(name string) bool {
-	if name == "" || name == c.ModelID {
-		return true
-	}
-	for _, a := range c.Aliases {
-		if name == a {
-			return true
-		}
-	}
-	return false
 }

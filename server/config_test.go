@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/ssetest"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -57,12 +59,12 @@ func TestHTTPServerTimeouts(t *testing.T) {
 // period, cancels Serve's context (as SIGTERM does) and checks the stream
 // ends with an in-band shutdown error and Serve returns cleanly.
 func TestServeShutdown(t *testing.T) {
-	v := newPieceVocab()
-	eng := &scriptEngine{script: v.ids(strings.Split(strings.Repeat("x", 200), "")...), interval: 10 * time.Millisecond}
+	v := streamtest.NewPieceVocab()
+	eng := &streamtest.ScriptEngine{Script: v.IDs(strings.Split(strings.Repeat("x", 200), "")...), Interval: 10 * time.Millisecond}
 	c := DefaultConfig()
 	c.ModelID, c.ShutdownTimeout = "m", 100*time.Millisecond
 	s, _ := New(c, slog.New(slog.DiscardHandler))
-	_ = s.SetBackend(&Backend{Engine: eng, Tokenizer: v, ContextLen: 64})
+	_ = s.SetBackend(&stream.Backend{Engine: eng, Tokenizer: v, ContextLen: 64})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

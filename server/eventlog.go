@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // eventLog holds a stream's SSE frames, in order, for the connection that
@@ -52,9 +54,9 @@ func (l *eventLog) size() int { return len(l.data) - l.off }
 func (l *eventLog) after(id int64) ([]byte, error) {
 	switch {
 	case id >= l.next:
-		return nil, fmt.Errorf("%w: event %d was never sent (last is %d)", ErrResumeGap, id, l.next-1)
+		return nil, fmt.Errorf("%w: event %d was never sent (last is %d)", stream.ErrResumeGap, id, l.next-1)
 	case id+1 < l.first:
-		return nil, fmt.Errorf("%w: oldest retained event is %d, client has %d", ErrResumeGap, l.first, id)
+		return nil, fmt.Errorf("%w: oldest retained event is %d, client has %d", stream.ErrResumeGap, l.first, id)
 	case id+1 == l.next:
 		return nil, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 func frameOf(id int64) []byte { return fmt.Appendf(nil, "id: %d\ndata: %03d\n\n", id, id) } // 18 bytes for ids < 10
@@ -49,7 +51,7 @@ func TestEventLog(t *testing.T) {
 				t.Errorf("retained %d, size %d", l.retained.Load(), l.size())
 			}
 			got, err := l.after(tt.after)
-			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, ErrResumeGap)) {
+			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, stream.ErrResumeGap)) {
 				t.Fatalf("after(%d) error %v, want error %v", tt.after, err, tt.wantErr)
 			}
 			if string(got) != tt.want {

@@ -1,15 +1,13 @@
 package server
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // handleGenerate serves POST /v1/chat/completions and /v1/completions. The
@@ -34,11 +32,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		writeError(w, err)
 		return
 	}
-	if !s.cfg.servesModel(g.Model) {
-		writeError(w, fmt.Errorf("%w: %q (this server serves %q)", ErrModelNotFound, g.Model, s.cfg.ModelID))
+	if err := stream.CheckModel(g.Model, s.cfg.ModelID, s.cfg.Aliases); err != nil {
+		writeError(w, err)
 		return
 	}
-	req, err := s.engineRequest(b, g)
+	req, err := stream.Prepare(b, g)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -50,88 +48,31 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 	}
 }
 
-// engineRequest tokenizes the prompt and checks it against the context.
-func (s *Server) engineRequest(b *Backend, g *GenRequest) (engine.Request, error) {
-	prompt := g.PromptIDs
-	if prompt == nil {
-		text, addSpecial := g.Prompt, true
-		if g.Chat {
-			var err error
-			if text, err = b.Tokenizer.ChatPrompt(g.Messages); err != nil {
-				return engine.Request{}, invalidParam("messages", "applying the chat template: %v", err)
-			}
-			addSpecial = false // the template writes any BOS itself
-		}
-		var err error
-		if prompt, err = b.Tokenizer.Encode(text, addSpecial); err != nil {
-			return engine.Request{}, invalidParam("prompt", "tokenizing: %v", err)
-		}
-	}
-	param := "messages"
-	if !g.Chat {
-		param = "prompt"
-	}
-	switch n := len(prompt); {
-	case n == 0:
-		return engine.Request{}, invalidParam(param, "the prompt is empty after tokenization")
-	case n >= b.ContextLen:
-		return engine.Request{}, invalidParam(param, "the prompt is %d tokens long; the model's context is %d tokens", n, b.ContextLen)
-	case g.MaxTokens > 0 && n+g.MaxTokens > b.ContextLen:
-		return engine.Request{}, invalidParam("max_tokens",
-			"the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", b.ContextLen, n, g.MaxTokens)
-	}
-	sp := g.Sampling
-	if sp.Seed == nil {
-		// Fixed here, not in the engine, so a resumed generation samples
-		// exactly as the interrupted one would have.
-		seed := randUint64()
-		sp.Seed = &seed
-	}
-	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp}, nil
-}
-
-func (s *Server) pumpConfig(stream bool) PumpConfig {
-	pc := PumpConfig{StallTimeout: s.cfg.StallTimeout, AbortOnDisconnect: s.cfg.AbortOnDisconnect}
-	if stream {
+func (s *Server) pumpConfig(streaming bool) stream.PumpConfig {
+	pc := stream.PumpConfig{StallTimeout: s.cfg.StallTimeout}
+	if streaming {
 		pc.FlushInterval, pc.KeepAlive = s.cfg.FlushInterval, s.cfg.KeepAlive
 	}
 	return pc
 }
 
-// submit hands req to the engine. With AbortOnDisconnect off the engine must
-// not see the client's cancellation either (the benchmark's naive mode).
-func (s *Server) submit(ctx context.Context, b *Backend, req engine.Request) (Sequence, error) {
-	if !s.cfg.AbortOnDisconnect {
-		ctx = context.WithoutCancel(ctx)
-	}
-	seq, err := b.Engine.Submit(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
-	}
-	return seq, nil
-}
-
 // stream serves a streaming response: role chunk, content chunks, finish
 // chunk, optional usage chunk, [DONE].
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *Backend, g *GenRequest, req engine.Request) {
-	prefix := "cmpl-"
-	if g.Chat {
-		prefix = "chatcmpl-"
-	}
-	id := prefix + randID()
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest, req engine.Request) {
+	id := responseID(g.Chat)
 	req.ID = id
 	f := newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix())
 	retain := 0
 	if s.store != nil {
 		retain = s.cfg.ResumeStreamBytes
 	}
-	st := newStreamState(id, g, req, f, NewTextStream(NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop), newEventLog(retain))
+	st := newStreamState(id, g, req, f, stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop), newEventLog(retain))
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
 	}
 	defer release()
-	seq, err := s.submit(ctx, b, req)
+	gen, err := stream.Submit(ctx, b.Engine, req, s.cfg.AbortOnDisconnect)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -140,18 +81,18 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *Backend, g *G
 		s.store.add(st)
 	}
 	setSSEHeaders(w, id)
-	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, 0)
+	sw := newSSEWriter(gen.Context(), w, st.log, &st.format, s.cfg.WriteTimeout, 0)
 	if g.Chat {
 		sw.role()
 	}
 	_ = sw.Flush() // headers and role now: the client knows it was accepted
-	s.pumpStream(ctx, st, seq, sw)
+	s.pumpStream(st, gen, sw)
 }
 
-// pumpStream drains seq into the stream and ends it, unless the client left
+// pumpStream drains gen into the stream and ends it, unless the client left
 // before the generation finished: then the stream stays resumable.
-func (s *Server) pumpStream(ctx context.Context, st *streamState, seq Sequence, sw *sseWriter) {
-	out := Pump(ctx, seq, st.ts, sw, s.pumpConfig(true), s.drain)
+func (s *Server) pumpStream(st *streamState, gen *stream.Generation, sw *sseWriter) {
+	out := stream.Pump(gen, st.ts, sw, s.pumpConfig(true), s.drain)
 	if st.cached == 0 {
 		st.cached = out.Result.CachedTokens
 	}
@@ -163,7 +104,7 @@ func (s *Server) pumpStream(ctx context.Context, st *streamState, seq Sequence, 
 
 // endStream writes the stream's last events: finish chunk and usage chunk, or
 // the in-band error; then [DONE].
-func (s *Server) endStream(st *streamState, sw *sseWriter, out Outcome) {
+func (s *Server) endStream(st *streamState, sw *sseWriter, out stream.Outcome) {
 	if out.Err != nil {
 		sw.error(out.Err)
 	} else {
@@ -194,14 +135,14 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 		st = s.store.get(id)
 	}
 	if st == nil {
-		writeError(w, fmt.Errorf("%w: %q", ErrStreamNotFound, id))
+		writeError(w, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id))
 		return
 	}
 	var last int64
 	if h := r.Header.Get(lastEventIDHeader); h != "" {
 		var err error
 		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
-			writeError(w, invalidParam(lastEventIDHeader, "Last-Event-ID must be an event id, got %q", h))
+			writeError(w, stream.InvalidParam(lastEventIDHeader, "Last-Event-ID must be an event id, got %q", h))
 			return
 		}
 	}
@@ -217,51 +158,47 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	// The abort can race the last token: a stream cut with every token
 	// already produced only lacks its ending.
 	limitReached := st.req.MaxTokens > 0 && len(st.ts.IDs()) >= st.req.MaxTokens
-	var seq Sequence
+	var gen *stream.Generation
 	if !st.done && !limitReached {
 		req := st.req
 		req.Resume = append([]int32(nil), st.ts.IDs()...)
-		if seq, err = s.submit(ctx, s.backend.Load(), req); err != nil {
+		if gen, err = stream.Submit(ctx, s.backend.Load().Engine, req, s.cfg.AbortOnDisconnect); err != nil {
 			writeError(w, err)
 			return
 		}
+		ctx = gen.Context()
 	}
 	setSSEHeaders(w, id)
 	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, last)
 	_ = sw.Flush() // the replay
 	switch {
-	case seq != nil:
-		s.pumpStream(ctx, st, seq, sw)
+	case gen != nil:
+		s.pumpStream(st, gen, sw)
 	case !st.done: // limitReached
-		if text := st.ts.Finish(); text != "" {
-			_ = sw.Text(text)
-		}
-		s.endStream(st, sw, Outcome{Finish: "length"})
+		_ = sw.Text(st.ts.Finish(), nil)
+		s.endStream(st, sw, stream.Outcome{Finish: "length"})
 	}
 }
 
 // collector is the Emitter of a non-streaming response.
 type collector struct{ text []byte }
 
-func (c *collector) Text(s string) error { c.text = append(c.text, s...); return nil }
-func (c *collector) KeepAlive() error    { return nil }
-func (c *collector) Flush() error        { return nil }
+func (c *collector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
+func (c *collector) KeepAlive() error               { return nil }
+func (c *collector) Flush() error                   { return nil }
 
 // complete serves a non-streaming response.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *Backend, g *GenRequest, req engine.Request) {
-	id := "cmpl-" + randID()
-	if g.Chat {
-		id = "chatcmpl-" + randID()
-	}
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest, req engine.Request) {
+	id := responseID(g.Chat)
 	req.ID = id
-	seq, err := s.submit(r.Context(), b, req)
+	gen, err := stream.Submit(r.Context(), b.Engine, req, s.cfg.AbortOnDisconnect)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	var c collector
-	ts := NewTextStream(NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
-	out := Pump(r.Context(), seq, ts, &c, s.pumpConfig(false), s.drain)
+	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
+	out := stream.Pump(gen, ts, &c, s.pumpConfig(false), s.drain)
 	if out.ClientGone {
 		return
 	}
@@ -274,14 +211,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *Backend, g 
 	writeJSON(w, completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u))
 }
 
-func randID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return fmt.Sprintf("%x", b)
-}
-
-func randUint64() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
+// responseID is the id of a chat.completion or text_completion response.
+func responseID(chat bool) string {
+	if chat {
+		return stream.NewID("chatcmpl-")
+	}
+	return stream.NewID("cmpl-")
 }

@@ -15,13 +15,15 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/ssetest"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 const testModel = "test-model"
 
 type testRig struct {
 	url string
-	eng *scriptEngine
+	eng *streamtest.ScriptEngine
 	srv *Server
 }
 
@@ -29,8 +31,8 @@ type testRig struct {
 // token per interval, over a real loopback HTTP server.
 func newRig(t *testing.T, script []string, interval time.Duration, mutate func(*Config)) *testRig {
 	t.Helper()
-	v := newPieceVocab()
-	eng := &scriptEngine{script: v.ids(script...), interval: interval}
+	v := streamtest.NewPieceVocab()
+	eng := &streamtest.ScriptEngine{Script: v.IDs(script...), Interval: interval}
 	cfg := DefaultConfig()
 	cfg.ModelID, cfg.Aliases = testModel, []string{"alias"}
 	if mutate != nil {
@@ -40,7 +42,7 @@ func newRig(t *testing.T, script []string, interval time.Duration, mutate func(*
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.SetBackend(&Backend{Engine: eng, Tokenizer: v, ContextLen: 64}); err != nil {
+	if err := srv.SetBackend(&stream.Backend{Engine: eng, Tokenizer: v, ContextLen: 64}); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.HTTPServer().Handler)
@@ -176,7 +178,7 @@ func TestSubmitErrors(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/stream=%v", tt.err, stream), func(t *testing.T) {
 				rig := newRig(t, []string{"x"}, time.Millisecond, nil)
-				rig.eng.fail = tt.err
+				rig.eng.Fail = tt.err
 				resp := rig.post(t, "/v1/chat/completions", fmt.Sprintf(chatBody, "", stream, ""))
 				var e struct{ Error APIError }
 				body, _ := io.ReadAll(resp.Body)
@@ -210,8 +212,8 @@ func TestModelsHealthReady(t *testing.T) {
 	if code, _ := get("/ready"); code != 503 {
 		t.Errorf("/ready before load: %d", code)
 	}
-	v := newPieceVocab()
-	_ = srv.SetBackend(&Backend{Engine: &scriptEngine{}, Tokenizer: v, ContextLen: 8})
+	v := streamtest.NewPieceVocab()
+	_ = srv.SetBackend(&stream.Backend{Engine: &streamtest.ScriptEngine{}, Tokenizer: v, ContextLen: 8})
 	if code, _ := get("/ready"); code != 200 {
 		t.Errorf("/ready after load: %d", code)
 	}

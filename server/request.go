@@ -6,48 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
+	"reflect"
 	"strings"
 
-	"github.com/sluicehq/sluice/engine"
-)
-
-// ChatMessage is one turn of a chat, its content flattened to text.
-type ChatMessage struct {
-	Role    string
-	Content string
-}
-
-// GenRequest is a validated /v1/chat/completions or /v1/completions request,
-// before tokenization. It is framing-independent: the gRPC endpoint builds
-// the same value from its messages.
-type GenRequest struct {
-	Model     string
-	Chat      bool
-	Messages  []ChatMessage // Chat
-	Prompt    string        // !Chat, text prompt
-	PromptIDs []int32       // !Chat, token-id prompt (used instead of Prompt when set)
-	// MaxTokens bounds the output; 0 means up to the context length.
-	MaxTokens    int
-	Sampling     engine.SamplingParams
-	Stop         []string
-	Stream       bool
-	IncludeUsage bool
-	User         string
-}
-
-// maxStops bounds the stop list; the hold-back window is the longest stop.
-const (
-	maxStops      = 16
-	maxStopLength = 256
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // wireRequest is the JSON body of both endpoints. Unknown fields are ignored
 // as OpenAI does; pointer fields distinguish "absent or null" from zero.
+// Messages are decoded one by one, so an error can name the index.
 type wireRequest struct {
 	Model               string            `json:"model"`
-	Messages            []wireMessage     `json:"messages"`
+	Messages            json.RawMessage   `json:"messages"`
 	Prompt              json.RawMessage   `json:"prompt"`
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
@@ -80,69 +51,126 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrBodyTooLarge, limit)
+		return nil, fmt.Errorf("%w: over %d bytes", stream.ErrBodyTooLarge, limit)
 	}
 	if err != nil {
-		return nil, invalidParam("", "reading request body: %v", err)
+		return nil, stream.InvalidParam("", "reading request body: %v", err)
 	}
 	return body, nil
 }
 
 // ParseRequest decodes and validates a request body. chat selects the
 // /v1/chat/completions schema (messages) over /v1/completions (prompt).
-func ParseRequest(body []byte, chat bool) (*GenRequest, error) {
-	var wr wireRequest
-	if err := json.Unmarshal(body, &wr); err != nil {
-		return nil, decodeError(err)
-	}
-	g := &GenRequest{Model: wr.Model, Chat: chat}
-	if chat {
-		if err := g.setMessages(wr.Messages); err != nil {
-			return nil, err
-		}
-	} else if err := g.setPrompt(wr.Prompt); err != nil {
-		return nil, err
-	}
-	steps := []func(*wireRequest) error{g.setLimits, g.setSampling, g.setStop, g.setStream}
-	for _, step := range steps {
-		if err := step(&wr); err != nil {
-			return nil, err
-		}
+// Errors are *APIError.
+func ParseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
+	g, err := parseRequest(body, chat)
+	if err != nil {
+		return nil, toAPIError(err)
 	}
 	return g, nil
 }
 
-// decodeError turns a JSON error into a 400 naming the field when it can.
-func decodeError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return invalidParam(te.Field, "%s: expected %s, got JSON %s", te.Field, te.Type, te.Value)
+func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
+	var wr wireRequest
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return nil, decodeError("", err)
 	}
-	return invalidParam("", "request body is not valid JSON: %v", err)
+	g := &stream.GenRequest{Model: wr.Model, Chat: chat}
+	if chat {
+		msgs, err := messages(wr.Messages)
+		if err != nil {
+			return nil, err
+		}
+		if err := g.SetMessages(msgs); err != nil {
+			return nil, err
+		}
+	} else if err := setPrompt(g, wr.Prompt); err != nil {
+		return nil, err
+	}
+	p, err := wr.params()
+	if err != nil {
+		return nil, err
+	}
+	if err := g.SetParams(p); err != nil {
+		return nil, err
+	}
+	if wr.User != nil {
+		g.User = *wr.User
+	}
+	g.Stream = wr.Stream != nil && *wr.Stream
+	if wr.StreamOptions != nil {
+		if !g.Stream {
+			return nil, stream.InvalidParam("stream_options", "stream_options is only allowed when stream is true")
+		}
+		g.IncludeUsage = wr.StreamOptions.IncludeUsage != nil && *wr.StreamOptions.IncludeUsage
+	}
+	return g, nil
 }
 
-func (g *GenRequest) setMessages(msgs []wireMessage) error {
-	if len(msgs) == 0 {
-		return invalidParam("messages", "messages must be a non-empty list")
+// decodeError turns a JSON error into a 400 naming the field (under prefix,
+// for an element of a list) and the JSON kinds involved, never a Go type.
+func decodeError(prefix string, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		param := te.Field
+		if prefix != "" {
+			param = strings.TrimSuffix(prefix+"."+te.Field, ".")
+		}
+		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", param, jsonKind(te.Type), te.Value)
 	}
-	for i, m := range msgs {
+	return stream.InvalidParam(prefix, "request body is not valid JSON: %v", err)
+}
+
+// jsonKind names what a Go destination type accepts, in JSON's words.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
+}
+
+// messages decodes the messages list one element at a time, so an error
+// names its index (messages[2].role).
+func messages(raw json.RawMessage) ([]stream.ChatMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, stream.InvalidParam("messages", "messages must be a non-empty list")
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, stream.InvalidParam("messages", "messages: expected a list of messages")
+	}
+	msgs := make([]stream.ChatMessage, len(elems))
+	for i, e := range elems {
 		param := fmt.Sprintf("messages[%d]", i)
-		switch m.Role {
-		case "system", "developer", "user", "assistant", "tool":
-		default:
-			return invalidParam(param+".role", "%s.role %q is not one of system, developer, user, assistant, tool", param, m.Role)
+		var m wireMessage
+		if err := json.Unmarshal(e, &m); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field == "" {
+				return nil, stream.InvalidParam(param, "%s: expected a message object, got JSON %s", param, te.Value)
+			}
+			return nil, decodeError(param, err)
 		}
 		text, err := messageText(m.Content)
 		if err != nil {
-			return invalidParam(param+".content", "%s.content: %v", param, err)
+			return nil, stream.InvalidParam(param+".content", "%s.content: %v", param, err)
 		}
-		role := m.Role
-		if role == "developer" { // OpenAI's newer name for system; templates know only "system"
-			role = "system"
-		}
-		g.Messages = append(g.Messages, ChatMessage{Role: role, Content: text})
+		msgs[i] = stream.ChatMessage{Role: m.Role, Content: text}
 	}
-	return nil
+	return msgs, nil
 }
 
 // messageText accepts a string, null, or a list of {"type":"text","text":...} parts.
@@ -174,142 +202,62 @@ func messageText(raw json.RawMessage) (string, error) {
 }
 
 // setPrompt accepts a string, a one-element list of strings, or a list of token ids.
-func (g *GenRequest) setPrompt(raw json.RawMessage) error {
+func setPrompt(g *stream.GenRequest, raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return invalidParam("prompt", "prompt is required")
+		return stream.InvalidParam("prompt", "prompt is required")
 	}
 	switch raw[0] {
 	case '"':
-		return json.Unmarshal(raw, &g.Prompt)
+		if err := json.Unmarshal(raw, &g.Prompt); err != nil {
+			return stream.InvalidParam("prompt", "prompt: %v", err)
+		}
+		return nil
 	case '[':
 		var ss []string
 		if json.Unmarshal(raw, &ss) == nil {
 			if len(ss) != 1 {
-				return invalidParam("prompt", "prompt lists must hold exactly one prompt, got %d", len(ss))
+				return stream.InvalidParam("prompt", "prompt lists must hold exactly one prompt, got %d", len(ss))
 			}
 			g.Prompt = ss[0]
 			return nil
 		}
 		var ids []int32
-		if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
-			g.PromptIDs = ids
-			return nil
+		if json.Unmarshal(raw, &ids) == nil {
+			return g.SetPromptIDs(ids)
 		}
 	}
-	return invalidParam("prompt", "prompt must be a string, a list of one string, or a non-empty list of token ids")
+	return stream.InvalidParam("prompt", "prompt must be a string, a list of one string, or a non-empty list of token ids")
 }
 
-func (g *GenRequest) setLimits(wr *wireRequest) error {
-	limit := wr.MaxCompletionTokens
-	param := "max_completion_tokens"
-	if limit == nil {
-		limit, param = wr.MaxTokens, "max_tokens"
+// params restates the body's generation fields for the stream core.
+func (wr *wireRequest) params() (stream.Params, error) {
+	p := stream.Params{
+		MaxTokens: wr.MaxCompletionTokens, MaxTokensParam: "max_completion_tokens",
+		Temperature: wr.Temperature, TopP: wr.TopP, TopK: wr.TopK, MinP: wr.MinP,
+		PresencePenalty: wr.PresencePenalty, FrequencyPenalty: wr.FrequencyPenalty, RepetitionPenalty: wr.RepetitionPenalty,
+		N: wr.N,
 	}
-	if limit != nil {
-		if *limit < 1 {
-			return invalidParam(param, "%s must be at least 1, got %d", param, *limit)
-		}
-		g.MaxTokens = *limit
-	}
-	if wr.N != nil && *wr.N != 1 {
-		return invalidParam("n", "n must be 1 (one choice per request), got %d", *wr.N)
-	}
-	if wr.User != nil {
-		g.User = *wr.User
-	}
-	return nil
-}
-
-// inRange checks an optional float field against [lo, hi].
-func inRange(param string, v *float64, lo, hi float64) error {
-	if v == nil {
-		return nil
-	}
-	if math.IsNaN(*v) || *v < lo || *v > hi {
-		return invalidParam(param, "%s must be between %g and %g, got %g", param, lo, hi, *v)
-	}
-	return nil
-}
-
-func (g *GenRequest) setSampling(wr *wireRequest) error {
-	for _, c := range []struct {
-		param  string
-		v      *float64
-		lo, hi float64
-		dst    *float32
-	}{
-		{"temperature", wr.Temperature, 0, 2, &g.Sampling.Temperature},
-		{"top_p", wr.TopP, 0, 1, &g.Sampling.TopP},
-		{"min_p", wr.MinP, 0, 1, &g.Sampling.MinP},
-		{"presence_penalty", wr.PresencePenalty, -2, 2, &g.Sampling.PresencePenalty},
-		{"frequency_penalty", wr.FrequencyPenalty, -2, 2, &g.Sampling.FrequencyPenalty},
-		{"repetition_penalty", wr.RepetitionPenalty, 0, 10, &g.Sampling.RepetitionPenalty},
-	} {
-		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
-			return err
-		}
-		if c.v != nil {
-			*c.dst = float32(*c.v)
-		}
-	}
-	if wr.TopP != nil && *wr.TopP == 0 {
-		return invalidParam("top_p", "top_p must be above 0, got 0")
-	}
-	if wr.RepetitionPenalty != nil && *wr.RepetitionPenalty == 0 {
-		return invalidParam("repetition_penalty", "repetition_penalty must be above 0, got 0")
-	}
-	if wr.TopK != nil {
-		switch k := *wr.TopK; {
-		case k == -1: // vLLM's spelling of "off"
-		case k < 0:
-			return invalidParam("top_k", "top_k must be -1, 0 (off) or positive, got %d", k)
-		default:
-			g.Sampling.TopK = k
-		}
+	if p.MaxTokens == nil {
+		p.MaxTokens, p.MaxTokensParam = wr.MaxTokens, "max_tokens"
 	}
 	if wr.Seed != nil {
-		seed := uint64(*wr.Seed)
-		g.Sampling.Seed = &seed
+		seed := uint64(*wr.Seed) // the bits, negative seeds included
+		p.Seed = &seed
 	}
-	return nil
-}
-
-// setStop accepts a string or a list of strings.
-func (g *GenRequest) setStop(wr *wireRequest) error {
 	raw := bytes.TrimSpace(wr.Stop)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var stops []string
-	if raw[0] == '"' {
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return invalidParam("stop", "stop: %v", err)
+			return p, stream.InvalidParam("stop", "stop: %v", err)
 		}
-		stops = []string{s}
-	} else if err := json.Unmarshal(raw, &stops); err != nil {
-		return invalidParam("stop", "stop must be a string or a list of strings")
-	}
-	if len(stops) > maxStops {
-		return invalidParam("stop", "at most %d stop strings, got %d", maxStops, len(stops))
-	}
-	for i, s := range stops {
-		if s == "" || len(s) > maxStopLength {
-			return invalidParam("stop", "stop[%d] must be 1 to %d bytes long, got %d", i, maxStopLength, len(s))
+		p.Stop = []string{s}
+	default:
+		if err := json.Unmarshal(raw, &p.Stop); err != nil {
+			return p, stream.InvalidParam("stop", "stop must be a string or a list of strings")
 		}
 	}
-	g.Stop = stops
-	return nil
-}
-
-func (g *GenRequest) setStream(wr *wireRequest) error {
-	g.Stream = wr.Stream != nil && *wr.Stream
-	if wr.StreamOptions != nil {
-		if !g.Stream {
-			return invalidParam("stream_options", "stream_options is only allowed when stream is true")
-		}
-		g.IncludeUsage = wr.StreamOptions.IncludeUsage != nil && *wr.StreamOptions.IncludeUsage
-	}
-	return nil
+	return p, nil
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 func TestParseRequestRejects(t *testing.T) {
@@ -85,26 +88,26 @@ func TestParseRequestAccepts(t *testing.T) {
 		name string
 		chat bool
 		body string
-		want GenRequest
+		want stream.GenRequest
 	}{
 		{"chat with every field and unknown ones", true,
 			`{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"text","text":"!"}]}],
 			  "max_tokens":9,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":7,"stop":"END","presence_penalty":0.1,
 			  "frequency_penalty":-0.2,"repetition_penalty":1.1,"stream":true,"stream_options":{"include_usage":true},"user":"u1",
 			  "logit_bias":{},"tools":[],"n":1}`,
-			GenRequest{Model: "m", Chat: true, Messages: []ChatMessage{{"system", "be brief"}, {"user", "hi!"}}, MaxTokens: 9,
+			stream.GenRequest{Model: "m", Chat: true, Messages: []stream.ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi!"}}, MaxTokens: 9,
 				Stop: []string{"END"}, Stream: true, IncludeUsage: true, User: "u1"}},
 		{"max_completion_tokens wins over max_tokens", true,
 			`{"messages":[{"role":"user","content":"x"}],"max_tokens":5,"max_completion_tokens":6}`,
-			GenRequest{Chat: true, Messages: []ChatMessage{{"user", "x"}}, MaxTokens: 6}},
+			stream.GenRequest{Chat: true, Messages: []stream.ChatMessage{{Role: "user", Content: "x"}}, MaxTokens: 6}},
 		{"null fields are absent", true,
 			`{"messages":[{"role":"assistant","content":null}],"temperature":null,"stop":null,"stream":null}`,
-			GenRequest{Chat: true, Messages: []ChatMessage{{"assistant", ""}}}},
+			stream.GenRequest{Chat: true, Messages: []stream.ChatMessage{{Role: "assistant", Content: ""}}}},
 		{"prompt as one-string list, top_k -1 is off", false, `{"prompt":["hello"],"top_k":-1,"stop":["a","b"]}`,
-			GenRequest{Prompt: "hello", Stop: []string{"a", "b"}}},
+			stream.GenRequest{Prompt: "hello", Stop: []string{"a", "b"}}},
 		{"developer is the system role", true, `{"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"x"}]}`,
-			GenRequest{Chat: true, Messages: []ChatMessage{{"system", "be brief"}, {"user", "x"}}}},
-		{"prompt as token ids", false, `{"prompt":[1,2,3]}`, GenRequest{PromptIDs: []int32{1, 2, 3}}},
+			stream.GenRequest{Chat: true, Messages: []stream.ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "x"}}}},
+		{"prompt as token ids", false, `{"prompt":[1,2,3]}`, stream.GenRequest{PromptIDs: []int32{1, 2, 3}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,10 +134,10 @@ func TestParseRequestAccepts(t *testing.T) {
 }
 
 func TestErrorTableStatuses(t *testing.T) {
-	for _, row := range errorTable {
-		ae := toAPIError(errors.Join(errors.New("context"), row.err))
-		if ae.Status != row.status || *ae.Code != row.code {
-			t.Errorf("%v: got %d %s, want %d %s", row.err, ae.Status, *ae.Code, row.status, row.code)
+	for _, err := range []error{engine.ErrQueueFull, stream.ErrResumeGap, stream.ErrStall} {
+		ae, c := toAPIError(errors.Join(errors.New("context"), err)), stream.Classify(err)
+		if ae.Status != c.HTTP || *ae.Code != c.Code {
+			t.Errorf("%v: got %d %s, want %d %s", err, ae.Status, *ae.Code, c.HTTP, c.Code)
 		}
 	}
 	if ae := toAPIError(errors.New("boom")); ae.Status != http.StatusInternalServerError {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // Headers of the resume protocol. The response id also appears as "id" in
@@ -23,10 +24,10 @@ const (
 // the fields below mu.
 type streamState struct {
 	id     string
-	gen    *GenRequest
+	gen    *stream.GenRequest
 	req    engine.Request
 	format chunkFormat
-	ts     *TextStream
+	ts     *stream.TextStream
 	log    *eventLog
 	cached int  // prompt tokens the first submission found in the prefix cache
 	done   bool // the log ends with [DONE]: nothing left to generate
@@ -39,7 +40,7 @@ type streamState struct {
 	lastUse time.Time
 }
 
-func newStreamState(id string, gen *GenRequest, req engine.Request, f chunkFormat, ts *TextStream, log *eventLog) *streamState {
+func newStreamState(id string, gen *stream.GenRequest, req engine.Request, f chunkFormat, ts *stream.TextStream, log *eventLog) *streamState {
 	st := &streamState{id: id, gen: gen, req: req, format: f, ts: ts, log: log, lease: make(chan struct{}, 1)}
 	st.lease <- struct{}{}
 	return st

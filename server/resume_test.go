@@ -80,7 +80,7 @@ func TestResume(t *testing.T) {
 			if len(subs) != 3 || *subs[2].Sampling.Seed != *subs[1].Sampling.Seed {
 				t.Fatalf("%d submits; want the resume to reuse the seed", len(subs))
 			}
-			if n := len(subs[2].Resume); !slices.Equal(subs[2].Resume, rig.eng.script[:n]) {
+			if n := len(subs[2].Resume); !slices.Equal(subs[2].Resume, rig.eng.Script[:n]) {
 				t.Errorf("Resume %v is not the script's first %d tokens", subs[2].Resume, n)
 			}
 			// The disconnect aborted the first sequence, and nothing was generated twice.
@@ -140,7 +140,7 @@ func TestResumeFinishedStream(t *testing.T) {
 // then only adds the ending; nothing is submitted again.
 func TestResumeAfterLastToken(t *testing.T) {
 	rig := newRig(t, []string{"a", "b", "c"}, time.Millisecond, nil)
-	rig.eng.finish, rig.eng.cause = engine.FinishAbort, engine.CauseClientDisconnect
+	rig.eng.Finish, rig.eng.Cause = engine.FinishAbort, engine.CauseClientDisconnect
 	resp := rig.post(t, "/v1/completions", `{"prompt":"x","max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`)
 	id := resp.Header.Get(streamIDHeader)
 	first := ssetest.Read(t, bufio.NewReader(resp.Body), 0) // ends without [DONE]: the stream was cut short

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,47 +11,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/server/auth"
+	"github.com/sluicehq/sluice/server/stream"
 )
-
-// Tokenizer is what the server needs from the model's tokenizer.
-type Tokenizer interface {
-	// Encode tokenizes text; addSpecial adds the model's BOS (and the like).
-	Encode(text string, addSpecial bool) ([]int32, error)
-	// ChatPrompt renders messages through the model's chat template, with
-	// the generation prompt for the assistant's turn appended.
-	ChatPrompt(msgs []ChatMessage) (string, error)
-	// NewDetokenizer starts an incremental decoder for one stream.
-	NewDetokenizer() Detokenizer
-}
-
-// PromptDetokenizer is a Tokenizer that can start a decoder after the
-// prompt's last tokens, so the first generated token decodes as it would
-// inside the text (a SentencePiece "▁Paris" after a prompt is " Paris", at
-// the start of a text "Paris"). Found by type assertion.
-type PromptDetokenizer interface {
-	NewDetokenizerAfter(prompt []int32) Detokenizer
-}
-
-// NewDetokenizerFor starts the decoder of a stream that follows prompt.
-func NewDetokenizerFor(tok Tokenizer, prompt []int32) Detokenizer {
-	if pd, ok := tok.(PromptDetokenizer); ok {
-		return pd.NewDetokenizerAfter(prompt)
-	}
-	return tok.NewDetokenizer()
-}
-
-// Backend is a loaded model as the server drives it.
-type Backend struct {
-	Engine     Engine
-	Tokenizer  Tokenizer
-	ContextLen int // longest prompt + output the model accepts
-}
 
 // Server is the OpenAI-compatible HTTP server. It serves /health from the
 // start and the API once SetBackend has attached a loaded model.
 type Server struct {
 	cfg     Config
-	backend atomic.Pointer[Backend]
+	backend atomic.Pointer[stream.Backend]
 	store   *ResumeStore // nil when ResumeWindow is 0
 	log     *slog.Logger
 	started time.Time
@@ -61,6 +29,7 @@ type Server struct {
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
 
 	extra map[string]http.Handler // routes other packages add (GET /metrics)
+	keys  *auth.Keys              // from cfg.APIKey; off when it is empty
 }
 
 // Handle adds a route beside the API, such as "GET /metrics". It must be
@@ -80,7 +49,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{})}
+	keys, err := auth.New([]string{cfg.APIKey}, "")
+	if err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}), keys: keys}
 	if cfg.ResumeWindow > 0 {
 		s.store = NewResumeStore(cfg.ResumeWindow, cfg.ResumeTotalBytes)
 	}
@@ -88,7 +61,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 }
 
 // SetBackend attaches the loaded model; /ready turns 200.
-func (s *Server) SetBackend(b *Backend) error {
+func (s *Server) SetBackend(b *stream.Backend) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("server: backend needs an engine, a tokenizer and a context length")
 	}
@@ -105,6 +78,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, true) }))
 	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, false) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(s.handleStreamGet))
+	s.moreRoutes(mux)
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
@@ -112,16 +86,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // api checks the API key, when one is configured.
-func (s *Server) api(h http.HandlerFunc) http.Handler {
-	want := []byte("Bearer " + s.cfg.APIKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.APIKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeError(w, ErrUnauthorized)
-			return
-		}
-		h(w, r)
-	})
-}
+func (s *Server) api(h http.HandlerFunc) http.Handler { return s.guard(h, writeError) }
 
 // HTTPServer returns an http.Server with streaming-safe timeouts: headers
 // must arrive quickly and idle keep-alive connections are closed, but there

@@ -31,6 +31,9 @@ type sseWriter struct {
 	payload      []byte
 }
 
+// errClientGone marks a write refused because the client left.
+var errClientGone = errors.New("server: client gone")
+
 var (
 	keepAliveComment = []byte(": keep-alive\n\n")
 	doneData         = []byte("[DONE]")
@@ -69,14 +72,18 @@ func (s *sseWriter) event(payload []byte) {
 	}
 }
 
-// Text implements Emitter: one content chunk.
-func (s *sseWriter) Text(text string) error {
+// Text implements stream.Emitter: one content chunk. The ids are not sent
+// (OpenAI's chunks carry text); with no text there is no chunk.
+func (s *sseWriter) Text(text string, _ []int32) error {
+	if text == "" {
+		return s.err
+	}
 	s.payload = s.format.content(s.payload[:0], text)
 	s.event(s.payload)
 	return s.err
 }
 
-// KeepAlive implements Emitter: a comment, which clients ignore and proxies see.
+// KeepAlive implements stream.Emitter: a comment, which clients ignore and proxies see.
 func (s *sseWriter) KeepAlive() error {
 	s.keepAlive = true
 	return s.err
@@ -124,7 +131,7 @@ func (s *sseWriter) extendDeadline() error {
 	return err
 }
 
-// Flush implements Emitter: it writes every frame this connection has not
+// Flush implements stream.Emitter: it writes every frame this connection has not
 // seen, under a write deadline kept at most WriteTimeout ahead (a long stream
 // has no overall write timeout; see extendDeadline), and flushes them to the
 // socket.

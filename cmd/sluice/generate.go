@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/local"
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -45,7 +45,7 @@ func runGenerate(args []string) error {
 		return errors.New("--model and --prompt are required")
 	}
 	load := time.Now()
-	m, err := local.Load(*model, local.Options{Threads: *threads, MaxSeqs: 1})
+	m, err := loader.Load(*model, loader.Options{Threads: *threads, MaxSeqs: 1})
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/kvevents"
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/server"
 	grpcserver "github.com/sluicehq/sluice/server/grpc"
-	"github.com/sluicehq/sluice/server/local"
 	"github.com/sluicehq/sluice/server/metrics"
 	"github.com/sluicehq/sluice/server/nvml"
 )
@@ -49,13 +49,13 @@ type ops struct {
 // start registers /metrics on srv and sets the engine observer in lo; it
 // must run before srv serves and before the model loads. The gRPC endpoint
 // starts at once and answers health checks (NOT_SERVING) while the model loads.
-func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Server, lo *local.Options, log *slog.Logger) (*ops, error) {
+func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Server, lo *loader.Options, log *slog.Logger) (*ops, error) {
 	compat, err := metrics.ParseCompat(f.compat)
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	// local.Load sizes KV blocks at 16 tokens (models.Options default).
+	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
 	m, err := metrics.New(reg, cfg.ModelID, metrics.Options{Compat: compat, BlockSize: 16})
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 }
 
 // ready attaches the loaded model to the metrics and the gRPC endpoint.
-func (o *ops) ready(m *local.Model, path string) error {
+func (o *ops) ready(m *loader.Model, path string) error {
 	o.metrics.SetSource(m.Engine.Stats)
 	if o.grpc == nil {
 		return nil
@@ -142,7 +142,7 @@ func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu 
 	if gpu {
 		medium = kvevents.MediumGPU
 	}
-	// local.Load sizes KV blocks at 16 tokens (models.Options default).
+	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
 	p, err := kvevents.New(ctx, kvevents.Config{Endpoint: endpoint, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
 	if err != nil {
 		return nil, err

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/server/local"
 )
 
 func TestOpsFlags(t *testing.T) {
@@ -39,7 +39,7 @@ func TestOpsFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			var lo local.Options
+			var lo loader.Options
 			o, err := f.start(ctx, cfg, srv, &lo, log)
 			if c.wantErr {
 				cancel()

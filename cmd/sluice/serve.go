@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/server/local"
 )
 
 // runServe: sluice serve --model PATH [--addr :8080] ... Every flag can also
@@ -24,7 +24,7 @@ import (
 // a flag on the command line wins.
 func runServe(args []string) error {
 	cfg := server.DefaultConfig()
-	var lo local.Options
+	var lo loader.Options
 	var modelPath, aliases string
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&modelPath, "model", "", "model file (GGUF)")
@@ -68,7 +68,7 @@ func runServe(args []string) error {
 	if aliases != "" {
 		cfg.Aliases = strings.Split(aliases, ",")
 	}
-	cfg.ModelID = local.ModelID(modelPath)
+	cfg.ModelID = loader.ModelID(modelPath)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv, err := server.New(cfg, log)
 	if err != nil {
@@ -98,7 +98,7 @@ func runServe(args []string) error {
 	log.Info("listening", "addr", ln.Addr().String(), "model", modelPath)
 
 	start := time.Now()
-	m, err := local.Load(modelPath, lo)
+	m, err := loader.Load(modelPath, lo)
 	if err != nil {
 		stop()
 		<-served

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/internal/ssetest"
-	"github.com/sluicehq/sluice/server/local"
 )
 
 // keepAlive is short so the queueing test sees comments within a second.
@@ -30,7 +30,7 @@ const keepAlive = 200 * time.Millisecond
 // request queues behind the first: tests run one after another.
 type rig struct {
 	url   string
-	model *local.Model
+	model *loader.Model
 }
 
 var (
@@ -77,7 +77,7 @@ func (r *rig) dump(t *testing.T) {
 }
 
 func startRig() (*rig, error) {
-	m, err := local.Load(modelPath(), local.Options{Threads: 2, ContextLen: 2048, KVBlocks: 256, MaxSeqs: 1})
+	m, err := loader.Load(modelPath(), loader.Options{Threads: 2, ContextLen: 2048, KVBlocks: 256, MaxSeqs: 1})
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 func TestClassify(t *testing.T) {
@@ -33,10 +34,10 @@ func TestClassify(t *testing.T) {
 		{engine.ErrClosed, codes.Unavailable, http.StatusServiceUnavailable},
 		{engine.ErrPromptTooLong, codes.InvalidArgument, http.StatusBadRequest},
 		{engine.ErrInvalidRequest, codes.InvalidArgument, http.StatusBadRequest},
-		{server.ErrShutdown, codes.Unavailable, http.StatusServiceUnavailable},
-		{server.ErrStall, codes.DeadlineExceeded, http.StatusGatewayTimeout},
-		{&server.APIError{Status: http.StatusBadRequest, Message: "bad"}, codes.InvalidArgument, http.StatusBadRequest},
-		{&server.APIError{Status: http.StatusTeapot}, codes.Internal, http.StatusTeapot},
+		{stream.ErrShutdown, codes.Unavailable, http.StatusServiceUnavailable},
+		{stream.ErrStall, codes.DeadlineExceeded, http.StatusGatewayTimeout},
+		{stream.InvalidParam("messages[0].role", "bad"), codes.InvalidArgument, http.StatusBadRequest},
+		{context.Canceled, codes.Canceled, 499},
 		{status.Error(codes.Aborted, "x"), codes.Aborted, http.StatusInternalServerError},
 		{errors.New("disk on fire"), codes.Internal, http.StatusInternalServerError},
 	} {

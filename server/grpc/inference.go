@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // inference implements sluice.v1.Inference.
@@ -20,7 +20,7 @@ type inference struct {
 	s *Server
 }
 
-func (x *inference) Generate(r *sluicev1.GenerateRequest, stream grpc.ServerStreamingServer[sluicev1.GenerateResponse]) error {
+func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStreamingServer[sluicev1.GenerateResponse]) error {
 	s := x.s
 	b, err := s.loaded()
 	if err != nil {
@@ -30,27 +30,24 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, stream grpc.ServerStre
 	if err != nil {
 		return toStatus(err)
 	}
-	if err := s.servesModel(g.Model); err != nil {
-		return toStatus(err)
-	}
-	run, err := s.start(stream.Context(), b, g, r.GetSampling().GetStopTokenIds(), r.GetRequestId(), "gen-")
+	run, err := s.start(call.Context(), b, g, r.GetRequestId(), "gen-")
 	if err != nil {
 		return err
 	}
 	defer run.done()
 	id := run.req.ID
 	send := func(text string, ids []int32) error {
-		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
+		return call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
 			Chunk: &sluicev1.GenerateChunk{Text: text, TokenIds: uint32s(ids)}}})
 	}
-	complete := func(out server.Outcome, finish string) error {
+	complete := func(out stream.Outcome, finish string) error {
 		usage := &sluicev1.Usage{PromptTokens: uint32(len(run.req.Prompt)), CompletionTokens: uint32(len(run.ts.IDs())),
 			CachedTokens: uint32(out.Result.CachedTokens)}
-		return stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
+		return call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
 			Complete: &sluicev1.GenerateComplete{FinishReason: finish, Usage: usage}}})
 	}
 	sendErr := func(err error, code codes.Code, httpStatus int) {
-		_ = stream.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Error{
+		_ = call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Error{
 			Error: &sluicev1.GenerateError{Code: code.String(), Message: err.Error(), HttpStatus: uint32(httpStatus)}}})
 	}
 	return s.stream(run, true, send, complete, sendErr)
@@ -78,11 +75,7 @@ func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*s
 		ids, err = b.Tokenizer.Encode(in.Text, addSpecial)
 	case *sluicev1.TokenizeRequest_Chat:
 		var text string
-		msgs := make([]server.ChatMessage, len(in.Chat.GetMessages()))
-		for i, m := range in.Chat.GetMessages() {
-			msgs[i] = server.ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
-		}
-		if text, err = b.Tokenizer.ChatPrompt(msgs); err == nil {
+		if text, err = b.Tokenizer.ChatPrompt(chatMessages(in.Chat.GetMessages())); err == nil {
 			ids, err = b.Tokenizer.Encode(text, false)
 		}
 	default:
@@ -102,7 +95,7 @@ func (x *inference) Detokenize(_ context.Context, r *sluicev1.DetokenizeRequest)
 	if err := x.s.servesModel(r.GetModel()); err != nil {
 		return nil, toStatus(err)
 	}
-	ids, err := int32s(r.GetTokenIds())
+	ids, err := int32s("token_ids", r.GetTokenIds())
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -126,30 +119,31 @@ func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*s
 }
 
 // chunkEmitter is the Pump's Emitter for gRPC: Text buffers, Flush sends one
-// message with the buffered text and every token id consumed since the last
-// message. Ids can run ahead of text (held-back stop-string prefixes, partial
-// UTF-8); they never lag it. After a failed send every Flush returns that error.
+// message with the buffered text and the ids of every token consumed since
+// the last message. After a failed send every Flush returns that error.
 type chunkEmitter struct {
-	ts   *server.TextStream
 	send func(text string, ids []int32) error
 	text string // Pump calls Text at most once between Flushes: no copy then
-	ids  int    // len(ts.IDs()) already sent
+	ids  []int32
 	err  error
 }
 
-func (e *chunkEmitter) Text(s string) error { e.text += s; return nil }
-func (e *chunkEmitter) KeepAlive() error    { return e.err }
+func (e *chunkEmitter) Text(s string, ids []int32) error {
+	e.text += s
+	e.ids = append(e.ids, ids...)
+	return nil
+}
+
+func (e *chunkEmitter) KeepAlive() error { return e.err }
 
 func (e *chunkEmitter) Flush() error {
 	if e.err != nil {
 		return e.err
 	}
-	ids := e.ts.IDs()[e.ids:]
-	if len(e.text) == 0 && len(ids) == 0 {
+	if len(e.text) == 0 && len(e.ids) == 0 {
 		return nil
 	}
-	e.err = e.send(e.text, ids)
-	e.ids += len(ids)
-	e.text = ""
+	e.err = e.send(e.text, e.ids)
+	e.text, e.ids = "", e.ids[:0]
 	return e.err
 }

@@ -1,100 +1,68 @@
 package grpcserver
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/json"
-	"fmt"
 
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
-// genRequest validates a sluice.v1 GenerateRequest with the HTTP API's own
-// validator: the request is restated in the OpenAI JSON schema and parsed by
-// server.ParseRequest, so both APIs accept exactly the same values with the
-// same messages, and a rule added on the HTTP side holds here too.
-func genRequest(r *sluicev1.GenerateRequest) (*server.GenRequest, error) {
-	body := map[string]any{"model": r.GetModel()}
-	chat := false
+// genRequest validates a sluice.v1 GenerateRequest with the stream core's
+// rules, the ones the HTTP API applies, so both accept exactly the same
+// values with the same messages.
+func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
+	g := &stream.GenRequest{Model: r.GetModel()}
+	var err error
 	switch in := r.GetInput().(type) {
 	case *sluicev1.GenerateRequest_Text:
-		body["prompt"] = in.Text
+		g.Prompt = in.Text
 	case *sluicev1.GenerateRequest_TokenIds:
-		body["prompt"] = in.TokenIds.GetIds() // an empty list is rejected as an empty prompt
-	case *sluicev1.GenerateRequest_Chat:
-		chat = true
-		msgs := make([]map[string]string, len(in.Chat.GetMessages()))
-		for i, m := range in.Chat.GetMessages() {
-			msgs[i] = map[string]string{"role": m.GetRole(), "content": m.GetContent()}
+		var ids []int32
+		if ids, err = int32s("token_ids", in.TokenIds.GetIds()); err == nil {
+			err = g.SetPromptIDs(ids)
 		}
-		body["messages"] = msgs
+	case *sluicev1.GenerateRequest_Chat:
+		err = g.SetMessages(chatMessages(in.Chat.GetMessages()))
 	default:
-		// prompt absent: ParseRequest names the field
+		err = stream.InvalidParam("prompt", "prompt is required: text, token_ids or chat")
+	}
+	if err != nil {
+		return nil, err
 	}
 	sp := r.GetSampling()
-	if sp == nil {
-		sp = &sluicev1.SamplingParams{} // presence is read from the fields below
+	p := stream.Params{
+		Temperature: f64(sp.Temperature), TopP: f64(sp.TopP), MinP: f64(sp.MinP),
+		PresencePenalty: f64(sp.PresencePenalty), FrequencyPenalty: f64(sp.FrequencyPenalty),
+		RepetitionPenalty: f64(sp.RepetitionPenalty), Stop: sp.GetStop(), Seed: sp.Seed,
 	}
-	optional := func(name string, set bool, v any) {
-		if set {
-			body[name] = v
-		}
+	if k := int(sp.GetTopK()); k != 0 {
+		p.TopK = &k
 	}
-	optional("temperature", sp.Temperature != nil, sp.GetTemperature())
-	optional("top_p", sp.TopP != nil, sp.GetTopP())
-	optional("top_k", sp.GetTopK() != 0, sp.GetTopK())
-	optional("min_p", sp.MinP != nil, sp.GetMinP())
-	optional("presence_penalty", sp.PresencePenalty != nil, sp.GetPresencePenalty())
-	optional("frequency_penalty", sp.FrequencyPenalty != nil, sp.GetFrequencyPenalty())
-	optional("repetition_penalty", sp.RepetitionPenalty != nil, sp.GetRepetitionPenalty())
-	optional("max_tokens", sp.MaxTokens != nil, sp.GetMaxTokens())
-	optional("stop", len(sp.GetStop()) > 0, sp.GetStop())
-	// The HTTP schema's seed is an int64; the bits survive the round trip.
-	optional("seed", sp.Seed != nil, int64(sp.GetSeed()))
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err)
+	if sp.MaxTokens != nil {
+		n := int(sp.GetMaxTokens())
+		p.MaxTokens = &n
 	}
-	return server.ParseRequest(raw, chat)
+	if err := g.SetParams(p); err != nil {
+		return nil, err
+	}
+	g.StopTokens, err = int32s("stop_token_ids", sp.GetStopTokenIds())
+	return g, err
 }
 
-// engineRequest tokenizes g's prompt and checks it against the context, as
-// the HTTP handlers do.
-func engineRequest(b *server.Backend, g *server.GenRequest) (engine.Request, error) {
-	prompt := g.PromptIDs
-	param := "prompt"
-	if prompt == nil {
-		text, addSpecial := g.Prompt, true
-		if g.Chat {
-			param = "messages"
-			var err error
-			if text, err = b.Tokenizer.ChatPrompt(g.Messages); err != nil {
-				return engine.Request{}, fmt.Errorf("%w: messages: applying the chat template: %v", engine.ErrInvalidRequest, err)
-			}
-			addSpecial = false // the template writes any BOS itself
-		}
-		var err error
-		if prompt, err = b.Tokenizer.Encode(text, addSpecial); err != nil {
-			return engine.Request{}, fmt.Errorf("%w: %s: tokenizing: %v", engine.ErrInvalidRequest, param, err)
-		}
+func chatMessages(in []*sluicev1.ChatMessage) []stream.ChatMessage {
+	msgs := make([]stream.ChatMessage, len(in))
+	for i, m := range in {
+		msgs[i] = stream.ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
 	}
-	switch n := len(prompt); {
-	case n == 0:
-		return engine.Request{}, fmt.Errorf("%w: %s: the prompt is empty after tokenization", engine.ErrInvalidRequest, param)
-	case n >= b.ContextLen:
-		return engine.Request{}, fmt.Errorf("%w: the prompt is %d tokens long; the model's context is %d tokens", engine.ErrPromptTooLong, n, b.ContextLen)
-	case g.MaxTokens > 0 && n+g.MaxTokens > b.ContextLen:
-		return engine.Request{}, fmt.Errorf("%w: the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it",
-			engine.ErrPromptTooLong, b.ContextLen, n, g.MaxTokens)
+	return msgs
+}
+
+// f64 widens an optional proto float; nil stays absent.
+func f64(v *float32) *float64 {
+	if v == nil {
+		return nil
 	}
-	sp := g.Sampling
-	if sp.Seed == nil {
-		seed := randUint64()
-		sp.Seed = &seed
-	}
-	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp}, nil
+	f := float64(*v)
+	return &f
 }
 
 func uint32s(ids []int32) []uint32 {
@@ -105,26 +73,15 @@ func uint32s(ids []int32) []uint32 {
 	return out
 }
 
-// int32s converts wire token ids; ids beyond int32 cannot name a token.
-func int32s(ids []uint32) ([]int32, error) {
+// int32s converts the wire token ids of field param; ids beyond int32
+// cannot name a token.
+func int32s(param string, ids []uint32) ([]int32, error) {
 	out := make([]int32, len(ids))
 	for i, id := range ids {
 		if id > 1<<31-1 {
-			return nil, fmt.Errorf("%w: token id %d out of range", engine.ErrInvalidRequest, id)
+			return nil, stream.InvalidParam(param, "%s[%d]: token id %d is out of range", param, i, id)
 		}
 		out[i] = int32(id)
 	}
 	return out, nil
-}
-
-func randID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand never fails
-	return fmt.Sprintf("%x", b)
-}
-
-func randUint64() uint64 {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint64(b[:])
 }

@@ -16,12 +16,13 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/models/modeltest"
 	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
-	"github.com/sluicehq/sluice/server/local"
 	"github.com/sluicehq/sluice/server/metrics"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // tinySpec is a random two-layer model with a byte-level BPE vocabulary and
@@ -102,7 +103,7 @@ func (r *recorder) OnReclaim(d time.Duration) {
 // rig is a gRPC server on 127.0.0.1 over a real engine and model, with clients.
 type rig struct {
 	srv    *Server
-	model  *local.Model
+	model  *loader.Model
 	rec    *recorder
 	spy    *spyEngine
 	addr   string
@@ -140,7 +141,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	rec := newRecorder(m)
-	model, err := local.Load(path, local.Options{Threads: 1, KVBlocks: 300, ContextLen: o.ctxLen, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec})
+	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 300, ContextLen: o.ctxLen, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,11 +229,11 @@ func (r *rig) idle(t *testing.T) *engine.Stats {
 // context, so a test knows when a request reached the engine and when the
 // engine can see its cancellation.
 type spyEngine struct {
-	server.Engine
+	stream.Engine
 	submitted chan context.Context
 }
 
-func (e *spyEngine) Submit(ctx context.Context, req engine.Request) (server.Sequence, error) {
+func (e *spyEngine) Submit(ctx context.Context, req engine.Request) (stream.Sequence, error) {
 	seq, err := e.Engine.Submit(ctx, req)
 	if err == nil {
 		select {

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // Config is the gRPC endpoint's configuration. HTTP carries the settings it
@@ -34,7 +35,7 @@ type Config struct {
 	HTTP server.Config
 }
 
-// ModelInfo describes the loaded model beyond what server.Backend carries,
+// ModelInfo describes the loaded model beyond what stream.Backend carries,
 // for VllmEngine.GetModelInfo.
 type ModelInfo struct {
 	Path      string
@@ -44,7 +45,7 @@ type ModelInfo struct {
 // model is what SetBackend attaches, stored as one so that the backend and
 // its description are never seen apart.
 type model struct {
-	backend *server.Backend
+	backend *stream.Backend
 	info    ModelInfo
 }
 
@@ -114,7 +115,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 }
 
 // SetBackend attaches the loaded model; health turns SERVING.
-func (s *Server) SetBackend(b *server.Backend, info ModelInfo) error {
+func (s *Server) SetBackend(b *stream.Backend, info ModelInfo) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("grpc: backend needs an engine, a tokenizer and a context length")
 	}
@@ -163,11 +164,8 @@ func (s *Server) Shutdown(grace time.Duration) {
 // Drain ends every open stream with an in-band shutdown error.
 func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
 
-// GRPC exposes the underlying server, to register more services before Serve.
-func (s *Server) GRPC() *grpc.Server { return s.gs }
-
 // loaded returns the backend or UNAVAILABLE while the model loads.
-func (s *Server) loaded() (*server.Backend, error) {
+func (s *Server) loaded() (*stream.Backend, error) {
 	m, err := s.loadedModel()
 	if err != nil {
 		return nil, err
@@ -186,55 +184,49 @@ func (s *Server) loadedModel() (*model, error) {
 
 // servesModel reports whether name selects the served model ("" does).
 func (s *Server) servesModel(name string) error {
-	if name == "" || name == s.cfg.HTTP.ModelID {
-		return nil
-	}
-	for _, a := range s.cfg.HTTP.Aliases {
-		if name == a {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: %q (this server serves %q)", server.ErrModelNotFound, name, s.cfg.HTTP.ModelID)
+	return stream.CheckModel(name, s.cfg.HTTP.ModelID, s.cfg.HTTP.Aliases)
 }
 
-// running is one generation RPC after admission: its context (cancelled by
-// the client, by Abort or by shutdown), the engine request and sequence, and
-// done, which the handler must call to unregister the id.
+// running is one generation RPC after admission: the engine request, the
+// generation (whose context the client, an Abort RPC or shutdown ends) and
+// its text stream, and done, which the handler must call to unregister the
+// id.
 type running struct {
-	ctx  context.Context
+	ctx  context.Context // the call's, as Abort ends it
 	done func()
 	req  engine.Request
-	seq  server.Sequence
-	ts   *server.TextStream
+	gen  *stream.Generation
+	ts   *stream.TextStream
 }
 
 // start is what both generation services do between parsing a request and
-// streaming it: build the engine request with the RPC's stop token ids, name
-// it (the client's id, or idPrefix and a random one) so Abort can find it,
-// and submit it. Errors come back as gRPC statuses.
-func (s *Server) start(parent context.Context, b *server.Backend, g *server.GenRequest, stopIDs []uint32, id, idPrefix string) (*running, error) {
-	req, err := engineRequest(b, g)
+// streaming it: prepare the engine request as HTTP does, name it (the
+// client's id, or idPrefix and a random one) so Abort can find it, and
+// submit it. Errors come back as gRPC statuses.
+func (s *Server) start(parent context.Context, b *stream.Backend, g *stream.GenRequest, id, idPrefix string) (*running, error) {
+	if err := s.servesModel(g.Model); err != nil {
+		return nil, toStatus(err)
+	}
+	req, err := stream.Prepare(b, g)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if req.StopTokens, err = int32s(stopIDs); err != nil {
-		return nil, toStatus(err)
-	}
 	if id == "" {
-		id = idPrefix + randID()
+		id = stream.NewID(idPrefix)
 	}
 	req.ID = id
 	ctx, done, err := s.inflight.add(parent, id)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	seq, err := s.submit(ctx, b, req)
+	s.lastRecv.Store(time.Now().UnixNano())
+	gen, err := stream.Submit(ctx, b.Engine, req, s.cfg.HTTP.AbortOnDisconnect)
 	if err != nil {
 		done()
 		return nil, toStatus(err)
 	}
-	return &running{ctx: ctx, done: done, req: req, seq: seq,
-		ts: server.NewTextStream(b.Tokenizer.NewDetokenizer(), g.Stop)}, nil
+	return &running{ctx: ctx, done: done, req: req, gen: gen,
+		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)}, nil
 }
 
 // stream is what both generation services do after start: pump the
@@ -243,9 +235,9 @@ func (s *Server) start(parent context.Context, b *server.Backend, g *server.GenR
 // complete with the finish reason; an in-band error goes to sendErr and
 // then comes back as a status; a client that left gets its context's status.
 func (s *Server) stream(run *running, streaming bool, send func(text string, ids []int32) error,
-	complete func(out server.Outcome, finish string) error, sendErr func(err error, code codes.Code, httpStatus int)) error {
-	em := &chunkEmitter{ts: run.ts, send: send}
-	out := server.Pump(run.ctx, run.seq, run.ts, em, s.pumpConfig(streaming), s.drain)
+	complete func(out stream.Outcome, finish string) error, sendErr func(err error, code codes.Code, httpStatus int)) error {
+	em := &chunkEmitter{send: send}
+	out := stream.Pump(run.gen, run.ts, em, s.pumpConfig(streaming), s.drain)
 	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
 	switch {
 	case errors.Is(context.Cause(run.ctx), errAbortRPC) && out.Err == nil:
@@ -265,23 +257,9 @@ func (s *Server) stream(run *running, streaming bool, send func(text string, ids
 	return complete(out, out.Finish)
 }
 
-// submit hands req to the engine, under ctx unless the naive benchmark mode
-// (AbortOnDisconnect off) hides cancellation from the engine.
-func (s *Server) submit(ctx context.Context, b *server.Backend, req engine.Request) (server.Sequence, error) {
-	if !s.cfg.HTTP.AbortOnDisconnect {
-		ctx = context.WithoutCancel(ctx)
-	}
-	s.lastRecv.Store(time.Now().UnixNano())
-	seq, err := b.Engine.Submit(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
-	}
-	return seq, nil
-}
-
-func (s *Server) pumpConfig(stream bool) server.PumpConfig {
-	pc := server.PumpConfig{StallTimeout: s.cfg.HTTP.StallTimeout, AbortOnDisconnect: s.cfg.HTTP.AbortOnDisconnect}
-	if stream {
+func (s *Server) pumpConfig(streaming bool) stream.PumpConfig {
+	pc := stream.PumpConfig{StallTimeout: s.cfg.HTTP.StallTimeout}
+	if streaming {
 		// KeepAlive is left off: HTTP/2 pings keep a gRPC connection alive.
 		pc.FlushInterval = s.cfg.HTTP.FlushInterval
 	}
@@ -346,7 +324,7 @@ func (s *Server) authorize(ctx context.Context, method string) error {
 			return nil
 		}
 	}
-	return toStatus(server.ErrUnauthorized)
+	return toStatus(stream.ErrUnauthorized)
 }
 
 func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,9 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server"
 	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // vllmEngine implements vllm.grpc.engine.VllmEngine: token ids in, token ids
@@ -24,13 +22,11 @@ type vllmEngine struct {
 	s                                    *Server
 }
 
-// vllmRequest checks what Sluice cannot honour and validates the rest with
-// the HTTP API's validator (see genRequest).
-func vllmRequest(r *vllmpb.GenerateRequest) (*server.GenRequest, error) {
+// vllmRequest refuses what Sluice cannot honour and validates the rest with
+// the stream core's rules (see genRequest). proto3 zero means "unset" for
+// the fields whose zero is out of range.
+func vllmRequest(r *vllmpb.GenerateRequest) (*stream.GenRequest, error) {
 	sp := r.GetSamplingParams()
-	if sp == nil {
-		sp = &vllmpb.SamplingParams{} // presence is read from the fields below
-	}
 	for _, c := range []struct {
 		bad   bool
 		field string
@@ -46,34 +42,53 @@ func vllmRequest(r *vllmpb.GenerateRequest) (*server.GenRequest, error) {
 		{sp.GetIncludeStopStrInOutput(), "include_stop_str_in_output"},
 	} {
 		if c.bad {
-			return nil, fmt.Errorf("%w: %s", ErrUnsupported, c.field)
+			return nil, fmt.Errorf("%w: %s", stream.ErrUnsupported, c.field)
 		}
 	}
-	body := map[string]any{"prompt": r.GetTokenized().GetInputIds()}
-	// proto3 zero means "unset" for the fields whose zero is out of range.
-	optional := func(name string, set bool, v any) {
-		if set {
-			body[name] = v
-		}
+	g := &stream.GenRequest{}
+	ids, err := int32s("input_ids", r.GetTokenized().GetInputIds())
+	if err == nil {
+		err = g.SetPromptIDs(ids)
 	}
-	body["temperature"] = sp.GetTemperature()
-	optional("top_p", sp.GetTopP() > 0, sp.GetTopP())
-	optional("top_k", sp.GetTopK() != 0, sp.GetTopK())
-	optional("min_p", sp.GetMinP() != 0, sp.GetMinP())
-	optional("presence_penalty", sp.GetPresencePenalty() != 0, sp.GetPresencePenalty())
-	optional("frequency_penalty", sp.GetFrequencyPenalty() != 0, sp.GetFrequencyPenalty())
-	optional("repetition_penalty", sp.GetRepetitionPenalty() > 0, sp.GetRepetitionPenalty())
-	optional("max_tokens", sp.MaxTokens != nil, sp.GetMaxTokens())
-	optional("stop", len(sp.GetStop()) > 0, sp.GetStop())
-	optional("seed", sp.Seed != nil, sp.GetSeed())
-	raw, err := json.Marshal(body)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err)
+		return nil, err
 	}
-	return server.ParseRequest(raw, false)
+	// set is the field when the client sent a non-zero value.
+	set := func(v float32, ok bool) *float64 {
+		if !ok {
+			return nil
+		}
+		f := float64(v)
+		return &f
+	}
+	p := stream.Params{
+		Temperature:       set(sp.GetTemperature(), true),
+		TopP:              set(sp.GetTopP(), sp.GetTopP() > 0),
+		MinP:              set(sp.GetMinP(), sp.GetMinP() != 0),
+		PresencePenalty:   set(sp.GetPresencePenalty(), sp.GetPresencePenalty() != 0),
+		FrequencyPenalty:  set(sp.GetFrequencyPenalty(), sp.GetFrequencyPenalty() != 0),
+		RepetitionPenalty: set(sp.GetRepetitionPenalty(), sp.GetRepetitionPenalty() > 0),
+		Stop:              sp.GetStop(),
+	}
+	if k := int(sp.GetTopK()); k != 0 {
+		p.TopK = &k
+	}
+	if sp.MaxTokens != nil {
+		n := int(sp.GetMaxTokens())
+		p.MaxTokens = &n
+	}
+	if sp.Seed != nil {
+		seed := uint64(int64(sp.GetSeed())) // the bits, as the HTTP API reads a negative seed
+		p.Seed = &seed
+	}
+	if err := g.SetParams(p); err != nil {
+		return nil, err
+	}
+	g.StopTokens, err = int32s("stop_token_ids", sp.GetStopTokenIds())
+	return g, err
 }
 
-func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStreamingServer[vllmpb.GenerateResponse]) error {
+func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, call grpc.ServerStreamingServer[vllmpb.GenerateResponse]) error {
 	s := v.s
 	b, err := s.loaded()
 	if err != nil {
@@ -83,7 +98,7 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStrea
 	if err != nil {
 		return toStatus(err)
 	}
-	run, err := s.start(stream.Context(), b, g, r.GetSamplingParams().GetStopTokenIds(), r.GetRequestId(), "vllm-")
+	run, err := s.start(call.Context(), b, g, r.GetRequestId(), "vllm-")
 	if err != nil {
 		return err
 	}
@@ -93,16 +108,16 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, stream grpc.ServerStrea
 		if !r.GetStream() {
 			return nil // one GenerateComplete at the end
 		}
-		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
+		return call.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
 			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(run.ts.IDs()))}}})
 	}
-	complete := func(out server.Outcome, finish string) error {
-		return stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Complete{
+	complete := func(out stream.Outcome, finish string) error {
+		return call.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Complete{
 			Complete: &vllmpb.GenerateComplete{OutputIds: uint32s(run.ts.IDs()), FinishReason: finish, PromptTokens: prompt,
 				CompletionTokens: int32(len(run.ts.IDs())), CachedTokens: int32(out.Result.CachedTokens)}}})
 	}
 	sendErr := func(err error, code codes.Code, httpStatus int) {
-		_ = stream.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Error{
+		_ = call.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Error{
 			Error: &vllmpb.GenerateError{Message: err.Error(), HttpStatusCode: strconv.Itoa(httpStatus), Details: code.String()}}})
 	}
 	return s.stream(run, r.GetStream(), send, complete, sendErr)

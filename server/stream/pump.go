@@ -1,58 +1,26 @@
-package server
+package stream
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
 
-// Engine is what the server needs from *engine.Engine (see EngineFunc for the
-// adapter). Submit applies backpressure at the edge: ErrQueueFull, ErrClosed,
-// ErrPromptTooLong and ErrInvalidRequest come back before any token.
-type Engine interface {
-	Submit(ctx context.Context, req engine.Request) (Sequence, error)
-}
-
-// Sequence is one generation's output as the engine delivers it. Tokens is
-// closed exactly once by the engine; Result is valid after that. Admitted is
-// closed when the engine first schedules the sequence (never, if it ends
-// while queued); it must not be nil. Abort asks the engine to end the
-// sequence and free its blocks at the next step boundary; it may be called
-// at any time, more than once.
-type Sequence interface {
-	Tokens() <-chan engine.Token
-	Admitted() <-chan struct{}
-	Result() engine.Result
-	Abort(cause engine.AbortCause)
-}
-
-// Emitter frames a stream for one transport (SSE, gRPC). Text and KeepAlive
-// buffer; Flush sends. After a send fails the Emitter keeps accepting calls
-// (a resumable stream still records what the client missed) and every Flush
-// returns the error.
-type Emitter interface {
-	Text(s string) error
-	KeepAlive() error
-	Flush() error
-}
-
 // PumpConfig holds the stream writer's timing rules.
 type PumpConfig struct {
 	FlushInterval time.Duration // 0: send each token's text at once
 	KeepAlive     time.Duration // 0: none
-	// StallTimeout aborts a sequence that has gone this long without a token
-	// since its admission or its last token (0: none). Time in the engine's
-	// queue does not count: a full server is not a stuck generation, and the
-	// queue is bounded already (MaxQueue refuses beyond it, the scheduler's
-	// aging admits every queued sequence in turn, a client that gives up
-	// disconnects and so aborts). Prefill after admission does count, and so
-	// does a preempted sequence's wait for readmission: that is a pause of a
-	// running generation, which this timeout exists to bound.
-	StallTimeout      time.Duration
-	AbortOnDisconnect bool
+	// StallTimeout aborts a sequence that has gone this long without
+	// progress since its admission: no token, and no prompt chunk computed
+	// (0: none). Time in the engine's queue does not count: a full server is
+	// not a stuck generation, and the queue is bounded already (MaxQueue
+	// refuses beyond it, the scheduler's aging admits every queued sequence
+	// in turn, a client that gives up disconnects and so aborts). A long
+	// prompt being processed is progress; a preempted sequence's wait for
+	// readmission is not: that is a pause of a running generation, which
+	// this timeout exists to bound.
+	StallTimeout time.Duration
 }
 
 // Outcome is how a pumped stream ended.
@@ -70,43 +38,48 @@ type Outcome struct {
 	CutShort   bool
 }
 
-// errClientGone marks a context cancelled because the client left.
-var errClientGone = errors.New("server: client gone")
-
-// Pump drains seq through ts into em until the sequence ends, the client
-// leaves (ctx done or a write fails) or shutdown is closed. It never returns
-// before seq's token channel is closed, so the sequence's blocks are free
-// (or, with AbortOnDisconnect off, its generation complete) when it returns.
-func Pump(ctx context.Context, seq Sequence, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) Outcome {
-	p := pump{seq: seq, ts: ts, em: em, cfg: cfg}
-	return p.run(ctx, shutdown)
+// Pump drains g's sequence through ts into em until the sequence ends. A
+// client that leaves (g's context done) or a write that fails (Pump then
+// cancels g's context) is left to the engine, which watches that context;
+// Pump aborts only for what it alone sees: a stop string, a stall, shutdown
+// closing. It never returns before the token channel is closed, so the
+// sequence's blocks are free (or, when Submit hid the cancellation, its
+// generation complete) when it returns.
+func Pump(g *Generation, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) Outcome {
+	p := pump{gen: g, ts: ts, em: em, cfg: cfg}
+	return p.run(shutdown)
 }
 
 type pump struct {
-	seq     Sequence
+	gen     *Generation
 	ts      *TextStream
 	em      Emitter
 	cfg     PumpConfig
-	pending []byte // text waiting for the flush timer
+	pending []byte  // text waiting for the flush timer
+	ids     []int32 // tokens consumed since the last Text
 	out     Outcome
 	aborted bool
 }
 
-func (p *pump) run(ctx context.Context, shutdown <-chan struct{}) Outcome {
+func (p *pump) run(shutdown <-chan struct{}) Outcome {
 	keep := newTimer(p.cfg.KeepAlive)
 	stall := newTimer(0) // armed at admission
 	flush := newTimer(0)
 	defer keep.Stop()
 	defer stall.Stop()
 	defer flush.Stop()
-	tokens := p.seq.Tokens()
-	admitted := p.seq.Admitted()
-	done := ctx.Done()
+	seq := p.gen.Seq
+	tokens, admitted, progress := seq.Tokens(), seq.Admitted(), seq.Progress()
+	done := p.gen.ctx.Done()
 	for tokens != nil {
 		select {
 		case <-admitted:
 			admitted = nil
 			stall.reset(p.cfg.StallTimeout)
+		case <-progress:
+			if admitted == nil {
+				stall.reset(p.cfg.StallTimeout)
+			}
 		case tok, ok := <-tokens:
 			if !ok {
 				tokens = nil
@@ -134,13 +107,13 @@ func (p *pump) run(ctx context.Context, shutdown <-chan struct{}) Outcome {
 			keep.reset(p.cfg.KeepAlive)
 		case <-stall.C():
 			stall.armed = false
-			p.abort(engine.CauseStall, fmt.Errorf("%w: no token for %v", ErrStall, p.cfg.StallTimeout))
+			p.abort(engine.CauseStall, fmt.Errorf("%w: no progress for %v", ErrStall, p.cfg.StallTimeout))
 		case <-shutdown:
 			shutdown = nil
 			p.abort(engine.CauseShutdown, ErrShutdown)
 		case <-done:
 			done = nil
-			p.clientGone()
+			p.out.ClientGone = true // the engine saw it too, and aborts
 		}
 	}
 	return p.finish()
@@ -170,6 +143,7 @@ func (p *pump) take(tok engine.Token) {
 	}
 	text, stopped := p.ts.Push(tok.ID)
 	p.pending = append(p.pending, text...)
+	p.ids = append(p.ids, tok.ID)
 	if stopped {
 		p.out.Finish = "stop"
 		p.abortSeq(engine.CauseStopString)
@@ -181,25 +155,24 @@ func (p *pump) send(keep *timer) {
 	if len(p.pending) == 0 {
 		return
 	}
-	p.fail(p.em.Text(string(p.pending)))
-	p.pending = p.pending[:0]
+	p.emit()
 	if !p.out.ClientGone {
 		p.fail(p.em.Flush())
 		keep.reset(p.cfg.KeepAlive)
 	}
 }
 
-// fail records a write error: the client is gone.
-func (p *pump) fail(err error) {
-	if err != nil && !p.out.ClientGone {
-		p.clientGone()
-	}
+func (p *pump) emit() {
+	p.fail(p.em.Text(string(p.pending), p.ids))
+	p.pending, p.ids = p.pending[:0], p.ids[:0]
 }
 
-func (p *pump) clientGone() {
-	p.out.ClientGone = true
-	if p.cfg.AbortOnDisconnect {
-		p.abortSeq(engine.CauseClientDisconnect)
+// fail records a write error: the client is gone, and cancelling the
+// generation's context tells the engine so.
+func (p *pump) fail(err error) {
+	if err != nil && !p.out.ClientGone {
+		p.out.ClientGone = true
+		p.gen.cancel(errClientGone)
 	}
 }
 
@@ -213,14 +186,14 @@ func (p *pump) abort(cause engine.AbortCause, err error) {
 func (p *pump) abortSeq(cause engine.AbortCause) {
 	if !p.aborted {
 		p.aborted = true
-		p.seq.Abort(cause)
+		p.gen.Seq.Abort(cause)
 	}
 }
 
 // finish runs after the token channel closed: the last text goes out and the
 // engine's result decides the outcome.
 func (p *pump) finish() Outcome {
-	p.out.Result = p.seq.Result()
+	p.out.Result = p.gen.Seq.Result()
 	res := p.out.Result
 	switch {
 	case p.out.Finish != "" || p.out.Err != nil:
@@ -242,9 +215,8 @@ func (p *pump) finish() Outcome {
 	if p.out.Finish != "" {
 		p.pending = append(p.pending, p.ts.Finish()...)
 	}
-	if len(p.pending) > 0 {
-		p.fail(p.em.Text(string(p.pending)))
-		p.pending = p.pending[:0]
+	if len(p.pending) > 0 || len(p.ids) > 0 {
+		p.emit()
 	}
 	return p.out
 }

@@ -1,8 +1,9 @@
-package server
+package stream_test
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	. "github.com/sluicehq/sluice/server/stream"
 )
 
 // slowModel takes step (fake time, under synctest) for every forward step,
@@ -46,17 +49,17 @@ func pumpOnEngine(t *testing.T, m *slowModel, cfg PumpConfig, maxTokens ...int) 
 		t.Fatal(err)
 	}
 	defer e.Close(context.Background())
-	v := newPieceVocab()
+	v := streamtest.NewPieceVocab()
 	outs := make([]Outcome, len(maxTokens))
 	var wg sync.WaitGroup
 	for i, n := range maxTokens {
-		seq, err := e.Submit(t.Context(), engine.Request{Prompt: []int32{'h', 'i'}, MaxTokens: n})
+		gen, err := Submit(t.Context(), FromEngine(e), engine.Request{Prompt: []int32{'h', 'i'}, MaxTokens: n}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
 			em := &recEmitter{start: time.Now()}
-			outs[i] = Pump(t.Context(), seq, NewTextStream(v.NewDetokenizer(), nil), em, cfg, nil)
+			outs[i] = Pump(gen, NewTextStream(v.NewDetokenizer(), nil), em, cfg, nil)
 		})
 	}
 	wg.Wait()
@@ -68,7 +71,7 @@ func pumpOnEngine(t *testing.T, m *slowModel, cfg PumpConfig, maxTokens ...int) 
 func TestPumpEngineQueueWaitIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &slowModel{step: 10 * time.Second}
-		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true}
+		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second}
 		// The first holds the only slot for 10 steps (100 s); the second waits.
 		outs := pumpOnEngine(t, m, cfg, 10, 3)
 		for i, out := range outs {
@@ -84,7 +87,7 @@ func TestPumpEngineQueueWaitIsNotAStall(t *testing.T) {
 func TestPumpEngineRunningStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &slowModel{step: time.Second, hangAt: 3, hang: time.Minute}
-		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true}
+		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second}
 		out := pumpOnEngine(t, m, cfg, 10)[0]
 		// The hung step still delivers its token; the abort lands at the
 		// boundary after it.
@@ -92,4 +95,44 @@ func TestPumpEngineRunningStall(t *testing.T) {
 			t.Errorf("%+v, want a stall abort after 3 tokens", out)
 		}
 	})
+}
+
+// Through the real engine: a prompt whose processing takes several stall
+// windows (600 tokens, 16 a step, 10 s a step: 380 s against a 30 s
+// timeout) completes, streamed (coalesced, keep-alives) and not, because
+// every prompt chunk is progress. A step that hangs still stalls (above).
+func TestPumpEngineLongPromptIsNotAStall(t *testing.T) {
+	for _, streamed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streamed=%v", streamed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := &slowModel{step: 10 * time.Second}
+				e, err := engine.New(m, engine.Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 16})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				cfg := PumpConfig{StallTimeout: 30 * time.Second}
+				if streamed {
+					cfg.FlushInterval, cfg.KeepAlive = 25*time.Millisecond, 15*time.Second
+				}
+				prompt := make([]int32, 600)
+				for i := range prompt {
+					prompt[i] = 'a' + int32(i%26)
+				}
+				gen, err := Submit(t.Context(), FromEngine(e), engine.Request{Prompt: prompt, MaxTokens: 3}, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := streamtest.NewPieceVocab()
+				em := &recEmitter{start: time.Now()}
+				out := Pump(gen, NewTextStream(v.NewDetokenizer(), nil), em, cfg, nil)
+				if out.Err != nil || out.Finish != "length" || em.text.String() != "xxx" {
+					t.Errorf("%+v text %q, want the prompt processed and 3 tokens", out, em.text.String())
+				}
+				if took := time.Since(em.start); took < 10*cfg.StallTimeout {
+					t.Errorf("took %v: the prompt was not several stall windows long", took)
+				}
+			})
+		})
+	}
 }

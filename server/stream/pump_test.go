@@ -1,4 +1,4 @@
-package server
+package stream_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	. "github.com/sluicehq/sluice/server/stream"
 )
 
 // recEmitter records what the pump asks of an emitter, with the (fake) time
@@ -26,7 +28,11 @@ type recEmitter struct {
 	n          int
 }
 
-func (e *recEmitter) Text(s string) error { e.text.WriteString(s); e.dirty = true; return nil }
+func (e *recEmitter) Text(s string, _ []int32) error {
+	e.text.WriteString(s)
+	e.dirty = e.dirty || s != ""
+	return nil
+}
 func (e *recEmitter) KeepAlive() error {
 	e.keepAlives = append(e.keepAlives, time.Since(e.start))
 	return nil
@@ -51,18 +57,19 @@ func TestPump(t *testing.T) {
 		prefill  time.Duration
 		interval time.Duration
 		cfg      PumpConfig
+		naive    bool // Submit hides the client's leaving from the engine (AbortOnDisconnect off)
 		stops    []string
 		cancelAt time.Duration // cancel the request context (client gone)
 		shutAt   time.Duration // close the shutdown channel
 		failFrom int
 		finish   engine.FinishReason
-		check    func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine)
+		check    func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine)
 	}{
 		{
 			name: "keep-alive while queued, none once tokens flow", script: []string{"a", "b", "c"},
 			queued: 40 * time.Second, interval: time.Second,
-			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: time.Minute, AbortOnDisconnect: true},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: time.Minute},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if want := []time.Duration{15 * time.Second, 30 * time.Second}; !slices.Equal(e.keepAlives, want) {
 					t.Errorf("keep-alives at %v, want %v", e.keepAlives, want)
 				}
@@ -74,8 +81,8 @@ func TestPump(t *testing.T) {
 		{
 			name: "stall timeout aborts a running sequence that stops producing", script: []string{"a", "b"},
 			queued: time.Minute, interval: time.Hour,
-			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !errors.Is(out.Err, ErrStall) || out.ClientGone || e.text.String() != "a" {
 					t.Errorf("outcome %+v text %q, want a stall error after \"a\"", out, e.text.String())
 				}
@@ -90,8 +97,8 @@ func TestPump(t *testing.T) {
 		{
 			name: "waiting in the queue longer than the stall timeout is not a stall", script: []string{"a", "b", "c"},
 			queued: 5 * time.Minute, interval: time.Second,
-			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if out.Err != nil || out.Finish != "stop" || e.text.String() != "abc" || len(eng.Aborts()) != 0 {
 					t.Errorf("outcome %+v text %q aborts %v, want the whole stream", out, e.text.String(), eng.Aborts())
 				}
@@ -103,8 +110,8 @@ func TestPump(t *testing.T) {
 		{
 			name: "the stall clock starts at admission: a prefill longer than the timeout stalls", script: []string{"a"},
 			queued: 5 * time.Minute, prefill: time.Hour,
-			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second, AbortOnDisconnect: true},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !errors.Is(out.Err, ErrStall) || !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseStall}) {
 					t.Errorf("outcome %+v aborts %v, want a stall", out, eng.Aborts())
 				}
@@ -115,9 +122,9 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "client gone mid-stream aborts at once", script: strings.Split("abcdefghij", ""),
-			interval: time.Second, cfg: PumpConfig{StallTimeout: time.Minute, AbortOnDisconnect: true},
+			interval: time.Second, cfg: PumpConfig{StallTimeout: time.Minute},
 			cancelAt: 3500 * time.Millisecond,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !out.ClientGone || !out.CutShort || out.Err != nil {
 					t.Errorf("outcome %+v, want client gone, cut short", out)
 				}
@@ -131,8 +138,8 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "a failed write is a client gone", script: strings.Split("abcdefghij", ""),
-			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, failFrom: 3,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			interval: time.Second, cfg: PumpConfig{}, failFrom: 3,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !out.ClientGone || !out.CutShort {
 					t.Errorf("outcome %+v", out)
 				}
@@ -143,8 +150,8 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "without abort-on-disconnect the sequence runs into the void", script: strings.Split("abcdef", ""),
-			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: false}, cancelAt: 1500 * time.Millisecond,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			interval: time.Second, cfg: PumpConfig{}, naive: true, cancelAt: 1500 * time.Millisecond,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !out.ClientGone || out.CutShort || out.Finish != "stop" || len(eng.Aborts()) != 0 {
 					t.Errorf("outcome %+v aborts %v", out, eng.Aborts())
 				}
@@ -152,8 +159,8 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "shutdown ends the stream in-band", script: strings.Split("abcdef", ""),
-			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, shutAt: 2500 * time.Millisecond,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			interval: time.Second, cfg: PumpConfig{}, shutAt: 2500 * time.Millisecond,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if !errors.Is(out.Err, ErrShutdown) || !slices.Equal(eng.Aborts(), []engine.AbortCause{engine.CauseShutdown}) {
 					t.Errorf("outcome %+v aborts %v", out, eng.Aborts())
 				}
@@ -161,8 +168,8 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "stop string aborts the sequence", script: []string{"x", "S", "T", "O", "P", "y", "z"},
-			interval: time.Second, cfg: PumpConfig{AbortOnDisconnect: true}, stops: []string{"STOP"},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			interval: time.Second, cfg: PumpConfig{}, stops: []string{"STOP"},
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if out.Finish != "stop" || out.Err != nil || e.text.String() != "x" {
 					t.Errorf("outcome %+v text %q", out, e.text.String())
 				}
@@ -174,7 +181,7 @@ func TestPump(t *testing.T) {
 		{
 			name: "an engine failure is an in-band error after the text so far", script: []string{"a", "b"},
 			interval: time.Second, finish: engine.FinishError,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if out.Err == nil || out.Finish != "" || e.text.String() != "ab" {
 					t.Errorf("outcome %+v text %q", out, e.text.String())
 				}
@@ -182,7 +189,7 @@ func TestPump(t *testing.T) {
 		},
 		{
 			name: "length limit", script: []string{"a", "b"}, finish: engine.FinishLength,
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if out.Finish != "length" || out.Err != nil {
 					t.Errorf("outcome %+v", out)
 				}
@@ -191,7 +198,7 @@ func TestPump(t *testing.T) {
 		{
 			name: "flush interval 0 writes every token", script: strings.Split("abcdefghij", ""),
 			interval: 5 * time.Millisecond, cfg: PumpConfig{},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				if len(e.flushes) != 10 {
 					t.Errorf("%d flushes, want 10", len(e.flushes))
 				}
@@ -200,7 +207,7 @@ func TestPump(t *testing.T) {
 		{
 			name: "flush interval groups tokens into fewer writes", script: strings.Split("abcdefghijklmnopqrst", ""),
 			interval: 5 * time.Millisecond, cfg: PumpConfig{FlushInterval: 25 * time.Millisecond},
-			check: func(t *testing.T, out Outcome, e *recEmitter, eng *scriptEngine) {
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
 				// 20 tokens over 95ms: one write per 25ms window (the last
 				// window's text goes out at the end of the stream).
 				if len(e.flushes) != 3 || e.text.String() != "abcdefghijklmnopqrst" {
@@ -212,8 +219,8 @@ func TestPump(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				v := newPieceVocab()
-				eng := &scriptEngine{script: v.ids(tt.script...), queued: tt.queued, prefill: tt.prefill, interval: tt.interval, finish: tt.finish}
+				v := streamtest.NewPieceVocab()
+				eng := &streamtest.ScriptEngine{Script: v.IDs(tt.script...), Queued: tt.queued, Prefill: tt.prefill, Interval: tt.interval, Finish: tt.finish}
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				shutdown := make(chan struct{})
@@ -223,13 +230,12 @@ func TestPump(t *testing.T) {
 				if tt.shutAt > 0 {
 					time.AfterFunc(tt.shutAt, func() { close(shutdown) })
 				}
-				submitCtx := ctx
-				if !tt.cfg.AbortOnDisconnect {
-					submitCtx = context.WithoutCancel(ctx) // as Server.submit does
+				gen, err := Submit(ctx, eng, engine.Request{}, !tt.naive)
+				if err != nil {
+					t.Fatal(err)
 				}
-				seq, _ := eng.Submit(submitCtx, engine.Request{})
 				e := &recEmitter{start: time.Now(), failFrom: tt.failFrom}
-				out := Pump(ctx, seq, NewTextStream(v.NewDetokenizer(), tt.stops), e, tt.cfg, shutdown)
+				out := Pump(gen, NewTextStream(v.NewDetokenizer(), tt.stops), e, tt.cfg, shutdown)
 				e.ended = time.Since(e.start)
 				if eng.Live() != 0 {
 					t.Errorf("Pump returned with %d live sequences", eng.Live())

@@ -1,14 +1,6 @@
-package server
+package stream
 
 import "strings"
-
-// Detokenizer turns token ids into text incrementally. Add returns only text
-// that is complete UTF-8 and that the merge of later tokens cannot change;
-// Flush returns whatever is left at the end. *tokenizer.Decoder satisfies it.
-type Detokenizer interface {
-	Add(id int32) string
-	Flush() string
-}
 
 // TextStream is the framing-independent core of the stream writer: it turns
 // a sequence's tokens into text that is safe to send. Safe means complete
@@ -29,6 +21,7 @@ type TextStream struct {
 	ids     []int32
 	sent    int // bytes returned so far
 	stopped bool
+	matched string // the stop string that matched, once stopped
 }
 
 // NewTextStream returns a TextStream over dec that cuts at any of stops
@@ -83,6 +76,7 @@ func (t *TextStream) release(fresh string) (string, bool) {
 	}
 	if cut := t.firstStop(buf); cut >= 0 {
 		t.stopped = true
+		t.matched = t.stopAt(buf[cut:])
 		t.held = ""
 		t.sent += cut
 		return buf[:cut], true
@@ -132,3 +126,18 @@ func (t *TextStream) Held() string { return t.held }
 
 // Stopped reports whether a stop string matched.
 func (t *TextStream) Stopped() bool { return t.stopped }
+
+// Matched returns the stop string that ended the stream ("" while none
+// has): the Messages API reports it as stop_sequence.
+func (t *TextStream) Matched() string { return t.matched }
+
+// stopAt is the stop string firstStop found at the start of buf: the first
+// in list order, as firstStop breaks ties between matches at one offset.
+func (t *TextStream) stopAt(buf string) string {
+	for _, s := range t.stops {
+		if strings.HasPrefix(buf, s) {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,8 +1,11 @@
-package server
+package stream_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	. "github.com/sluicehq/sluice/server/stream"
 )
 
 func TestTextStream(t *testing.T) {
@@ -102,8 +105,8 @@ func TestTextStream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := newPieceVocab()
-			ids := v.ids(tt.pieces...)
+			v := streamtest.NewPieceVocab()
+			ids := v.IDs(tt.pieces...)
 			ts := NewTextStream(v.NewDetokenizer(), tt.stops)
 			var got strings.Builder
 			for i, id := range ids {
@@ -149,8 +152,8 @@ func TestTextStreamNeverLeaksStopPrefix(t *testing.T) {
 	want := text[:strings.Index(text, stop)]
 	for i := 1; i < len(text); i++ {
 		for j := i + 1; j < len(text); j++ {
-			v := newPieceVocab()
-			ids := v.ids(text[:i], text[i:j], text[j:])
+			v := streamtest.NewPieceVocab()
+			ids := v.IDs(text[:i], text[i:j], text[j:])
 			ts := NewTextStream(v.NewDetokenizer(), []string{stop})
 			var got string
 			for _, id := range ids {

@@ -1,4 +1,7 @@
-package server
+// Package streamtest holds the fakes the stream core's and the HTTP
+// adapter's tests share: a tokenizer of arbitrary pieces and an engine whose
+// timing a test controls (under testing/synctest).
+package streamtest
 
 import (
 	"context"
@@ -8,24 +11,26 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
-// pieceVocab is a test tokenizer whose tokens are arbitrary byte strings:
+// PieceVocab is a test tokenizer whose tokens are arbitrary byte strings:
 // ids 0-255 are single bytes (prompts are encoded byte by byte) and the
 // pieces a test adds get ids from 256. Its decoder holds back incomplete
 // UTF-8, like the real one; it has no merges that could change earlier text.
-type pieceVocab struct{ pieces []string }
+type PieceVocab struct{ pieces []string }
 
-func newPieceVocab() *pieceVocab {
-	v := &pieceVocab{}
+// NewPieceVocab returns a vocabulary of the 256 single bytes.
+func NewPieceVocab() *PieceVocab {
+	v := &PieceVocab{}
 	for b := range 256 {
 		v.pieces = append(v.pieces, string([]byte{byte(b)}))
 	}
 	return v
 }
 
-// ids adds pieces to the vocabulary and returns their ids.
-func (v *pieceVocab) ids(pieces ...string) []int32 {
+// IDs adds pieces to the vocabulary and returns their ids.
+func (v *PieceVocab) IDs(pieces ...string) []int32 {
 	out := make([]int32, len(pieces))
 	for i, p := range pieces {
 		out[i] = int32(len(v.pieces))
@@ -34,7 +39,7 @@ func (v *pieceVocab) ids(pieces ...string) []int32 {
 	return out
 }
 
-func (v *pieceVocab) Encode(text string, _ bool) ([]int32, error) {
+func (v *PieceVocab) Encode(text string, _ bool) ([]int32, error) {
 	out := make([]int32, len(text))
 	for i := range len(text) {
 		out[i] = int32(text[i])
@@ -42,7 +47,7 @@ func (v *pieceVocab) Encode(text string, _ bool) ([]int32, error) {
 	return out, nil
 }
 
-func (v *pieceVocab) ChatPrompt(msgs []ChatMessage) (string, error) {
+func (v *PieceVocab) ChatPrompt(msgs []stream.ChatMessage) (string, error) {
 	var s string
 	for _, m := range msgs {
 		s += "<" + m.Role + ">" + m.Content + "\n"
@@ -50,10 +55,10 @@ func (v *pieceVocab) ChatPrompt(msgs []ChatMessage) (string, error) {
 	return s + "<assistant>", nil
 }
 
-func (v *pieceVocab) NewDetokenizer() Detokenizer { return &pieceDecoder{v: v} }
+func (v *PieceVocab) NewDetokenizer() stream.Detokenizer { return &pieceDecoder{v: v} }
 
 type pieceDecoder struct {
-	v       *pieceVocab
+	v       *PieceVocab
 	pending []byte
 }
 
@@ -76,20 +81,20 @@ func (d *pieceDecoder) Flush() string {
 	return out
 }
 
-// scriptEngine stands in for the engine where a test must control time:
+// ScriptEngine stands in for the engine where a test must control time:
 // every sequence is admitted after a queueing delay and produces the same
 // scripted ids, the first after a prefill delay, then one per interval. It
 // keeps the engine's contract: the channel is closed exactly once, Admitted
 // is closed on admission only, Abort and ctx cancellation end the sequence,
 // Resume continues the script after the tokens already produced.
-type scriptEngine struct {
-	script   []int32
-	queued   time.Duration // before admission
-	prefill  time.Duration // from admission to the first token
-	interval time.Duration // between tokens
-	finish   engine.FinishReason
-	fail     error             // Submit returns it (backpressure, shutdown)
-	cause    engine.AbortCause // with finish FinishAbort: the script ends as if aborted
+type ScriptEngine struct {
+	Script   []int32
+	Queued   time.Duration // before admission
+	Prefill  time.Duration // from admission to the first token
+	Interval time.Duration // between tokens
+	Finish   engine.FinishReason
+	Fail     error             // Submit returns it (backpressure, shutdown)
+	Cause    engine.AbortCause // with Finish FinishAbort: the script ends as if aborted
 
 	mu       sync.Mutex
 	live     int // sequences whose channel is not closed yet
@@ -98,46 +103,53 @@ type scriptEngine struct {
 	aborts   []engine.AbortCause
 }
 
-func (e *scriptEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
-	if e.fail != nil {
-		return nil, e.fail
+func (e *ScriptEngine) Submit(ctx context.Context, req engine.Request) (stream.Sequence, error) {
+	if e.Fail != nil {
+		return nil, e.Fail
 	}
 	e.mu.Lock()
 	e.live++
 	e.submits = append(e.submits, req)
 	e.mu.Unlock()
-	s := &scriptSeq{e: e, ch: make(chan engine.Token, len(e.script)+1), admitted: make(chan struct{}),
+	s := &scriptSeq{e: e, ch: make(chan engine.Token, len(e.Script)+1), admitted: make(chan struct{}),
 		abort: make(chan engine.AbortCause, 1)}
 	go s.run(ctx, len(req.Resume))
 	return s, nil
 }
 
-func (e *scriptEngine) Live() int {
+// MaxSequenceLen is no limit: the Backend's ContextLen is the one tests set.
+func (e *ScriptEngine) MaxSequenceLen() int { return 1 << 20 }
+
+// Live counts the sequences whose channel is not closed yet.
+func (e *ScriptEngine) Live() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.live
 }
 
-func (e *scriptEngine) Produced() int {
+// Produced counts the tokens all sequences sent.
+func (e *ScriptEngine) Produced() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.produced
 }
 
-func (e *scriptEngine) Submits() []engine.Request {
+// Submits are the requests accepted, in order.
+func (e *ScriptEngine) Submits() []engine.Request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]engine.Request(nil), e.submits...)
 }
 
-func (e *scriptEngine) Aborts() []engine.AbortCause {
+// Aborts are the causes of the sequences that ended aborted, in order.
+func (e *ScriptEngine) Aborts() []engine.AbortCause {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]engine.AbortCause(nil), e.aborts...)
 }
 
 type scriptSeq struct {
-	e        *scriptEngine
+	e        *ScriptEngine
 	ch       chan engine.Token
 	admitted chan struct{}
 	abort    chan engine.AbortCause
@@ -167,7 +179,7 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 		}
 		return false
 	}
-	queued, prefill := s.e.queued, s.e.prefill
+	queued, prefill := s.e.Queued, s.e.Prefill
 	if from > 0 { // a resumed generation continues at once
 		queued, prefill = 0, 0
 	}
@@ -175,20 +187,20 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 		return
 	}
 	close(s.admitted)
-	for i := from; i < len(s.e.script); i++ {
-		wait := s.e.interval
+	for i := from; i < len(s.e.Script); i++ {
+		wait := s.e.Interval
 		if i == from {
 			wait = prefill
 		}
 		if !sleep(wait, i) {
 			return
 		}
-		s.ch <- engine.Token{ID: s.e.script[i], Index: i}
+		s.ch <- engine.Token{ID: s.e.Script[i], Index: i}
 		s.e.mu.Lock()
 		s.e.produced++
 		s.e.mu.Unlock()
 	}
-	s.res = engine.Result{Finish: s.e.finish, Cause: s.e.cause, CompletionTokens: len(s.e.script)}
+	s.res = engine.Result{Finish: s.e.Finish, Cause: s.e.Cause, CompletionTokens: len(s.e.Script)}
 	if s.res.Finish == "" {
 		s.res.Finish = engine.FinishStop
 	}
@@ -196,6 +208,7 @@ func (s *scriptSeq) run(ctx context.Context, from int) {
 
 func (s *scriptSeq) Tokens() <-chan engine.Token { return s.ch }
 func (s *scriptSeq) Admitted() <-chan struct{}   { return s.admitted }
+func (s *scriptSeq) Progress() <-chan struct{}   { return nil } // a prefill is one silent wait
 func (s *scriptSeq) Result() engine.Result       { return s.res }
 func (s *scriptSeq) Abort(c engine.AbortCause) {
 	s.once.Do(func() { s.abort <- c })

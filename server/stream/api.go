@@ -1,0 +1,96 @@
+package stream
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Engine is what the stream core needs from *engine.Engine (the loader
+// adapts it: *engine.Engine returns a concrete *Sequence). Submit applies
+// backpressure at the edge: ErrQueueFull, ErrClosed, ErrPromptTooLong and
+// ErrInvalidRequest come back before any token. The sequence ends with
+// CauseClientDisconnect when ctx is done: the engine is the one owner of
+// that cancellation.
+type Engine interface {
+	Submit(ctx context.Context, req engine.Request) (Sequence, error)
+	// MaxSequenceLen is the longest prompt + output the engine accepts: the
+	// model's context or the KV pool's capacity, whichever is smaller.
+	MaxSequenceLen() int
+}
+
+// Sequence is one generation's output as the engine delivers it. Tokens is
+// closed exactly once by the engine; Result is valid after that. Admitted is
+// closed when the engine first schedules the sequence (never, if it ends
+// while queued); it must not be nil. Progress receives a signal (coalesced,
+// never blocking the engine) whenever a step computed some of the
+// sequence's prompt; nil means the engine reports none. Abort asks the
+// engine to end the sequence and free its blocks at the next step
+// boundary; it may be called at any time, more than once.
+type Sequence interface {
+	Tokens() <-chan engine.Token
+	Admitted() <-chan struct{}
+	Progress() <-chan struct{}
+	Result() engine.Result
+	Abort(cause engine.AbortCause)
+}
+
+// Emitter frames a stream for one transport (SSE, gRPC). Text and KeepAlive
+// buffer; Flush sends. Text carries the ids of every token consumed since
+// the previous Text: ids can run ahead of text (a held-back stop-string
+// prefix, a partial UTF-8 character) and never lag it; text may be empty
+// when only ids are left at the end. The ids slice is valid only during the
+// call. After a send fails the Emitter keeps accepting calls (a resumable
+// stream still records what the client missed) and every Flush returns the
+// error.
+type Emitter interface {
+	Text(text string, ids []int32) error
+	KeepAlive() error
+	Flush() error
+}
+
+// Detokenizer turns token ids into text incrementally. Add returns only text
+// that is complete UTF-8 and that the merge of later tokens cannot change;
+// Flush returns whatever is left at the end. *tokenizer.Decoder satisfies it.
+type Detokenizer interface {
+	Add(id int32) string
+	Flush() string
+}
+
+// Tokenizer is what the stream core needs from the model's tokenizer.
+type Tokenizer interface {
+	// Encode tokenizes text; addSpecial adds the model's BOS (and the like).
+	Encode(text string, addSpecial bool) ([]int32, error)
+	// ChatPrompt renders messages through the model's chat template, with
+	// the generation prompt for the assistant's turn appended.
+	ChatPrompt(msgs []ChatMessage) (string, error)
+	// NewDetokenizer starts an incremental decoder for one stream.
+	NewDetokenizer() Detokenizer
+}
+
+// PromptDetokenizer is a Tokenizer that can start a decoder after the
+// prompt's last tokens, so the first generated token decodes as it would
+// inside the text (a SentencePiece "▁Paris" after a prompt is " Paris", at
+// the start of a text "Paris"). Found by type assertion.
+type PromptDetokenizer interface {
+	NewDetokenizerAfter(prompt []int32) Detokenizer
+}
+
+// NewDetokenizerFor starts the decoder of a stream that follows prompt.
+// Every transport decodes through it, so they all render the same text.
+func NewDetokenizerFor(tok Tokenizer, prompt []int32) Detokenizer {
+	if pd, ok := tok.(PromptDetokenizer); ok {
+		return pd.NewDetokenizerAfter(prompt)
+	}
+	return tok.NewDetokenizer()
+}
+
+// Backend is a loaded model as the transports drive it.
+type Backend struct {
+	Engine     Engine
+	Tokenizer  Tokenizer
+	ContextLen int // the model's context: what model listings report
+}
+
+// Limit is the longest prompt + output a request may ask for.
+func (b *Backend) Limit() int { return min(b.ContextLen, b.Engine.MaxSequenceLen()) }

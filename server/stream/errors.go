@@ -1,0 +1,125 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Errors the transports detect. Engine errors are in engine/api.go; both
+// kinds take their row of the one table below.
+var (
+	// ErrModelNotFound: the request names a model this server does not serve.
+	ErrModelNotFound = errors.New("model not found")
+	// ErrBodyTooLarge: the request is over the configured size limit.
+	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrUnauthorized: the API key is missing or wrong.
+	ErrUnauthorized = errors.New("invalid api key")
+	// ErrStreamNotFound: a resume names a stream that is unknown or expired.
+	ErrStreamNotFound = errors.New("stream not found")
+	// ErrResumeGap: the events after Last-Event-ID are no longer retained.
+	ErrResumeGap = errors.New("events after Last-Event-ID no longer retained")
+	// ErrStall: the sequence made no progress within the stall timeout (in-band).
+	ErrStall = errors.New("generation stalled")
+	// ErrShutdown: the server stopped before the stream finished (in-band, or before it).
+	ErrShutdown = errors.New("server shutting down")
+	// ErrDuplicateID: a request id is already in flight.
+	ErrDuplicateID = errors.New("request id already in flight")
+	// ErrUnknownID: an abort names no in-flight request.
+	ErrUnknownID = errors.New("no such request in flight")
+	// ErrUnsupported: a request field Sluice cannot honour (refused, never ignored).
+	ErrUnsupported = errors.New("unsupported request field")
+	// errClientGone is the cancellation cause of a stream whose write failed.
+	errClientGone = errors.New("client gone")
+)
+
+// Class is how every transport reports one error: HTTP status, OpenAI error
+// type and code, gRPC code, Anthropic error type. Param names the offending
+// request field, when there is one.
+type Class struct {
+	HTTP int
+	Type string
+	Code string
+	GRPC codes.Code
+	// Anthropic is the Messages API's error type for the same error
+	// ("invalid_request_error", "overloaded_error"...): Anthropic's SDKs
+	// read it from {"type":"error","error":{"type":...}}.
+	Anthropic string
+	Param     string
+}
+
+// table is the one map from sentinel errors to what the transports answer.
+// HTTP 499 is nginx's "client closed request": no client sees it, logs do.
+var table = []struct {
+	err error
+	Class
+}{
+	{engine.ErrInvalidRequest, Class{http.StatusBadRequest, "invalid_request_error", "invalid_value", codes.InvalidArgument, "invalid_request_error", ""}},
+	{engine.ErrPromptTooLong, Class{http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", codes.InvalidArgument, "invalid_request_error", ""}},
+	{engine.ErrQueueFull, Class{http.StatusTooManyRequests, "rate_limit_error", "queue_full", codes.ResourceExhausted, "rate_limit_error", ""}},
+	{engine.ErrClosed, Class{http.StatusServiceUnavailable, "server_error", "engine_closed", codes.Unavailable, "overloaded_error", ""}},
+	{ErrModelNotFound, Class{http.StatusNotFound, "invalid_request_error", "model_not_found", codes.NotFound, "not_found_error", ""}},
+	{ErrBodyTooLarge, Class{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", codes.ResourceExhausted, "request_too_large", ""}},
+	{ErrUnauthorized, Class{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", codes.Unauthenticated, "authentication_error", ""}},
+	{ErrStreamNotFound, Class{http.StatusNotFound, "invalid_request_error", "stream_not_found", codes.NotFound, "not_found_error", ""}},
+	{ErrResumeGap, Class{http.StatusConflict, "invalid_request_error", "resume_gap", codes.FailedPrecondition, "invalid_request_error", ""}},
+	{ErrStall, Class{http.StatusGatewayTimeout, "server_error", "stall_timeout", codes.DeadlineExceeded, "api_error", ""}},
+	{ErrShutdown, Class{http.StatusServiceUnavailable, "server_error", "server_shutdown", codes.Unavailable, "overloaded_error", ""}},
+	{ErrDuplicateID, Class{http.StatusConflict, "invalid_request_error", "duplicate_request_id", codes.AlreadyExists, "invalid_request_error", ""}},
+	{ErrUnknownID, Class{http.StatusNotFound, "invalid_request_error", "request_not_found", codes.NotFound, "not_found_error", ""}},
+	{ErrUnsupported, Class{http.StatusBadRequest, "invalid_request_error", "unsupported_parameter", codes.InvalidArgument, "invalid_request_error", ""}},
+	{context.Canceled, Class{499, "server_error", "cancelled", codes.Canceled, "api_error", ""}},
+	{context.DeadlineExceeded, Class{http.StatusGatewayTimeout, "server_error", "deadline_exceeded", codes.DeadlineExceeded, "api_error", ""}},
+}
+
+var internal = Class{http.StatusInternalServerError, "server_error", "internal_error", codes.Internal, "api_error", ""}
+
+// Classify returns err's row of the table (the first sentinel it wraps), or
+// a 500 / INTERNAL for anything else; a *ParamError adds its field.
+func Classify(err error) Class {
+	c, _ := lookup(err)
+	var pe *ParamError
+	if errors.As(err, &pe) {
+		c.Param = pe.Param
+	}
+	return c
+}
+
+// lookup is Classify without the field; ok reports whether a row matched.
+func lookup(err error) (Class, bool) {
+	for _, row := range table {
+		if errors.Is(err, row.err) {
+			return row.Class, true
+		}
+	}
+	return internal, false
+}
+
+// ParamError is an invalid request field: Param names it as the OpenAI
+// schema does, with the index of a list element ("messages[0].role"), and
+// Message says what is wrong without naming any Go type. It wraps Sentinel
+// (engine.ErrInvalidRequest unless set), which decides its row of the table.
+type ParamError struct {
+	Param    string
+	Message  string
+	Sentinel error
+}
+
+func (e *ParamError) Error() string { return e.Message }
+
+func (e *ParamError) Unwrap() error {
+	if e.Sentinel == nil {
+		return engine.ErrInvalidRequest
+	}
+	return e.Sentinel
+}
+
+// InvalidParam is a 400 / INVALID_ARGUMENT naming the offending field.
+func InvalidParam(param, format string, args ...any) *ParamError {
+	return &ParamError{Param: param, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,124 @@
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Prepare turns g into the engine request every transport submits: the chat
+// template applied, the prompt tokenized and checked against b.Limit (the
+// model's context or the KV pool, whichever is smaller), and the sampler
+// seed fixed, so a resumed generation samples exactly as the interrupted one
+// would have.
+func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
+	param := "prompt"
+	if g.Chat {
+		param = "messages"
+	}
+	prompt := g.PromptIDs
+	if prompt == nil {
+		text, addSpecial := g.Prompt, true
+		if g.Chat {
+			var err error
+			if text, err = b.Tokenizer.ChatPrompt(g.Messages); err != nil {
+				return engine.Request{}, InvalidParam(param, "applying the chat template: %v", err)
+			}
+			addSpecial = false // the template writes any BOS itself
+		}
+		var err error
+		if prompt, err = b.Tokenizer.Encode(text, addSpecial); err != nil {
+			return engine.Request{}, InvalidParam(param, "tokenizing: %v", err)
+		}
+	}
+	limit := b.Limit()
+	switch n := len(prompt); {
+	case n == 0:
+		return engine.Request{}, InvalidParam(param, "the prompt is empty after tokenization")
+	case n >= limit:
+		return engine.Request{}, InvalidParam(param, "the prompt is %d tokens long; the model's context is %d tokens", n, limit)
+	case g.MaxTokens > 0 && n+g.MaxTokens > limit:
+		return engine.Request{}, InvalidParam("max_tokens",
+			"the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", limit, n, g.MaxTokens)
+	}
+	sp := g.Sampling
+	if sp.Seed == nil {
+		seed := randUint64()
+		sp.Seed = &seed
+	}
+	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens)}, nil
+}
+
+// Generation is one submitted request: its sequence and the context the
+// engine watches for it. The engine owns cancellation: whatever ends the
+// context (the client leaving, a takeover, an Abort RPC, a failed write
+// through Pump) ends the sequence there, and nothing else aborts it on the
+// client's behalf. The context is released with the one Submit derived
+// it from, so a transport may still write after Pump returns.
+type Generation struct {
+	Seq    Sequence
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// Submit hands req to the engine under a context derived from ctx. With
+// abortOnDisconnect off the engine is not shown the cancellation (the
+// benchmark's naive mode: the sequence runs into the void), but Pump still
+// sees the client leave.
+func Submit(ctx context.Context, e Engine, req engine.Request, abortOnDisconnect bool) (*Generation, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	engCtx := ctx
+	if !abortOnDisconnect {
+		engCtx = context.WithoutCancel(ctx)
+	}
+	seq, err := e.Submit(engCtx, req)
+	if err != nil {
+		cancel(nil)
+		return nil, fmt.Errorf("submit: %w", err)
+	}
+	return &Generation{Seq: seq, ctx: ctx, cancel: cancel}, nil
+}
+
+// Context ends when the client leaves or a write to it failed.
+func (g *Generation) Context() context.Context { return g.ctx }
+
+// CheckModel reports whether name selects the served model: "" does, and so
+// do its id and aliases.
+func CheckModel(name, id string, aliases []string) error {
+	if name == "" || name == id || slices.Contains(aliases, name) {
+		return nil
+	}
+	return fmt.Errorf("%w: %q (this server serves %q)", ErrModelNotFound, name, id)
+}
+
+// NewID returns a response or request id: prefix and 96 random bits.
+func NewID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails
+	return fmt.Sprintf("%s%x", prefix, b)
+}
+
+func randUint64() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// FromEngine adapts an in-process engine to Engine.
+func FromEngine(e *engine.Engine) Engine { return localEngine{e} }
+
+type localEngine struct{ e *engine.Engine }
+
+func (l localEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
+	s, err := l.e.Submit(ctx, req)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return s, nil
+}
+
+func (l localEngine) MaxSequenceLen() int { return l.e.MaxSequenceLen() }

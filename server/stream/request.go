@@ -1,0 +1,185 @@
+package stream
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// ChatMessage is one turn of a chat, its content flattened to text.
+type ChatMessage struct {
+	Role    string
+	Content string
+}
+
+// GenRequest is a validated generation request, before tokenization. Every
+// transport builds the same value from its own wire shape (OpenAI JSON,
+// protobuf) through SetMessages, SetPrompt and SetParams, so a rule holds
+// for all of them at once.
+type GenRequest struct {
+	Model     string
+	Chat      bool
+	Messages  []ChatMessage // Chat
+	Prompt    string        // !Chat, text prompt
+	PromptIDs []int32       // !Chat, token-id prompt (used instead of Prompt when set)
+	// MaxTokens bounds the output; 0 means up to the context length.
+	MaxTokens    int
+	Sampling     engine.SamplingParams
+	Stop         []string
+	StopTokens   []int32
+	Stream       bool
+	IncludeUsage bool
+	User         string
+}
+
+// Limits on the stop list; the hold-back window is the longest stop string.
+const (
+	MaxStops      = 16
+	MaxStopLength = 256
+)
+
+// Params are a request's generation fields as the client gave them, in the
+// OpenAI schema's names; nil is absent. Transports fill it, SetParams
+// validates it.
+type Params struct {
+	MaxTokens *int
+	// MaxTokensParam is the field MaxTokens came from, for messages
+	// ("max_completion_tokens"); "" is "max_tokens".
+	MaxTokensParam    string
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int // -1 and 0 are off
+	MinP              *float64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	RepetitionPenalty *float64
+	Seed              *uint64
+	Stop              []string
+	N                 *int
+}
+
+// SetMessages validates and stores a chat. "developer" is OpenAI's newer
+// name for "system", which is the only one chat templates know.
+func (g *GenRequest) SetMessages(msgs []ChatMessage) error {
+	if len(msgs) == 0 {
+		return InvalidParam("messages", "messages must be a non-empty list")
+	}
+	g.Chat = true
+	g.Messages = make([]ChatMessage, 0, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case "developer":
+			m.Role = "system"
+		case "system", "user", "assistant", "tool":
+		default:
+			return InvalidParam(fmt.Sprintf("messages[%d].role", i),
+				"messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
+		}
+		g.Messages = append(g.Messages, m)
+	}
+	return nil
+}
+
+// SetPromptIDs stores a token-id prompt.
+func (g *GenRequest) SetPromptIDs(ids []int32) error {
+	if len(ids) == 0 {
+		return InvalidParam("prompt", "prompt must be a string, a list of one string, or a non-empty list of token ids")
+	}
+	g.PromptIDs = ids
+	return nil
+}
+
+// SetParams validates p and stores it.
+func (g *GenRequest) SetParams(p Params) error {
+	for _, step := range []func(Params) error{g.setLimits, g.setSampling, g.setStop} {
+		if err := step(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *GenRequest) setLimits(p Params) error {
+	if p.MaxTokens != nil {
+		param := p.MaxTokensParam
+		if param == "" {
+			param = "max_tokens"
+		}
+		if *p.MaxTokens < 1 {
+			return InvalidParam(param, "%s must be at least 1, got %d", param, *p.MaxTokens)
+		}
+		g.MaxTokens = *p.MaxTokens
+	}
+	if p.N != nil && *p.N != 1 {
+		return InvalidParam("n", "n must be 1 (one choice per request), got %d", *p.N)
+	}
+	return nil
+}
+
+// inRange checks an optional float field against [lo, hi].
+func inRange(param string, v *float64, lo, hi float64) error {
+	if v == nil {
+		return nil
+	}
+	if math.IsNaN(*v) || *v < lo || *v > hi {
+		return InvalidParam(param, "%s must be between %g and %g, got %g", param, lo, hi, *v)
+	}
+	return nil
+}
+
+func (g *GenRequest) setSampling(p Params) error {
+	for _, c := range []struct {
+		param  string
+		v      *float64
+		lo, hi float64
+		dst    *float32
+	}{
+		{"temperature", p.Temperature, 0, 2, &g.Sampling.Temperature},
+		{"top_p", p.TopP, 0, 1, &g.Sampling.TopP},
+		{"min_p", p.MinP, 0, 1, &g.Sampling.MinP},
+		{"presence_penalty", p.PresencePenalty, -2, 2, &g.Sampling.PresencePenalty},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2, &g.Sampling.FrequencyPenalty},
+		{"repetition_penalty", p.RepetitionPenalty, 0, 10, &g.Sampling.RepetitionPenalty},
+	} {
+		if err := inRange(c.param, c.v, c.lo, c.hi); err != nil {
+			return err
+		}
+		if c.v != nil {
+			*c.dst = float32(*c.v)
+		}
+	}
+	if p.TopP != nil && *p.TopP == 0 {
+		return InvalidParam("top_p", "top_p must be above 0, got 0")
+	}
+	if p.RepetitionPenalty != nil && *p.RepetitionPenalty == 0 {
+		return InvalidParam("repetition_penalty", "repetition_penalty must be above 0, got 0")
+	}
+	if p.TopK != nil {
+		switch k := *p.TopK; {
+		case k == -1: // vLLM's spelling of "off"
+		case k < 0:
+			return InvalidParam("top_k", "top_k must be -1, 0 (off) or positive, got %d", k)
+		default:
+			g.Sampling.TopK = k
+		}
+	}
+	if p.Seed != nil {
+		seed := *p.Seed
+		g.Sampling.Seed = &seed
+	}
+	return nil
+}
+
+func (g *GenRequest) setStop(p Params) error {
+	if len(p.Stop) > MaxStops {
+		return InvalidParam("stop", "at most %d stop strings, got %d", MaxStops, len(p.Stop))
+	}
+	for i, s := range p.Stop {
+		if s == "" || len(s) > MaxStopLength {
+			return InvalidParam("stop", "stop[%d] must be 1 to %d bytes long, got %d", i, MaxStopLength, len(s))
+		}
+	}
+	g.Stop = p.Stop
+	return nil
+}

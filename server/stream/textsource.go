@@ -1,0 +1,289 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"google.golang.org/grpc/codes"
+)
+
+// The text half of the stream core, for producers that yield text instead of
+// token ids (relay mode: an OpenAI-compatible upstream). It shares
+// TextStream's stop-string hold-back, the timer rules of Pump (keep-alive,
+// coalescing, stall clock) and the Emitter; a TextJoiner stands where the
+// detokenizer stands for tokens.
+//
+//	TextSource.Events ─▶ TextJoiner (UTF-8 split across chunks) ─▶ TextStream.PushText (stop hold-back)
+//	                  ─▶ PumpText (keep-alive, stall, coalescing, client gone → Close) ─▶ Emitter
+
+// Errors of a relayed upstream; each has its row in the one table (see init).
+var (
+	// ErrUpstreamUnavailable: the upstream could not be reached or answered
+	// 5xx, after every retry.
+	ErrUpstreamUnavailable = errors.New("upstream unavailable")
+	// ErrUpstreamTimeout: connecting or waiting for the upstream's first
+	// byte took longer than its timeout.
+	ErrUpstreamTimeout = errors.New("upstream timed out")
+	// ErrUpstreamTruncated: the upstream's stream ended without [DONE].
+	ErrUpstreamTruncated = errors.New("upstream stream truncated")
+	// ErrUpstreamMalformed: the upstream sent a chunk that is not an
+	// OpenAI stream chunk.
+	ErrUpstreamMalformed = errors.New("upstream sent a malformed chunk")
+	// ErrUpstreamFailed: the upstream reported an error inside its stream.
+	ErrUpstreamFailed = errors.New("upstream error")
+)
+
+// The rows live beside the sentinels they classify; lookup reads one slice.
+func init() {
+	table = append(table, []struct {
+		err error
+		Class
+	}{
+		{ErrUpstreamUnavailable, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_unavailable", GRPC: codes.Unavailable, Anthropic: "api_error"}},
+		{ErrUpstreamTimeout, Class{HTTP: http.StatusGatewayTimeout, Type: "server_error", Code: "upstream_timeout", GRPC: codes.DeadlineExceeded, Anthropic: "api_error"}},
+		{ErrUpstreamTruncated, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_truncated", GRPC: codes.Unavailable, Anthropic: "api_error"}},
+		{ErrUpstreamMalformed, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_malformed", GRPC: codes.Internal, Anthropic: "api_error"}},
+		{ErrUpstreamFailed, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_error", GRPC: codes.Internal, Anthropic: "api_error"}},
+	}...)
+}
+
+// TextEvent is one upstream chunk. Text is complete UTF-8 (the source joins
+// characters split across chunks, see TextJoiner) and may be empty: a chunk
+// without text, or a comment line, still proves the upstream alive.
+type TextEvent struct {
+	Text   string
+	Finish string // the chunk's finish_reason, when it has one
+	// Seq is the upstream's SSE event id (0 when it sends none): where a
+	// resume of the upstream's own stream would continue.
+	Seq int64
+}
+
+// TextSource is a producer of text. Events is closed exactly once by the
+// source; Err is valid after that: nil when the upstream ended its stream
+// properly ([DONE]), or when Close ended it. Close asks the source to stop
+// reading now and drop its upstream connection (the upstream sees the TCP
+// close); it may be called at any time, more than once, and Events is still
+// closed after it.
+type TextSource interface {
+	Events() <-chan TextEvent
+	Err() error
+	Close()
+}
+
+// TextOutcome is how a pumped text stream ended.
+type TextOutcome struct {
+	// Finish is the finish_reason to report ("stop", "length", ...) when the
+	// stream ended normally, "" otherwise.
+	Finish string
+	// Err is the error to report (stall, shutdown, an upstream failure).
+	Err error
+	// ClientGone: the client left (ctx done or a failed write); the source
+	// was closed at once.
+	ClientGone bool
+	// LastSeq is the Seq of the last event consumed: the upstream cursor a
+	// resume continues from.
+	LastSeq int64
+	// Events counts the chunks consumed (role and usage chunks included).
+	Events int
+}
+
+// PumpText drains src through ts into em until src closes its events. The
+// stall clock runs from the call (the upstream already answered) and is
+// reset by every event; it bounds the upstream's silence, so a provider that
+// accepted the request and went quiet cannot hang the client. Whatever ends
+// the stream early — the client leaving (ctx), a failed write, a stop string,
+// a stall, shutdown — closes src at once, so no upstream bytes are paid for
+// after that. PumpText returns only after src's events are closed.
+func PumpText(ctx context.Context, src TextSource, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) TextOutcome {
+	p := textPump{src: src, ts: ts, em: em, cfg: cfg}
+	return p.run(ctx, shutdown)
+}
+
+type textPump struct {
+	src     TextSource
+	ts      *TextStream
+	em      Emitter
+	cfg     PumpConfig
+	pending []byte
+	finish  string // the upstream's finish_reason
+	out     TextOutcome
+	closed  bool
+}
+
+func (p *textPump) run(ctx context.Context, shutdown <-chan struct{}) TextOutcome {
+	keep := newTimer(p.cfg.KeepAlive)
+	stall := newTimer(p.cfg.StallTimeout)
+	flush := newTimer(0)
+	defer keep.Stop()
+	defer stall.Stop()
+	defer flush.Stop()
+	events, done := p.src.Events(), ctx.Done()
+	for events != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				break
+			}
+			p.take(ev)
+			if !p.takeReady(events) {
+				events = nil
+			}
+			stall.reset(p.cfg.StallTimeout)
+			if p.cfg.FlushInterval == 0 {
+				p.send(keep)
+			} else if len(p.pending) > 0 && !flush.armed {
+				flush.reset(p.cfg.FlushInterval)
+			}
+		case <-flush.C():
+			flush.armed = false
+			p.send(keep)
+		case <-keep.C():
+			keep.armed = false
+			if !p.out.ClientGone {
+				p.fail(p.em.KeepAlive())
+				p.fail(p.em.Flush())
+			}
+			keep.reset(p.cfg.KeepAlive)
+		case <-stall.C():
+			stall.armed = false
+			p.abort(fmt.Errorf("%w: the upstream sent nothing for %v", ErrStall, p.cfg.StallTimeout))
+		case <-shutdown:
+			shutdown = nil
+			p.abort(ErrShutdown)
+		case <-done:
+			done = nil
+			p.out.ClientGone = true
+			p.close()
+		}
+	}
+	return p.end()
+}
+
+// takeReady takes every event already waiting, so a reader that fell behind
+// catches up in one write. It returns false when the channel closed.
+func (p *textPump) takeReady(events <-chan TextEvent) bool {
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return false
+			}
+			p.take(ev)
+		default:
+			return true
+		}
+	}
+}
+
+// take feeds one event to the TextStream. Events after a stop string are
+// dropped: they were in flight when the source was closed.
+func (p *textPump) take(ev TextEvent) {
+	if p.ts.Stopped() {
+		return
+	}
+	p.out.Events++
+	if ev.Seq != 0 {
+		p.out.LastSeq = ev.Seq
+	}
+	if ev.Finish != "" {
+		p.finish = ev.Finish
+	}
+	text, stopped := p.ts.PushText(ev.Text)
+	p.pending = append(p.pending, text...)
+	if stopped {
+		p.out.Finish = "stop"
+		p.close()
+	}
+}
+
+func (p *textPump) send(keep *timer) {
+	if len(p.pending) == 0 {
+		return
+	}
+	p.emit()
+	if !p.out.ClientGone {
+		p.fail(p.em.Flush())
+		keep.reset(p.cfg.KeepAlive)
+	}
+}
+
+func (p *textPump) emit() {
+	p.fail(p.em.Text(string(p.pending), nil))
+	p.pending = p.pending[:0]
+}
+
+// fail records a write error: the client is gone, and so is the upstream.
+func (p *textPump) fail(err error) {
+	if err != nil && !p.out.ClientGone {
+		p.out.ClientGone = true
+		p.close()
+	}
+}
+
+func (p *textPump) abort(err error) {
+	if p.out.Err == nil && p.out.Finish == "" && !p.out.ClientGone {
+		p.out.Err = err
+	}
+	p.close()
+}
+
+func (p *textPump) close() {
+	if !p.closed {
+		p.closed = true
+		p.src.Close()
+	}
+}
+
+// end runs after the events closed: the source's verdict decides the outcome
+// unless the pump decided it first.
+func (p *textPump) end() TextOutcome {
+	switch {
+	case p.out.Finish != "" || p.out.Err != nil || p.out.ClientGone:
+	case p.src.Err() != nil:
+		p.out.Err = p.src.Err()
+	case p.finish != "":
+		p.out.Finish = p.finish
+	default:
+		// [DONE] with no finish_reason: some servers omit it; the stream did end.
+		p.out.Finish = "stop"
+	}
+	if p.out.Finish != "" {
+		p.pending = append(p.pending, p.ts.FinishText()...)
+	}
+	if len(p.pending) > 0 {
+		p.emit()
+	}
+	return p.out
+}
+
+// PushText consumes a chunk of text instead of a token (relay mode) and
+// returns what may be sent now; see Push. The TextStream must have been made
+// by NewTextOnlyStream.
+func (t *TextStream) PushText(fresh string) (text string, stopped bool) {
+	if t.stopped {
+		return "", true
+	}
+	return t.release(fresh)
+}
+
+// FinishText ends a text-only stream: held-back text that did not become a
+// stop string is returned. A character cut in the middle by the end of the
+// upstream's stream stays in the TextJoiner and is never sent.
+func (t *TextStream) FinishText() string {
+	if t.stopped {
+		return ""
+	}
+	text := t.held
+	t.sent += len(text)
+	t.held = ""
+	return text
+}
+
+// NewTextOnlyStream is a TextStream fed through PushText: it holds back stop
+// strings but decodes no tokens.
+func NewTextOnlyStream(stops []string) *TextStream {
+	return NewTextStream(nil, stops)
+}
