@@ -61,6 +61,10 @@ type Request struct {
 	// produced (and delivered) and are re-admitted after the prompt; the sampler
 	// state continues from them. They are not sent again.
 	Resume []int32
+	// Constraint, when set, restricts every sampled token (structured
+	// outputs, forced tool calls); see Constraint. For a Resume it must
+	// already have been advanced past the Resume tokens.
+	Constraint Constraint
 }
 
 // FinishReason says why a sequence ended.
