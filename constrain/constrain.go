@@ -1,0 +1,237 @@
+package constrain
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../.build/include
+#cgo LDFLAGS: -lllguidance -ldl -lm -lpthread
+#include <stdlib.h>
+#include "llguidance.h"
+
+static LlgConstraintInit sluice_init(const LlgTokenizer *tok) {
+	LlgConstraintInit init = {0};
+	llg_constraint_init_set_defaults(&init, tok);
+	// Errors come back through llg_matcher_get_error; nothing goes to stderr.
+	init.log_stderr_level = 0;
+	init.log_buffer_level = 0;
+	return init;
+}
+
+static LlgTokenizer *sluice_new_tokenizer(const char *json, uint32_t vocab, uint32_t eos,
+		const uint32_t *extra, uint32_t n_extra, char *err, size_t err_len) {
+	LlgTokenizerInitV2 init = {0};
+	init.struct_size = sizeof(init);
+	init.vocab_size = vocab;
+	init.tok_eos = eos;
+	init.tokenizer_json = json;
+	init.use_approximate_greedy_tokenize_fn = true;
+	init.tok_eos_extra = extra;
+	init.tok_eos_extra_count = n_extra;
+	return llg_new_tokenizer_v2(&init, err, err_len);
+}
+*/
+import "C"
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"strings"
+	"unsafe"
+)
+
+// Version is the llguidance release this package is built against; keep it
+// equal to scripts/build-llguidance.sh.
+const Version = "1.9.1"
+
+// ErrGrammar marks a grammar llguidance refuses (a schema it cannot compile,
+// a regex or Lark syntax error); the message is the parser's own.
+var ErrGrammar = errors.New("invalid grammar")
+
+// Kind names the grammar language of a Grammar.
+type Kind string
+
+const (
+	JSONSchema Kind = "json_schema" // Data is a JSON Schema document
+	JSONObject Kind = "json_object" // any JSON object; Data is ignored
+	Regex      Kind = "regex"       // Data is a Rust regex, matched against the whole output
+	Lark       Kind = "lark"        // Data is a Lark grammar (llguidance's dialect)
+	Choice     Kind = "choice"      // the output is exactly one of Choices
+)
+
+// Grammar is what a request constrains its output to.
+type Grammar struct {
+	Kind    Kind
+	Data    string
+	Choices []string // Kind Choice only
+}
+
+// compiled returns the llguidance constraint type and data for g.
+func (g Grammar) compiled() (string, string, error) {
+	switch g.Kind {
+	case JSONSchema:
+		return "json_schema", compactJSON(g.Data), nil
+	case Regex, Lark:
+		return string(g.Kind), g.Data, nil
+	case JSONObject:
+		return "json_schema", compactJSON(`{"type":"object"}`), nil
+	case Choice:
+		if len(g.Choices) == 0 {
+			return "", "", fmt.Errorf("%w: choice needs at least one string", ErrGrammar)
+		}
+		alts := make([]string, len(g.Choices))
+		for i, c := range g.Choices {
+			// Go's QuoteMeta escapes a subset of what Rust's regex treats as
+			// meta, and Rust accepts an escape before any of those characters.
+			alts[i] = regexp.QuoteMeta(c)
+		}
+		return "regex", "(" + strings.Join(alts, "|") + ")", nil
+	}
+	return "", "", fmt.Errorf("%w: unknown grammar kind %q", ErrGrammar, g.Kind)
+}
+
+// jsonLayout fixes the whitespace of constrained JSON to the layout models
+// are trained on ({"a": 1, "b": [2, 3]}). llguidance's default allows any
+// whitespace between tokens, and a small model, once it emits one newline,
+// tends to emit nothing else until max_tokens.
+const jsonLayout = `"x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": "}`
+
+// compactJSON adds jsonLayout to a schema object that sets no x-guidance
+// options of its own. Anything else (a boolean schema, invalid JSON) goes to
+// llguidance unchanged, to be compiled or refused with its own message.
+func compactJSON(schema string) string {
+	t := strings.TrimSpace(schema)
+	if !strings.HasPrefix(t, "{") || strings.Contains(t, `"x-guidance"`) || !json.Valid([]byte(t)) {
+		return schema
+	}
+	rest := strings.TrimSpace(t[1:])
+	if strings.HasPrefix(rest, "}") {
+		return "{" + jsonLayout + "}"
+	}
+	return "{" + jsonLayout + "," + rest
+}
+
+// Vocab is llguidance's view of a model's tokenizer: every token's bytes in a
+// trie, and the ids that end a generation.
+type Vocab struct {
+	tok   *C.LlgTokenizer
+	size  int // tokens the masks cover
+	words int // uint32 words in a mask
+}
+
+// NewVocab builds a Vocab from a Hugging Face tokenizer.json. size is the
+// model's vocabulary (its logits row); a tokenizer with fewer entries leaves
+// the rest never allowed. eog are the ids that end a generation, the first
+// being the end-of-turn token llguidance allows once the grammar is complete.
+func NewVocab(tokenizerJSON []byte, size int, eog []int32) (*Vocab, error) {
+	if len(eog) == 0 {
+		return nil, errors.New("constrain: a vocabulary needs an end-of-generation token")
+	}
+	js := C.CString(string(tokenizerJSON))
+	defer C.free(unsafe.Pointer(js))
+	extra := make([]C.uint32_t, len(eog)-1)
+	for i, id := range eog[1:] {
+		extra[i] = C.uint32_t(id)
+	}
+	var extraPtr *C.uint32_t
+	if len(extra) > 0 {
+		extraPtr = &extra[0]
+	}
+	var msg [1024]C.char
+	tok := C.sluice_new_tokenizer(js, C.uint32_t(size), C.uint32_t(eog[0]), extraPtr, C.uint32_t(len(extra)), &msg[0], C.size_t(len(msg)))
+	if tok == nil {
+		return nil, fmt.Errorf("constrain: llguidance tokenizer: %s", C.GoString(&msg[0]))
+	}
+	v := &Vocab{tok: tok, size: size, words: (size + 31) / 32}
+	runtime.AddCleanup(v, func(t *C.LlgTokenizer) { C.llg_free_tokenizer(t) }, tok)
+	return v, nil
+}
+
+// Size is the number of tokens a mask covers.
+func (v *Vocab) Size() int { return v.size }
+
+// MaskWords is the length in uint32 words of the bitset Mask writes.
+func (v *Vocab) MaskWords() int { return v.words }
+
+// Matcher tracks one sequence's position in its grammar.
+type Matcher struct {
+	m     *C.LlgMatcher
+	v     *Vocab // keeps the tokenizer alive while the matcher uses it
+	bytes C.size_t
+}
+
+// NewMatcher compiles g against v. An error wraps ErrGrammar and carries
+// llguidance's message, so a server can refuse the request before any token.
+func (v *Vocab) NewMatcher(g Grammar) (*Matcher, error) {
+	typ, data, err := g.compiled()
+	if err != nil {
+		return nil, err
+	}
+	ct, cd := C.CString(typ), C.CString(data)
+	defer C.free(unsafe.Pointer(ct))
+	defer C.free(unsafe.Pointer(cd))
+	init := C.sluice_init(v.tok)
+	m := C.llg_new_matcher(&init, ct, cd)
+	runtime.KeepAlive(v)
+	if e := C.llg_matcher_get_error(m); e != nil {
+		msg := C.GoString(e)
+		C.llg_free_matcher(m)
+		return nil, fmt.Errorf("%w: %s", ErrGrammar, msg)
+	}
+	mt := &Matcher{m: m, v: v, bytes: C.llg_matcher_get_mask_byte_size(m)}
+	if int(mt.bytes) != 4*v.words {
+		C.llg_free_matcher(m)
+		return nil, fmt.Errorf("constrain: llguidance mask is %d bytes, want %d", mt.bytes, 4*v.words)
+	}
+	runtime.AddCleanup(mt, func(p *C.LlgMatcher) { C.llg_free_matcher(p) }, m)
+	return mt, nil
+}
+
+// Mask writes the tokens allowed next into dst, bit i%32 of word i/32 set
+// for an allowed token i. len(dst) must be Vocab.MaskWords. Once the grammar
+// is complete only the end-of-generation ids are allowed.
+func (m *Matcher) Mask(dst []uint32) error {
+	if len(dst) != m.v.words {
+		return fmt.Errorf("constrain: mask of %d words, want %d", len(dst), m.v.words)
+	}
+	rc := C.llg_matcher_compute_mask_into(m.m, (*C.uint32_t)(unsafe.Pointer(&dst[0])), m.bytes)
+	runtime.KeepAlive(m)
+	if rc != 0 {
+		return m.err("mask")
+	}
+	return nil
+}
+
+// Commit advances the matcher by the token sampled from the last mask.
+func (m *Matcher) Commit(tok int32) error {
+	rc := C.llg_matcher_consume_token(m.m, C.uint32_t(tok))
+	runtime.KeepAlive(m)
+	if rc != 0 {
+		return m.err("commit")
+	}
+	return nil
+}
+
+// Accepting reports whether the output so far is a complete sentence of the
+// grammar (it may still be extended).
+func (m *Matcher) Accepting() bool {
+	ok := C.llg_matcher_is_accepting(m.m)
+	runtime.KeepAlive(m)
+	return bool(ok)
+}
+
+// Stopped reports whether the grammar admits nothing more than an end of
+// generation.
+func (m *Matcher) Stopped() bool {
+	ok := C.llg_matcher_is_stopped(m.m)
+	runtime.KeepAlive(m)
+	return bool(ok)
+}
+
+func (m *Matcher) err(op string) error {
+	msg := "unknown error"
+	if e := C.llg_matcher_get_error(m.m); e != nil {
+		msg = C.GoString(e)
+	}
+	return fmt.Errorf("constrain: %s: %s", op, msg)
+}
