@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -29,6 +29,7 @@ type Server struct {
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
 
 	extra map[string]http.Handler // routes other packages add (GET /metrics)
+	keys  *auth.Keys              // from cfg.APIKey; off when it is empty
 }
 
 // Handle adds a route beside the API, such as "GET /metrics". It must be
@@ -48,7 +49,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{})}
+	keys, err := auth.New([]string{cfg.APIKey}, "")
+	if err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}), keys: keys}
 	if cfg.ResumeWindow > 0 {
 		s.store = NewResumeStore(cfg.ResumeWindow, cfg.ResumeTotalBytes)
 	}
@@ -73,6 +78,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, true) }))
 	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, false) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(s.handleStreamGet))
+	s.moreRoutes(mux)
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
@@ -80,16 +86,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 // api checks the API key, when one is configured.
-func (s *Server) api(h http.HandlerFunc) http.Handler {
-	want := []byte("Bearer " + s.cfg.APIKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.APIKey != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeError(w, stream.ErrUnauthorized)
-			return
-		}
-		h(w, r)
-	})
-}
+func (s *Server) api(h http.HandlerFunc) http.Handler { return s.guard(h, writeError) }
 
 // HTTPServer returns an http.Server with streaming-safe timeouts: headers
 // must arrive quickly and idle keep-alive connections are closed, but there

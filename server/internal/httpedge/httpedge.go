@@ -1,0 +1,127 @@
+// Package httpedge holds what the HTTP adapters other than OpenAI's chat and
+// completions (the Anthropic Messages API, the OpenAI Responses API) share:
+// the server facilities they are given (Env), body reading, JSON decode
+// errors that name the field, and an SSE writer for named events.
+//
+// The adapters themselves stay thin: each parses its wire shape into a
+// stream.GenRequest, runs stream.Prepare, stream.Submit and stream.Pump, and
+// frames the Emitter calls in its own events. Nothing here knows a wire shape.
+package httpedge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Env is what the HTTP server lends an adapter. Every field is read-only
+// after construction; Backend is safe to call from any goroutine.
+type Env struct {
+	// Backend is the loaded model, nil while it loads.
+	Backend func() *stream.Backend
+	// CheckModel accepts "" (the first served name), the model id and its
+	// aliases; anything else wraps stream.ErrModelNotFound.
+	CheckModel func(name string) error
+	// ModelName is the name a response reports for the requested one.
+	ModelName func(requested string) string
+	// Pump is the streaming writer's timing (flush, keep-alive, stall); a
+	// non-streaming response uses only its stall timeout.
+	Pump stream.PumpConfig
+	// Drain is closed when open streams must end (the shutdown deadline).
+	Drain             <-chan struct{}
+	MaxBodyBytes      int64
+	WriteTimeout      time.Duration
+	AbortOnDisconnect bool
+}
+
+// PumpConfig is the writer's timing for a streaming or a whole response.
+func (e *Env) PumpConfig(streaming bool) stream.PumpConfig {
+	if streaming {
+		return e.Pump
+	}
+	return stream.PumpConfig{StallTimeout: e.Pump.StallTimeout}
+}
+
+// LoadBackend is the loaded model, or engine.ErrClosed while it loads.
+func (e *Env) LoadBackend() (*stream.Backend, error) {
+	if b := e.Backend(); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w: model still loading", engine.ErrClosed)
+}
+
+// ReadBody reads at most limit bytes; a larger body is ErrBodyTooLarge.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("%w: over %d bytes", stream.ErrBodyTooLarge, limit)
+	}
+	if err != nil {
+		return nil, stream.InvalidParam("", "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+// Unsupported refuses a field Sluice cannot honour: a 400 with code
+// unsupported_parameter naming it, never a silent ignore.
+func Unsupported(param, format string, args ...any) *stream.ParamError {
+	return &stream.ParamError{Param: param, Message: fmt.Sprintf(format, args...), Sentinel: stream.ErrUnsupported}
+}
+
+// Decode unmarshals raw into v; an error names the field (under prefix, for
+// an element of a list) and the JSON kinds involved, never a Go type.
+func Decode(raw []byte, v any, prefix string) error {
+	err := json.Unmarshal(raw, v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		param := strings.Trim(prefix+"."+te.Field, ".")
+		what := param
+		if what == "" {
+			what = "request body"
+		}
+		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", what, jsonKind(te.Type), te.Value)
+	}
+	if prefix == "" {
+		return stream.InvalidParam("", "request body is not valid JSON: %v", err)
+	}
+	return stream.InvalidParam(prefix, "%s: %v", prefix, err)
+}
+
+// jsonKind names what a Go destination type accepts, in JSON's words.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "an object"
+}
+
+// Present reports whether a raw JSON field was given a value other than null.
+func Present(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s != "" && s != "null"
+}

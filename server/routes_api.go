@@ -1,0 +1,46 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/sluicehq/sluice/server/anthropic"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// edgeEnv lends the adapters of server/anthropic and server/responses what
+// they need from the server, so neither reaches into it.
+func (s *Server) edgeEnv() *httpedge.Env {
+	return &httpedge.Env{
+		Backend: s.backend.Load,
+		CheckModel: func(name string) error {
+			return stream.CheckModel(name, s.cfg.ModelID, s.cfg.Aliases)
+		},
+		ModelName:         s.modelName,
+		Pump:              s.pumpConfig(true),
+		Drain:             s.drain,
+		MaxBodyBytes:      s.cfg.MaxBodyBytes,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		AbortOnDisconnect: s.cfg.AbortOnDisconnect,
+	}
+}
+
+// moreRoutes adds the APIs beyond OpenAI's chat and completions.
+func (s *Server) moreRoutes(mux *http.ServeMux) {
+	env := s.edgeEnv()
+	msgs := anthropic.New(env)
+	mux.Handle("POST /v1/messages", s.guard(msgs.Messages, anthropic.WriteError))
+	mux.Handle("POST /v1/messages/count_tokens", s.guard(msgs.CountTokens, anthropic.WriteError))
+}
+
+// guard checks the API key, from "Authorization: Bearer" or x-api-key, and
+// refuses in the route's own error shape.
+func (s *Server) guard(h http.HandlerFunc, refuse func(http.ResponseWriter, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.keys.AllowHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")) {
+			refuse(w, stream.ErrUnauthorized)
+			return
+		}
+		h(w, r)
+	})
+}
