@@ -29,6 +29,9 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 		return nil, err
 	}
 	sp := r.GetSampling()
+	if sp == nil {
+		sp = &sluicev1.SamplingParams{} // presence is read from the fields below
+	}
 	p := stream.Params{
 		Temperature: f64(sp.Temperature), TopP: f64(sp.TopP), MinP: f64(sp.MinP),
 		PresencePenalty: f64(sp.PresencePenalty), FrequencyPenalty: f64(sp.FrequencyPenalty),

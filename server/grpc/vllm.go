@@ -27,6 +27,9 @@ type vllmEngine struct {
 // the fields whose zero is out of range.
 func vllmRequest(r *vllmpb.GenerateRequest) (*stream.GenRequest, error) {
 	sp := r.GetSamplingParams()
+	if sp == nil {
+		sp = &vllmpb.SamplingParams{} // presence is read from the fields below
+	}
 	for _, c := range []struct {
 		bad   bool
 		field string
