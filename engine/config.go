@@ -50,6 +50,8 @@ type Config struct {
 	KVEvents kvcache.Events
 }
 
+// validate fills in the defaults this package owns (BlockSize, MaxQueue) and
+// then checks c against m; the scheduler fills its own when New builds it.
 func (c *Config) validate(m Model) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil model", ErrConfig)

@@ -87,9 +87,6 @@ func NewPool(cfg Config) (*Pool, error) {
 // BlockSize is the number of token slots per block.
 func (p *Pool) BlockSize() int { return p.bs }
 
-// PrefixCaching reports whether computed blocks are indexed for reuse.
-func (p *Pool) PrefixCaching() bool { return p.cache }
-
 // Usage returns the current block counts.
 func (p *Pool) Usage() Usage {
 	return Usage{

@@ -129,9 +129,6 @@ func New(cfg Config, pool *kvcache.Pool) (*Scheduler, error) {
 	}, nil
 }
 
-// Pool is the block pool the scheduler allocates from.
-func (s *Scheduler) Pool() *kvcache.Pool { return s.pool }
-
 // Config is the configuration in force: New's, defaults filled in.
 func (s *Scheduler) Config() Config { return s.cfg }
 
