@@ -74,9 +74,9 @@ func (t *TextStream) release(fresh string) (string, bool) {
 	if t.held != "" {
 		buf = t.held + fresh
 	}
-	if cut := t.firstStop(buf); cut >= 0 {
+	if cut, stop := t.firstStop(buf); cut >= 0 {
 		t.stopped = true
-		t.matched = t.stopAt(buf[cut:])
+		t.matched = stop
 		t.held = ""
 		t.sent += cut
 		return buf[:cut], true
@@ -87,15 +87,25 @@ func (t *TextStream) release(fresh string) (string, bool) {
 	return buf[:keep], false
 }
 
-// firstStop is the byte offset of the earliest stop-string match in buf, or -1.
-func (t *TextStream) firstStop(buf string) int {
-	first := -1
+// firstStop finds the stop string that a reader scanning buf character by
+// character would see complete first: the match ending earliest, and of
+// those the one starting earliest. Which stop ends the text therefore does
+// not depend on how the text was cut into tokens (with stops "N" and "END",
+// "0ENDING" ends after "0E" whether it arrives as one token or seven). It
+// returns the match's byte offset and the stop string, or -1.
+func (t *TextStream) firstStop(buf string) (int, string) {
+	cut, end, stop := -1, 0, ""
 	for _, s := range t.stops {
-		if i := strings.Index(buf, s); i >= 0 && (first < 0 || i < first) {
-			first = i
+		i := strings.Index(buf, s)
+		if i < 0 {
+			continue
+		}
+		// The earliest-starting occurrence of s also ends earliest.
+		if e := i + len(s); cut < 0 || e < end || (e == end && i < cut) {
+			cut, end, stop = i, e, s
 		}
 	}
-	return first
+	return cut, stop
 }
 
 // holdBack is the length of the longest suffix of buf that is a proper
@@ -130,14 +140,3 @@ func (t *TextStream) Stopped() bool { return t.stopped }
 // Matched returns the stop string that ended the stream ("" while none
 // has): the Messages API reports it as stop_sequence.
 func (t *TextStream) Matched() string { return t.matched }
-
-// stopAt is the stop string firstStop found at the start of buf: the first
-// in list order, as firstStop breaks ties between matches at one offset.
-func (t *TextStream) stopAt(buf string) string {
-	for _, s := range t.stops {
-		if strings.HasPrefix(buf, s) {
-			return s
-		}
-	}
-	return ""
-}

@@ -12,13 +12,16 @@ import (
 // FuzzTextStream splits a text into tokens at arbitrary byte boundaries
 // (inside characters too) and streams it against up to two stop strings. The
 // matcher must never release a byte of a stop string, never lose text: what
-// Push and Finish return, concatenated, is the text cut at its earliest stop
-// string (all of it when none occurs), every release keeps the output a
-// prefix of that, and Sent counts exactly what was released.
+// Push and Finish return, concatenated, is the text cut before the first
+// stop string to complete (all of it when none occurs), every release keeps the output a
+// prefix of that, and Sent counts exactly what was released. Where the text
+// ends does not depend on the token boundaries.
 func FuzzTextStream(f *testing.F) {
 	f.Add("The END is near", []byte{3, 2, 1}, "END", "")
 	f.Add("say ENDING now", []byte{5, 1, 1, 7}, "END", "ENDING")
 	f.Add("aaab", []byte{1, 1, 1, 1}, "aab", "b")
+	f.Add("0ENDING", []byte{0, 0, 0, 0, 0, 0}, "N", "END")
+	f.Add("0ENDING", []byte{7}, "N", "END")
 	f.Add("héllo wörld", []byte{2, 1, 3}, "ö", "llo w")
 	f.Add("<tool_call>{}", []byte{1}, "<tool", "<tool_call>")
 	f.Fuzz(func(t *testing.T, text string, splits []byte, stop1, stop2 string) {
@@ -26,10 +29,15 @@ func FuzzTextStream(f *testing.F) {
 			return // the decoder's UTF-8 hold-back has tests of its own
 		}
 		stops := []string{stop1, stop2}
+		// The reference scans the text as a reader would, byte by byte: the
+		// first stop string to complete ends it (the longest, if several
+		// complete at the same byte).
 		cut := -1
-		for _, s := range stops {
-			if i := strings.Index(text, s); s != "" && i >= 0 && (cut < 0 || i < cut) {
-				cut = i
+		for e := 1; e <= len(text) && cut < 0; e++ {
+			for _, s := range stops {
+				if s != "" && strings.HasSuffix(text[:e], s) && (cut < 0 || e-len(s) < cut) {
+					cut = e - len(s)
+				}
 			}
 		}
 		want := text
