@@ -247,3 +247,30 @@ func TestShutdownEndsStreamsInBand(t *testing.T) {
 		t.Errorf("aborts %v", rig.eng.Aborts())
 	}
 }
+
+// The mux's own 404 and 405 answer in OpenAI's error shape, as every other
+// error does; a 405 keeps its Allow header.
+func TestUnknownRouteAndMethod(t *testing.T) {
+	rig := newRig(t, []string{"x"}, time.Millisecond, nil)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/v1/nope", 404, "not_found", ""},
+		{"GET", "/v1/chat/completions", 405, "method_not_allowed", "POST"},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), tt.method, rig.url+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e struct{ Error APIError }
+		if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != tt.status || e.Error.Code == nil || *e.Error.Code != tt.code ||
+			!strings.Contains(resp.Header.Get("Allow"), tt.allow) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %s (Allow %q), want %d %s", tt.method, tt.path, resp.StatusCode, body, resp.Header.Get("Allow"), tt.status, tt.code)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/engine"
@@ -48,6 +49,8 @@ func TestParseRequestRejects(t *testing.T) {
 		{"include_usage wrong type", false, `{"prompt":"x","stream":true,"stream_options":{"include_usage":1}}`, "stream_options.include_usage"},
 		{"n two", false, `{"prompt":"x","n":2}`, "n"},
 		{"user number", false, `{"prompt":"x","user":5}`, "user"},
+		{"role number", true, `{"messages":[{"role":"user","content":"x"},{"role":5}]}`, "messages[1].role"},
+		{"message not an object", true, `{"messages":["hi"]}`, "messages[0]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,6 +68,9 @@ func TestParseRequestRejects(t *testing.T) {
 			}
 			if param != tt.param {
 				t.Errorf("param %q, want %q (message %q)", param, tt.param, ae.Message)
+			}
+			if strings.Contains(ae.Message, "server.") || strings.Contains(ae.Message, "[]") || strings.Contains(ae.Message, "int32") {
+				t.Errorf("message %q names a Go type", ae.Message)
 			}
 			var wire struct {
 				Error map[string]any `json:"error"`

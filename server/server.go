@@ -82,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
-	return mux
+	return openAIErrors(mux)
 }
 
 // api checks the API key, when one is configured.

@@ -32,6 +32,10 @@ var (
 	ErrDuplicateID = errors.New("request id already in flight")
 	// ErrUnknownID: an abort names no in-flight request.
 	ErrUnknownID = errors.New("no such request in flight")
+	// ErrRouteNotFound: no endpoint has that path.
+	ErrRouteNotFound = errors.New("no such endpoint")
+	// ErrMethodNotAllowed: the endpoint exists but not with that method.
+	ErrMethodNotAllowed = errors.New("method not allowed")
 	// ErrUnsupported: a request field Sluice cannot honour (refused, never ignored).
 	ErrUnsupported = errors.New("unsupported request field")
 	// errClientGone is the cancellation cause of a stream whose write failed.
@@ -72,6 +76,8 @@ var table = []struct {
 	{ErrShutdown, Class{http.StatusServiceUnavailable, "server_error", "server_shutdown", codes.Unavailable, "overloaded_error", ""}},
 	{ErrDuplicateID, Class{http.StatusConflict, "invalid_request_error", "duplicate_request_id", codes.AlreadyExists, "invalid_request_error", ""}},
 	{ErrUnknownID, Class{http.StatusNotFound, "invalid_request_error", "request_not_found", codes.NotFound, "not_found_error", ""}},
+	{ErrRouteNotFound, Class{http.StatusNotFound, "invalid_request_error", "not_found", codes.Unimplemented, "not_found_error", ""}},
+	{ErrMethodNotAllowed, Class{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", codes.Unimplemented, "invalid_request_error", ""}},
 	{ErrUnsupported, Class{http.StatusBadRequest, "invalid_request_error", "unsupported_parameter", codes.InvalidArgument, "invalid_request_error", ""}},
 	{context.Canceled, Class{499, "server_error", "cancelled", codes.Canceled, "api_error", ""}},
 	{context.DeadlineExceeded, Class{http.StatusGatewayTimeout, "server_error", "deadline_exceeded", codes.DeadlineExceeded, "api_error", ""}},
