@@ -65,13 +65,24 @@ func loadF32Host(t *testing.T, m *Llama, name string) []float32 {
 	return w.host[name]
 }
 
+// gemma3TieMargin: Gemma's logits move about twice as far from llama.cpp's
+// as SmolLM2's for the same arithmetic differences. Position 0 agrees to
+// 1e-4 (every matmul, norm and the GeGLU table match ggml's); from position
+// 1 on, attention's rounding differs (llama.cpp rounds Q and the softmax
+// weights to F16), and over positions 1–8 of the first 12 prompts the worst
+// top-5 |Δlogit| sums to 7.2 for Gemma against 2.9 for SmolLM2. Emulating
+// both F16 roundings only brought it to 4.1, and the 2026-12 golden run has
+// one greedy step at a llama.cpp margin of 0.55. The logit tolerances stay
+// the same as SmolLM2's.
+const gemma3TieMargin = 1.0
+
 // TestGoldenGemma3 is TestGoldenLlamaCpp on Gemma 3: the same prompts (two
 // of them, 1,000+ tokens, run far past the 512-token window, prefilled in
-// chunks that straddle it), the same tolerances.
+// chunks that straddle it), the same logit tolerances.
 func TestGoldenGemma3(t *testing.T) {
 	g := loadGolden(t, gemma3GoldenPath)
 	m := loadGemma3(t, 2, Options{MaxBatchTokens: 512, MaxSeqs: 1, KVBlocks: 200})
-	checkGolden(t, g, m)
+	checkGolden(t, g, m, gemma3TieMargin)
 }
 
 // The KV figures BENCHMARKS.md quotes for a 32k-token Gemma 3 270M sequence:
