@@ -39,7 +39,8 @@ func (w *Web) serveEvents(rw http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush() == nil
 	}
-	if !write([]byte("retry: 1000\n\n")) {
+	rw.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil { // headers now: the client knows it is connected before the first frame
 		return
 	}
 	ka := time.NewTimer(keepAlive)

@@ -274,6 +274,7 @@ function stop() {
 const eng = {
   latest: null,
   history: [], // {ms, prompt, decode} per frame that followed a step
+  recent: [],
   seenEnds: 0,
   drawn: null,
   conn: null,
@@ -419,6 +420,9 @@ function drawEngine() {
 
 function onFrame(st) {
   eng.frames++;
+  // A short record of what arrived (not only what was drawn), for tests.
+  eng.recent.push({ frame: st.frame, steps: st.steps, used: st.kv.used, running: st.running, at: performance.now() });
+  if (eng.recent.length > 256) eng.recent.shift();
   const prev = eng.latest;
   if (st.step.rows && (!prev || st.steps !== prev.steps)) {
     eng.history.push({ ms: st.step.ms, prompt: st.step.prompt, decode: st.step.decode });

@@ -16,8 +16,9 @@ function el(tag, cls) {
 // inline appends text with inline marks to parent.
 function inline(parent, text) {
   let last = 0;
-  INLINE.lastIndex = 0;
-  for (let m; (m = INLINE.exec(text)) !== null; ) {
+  // matchAll runs on a copy of the pattern: the recursion below for bold and
+  // italics must not move this loop's position.
+  for (const m of text.matchAll(INLINE)) {
     if (m.index > last) parent.append(text.slice(last, m.index));
     if (m[2] !== undefined) {
       const c = el('code');
@@ -39,7 +40,7 @@ function inline(parent, text) {
       a.textContent = m[6];
       parent.append(a);
     }
-    last = INLINE.lastIndex;
+    last = m.index + m[0].length;
   }
   if (last < text.length) parent.append(text.slice(last));
 }

@@ -1,0 +1,265 @@
+// Drives Sluice's page in headless Chromium against a running server and
+// prints one JSON line: {"ok", "failures", "figures"}. Environment:
+//   SLUICE_URL   the server (started with --api-key $SLUICE_KEY)
+//   SLUICE_KEY   the API key the page is given when it asks
+//   CHROMIUM     the browser to run (tests/web/fetch-chromium.sh prints it)
+//   SCREENSHOTS  a folder for the README's screenshots (optional)
+import { chromium } from 'playwright-core';
+import path from 'node:path';
+
+const base = process.env.SLUICE_URL;
+const key = process.env.SLUICE_KEY;
+const shots = process.env.SCREENSHOTS || '';
+const failures = [];
+const figures = {};
+const check = (cond, msg) => { if (!cond) failures.push(msg); return cond; };
+const auth = { Authorization: `Bearer ${key}` };
+
+async function metric(name, label) {
+  const text = await (await fetch(`${base}/metrics`, { headers: auth })).text();
+  for (const line of text.split('\n')) {
+    if (line.startsWith(name + (label ? `{` : ' ')) && (!label || line.includes(label))) return Number(line.split(' ').pop());
+  }
+  return NaN;
+}
+
+// complete runs a chat request outside the browser and returns its text.
+async function complete(messages, max_tokens) {
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: 'POST', headers: { ...auth, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages, max_tokens, temperature: 0, top_p: 1 }),
+  });
+  return (await res.json()).choices[0].message.content;
+}
+
+async function setSettings(page, { temperature = 0, top_p = 1, max_tokens = 128, system = '' }) {
+  await page.evaluate(() => { document.getElementById('settings').open = true; });
+  await page.fill('#system', system);
+  await page.fill('#temperature', String(temperature));
+  await page.fill('#top_p', String(top_p));
+  await page.fill('#max_tokens', String(max_tokens));
+  await page.click('#clear');
+  await page.evaluate(() => { document.getElementById('settings').open = false; });
+}
+
+async function send(page, text) {
+  await page.fill('#input', text);
+  await page.press('#input', 'Enter');
+}
+
+const lastReply = (page) => page.locator('.msg.assistant').last();
+
+async function waitDone(page, timeout = 60000) {
+  await page.waitForFunction(() => !window.sluice.chat.current && document.querySelector('.msg.assistant:last-child .meta')?.textContent, null, { timeout });
+}
+
+// 1. Tokens arrive incrementally: the reply's text changes many times,
+// spread over the generation rather than in one burst. TTFT and tokens/s
+// are shown. A screenshot of the page mid-reply.
+async function streams(page) {
+  await setSettings(page, { max_tokens: 160 });
+  await page.evaluate(() => {
+    window.__updates = [];
+    new MutationObserver(() => {
+      const b = document.querySelector('.msg.assistant:last-child .body');
+      const n = b ? b.textContent.length : 0;
+      const u = window.__updates;
+      if (n > 0 && (!u.length || u[u.length - 1].n !== n)) u.push({ t: performance.now(), n });
+    }).observe(document.getElementById('messages'), { subtree: true, childList: true, characterData: true });
+  });
+  const t0 = await page.evaluate(() => performance.now());
+  await send(page, 'Write a short story about a lighthouse keeper and a storm.');
+  await page.waitForFunction(() => window.__updates.length >= 90, null, { timeout: 30000 });
+  if (shots) await page.screenshot({ path: path.join(shots, 'chat-mid-reply.png') });
+  await waitDone(page);
+  const u = await page.evaluate(() => window.__updates);
+  const tEnd = await page.evaluate(() => performance.now());
+  const span = u[u.length - 1].t - u[0].t;
+  const mid = u[Math.floor(u.length / 2)].t - u[0].t;
+  figures.stream = { updates: u.length, first_update_ms: Math.round(u[0].t - t0), span_ms: Math.round(span), median_at: +(mid / span).toFixed(2) };
+  check(u.length >= 40, `only ${u.length} DOM updates of the reply`);
+  check(span >= 500, `updates spanned ${span} ms`);
+  check(mid / span > 0.25 && mid / span < 0.75, `half the updates came by ${(mid / span).toFixed(2)} of the span: a burst`);
+  const meta = await lastReply(page).locator('.meta').textContent();
+  figures.stream.meta = meta;
+  check(/TTFT \d+ ms/.test(meta) && /[\d.]+ tok\/s/.test(meta), `reply meta "${meta}" lacks TTFT or tok/s`);
+  void tEnd;
+}
+
+// 2. Stop aborts the request on the server: the client_disconnect abort
+// counter rises by one and the reply says it was stopped.
+async function stops(page) {
+  await setSettings(page, { max_tokens: 1500 });
+  const before = await metric('sluice_requests_aborted_total', 'cause="client_disconnect"');
+  await send(page, 'Tell me a very long story about a dragon who learns to paint.');
+  await page.waitForFunction(() => (document.querySelector('.msg.assistant:last-child .body')?.textContent.length || 0) > 30, null, { timeout: 30000 });
+  await page.click('#stop');
+  await waitDone(page);
+  const meta = await lastReply(page).locator('.meta').textContent();
+  check(meta.includes('stopped'), `after Stop the reply says "${meta}"`);
+  let after = before;
+  for (let i = 0; i < 100 && after === before; i++) {
+    await new Promise((r) => setTimeout(r, 50));
+    after = await metric('sluice_requests_aborted_total', 'cause="client_disconnect"');
+  }
+  figures.stop = { aborted_before: before, aborted_after: after };
+  check(after === before + 1, `sluice_requests_aborted_total{cause="client_disconnect"} went ${before} → ${after}`);
+}
+
+// 3. A dropped connection resumes with Last-Event-ID: the page notes it and
+// the text equals an uninterrupted greedy run.
+async function resumes(page) {
+  const prompt = 'List five facts about the Moon.';
+  const want = await complete([{ role: 'user', content: prompt }], 120);
+  await setSettings(page, { max_tokens: 120 });
+  await send(page, prompt);
+  await page.waitForFunction(() => (document.querySelector('.msg.assistant:last-child .body')?.textContent.length || 0) > 40, null, { timeout: 30000 });
+  check(await page.evaluate(() => window.sluice.dropConnection()), 'no request to drop');
+  await waitDone(page);
+  const notes = await lastReply(page).locator('.note.resume').allTextContents();
+  const got = await page.evaluate(() => window.sluice.chat.messages.at(-1).content);
+  figures.resume = { notes, equal: got === want, chars: got.length };
+  check(notes.length === 1 && /resumed after event \d+/.test(notes[0]), `resume notes ${JSON.stringify(notes)}`);
+  check(got === want, `resumed text differs from the uninterrupted run:\n${JSON.stringify(got)}\n${JSON.stringify(want)}`);
+}
+
+// 4. Model output with <script> is shown as text: the model's own (it puts
+// it in a code block), and raw HTML streamed outside any code block.
+async function escapes(page) {
+  await setSettings(page, { max_tokens: 80 });
+  await send(page, 'Write an HTML line that sets window.pwned = 1 inside a script tag. Answer with the raw HTML only, no Markdown.');
+  await waitDone(page);
+  const real = await lastReply(page).locator('.body').textContent();
+  check(real.includes('<script'), `the model's reply has no <script> to test with: ${JSON.stringify(real)}`);
+  // The same page fed a stream whose text is raw HTML, as a model could write it.
+  const evil = ['<img src=x onerror="window.pwned=2">', '<script>window.pwned=3</script>', ' **bold** <b>not bold</b>'];
+  await page.route('**/v1/chat/completions', (route) => {
+    const ev = (id, d) => `id: ${id}\ndata: ${JSON.stringify({ choices: [{ index: 0, delta: d, finish_reason: null }] })}\n\n`;
+    let body = ev(1, { role: 'assistant', content: '' });
+    evil.forEach((t, i) => { body += ev(i + 2, { content: t }); });
+    body += 'id: 9\ndata: [DONE]\n\n';
+    route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream', 'X-Sluice-Stream-Id': 'x' }, body });
+  });
+  await send(page, 'anything');
+  await waitDone(page);
+  await page.unroute('**/v1/chat/completions');
+  const r = await page.evaluate(() => {
+    const b = document.querySelector('.msg.assistant:last-child .body');
+    return { text: b.textContent, scripts: document.querySelectorAll('#messages script, #messages img, #messages b').length, strong: b.querySelectorAll('strong').length, pwned: window.pwned };
+  });
+  figures.escape = { model: real.slice(0, 80), ...r };
+  check(r.text.includes('<script>window.pwned=3</script>') && r.text.includes('<img src=x'), `raw HTML not shown as text: ${r.text}`);
+  check(r.scripts === 0 && r.pwned === undefined, `model output became elements (${r.scripts}) or ran (pwned=${r.pwned})`);
+  check(r.strong === 1, 'Markdown bold not rendered');
+}
+
+// 5. Closing a chat tab mid-reply: the engine view's used-block count falls
+// within one step, and the reclaim is listed.
+async function closeTab(ctx, engine) {
+  const chatPage = await ctx.newPage();
+  await chatPage.goto(`${base}/?view=chat`);
+  await setSettings(chatPage, { max_tokens: 1500 });
+  await send(chatPage, 'Tell me a very long story about a dragon who learns to paint.');
+  await engine.waitForFunction(() => {
+    const st = window.sluice.engine.latest;
+    return st && st.running === 1 && st.seqs[0] && st.seqs[0].tokens - st.seqs[0].prompt > 20;
+  }, null, { timeout: 30000 });
+  const at = await engine.evaluate(() => { const st = window.sluice.engine.latest; return { steps: st.steps, used: st.kv.used, ends: st.ends.length ? st.ends.at(-1).n : 0 }; });
+  await chatPage.close();
+  await engine.waitForFunction((u) => window.sluice.engine.latest.kv.used < u, at.used, { timeout: 10000 });
+  const r = await engine.evaluate((at) => {
+    const fall = window.sluice.engine.recent.find((f) => f.steps >= at.steps && f.used < at.used);
+    const st = window.sluice.engine.latest;
+    return { fall, end: st.ends.find((e) => e.n > at.ends), dom: document.getElementById('kv-used').textContent, log: document.querySelector('#ends li')?.textContent };
+  }, at);
+  await engine.waitForFunction((u) => Number(document.getElementById('kv-used').textContent) < u, at.used, { timeout: 5000 });
+  figures.close_tab = { steps_at_close: at.steps, used_before: at.used, steps_at_fall: r.fall.steps, used_after: r.fall.used, reclaim_ms: r.end && r.end.reclaim_ms, log: r.log };
+  // The frame current at close may be followed by one step already in
+  // flight; the abort lands before the step after it, and the frame that
+  // step publishes is the first without the blocks.
+  check(r.fall.steps - at.steps <= 2, `used blocks fell at step ${r.fall.steps}, tab closed at step ${at.steps}`);
+  check(r.end && r.end.finish === 'abort' && r.end.cause === 'client_disconnect' && r.end.blocks > 0, `end record ${JSON.stringify(r.end)}`);
+  check(/aborted \(client_disconnect\): \d+ blocks back/.test(r.log || ''), `reclaim log line "${r.log}"`);
+}
+
+// 6. The engine view under 16 streams (a screenshot), a few of them cut.
+async function load16(engine) {
+  const ctls = [];
+  const streams = [];
+  for (let i = 0; i < 16; i++) {
+    const ctl = new AbortController();
+    ctls.push(ctl);
+    streams.push(fetch(`${base}/v1/chat/completions`, {
+      method: 'POST', signal: ctl.signal, headers: { ...auth, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages: [{ role: 'user', content: `Story number ${i}: write about a city of ${['glass', 'salt', 'rain', 'bells'][i % 4]}.` }], max_tokens: 400 + 20 * i, stream: true }),
+    }).then(async (res) => { for await (const _ of res.body) { /* read on */ } }).catch(() => {}));
+  }
+  // Every stream admitted and past its prompt: steps are all decode.
+  await engine.waitForFunction(() => {
+    const r = window.sluice.engine.recent.slice(-4);
+    return r.length === 4 && r.every((f) => f.running === 16) && window.sluice.engine.latest.step.decode === 16;
+  }, null, { timeout: 60000 });
+  const ends = await engine.evaluate(() => window.sluice.engine.seenEnds);
+  for (const c of ctls.slice(0, 3)) c.abort();
+  await engine.waitForFunction((n) => window.sluice.engine.seenEnds >= n + 3, ends, { timeout: 10000 });
+  await new Promise((r) => setTimeout(r, 300)); // let the steps chart fill in
+  const st = await engine.evaluate(() => window.sluice.engine.latest);
+  figures.load16 = { running: st.running, used: st.kv.used, step_ms: st.step.ms, rows: st.step.rows };
+  check(st.running === 13, `${st.running} running after cutting 3 of 16`);
+  if (shots) {
+    await engine.setViewportSize({ width: 1280, height: 1560 });
+    await engine.waitForTimeout(400); // a few frames at the new size
+    await engine.screenshot({ path: path.join(shots, 'engine-view.png') });
+  }
+  for (const c of ctls) c.abort();
+  await Promise.all(streams);
+}
+
+// 7. Phone width and both themes: nothing overflows sideways, the tabs
+// switch views, the theme changes the colours.
+async function layout(ctx) {
+  const page = await ctx.newPage();
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(base + '/');
+  await page.waitForSelector('.tabs button[data-view=engine]', { state: 'visible' });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(overflow <= 0, `phone width overflows by ${overflow}px`);
+  await page.click('.tabs button[data-view=engine]');
+  check(await page.isVisible('#engine') && !(await page.isVisible('#chat')), 'the Engine tab does not switch views');
+  await page.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 10000 });
+  const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  const themes = {};
+  for (let i = 0; i < 3; i++) {
+    await page.click('#theme');
+    themes[(await page.textContent('#theme')).replace('Theme: ', '')] = await bg();
+  }
+  figures.themes = themes;
+  check(themes.light && themes.dark && themes.light !== themes.dark, `themes ${JSON.stringify(themes)}`);
+  await page.close();
+}
+
+const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: ['--no-sandbox'] });
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const page = await ctx.newPage();
+  page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  await page.goto(base + '/');
+  // The key is asked once; the other pages share this browser's storage.
+  await page.waitForSelector('#key-dialog[open]', { timeout: 10000 });
+  await page.fill('#key-input', key);
+  await page.click('#key-save');
+  await page.waitForFunction(() => document.getElementById('model').textContent !== '', null, { timeout: 10000 });
+  const engine = await ctx.newPage();
+  engine.on('pageerror', (e) => failures.push(`engine page error: ${e.message}`));
+  await engine.goto(`${base}/?view=engine`);
+  await engine.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 10000 });
+  check(!(await engine.evaluate(() => document.getElementById('key-dialog').open)), 'the key was asked for again');
+  for (const [name, run] of [['streams', () => streams(page)], ['stops', () => stops(page)], ['resumes', () => resumes(page)],
+    ['escapes', () => escapes(page)], ['closeTab', () => closeTab(ctx, engine)], ['load16', () => load16(engine)], ['layout', () => layout(ctx)]]) {
+    if (process.env.ONLY && !process.env.ONLY.split(',').includes(name)) continue;
+    try { await run(); } catch (e) { failures.push(`${name}: ${e.message.split('\n')[0]}`); }
+  }
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify({ ok: failures.length === 0, failures, figures }));
