@@ -52,6 +52,7 @@ type Model struct {
 	Llama     *models.Llama
 	src       models.WeightSource
 	be        kernels.Backend
+	grammars  grammars // structured outputs, shared by every transport's Backend
 }
 
 // Load opens a GGUF file or a Hugging Face directory and starts an engine on it.
@@ -61,6 +62,7 @@ func Load(path string, o Options) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{ID: ModelID(path), src: src}
+	m.grammars.m = m
 	if err := m.load(o); err != nil {
 		_ = src.Close()
 		if m.Tokenizer != nil {
@@ -117,7 +119,7 @@ func ModelID(path string) string {
 
 // Backend adapts the model to the transports.
 func (m *Model) Backend() *stream.Backend {
-	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen()}
+	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen(), Grammars: &m.grammars}
 }
 
 // Close stops the engine (open sequences end with CauseShutdown) and frees the model.

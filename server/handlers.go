@@ -162,6 +162,12 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	if !st.done && !limitReached {
 		req := st.req
 		req.Resume = append([]int32(nil), st.ts.IDs()...)
+		if req.Constraint != nil { // the old one may have run ahead of what the client got
+			if req.Constraint, err = stream.ConstraintAfter(s.backend.Load(), st.gen, req.Resume); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
 		if gen, err = stream.Submit(ctx, s.backend.Load().Engine, req, s.cfg.AbortOnDisconnect); err != nil {
 			writeError(w, err)
 			return

@@ -35,6 +35,8 @@ type wireRequest struct {
 	StreamOptions       *wireStreamOption `json:"stream_options"`
 	User                *string           `json:"user"`
 	N                   *int              `json:"n"`
+	ResponseFormat      json.RawMessage   `json:"response_format"`
+	StructuredOutputs   json.RawMessage   `json:"structured_outputs"`
 }
 
 type wireStreamOption struct {
@@ -92,6 +94,12 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		return nil, err
 	}
 	if err := g.SetParams(p); err != nil {
+		return nil, err
+	}
+	if err := g.SetResponseFormat(wr.ResponseFormat); err != nil {
+		return nil, err
+	}
+	if err := g.SetStructuredOutputs(wr.StructuredOutputs); err != nil {
 		return nil, err
 	}
 	if wr.User != nil {

@@ -89,7 +89,8 @@ func NewDetokenizerFor(tok Tokenizer, prompt []int32) Detokenizer {
 type Backend struct {
 	Engine     Engine
 	Tokenizer  Tokenizer
-	ContextLen int // the model's context: what model listings report
+	ContextLen int      // the model's context: what model listings report
+	Grammars   Grammars // nil: a request for structured outputs is refused (structured.go)
 }
 
 // Limit is the longest prompt + output a request may ask for.

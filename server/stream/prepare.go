@@ -45,12 +45,16 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		return engine.Request{}, InvalidParam("max_tokens",
 			"the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", limit, n, g.MaxTokens)
 	}
+	constraint, err := b.constraint(g, nil)
+	if err != nil {
+		return engine.Request{}, err
+	}
 	sp := g.Sampling
 	if sp.Seed == nil {
 		seed := randUint64()
 		sp.Seed = &seed
 	}
-	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens)}, nil
+	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint}, nil
 }
 
 // Generation is one submitted request: its sequence and the context the

@@ -31,6 +31,7 @@ type GenRequest struct {
 	Stream       bool
 	IncludeUsage bool
 	User         string
+	Output       Output // structured outputs (structured.go); the zero value is free text
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.
