@@ -42,6 +42,10 @@ type Options struct {
 	// NewBackend makes the backend the weights go to (nil: the CPU backend
 	// with Threads goroutines). `sluice-cuda --backend cuda` passes the GPU's.
 	NewBackend func() (kernels.Backend, error)
+	// ChatTemplate replaces the model's chat template (Jinja source, as
+	// tokenizer.ChatTemplate resolves `--chat-template`); "" keeps the file's,
+	// and a base model without one answers chat requests with 400.
+	ChatTemplate string
 }
 
 // Model is a loaded model behind a running engine.
@@ -88,6 +92,9 @@ func (m *Model) load(o Options) error {
 	}
 	if err != nil {
 		return err
+	}
+	if o.ChatTemplate != "" {
+		m.Tokenizer.SetChatTemplate(o.ChatTemplate)
 	}
 	if o.NewBackend != nil {
 		if m.be, err = o.NewBackend(); err != nil {

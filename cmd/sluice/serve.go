@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/tokenizer"
 )
 
 // runServe: sluice serve --model PATH [--addr :8080] ... Every flag can also
@@ -34,6 +35,8 @@ func runServe(args []string) error {
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
 	backend := fs.String("backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
 	device := fs.Int("device", 0, "CUDA device ordinal (with --backend cuda)")
+	chatTemplate := fs.String("chat-template", "", "chat template for a model without one, or to replace its own: a Jinja file or a built-in ("+
+		strings.Join(tokenizer.BuiltinTemplates(), ", ")+")")
 	fs.IntVar(&lo.ContextLen, "ctx", 0, "context length cap (0 = the model's own)")
 	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
@@ -64,6 +67,11 @@ func runServe(args []string) error {
 	var err error
 	if lo.NewBackend, err = backendFactory(*backend, *device); err != nil {
 		return err
+	}
+	if *chatTemplate != "" {
+		if lo.ChatTemplate, err = tokenizer.ChatTemplate(*chatTemplate); err != nil {
+			return err
+		}
 	}
 	if aliases != "" {
 		cfg.Aliases = strings.Split(aliases, ",")
