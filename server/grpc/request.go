@@ -1,7 +1,6 @@
 package grpcserver
 
 import (
-
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	"github.com/sluicehq/sluice/server/stream"
 )

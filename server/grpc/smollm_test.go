@@ -3,15 +3,11 @@ package grpcserver
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/server"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 )
 
@@ -36,21 +32,8 @@ func TestChatMatchesHTTP(t *testing.T) {
 		t.Fatalf("gRPC chat: %v, complete %v, text %q", got.err, got.complete, got.text)
 	}
 
-	hs, err := server.New(func() server.Config {
-		c := server.DefaultConfig()
-		c.ModelID = r.model.ID
-		return c
-	}(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hs.SetBackend(r.model.Backend()); err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(hs.Handler())
-	defer ts.Close()
 	body := `{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Name a color."}],"temperature":0,"max_tokens":8}`
-	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	resp, err := http.Post(httpFor(t, r)+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
