@@ -10,39 +10,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	. "github.com/sluicehq/sluice/server/stream"
 )
 
-// slowModel takes step (fake time, under synctest) for every forward step,
-// and hang instead for its step number hangAt; its logits always pick 'x'.
-type slowModel struct {
-	step, hang time.Duration
-	hangAt     int
-	steps      int // loop goroutine only
-}
-
-func (m *slowModel) VocabSize() int  { return 256 }
-func (m *slowModel) ContextLen() int { return 1024 }
-func (m *slowModel) Forward(b *kernels.Batch) ([]float32, error) {
-	m.steps++
-	if m.steps == m.hangAt {
-		time.Sleep(m.hang)
-	} else {
-		time.Sleep(m.step)
-	}
-	logits := make([]float32, len(b.LogitRows)*m.VocabSize())
-	for r := range b.LogitRows {
-		logits[r*m.VocabSize()+'x'] = 1
-	}
-	return logits, nil
-}
-
 // pumpOnEngine submits one request per entry of maxTokens to a real engine
 // over m with one running slot, pumps them all concurrently with cfg, and
 // returns their outcomes in submission order.
-func pumpOnEngine(t *testing.T, m *slowModel, cfg PumpConfig, maxTokens ...int) []Outcome {
+func pumpOnEngine(t *testing.T, m *streamtest.SlowModel, cfg PumpConfig, maxTokens ...int) []Outcome {
 	t.Helper()
 	e, err := engine.New(m, engine.Config{Blocks: 64, BlockSize: 16, MaxSeqs: 1})
 	if err != nil {
@@ -70,7 +45,7 @@ func pumpOnEngine(t *testing.T, m *slowModel, cfg PumpConfig, maxTokens ...int) 
 // far longer than the stall timeout runs to its end once admitted.
 func TestPumpEngineQueueWaitIsNotAStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &slowModel{step: 10 * time.Second}
+		m := &streamtest.SlowModel{Step: 10 * time.Second}
 		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second}
 		// The first holds the only slot for 10 steps (100 s); the second waits.
 		outs := pumpOnEngine(t, m, cfg, 10, 3)
@@ -86,7 +61,7 @@ func TestPumpEngineQueueWaitIsNotAStall(t *testing.T) {
 // than the stall timeout is still aborted as stalled.
 func TestPumpEngineRunningStall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &slowModel{step: time.Second, hangAt: 3, hang: time.Minute}
+		m := &streamtest.SlowModel{Step: time.Second, HangAt: 3, Hang: time.Minute}
 		cfg := PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second}
 		out := pumpOnEngine(t, m, cfg, 10)[0]
 		// The hung step still delivers its token; the abort lands at the
@@ -105,7 +80,7 @@ func TestPumpEngineLongPromptIsNotAStall(t *testing.T) {
 	for _, streamed := range []bool{true, false} {
 		t.Run(fmt.Sprintf("streamed=%v", streamed), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				m := &slowModel{step: 10 * time.Second}
+				m := &streamtest.SlowModel{Step: 10 * time.Second}
 				e, err := engine.New(m, engine.Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 16})
 				if err != nil {
 					t.Fatal(err)
