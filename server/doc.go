@@ -1,16 +1,15 @@
-// Package server owns Sluice's OpenAI-compatible HTTP API: request parsing and
-// validation, the mapping from engine errors to HTTP status codes, and the
-// stream writer that turns a sequence's tokens into Server-Sent Events.
+// Package server owns Sluice's OpenAI-compatible HTTP API: the OpenAI JSON
+// schema (parsed into a stream.GenRequest), SSE framing and the chunk JSON,
+// OpenAI's error shape over the stream core's one error table, resume, and
+// the http.Server with its shutdown. Everything that is not OpenAI's wire
+// shape (validation rules, Prepare, Submit, Pump, TextStream) is the
+// transport-neutral core in server/stream, which the gRPC endpoint and the
+// other adapters share.
 //
-// The stream writer is split in two so the gRPC endpoint can reuse it:
-//
-//	engine.Sequence ─▶ TextStream (incremental detokenize + stop-string hold-back)
-//	                 ─▶ Pump (keep-alive, stall timeout, coalescing, disconnect → abort)
-//	                 ─▶ Emitter (framing: SSE here, protobuf messages for gRPC)
-//
-// Handlers are thin adapters over the sequence stream: they submit a request,
-// drain the sequence's token channel and never touch engine state. Everything
-// they need from the engine comes through the Engine and Sequence interfaces.
+// Handlers are thin adapters: they parse, call stream.Prepare and
+// stream.Submit, hand stream.Pump an sseWriter (or a collector for a
+// non-streaming response) and frame the ending; they never touch engine
+// state.
 //
 // Resume: each streaming response's events are retained for a bounded window
 // (ResumeStore). A client that lost its connection reconnects with the

@@ -7,14 +7,15 @@
 //   - vllm.grpc.engine.VllmEngine: wire-compatible with the service the
 //     SGLang model gateway drives vLLM through (token ids in and out).
 //
-// Both are thin adapters over the HTTP server's stream writer: a request
-// becomes an engine.Request, and server.Pump drains the sequence through a
-// server.TextStream (incremental detokenize, stop-string hold-back) into an
-// Emitter that frames protobuf messages instead of SSE events. Cancellation
-// therefore takes the same path as an SSE disconnect: the call's context is
-// done (client cancel, deadline, lost connection detected by keepalive, or
-// an Abort RPC naming the request) → Pump aborts the sequence → the engine
-// frees its KV blocks before the next step.
+// Both are thin adapters over the stream core (server/stream), as the HTTP
+// API is: a request becomes a stream.GenRequest under the same rules,
+// stream.Prepare tokenizes it, and stream.Pump drains the sequence through
+// a TextStream that decodes with the prompt as context (so the text equals
+// HTTP's) into an Emitter that frames protobuf messages, each with its text
+// and token ids. Cancellation takes the same path as an SSE disconnect: the
+// call's context ends (client cancel, deadline, a lost connection found by
+// keepalive, or an Abort RPC naming the request), and the engine, which
+// watches it, frees the sequence's KV blocks before the next step.
 //
 // Unlike SSE writes, a gRPC Send has no per-write deadline: a client that
 // stays connected but stops reading blocks its own stream at HTTP/2 flow
@@ -22,9 +23,9 @@
 // engine never waits on it). Keepalive pings catch dead connections, not
 // slow readers; clients should set a call deadline.
 //
-// Errors map to status codes in one table (errors.go). Before the first
-// response message an error is only a status; after it, an in-band error
-// message precedes the same status.
+// Errors map to status codes through the stream core's one table. Before
+// the first response message an error is only a status; after it, an
+// in-band error message precedes the same status.
 //
 // Concurrency: one goroutine per call owns its TextStream and Emitter; the
 // table of in-flight request ids is guarded by a mutex.
