@@ -4,6 +4,8 @@
 # without being listed anywhere. Seeds a target has found are kept in its
 # package's testdata/fuzz/<Target>/ (Go's corpus layout), committed like any
 # other test data; a failing input is written there too and fails the run.
+# Minimizing is capped at 5 s: its default minute per new input would spend
+# the run shrinking interesting inputs instead of searching.
 #
 #   scripts/fuzz.sh [FUZZTIME]        default 8s per target
 set -euo pipefail
@@ -18,7 +20,7 @@ count=0
 while read -r dir name; do
 	count=$((count + 1))
 	echo "fuzz: ./$dir $name ($fuzztime)"
-	if ! "$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "./$dir" >"$log" 2>&1; then
+	if ! "$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 5s "./$dir" >"$log" 2>&1; then
 		cat "$log"
 		failed=$((failed + 1))
 	fi
