@@ -21,9 +21,9 @@ type Config struct {
 	// KeepAlive is how long a stream may stay silent (queued, long prefill)
 	// before a ": keep-alive" comment is sent.
 	KeepAlive time.Duration
-	// StallTimeout aborts a sequence that produced no token for this long
-	// once the engine admitted it; waiting in the queue does not count (see
-	// stream.PumpConfig.StallTimeout).
+	// StallTimeout aborts a sequence that made no progress (no token, no
+	// prompt chunk processed) for this long once the engine admitted it;
+	// waiting in the queue does not count (see stream.PumpConfig.StallTimeout).
 	StallTimeout time.Duration
 	// WriteTimeout bounds each single write to a client (not the whole
 	// response): a client that stops reading is treated as gone.
