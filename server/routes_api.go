@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice/server/anthropic"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/responses"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -22,8 +23,17 @@ func (s *Server) edgeEnv() *httpedge.Env {
 		MaxBodyBytes:      s.cfg.MaxBodyBytes,
 		WriteTimeout:      s.cfg.WriteTimeout,
 		AbortOnDisconnect: s.cfg.AbortOnDisconnect,
+		WriteError:        writeError,
 	}
 }
+
+// The Responses API's store keeps this many responses within this many
+// bytes (the least recently used go first): enough for the conversations
+// a few hundred clients continue, small beside the KV pool.
+const (
+	storedResponses     = 4096
+	storedResponseBytes = 64 << 20
+)
 
 // moreRoutes adds the APIs beyond OpenAI's chat and completions.
 func (s *Server) moreRoutes(mux *http.ServeMux) {
@@ -31,6 +41,10 @@ func (s *Server) moreRoutes(mux *http.ServeMux) {
 	msgs := anthropic.New(env)
 	mux.Handle("POST /v1/messages", s.guard(msgs.Messages, anthropic.WriteError))
 	mux.Handle("POST /v1/messages/count_tokens", s.guard(msgs.CountTokens, anthropic.WriteError))
+	resp := responses.New(env, responses.NewStore(storedResponses, storedResponseBytes))
+	mux.Handle("POST /v1/responses", s.api(resp.Create))
+	mux.Handle("GET /v1/responses/{id}", s.api(resp.Get))
+	mux.Handle("DELETE /v1/responses/{id}", s.api(resp.Delete))
 }
 
 // guard checks the API key, from "Authorization: Bearer" or x-api-key, and

@@ -32,6 +32,8 @@ var (
 	ErrDuplicateID = errors.New("request id already in flight")
 	// ErrUnknownID: an abort names no in-flight request.
 	ErrUnknownID = errors.New("no such request in flight")
+	// ErrResponseNotFound: a stored response (Responses API) is unknown or expired.
+	ErrResponseNotFound = errors.New("response not found")
 	// ErrRouteNotFound: no endpoint has that path.
 	ErrRouteNotFound = errors.New("no such endpoint")
 	// ErrMethodNotAllowed: the endpoint exists but not with that method.
@@ -76,6 +78,7 @@ var table = []struct {
 	{ErrShutdown, Class{http.StatusServiceUnavailable, "server_error", "server_shutdown", codes.Unavailable, "overloaded_error", ""}},
 	{ErrDuplicateID, Class{http.StatusConflict, "invalid_request_error", "duplicate_request_id", codes.AlreadyExists, "invalid_request_error", ""}},
 	{ErrUnknownID, Class{http.StatusNotFound, "invalid_request_error", "request_not_found", codes.NotFound, "not_found_error", ""}},
+	{ErrResponseNotFound, Class{http.StatusNotFound, "invalid_request_error", "response_not_found", codes.NotFound, "not_found_error", ""}},
 	{ErrRouteNotFound, Class{http.StatusNotFound, "invalid_request_error", "not_found", codes.Unimplemented, "not_found_error", ""}},
 	{ErrMethodNotAllowed, Class{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", codes.Unimplemented, "invalid_request_error", ""}},
 	{ErrUnsupported, Class{http.StatusBadRequest, "invalid_request_error", "unsupported_parameter", codes.InvalidArgument, "invalid_request_error", ""}},

@@ -40,6 +40,9 @@ type Env struct {
 	MaxBodyBytes      int64
 	WriteTimeout      time.Duration
 	AbortOnDisconnect bool
+	// WriteError answers an error in OpenAI's shape before the first byte
+	// (the server's own writer, so the shape has one definition).
+	WriteError func(http.ResponseWriter, error)
 }
 
 // PumpConfig is the writer's timing for a streaming or a whole response.

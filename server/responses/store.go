@@ -1,0 +1,102 @@
+package responses
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Store keeps the responses created with store true, for
+// previous_response_id and GET /v1/responses/{id}: in memory, bounded in
+// count and in bytes, the least recently used going first. A server
+// restart forgets them all; a client that needs a conversation to outlive
+// one sends the whole input instead.
+//
+// Store is safe for concurrent use.
+type Store struct {
+	mu       sync.Mutex
+	maxItems int
+	maxBytes int
+	bytes    int
+	lru      *list.List // of *stored, most recently used at the front
+	byID     map[string]*list.Element
+}
+
+// stored is one response: its JSON for retrieval and the conversation it
+// ended, its own output last, for the next response to continue.
+type stored struct {
+	id   string
+	body []byte
+	conv []stream.ChatMessage
+	size int
+}
+
+// NewStore keeps at most maxItems responses within maxBytes.
+func NewStore(maxItems, maxBytes int) *Store {
+	return &Store{maxItems: maxItems, maxBytes: maxBytes, lru: list.New(), byID: map[string]*list.Element{}}
+}
+
+// put stores a response; one larger than the whole budget is not kept.
+func (s *Store) put(id string, body []byte, conv []stream.ChatMessage) {
+	size := len(id) + len(body)
+	for _, m := range conv {
+		size += len(m.Role) + len(m.Content)
+	}
+	if size > s.maxBytes {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.byID[id]; ok {
+		s.remove(e)
+	}
+	s.byID[id] = s.lru.PushFront(&stored{id: id, body: body, conv: conv, size: size})
+	s.bytes += size
+	for s.lru.Len() > s.maxItems || s.bytes > s.maxBytes {
+		s.remove(s.lru.Back())
+	}
+}
+
+func (s *Store) remove(e *list.Element) {
+	st := s.lru.Remove(e).(*stored)
+	delete(s.byID, st.id)
+	s.bytes -= st.size
+}
+
+func (s *Store) get(id string) (*stored, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if !ok {
+		return nil, false
+	}
+	s.lru.MoveToFront(e)
+	return e.Value.(*stored), true
+}
+
+// conversation is what previous_response_id continues.
+func (s *Store) conversation(id string) ([]stream.ChatMessage, bool) {
+	st, ok := s.get(id)
+	if !ok {
+		return nil, false
+	}
+	return st.conv, true
+}
+
+func (s *Store) delete(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.byID[id]
+	if ok {
+		s.remove(e)
+	}
+	return ok
+}
+
+// Len is how many responses are kept.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lru.Len()
+}
