@@ -29,8 +29,9 @@ type streamState struct {
 	format chunkFormat
 	ts     *stream.TextStream
 	log    *eventLog
-	cached int  // prompt tokens the first submission found in the prefix cache
-	done   bool // the log ends with [DONE]: nothing left to generate
+	cached int          // prompt tokens the first submission found in the prefix cache
+	done   bool         // the log ends with [DONE]: nothing left to generate
+	relay  *relayCursor // relay mode: the upstream's side (relay.go); nil for a local model
 
 	lease chan struct{} // holds a value while no request holds the stream
 

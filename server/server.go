@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/server/auth"
+	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -30,6 +31,7 @@ type Server struct {
 
 	extra map[string]http.Handler // routes other packages add (GET /metrics)
 	keys  *auth.Keys              // from cfg.APIKey; off when it is empty
+	relay *relay.Relay            // relay mode (SetRelay, relay.go): the API relays to upstreams
 }
 
 // Handle adds a route beside the API, such as "GET /metrics". It must be
@@ -71,6 +73,9 @@ func (s *Server) SetBackend(b *stream.Backend) error {
 
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
+	if s.relay != nil {
+		return openAIErrors(s.relayHandler())
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ready", s.handleReady)

@@ -1,0 +1,20 @@
+// Package relay forwards OpenAI-compatible requests to an upstream server
+// (another Sluice, vLLM, llama.cpp's server, a hosted API) and hands its
+// stream back as text for the stream core (stream.TextSource), so the
+// client gets Sluice's streaming guarantees whoever generates.
+//
+//	client ─▶ server (parse, SSE, event log, resume) ─▶ Relay.Open ─HTTP/SSE─▶ upstream
+//	        ◀─ PumpText (keep-alive, stop hold-back, stall, coalescing) ◀─ Stream (TextSource)
+//
+// What it owns: choosing an upstream for a served model name; the bounded
+// admission per upstream (ErrQueueFull past it); the upstream request, under
+// the client's context, with explicit connect, first-byte and stall timeouts
+// and retries only before the upstream answered (nothing has reached the
+// client then, so a retry is idempotent); parsing the upstream's SSE into
+// text, usage and its stream cursor; per-upstream metrics.
+//
+// Concurrency: a Relay is safe for concurrent use. Each Stream has one reader
+// goroutine, which owns the upstream response body and ends when the body
+// does: at [DONE], EOF, an error, or Close (which cancels the request, so the
+// upstream sees its TCP connection close at once).
+package relay
