@@ -22,15 +22,11 @@ type inference struct {
 
 func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStreamingServer[sluicev1.GenerateResponse]) error {
 	s := x.s
-	b, err := s.loaded()
-	if err != nil {
-		return err
-	}
 	g, err := genRequest(r)
 	if err != nil {
 		return toStatus(err)
 	}
-	run, err := s.start(call.Context(), b, g, r.GetRequestId(), "gen-")
+	run, err := s.start(call.Context(), g, r.GetRequestId(), "gen-")
 	if err != nil {
 		return err
 	}

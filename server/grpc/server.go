@@ -200,10 +200,14 @@ type running struct {
 }
 
 // start is what both generation services do between parsing a request and
-// streaming it: prepare the engine request as HTTP does, name it (the
-// client's id, or idPrefix and a random one) so Abort can find it, and
-// submit it. Errors come back as gRPC statuses.
-func (s *Server) start(parent context.Context, b *stream.Backend, g *stream.GenRequest, id, idPrefix string) (*running, error) {
+// streaming it: find the loaded model, prepare the engine request as HTTP
+// does, name it (the client's id, or idPrefix and a random one) so Abort can
+// find it, and submit it. Errors come back as gRPC statuses.
+func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefix string) (*running, error) {
+	b, err := s.loaded()
+	if err != nil {
+		return nil, err
+	}
 	if err := s.servesModel(g.Model); err != nil {
 		return nil, toStatus(err)
 	}

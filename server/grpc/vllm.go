@@ -93,15 +93,11 @@ func vllmRequest(r *vllmpb.GenerateRequest) (*stream.GenRequest, error) {
 
 func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, call grpc.ServerStreamingServer[vllmpb.GenerateResponse]) error {
 	s := v.s
-	b, err := s.loaded()
-	if err != nil {
-		return err
-	}
 	g, err := vllmRequest(r)
 	if err != nil {
 		return toStatus(err)
 	}
-	run, err := s.start(call.Context(), b, g, r.GetRequestId(), "vllm-")
+	run, err := s.start(call.Context(), g, r.GetRequestId(), "vllm-")
 	if err != nil {
 		return err
 	}
