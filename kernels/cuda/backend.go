@@ -29,6 +29,12 @@ type Options struct {
 	// caused it and its arguments instead of at the end of the step. Slow:
 	// for diagnosis. The environment variable SLUICE_CUDA_SYNC=1 sets it too.
 	SyncEach bool
+	// Graphs runs each step as a CUDA graph: captured the first time a step
+	// of those launches and arguments is seen, replayed with one launch
+	// after (decode steps repeat: their tables change, not their launches).
+	// The environment variable SLUICE_CUDA_GRAPHS=1 sets it too; SyncEach
+	// turns it off.
+	Graphs bool
 	// GEMVMaxRows: matmuls of at most this many rows run the decode (GEMV)
 	// kernels, larger ones the tensor-core tiles. Default 8, the most the
 	// GEMV kernels take in one pass.
@@ -48,6 +54,7 @@ type Backend struct {
 	drv    driver
 	allocs []devPtr
 	arena  devArena // device copy of the step's host tables
+	graphs bool     // steps run as CUDA graphs (Options.Graphs, UseGraphs)
 	tokens devBuf   // sampled token ids
 
 	step     step         // launches recorded since the last flush
@@ -66,10 +73,13 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("SLUICE_CUDA_SYNC") == "1" {
 		opts.SyncEach = true
 	}
+	if os.Getenv("SLUICE_CUDA_GRAPHS") == "1" {
+		opts.Graphs = true
+	}
 	if opts.GEMVMaxRows <= 0 || opts.GEMVMaxRows > 8 {
 		opts.GEMVMaxRows = 8
 	}
-	b := &Backend{opts: opts, calls: make(chan func()), exited: make(chan struct{})}
+	b := &Backend{opts: opts, calls: make(chan func()), exited: make(chan struct{}), graphs: opts.Graphs}
 	started := make(chan error, 1)
 	go b.loop(started)
 	if err := <-started; err != nil {
@@ -316,6 +326,20 @@ func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
 // Launches is how many kernel launches the backend has issued since New (a
 // benchmark divides it by the steps it ran).
 func (b *Backend) Launches() int64 { return b.launches.Load() }
+
+// UseGraphs switches CUDA graphs on or off for the steps after it (a
+// benchmark measures both on one loaded model).
+func (b *Backend) UseGraphs(on bool) error {
+	return b.do(func() error { b.graphs = on; return nil })
+}
+
+// GraphStats reports how many steps were captured into CUDA graphs and how
+// many replayed one.
+func (b *Backend) GraphStats() (GraphStats, error) {
+	var s GraphStats
+	err := b.do(func() error { s = b.drv.graphStats(); return nil })
+	return s, err
+}
 
 // Sync runs everything recorded and waits for it (benchmarks time steps with it).
 func (b *Backend) Sync() error { return b.do(func() error { return nil }) }

@@ -47,6 +47,9 @@ type kernelSet struct {
 	fns    map[string]C.CUfunction
 	jitMs  float64       // the driver's JIT time over all modules
 	buf    []C.sl_launch // a step's launches as cudrv.h takes them
+	graphs []graph       // instantiated whole steps (replay)
+	clock  uint64
+	stats  GraphStats
 }
 
 // jitLogBytes is each JIT log buffer's size: ptxas reports are a few lines
@@ -146,9 +149,9 @@ func (e *LaunchError) Error() string {
 
 func (e *LaunchError) Unwrap() error { return e.Err }
 
-// run issues ls in order on the stream, table arguments rebased on tab;
-// each waits after every launch. It does not wait at the end.
-func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
+// fill converts ls into k.buf as cudrv.h takes them, table arguments
+// rebased on tab.
+func (k *kernelSet) fill(ls []launch, tab devPtr) error {
 	k.buf = slices.Grow(k.buf[:0], len(ls))[:len(ls)]
 	for i := range ls {
 		l, c := &ls[i], &k.buf[i]
@@ -169,8 +172,41 @@ func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
 			c.args[j] = C.uint64_t(v)
 		}
 	}
+	return nil
+}
+
+// launchError builds the error of a failed sl_run or sl_capture: the
+// launch that failed when there is one (failed ≥ 0), else the call.
+func (k *kernelSet) launchError(ls []launch, call string, r C.CUresult, failed, afterSync C.int, msg string) error {
+	if failed < 0 {
+		return &LaunchError{Of: len(ls), Err: cuError(call, r)}
+	}
+	if afterSync != 0 {
+		call = "cuStreamSynchronize"
+	} else {
+		call = "cuLaunchKernel"
+	}
+	var err error = cuError(call, r)
+	if msg != "" {
+		err = fmt.Errorf("%s: %w", msg, err)
+	}
+	i := int(failed)
+	l := &ls[i]
+	args := make([]uint64, l.nargs)
+	for j := range args {
+		args[j] = uint64(k.buf[i].args[j])
+	}
+	return &LaunchError{Kernel: l.fn, Index: i, Of: len(ls), Grid: l.grid, Block: l.block, Args: args, Err: err}
+}
+
+// run issues ls in order on the stream, table arguments rebased on tab;
+// each waits after every launch. It does not wait at the end.
+func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
 	if len(ls) == 0 {
 		return nil
+	}
+	if err := k.fill(ls, tab); err != nil {
+		return err
 	}
 	var failed, afterSync C.int
 	var msg [512]C.char
@@ -182,22 +218,75 @@ func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
 	if r == C.CUDA_SUCCESS {
 		return nil
 	}
-	i := int(failed)
-	call := "cuLaunchKernel"
-	if afterSync != 0 {
-		call = "cuStreamSynchronize"
-	}
-	var err error = cuError(call, r)
-	if m := C.GoString(&msg[0]); m != "" {
-		err = fmt.Errorf("%s: %w", m, err)
-	}
-	l := &ls[i]
-	args := make([]uint64, l.nargs)
-	for j := range args {
-		args[j] = uint64(k.buf[i].args[j])
-	}
-	return &LaunchError{Kernel: l.fn, Index: i, Of: len(ls), Grid: l.grid, Block: l.block, Args: args, Err: err}
+	return k.launchError(ls, "cuLaunchKernel", r, failed, afterSync, C.GoString(&msg[0]))
 }
+
+// A graph is one whole step captured and instantiated: the same launches
+// with the same arguments (table arguments are offsets into the same arena;
+// the tables' contents are copied before each replay, so positions, slots
+// and block tables may change) replay it with one cuGraphLaunch.
+type graph struct {
+	exec     C.CUgraphExec
+	launches []launch
+	tab      devPtr
+	used     uint64 // k.clock when last replayed
+}
+
+// maxGraphs bounds the cache: decode steps of a few batch shapes (and a
+// split-attention grid that changes as contexts grow) each take one.
+const maxGraphs = 8
+
+// GraphStats counts whole steps captured into CUDA graphs and replayed.
+type GraphStats struct{ Captures, Replays int64 }
+
+// replay runs ls as a CUDA graph: an instantiated one of the same launches
+// if the cache has it, else a new capture (evicting the least recently
+// used). It does not wait.
+func (k *kernelSet) replay(ls []launch, tab devPtr) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	k.clock++
+	for i := range k.graphs {
+		g := &k.graphs[i]
+		if g.tab == tab && slices.Equal(g.launches, ls) {
+			g.used = k.clock
+			k.stats.Replays++
+			if r := C.cuGraphLaunch(g.exec, k.stream); r != C.CUDA_SUCCESS {
+				return &LaunchError{Of: len(ls), Err: cuError("cuGraphLaunch", r)}
+			}
+			return nil
+		}
+	}
+	if err := k.fill(ls, tab); err != nil {
+		return err
+	}
+	var exec C.CUgraphExec
+	var failed, afterSync C.int
+	var msg [512]C.char
+	r := C.sl_capture(&k.buf[0], C.int(len(ls)), k.stream, &exec, &failed, &afterSync, &msg[0], C.int(len(msg)))
+	if r != C.CUDA_SUCCESS {
+		return k.launchError(ls, "graph capture (cuStreamBeginCapture … cuGraphInstantiateWithFlags)", r, failed, afterSync, C.GoString(&msg[0]))
+	}
+	k.stats.Captures++
+	if len(k.graphs) == maxGraphs {
+		old := 0
+		for i := range k.graphs {
+			if k.graphs[i].used < k.graphs[old].used {
+				old = i
+			}
+		}
+		C.cuGraphExecDestroy(k.graphs[old].exec)
+		k.graphs = slices.Delete(k.graphs, old, old+1)
+	}
+	k.graphs = append(k.graphs, graph{exec: exec, launches: slices.Clone(ls), tab: tab, used: k.clock})
+	if r := C.cuGraphLaunch(exec, k.stream); r != C.CUDA_SUCCESS {
+		return &LaunchError{Of: len(ls), Err: cuError("cuGraphLaunch", r)}
+	}
+	return nil
+}
+
+func (k *kernelSet) graphStats() GraphStats { return k.stats }
 
 func (k *kernelSet) uploadAsync(dst devPtr, src unsafe.Pointer, bytes int64) error {
 	if r := C.cuMemcpyHtoDAsync(C.CUdeviceptr(dst), src, C.size_t(bytes), k.stream); r != C.CUDA_SUCCESS {
@@ -216,6 +305,10 @@ func (k *kernelSet) sync() error {
 // close unloads the modules and destroys the stream; errors are of no use
 // at this point (the context's destruction frees what is left).
 func (k *kernelSet) close() {
+	for _, g := range k.graphs {
+		C.cuGraphExecDestroy(g.exec)
+	}
+	k.graphs = nil
 	for _, m := range k.mods {
 		C.cuModuleUnload(m)
 	}

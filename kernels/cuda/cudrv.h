@@ -70,3 +70,25 @@ static CUresult sl_run(const sl_launch* ls, int n, CUstream s, int syncEach, int
     *failed = -1;
     return CUDA_SUCCESS;
 }
+
+// sl_capture records ls as a graph (stream capture: nothing runs) and
+// instantiates it into *exec. The step's tables are copied before, outside
+// the capture: a replay reads whatever the arena holds when it runs.
+static CUresult sl_capture(const sl_launch* ls, int n, CUstream s, CUgraphExec* exec, int* failed, int* syncErr,
+                           char* err, int errLen) {
+    CUgraph g = NULL;
+    *failed = -1;
+    *syncErr = 0;
+    CUresult r = cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    if (r != CUDA_SUCCESS) return r;
+    CUresult rl = sl_run(ls, n, s, 0, failed, syncErr, err, errLen);
+    r = cuStreamEndCapture(s, &g); // always: it leaves capture mode
+    if (rl != CUDA_SUCCESS) {
+        if (g != NULL) cuGraphDestroy(g);
+        return rl;
+    }
+    if (r != CUDA_SUCCESS) return r;
+    r = cuGraphInstantiateWithFlags(exec, g, 0);
+    cuGraphDestroy(g);
+    return r;
+}

@@ -32,6 +32,10 @@ type driver interface {
 	// arguments are offsets rebased on tab). With each it waits after every
 	// launch, so a fault names its kernel. Errors are *LaunchError.
 	run(ls []launch, tab devPtr, each bool) error
+	// replay queues the same launches as a CUDA graph: one cuGraphLaunch
+	// when an identical step was captured before, else a capture first.
+	replay(ls []launch, tab devPtr) error
+	graphStats() GraphStats
 	// sync waits for the stream.
 	sync() error
 	close()

@@ -118,7 +118,21 @@ struct CUfunc_st {
     std::string name;
     const Kernel* k;
 };
-struct CUstream_st {};
+// A graph node: one launch with its parameters' bytes.
+struct EmuNode {
+    CUfunction f;
+    dim3 grid, block;
+    std::vector<uint64_t> params;
+};
+struct CUgraph_st {
+    std::vector<EmuNode> nodes;
+};
+struct CUgraphExec_st {
+    std::vector<EmuNode> nodes;
+};
+struct CUstream_st {
+    CUgraph capture = nullptr; // the graph being recorded, while capturing
+};
 
 namespace {
 
@@ -162,6 +176,7 @@ extern "C" CUresult cuGetErrorString(CUresult e, const char** s) {
     case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
     case CUDA_ERROR_LAUNCH_FAILED: *s = lastError.empty() ? "unspecified launch failure" : lastError.c_str(); break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "operation not permitted when stream is capturing"; break;
     default: *s = nullptr; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -175,6 +190,7 @@ extern "C" CUresult cuGetErrorName(CUresult e, const char** s) {
     case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
     case CUDA_ERROR_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
     default: *s = nullptr; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -237,9 +253,15 @@ extern "C" int emu_check_args(CUfunction f, int nargs, char* err, int errLen) {
 }
 
 extern "C" CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                   unsigned bz, unsigned shared, CUstream, void** params, void** extra) {
+                                   unsigned bz, unsigned shared, CUstream s, void** params, void** extra) {
     if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (shared != 0 || extra != nullptr || (params == nullptr && f->k->nargs > 0)) return CUDA_ERROR_INVALID_VALUE;
+    if (s != nullptr && s->capture != nullptr) {
+        EmuNode node{f, dim3{gx, gy, gz}, dim3{bx, by, bz}, std::vector<uint64_t>(f->k->nargs)};
+        for (int i = 0; i < f->k->nargs; i++) memcpy(&node.params[i], params[i], 8);
+        s->capture->nodes.push_back(std::move(node));
+        return CUDA_SUCCESS;
+    }
     try {
         const Kernel* k = f->k;
         emu::launch(dim3{gx, gy, gz}, dim3{bx, by, bz}, [k, params] { k->callp(params); });
@@ -260,11 +282,58 @@ extern "C" CUresult cuStreamDestroy(CUstream s) {
     return CUDA_SUCCESS;
 }
 
-// Every emulated launch and copy has finished when it returns.
-extern "C" CUresult cuStreamSynchronize(CUstream) { return CUDA_SUCCESS; }
+// Every emulated launch and copy has finished when it returns. Waiting on,
+// or copying through, a stream being captured is an error, as on a GPU.
+extern "C" CUresult cuStreamSynchronize(CUstream s) {
+    return s != nullptr && s->capture != nullptr ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
 extern "C" CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 
-extern "C" CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream) {
+extern "C" CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+    if (s != nullptr && s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     memcpy((void*)(uintptr_t)dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode) {
+    if (s == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; // the legacy stream cannot be captured
+    if (s->capture != nullptr) return CUDA_ERROR_INVALID_VALUE;
+    s->capture = new CUgraph_st;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+    if (s == nullptr || s->capture == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *g = s->capture;
+    s->capture = nullptr;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long) {
+    if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *e = new CUgraphExec_st{g->nodes};
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+    if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (s != nullptr && s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    for (EmuNode& n : e->nodes) {
+        void* p[64];
+        for (size_t i = 0; i < n.params.size(); i++) p[i] = &n.params[i];
+        CUresult r = cuLaunchKernel(n.f, n.grid.x, n.grid.y, n.grid.z, n.block.x, n.block.y, n.block.z, 0, nullptr,
+                                    n.params.empty() ? nullptr : p, nullptr);
+        if (r != CUDA_SUCCESS) return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuGraphExecDestroy(CUgraphExec e) {
+    delete e;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuGraphDestroy(CUgraph g) {
+    delete g;
     return CUDA_SUCCESS;
 }

@@ -143,7 +143,7 @@ func (b *Backend) ensure(a *devArena, n int64) error {
 }
 
 // flush runs on the CUDA goroutine: one copy of the tables, every launch in
-// order, then a wait for the stream. A launch the driver refuses fails the
+// order (or as one CUDA graph, with Graphs), then a wait for the stream. A launch the driver refuses fails the
 // step naming its kernel and arguments; a fault while the step runs surfaces
 // at the wait, where only SyncEach (SLUICE_CUDA_SYNC=1: a wait after every
 // launch) can tell which kernel it was. The step is emptied whatever
@@ -163,7 +163,11 @@ func (b *Backend) flush() error {
 		}
 	}
 	b.launches.Add(int64(len(s.launches)))
-	if err := b.drv.run(s.launches, b.arena.ptr, b.opts.SyncEach); err != nil {
+	run := func() error { return b.drv.run(s.launches, b.arena.ptr, b.opts.SyncEach) }
+	if b.graphs && !b.opts.SyncEach {
+		run = func() error { return b.drv.replay(s.launches, b.arena.ptr) }
+	}
+	if err := run(); err != nil {
 		return err
 	}
 	if err := b.drv.sync(); err != nil {

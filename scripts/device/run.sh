@@ -12,8 +12,9 @@
 #   env         nvidia-smi, Python front ends, the binaries' libraries (ldd)
 #   bandwidth   device copy bandwidth (PyTorch), the decode floor's divisor
 #   ops         Go op tests: each CUDA op vs the CPU backend (random inputs)
-#   model       CUDA vs CPU forward on a random SmolLM2-shaped model, batch invariance
-#   bench1      batch-1 decode of a random Llama-3-8B-shaped BF16 model
+#   model       CUDA vs CPU forward on a random SmolLM2-shaped model, batch invariance,
+#               CUDA graphs replaying decode steps bit for bit
+#   bench1      batch-1 decode of a random Llama-3-8B-shaped BF16 model, without and with graphs
 #   diagnose    only after a failed ops/model stage: the failing tests again with
 #               SLUICE_CUDA_SYNC=1, which names the kernel that faulted and its arguments
 #   kernels     every kernel vs NumPy references, the PTX loaded by CuPy or, without
@@ -130,7 +131,7 @@ print(f"batch-1 floor: {w / 1e9:.2f} GB per token / {bw / 1e12:.2f} TB/s = {bw /
 PY
 
 stage ops 150 "$BIN/cuda-ops.test" -test.v -test.count=1 -test.timeout 145s
-stage model 120 "$BIN/cuda-model.test" -test.v -test.count=1 -test.run 'TestForwardMatchesCPU|TestBatchInvariance' -test.timeout 115s
+stage model 120 "$BIN/cuda-model.test" -test.v -test.count=1 -test.run 'TestForwardMatchesCPU|TestBatchInvariance|TestGraphsReplay' -test.timeout 115s
 bench() { # bench NAME DTYPE BATCHES LIMIT
 	local bw
 	bw=$(sed -n 's/.*copy bandwidth (read+write): \([0-9]*\) GB\/s.*/\1/p' "$OUT/bandwidth.log" 2>/dev/null | head -n 1)

@@ -15,6 +15,8 @@ typedef unsigned long long CUdeviceptr;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
+typedef struct CUgraph_st* CUgraph;
+typedef struct CUgraphExec_st* CUgraphExec;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -22,6 +24,8 @@ typedef struct CUstream_st* CUstream;
 #define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
 #define CUDA_ERROR_LAUNCH_FAILED 719
+#define CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
+#define CUDA_ERROR_STREAM_CAPTURE_INVALIDATED 901
 
 typedef enum CUjit_option_enum {
     CU_JIT_MAX_REGISTERS = 0,
@@ -33,6 +37,12 @@ typedef enum CUjit_option_enum {
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CU_JIT_LOG_VERBOSE = 12,
 } CUjit_option;
+
+typedef enum CUstreamCaptureMode_enum {
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2,
+} CUstreamCaptureMode;
 
 #define CU_STREAM_DEFAULT 0
 
@@ -50,6 +60,15 @@ CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuStreamSynchronize(CUstream hStream);
 CUresult cuCtxSynchronize(void);
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void* srcHost, size_t ByteCount, CUstream hStream);
+// Graphs: a capture records the stream's launches (each parameter as the 8
+// bytes its kernelParams entry points to: every caller here passes 8-byte
+// slots) instead of running them; an instantiated graph replays them.
+CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph* phGraph);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long long flags);
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec);
+CUresult cuGraphDestroy(CUgraph hGraph);
 
 // Not in the driver: the emulator's check that a launch passes as many
 // arguments as the kernel takes (the driver reads what the kernel's

@@ -25,6 +25,8 @@ import (
 // (rewritten after every batch size, so a run cut short keeps its rows).
 // SLUICE_CUDA_BENCH_BW, the device's measured copy bandwidth in GB/s, adds
 // each row's fraction of the bandwidth floor (weight bytes ÷ bandwidth).
+// Each batch size is timed with plain launches and with every step a
+// replayed CUDA graph (SLUICE_CUDA_BENCH_GRAPHS=0 skips the latter).
 // Skipped unless SLUICE_CUDA_BENCH=1: it needs ~30 GB of GPU memory.
 // SLUICE_CUDA_BENCH_SHAPE=test swaps in testShape() (a dry run of the
 // benchmark itself, e.g. on the emulator).
@@ -52,7 +54,7 @@ func TestDecodeThroughput(t *testing.T) {
 		cfg = testShape()
 	}
 	const bs = 16
-	perSeq := (prompt+steps+1+bs-1)/bs + 1
+	perSeq := (prompt+2*(steps+2)+bs-1)/bs + 1 // decode runs twice: without and with graphs
 	opts := models.Options{MaxBatchTokens: 2048, MaxSeqs: maxB, BlockSize: bs, KVBlocks: maxB * perSeq, ContextLen: 4096}
 	t0 := time.Now()
 	be := newCUDA(t)
@@ -106,29 +108,46 @@ func TestDecodeThroughput(t *testing.T) {
 		for i := range one {
 			one[i] = []int32{int32(i % cfg.Vocab)}
 		}
-		var elapsed time.Duration
-		var launches int64
-		for s := range steps + 2 {
-			if s == 2 {
-				launches = be.Launches()
+		// decode: plain launches, then (unless SLUICE_CUDA_BENCH_GRAPHS=0)
+		// each step as a replayed CUDA graph; two warm-up steps each
+		for _, graphs := range []bool{false, true} {
+			if graphs && os.Getenv("SLUICE_CUDA_BENCH_GRAPHS") == "0" {
+				continue
 			}
-			ts := time.Now()
-			if _, err := m.Forward(step(seqs, one, bs, &next)); err != nil {
-				t.Fatalf("decode: %v", err)
+			if err := be.UseGraphs(graphs); err != nil {
+				t.Fatal(err)
 			}
-			if s >= 2 { // two warm-up steps
-				elapsed += time.Since(ts)
+			var elapsed time.Duration
+			var launches int64
+			for s := range steps + 2 {
+				if s == 2 {
+					launches = be.Launches()
+				}
+				ts := time.Now()
+				if _, err := m.Forward(step(seqs, one, bs, &next)); err != nil {
+					t.Fatalf("decode (graphs %v): %v", graphs, err)
+				}
+				if s >= 2 {
+					elapsed += time.Since(ts)
+				}
 			}
+			ms := elapsed.Seconds() * 1e3 / float64(steps)
+			gbs := weightBytes / (ms * 1e-3) / 1e9
+			floor := "–"
+			if bw > 0 {
+				floor = fmt.Sprintf("%.0f%%", 100*gbs/bw)
+			}
+			label := fmt.Sprint(nb)
+			if graphs {
+				label += " (graphs)"
+			}
+			fmt.Fprintf(&out, "| %s | %.0f | %.2f | %.1f | %.0f | %s | %d |\n", label, float64(nb*prompt)/prefill.Seconds(), ms,
+				float64(nb)*1e3/ms, gbs, floor, (be.Launches()-launches)/int64(steps))
+			flush()
 		}
-		ms := elapsed.Seconds() * 1e3 / float64(steps)
-		gbs := weightBytes / (ms * 1e-3) / 1e9
-		floor := "–"
-		if bw > 0 {
-			floor = fmt.Sprintf("%.0f%%", 100*gbs/bw)
+		if err := be.UseGraphs(false); err != nil {
+			t.Fatal(err)
 		}
-		fmt.Fprintf(&out, "| %d | %.0f | %.2f | %.1f | %.0f | %s | %d |\n", nb, float64(nb*prompt)/prefill.Seconds(), ms,
-			float64(nb)*1e3/ms, gbs, floor, (be.Launches()-launches)/int64(steps))
-		flush()
 	}
 	fmt.Print(out.String())
 }
