@@ -86,6 +86,7 @@ async function readEvents(body, onEvent) {
 const chat = {
   messages: store.get('messages', []),
   current: null, // {ctl, reason} of the request in flight
+  stopped: false, // Stop was pressed during this reply
 };
 
 function settings() {
@@ -217,7 +218,12 @@ async function send(text) {
 
   let res;
   let attempt = 0;
+  chat.stopped = false;
   for (;;) {
+    if (chat.stopped) { // pressed while waiting to resume
+      reply.meta.finish = 'stopped';
+      break;
+    }
     const ctl = new AbortController();
     chat.current = { ctl, reason: null };
     try {
@@ -265,6 +271,7 @@ async function send(text) {
 
 function stop() {
   if (!chat.current) return;
+  chat.stopped = true;
   chat.current.reason = 'stop';
   chat.current.ctl.abort();
 }
