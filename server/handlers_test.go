@@ -52,17 +52,7 @@ func newRig(t *testing.T, script []string, interval time.Duration, mutate func(*
 
 func (r *testRig) post(t *testing.T, path, body string, header ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", r.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return ssetest.Post(t, r.url+path, body, header...)
 }
 
 const chatBody = `{"model":"%s","messages":[{"role":"user","content":"hi"}],"stream":%v%s}`

@@ -102,17 +102,7 @@ func startRig() (*rig, error) {
 
 func (r *rig) post(t *testing.T, path, body string, header ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", r.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return ssetest.Post(t, r.url+path, body, header...)
 }
 
 func (r *rig) stats() *engine.Stats { return r.model.Engine.Stats() }

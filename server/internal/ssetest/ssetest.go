@@ -1,10 +1,11 @@
-// Package ssetest reads a Server-Sent Events body as a client does, for the
-// tests of the server and of server/e2e.
+// Package ssetest posts requests and reads a Server-Sent Events body as a
+// client does, for the tests of the server and of server/e2e.
 package ssetest
 
 import (
 	"bufio"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,4 +55,21 @@ func Read(t testing.TB, body *bufio.Reader, limit int) []Event {
 			t.Fatalf("unexpected SSE line %q", line)
 		}
 	}
+}
+
+// Post sends body as JSON to url with the header name/value pairs; the
+// response body is closed when the test ends.
+func Post(t testing.TB, url, body string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
