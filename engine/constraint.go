@@ -71,6 +71,13 @@ func (e *Engine) startMasks(plan *scheduler.Plan) *maskJobs {
 	for i := range m.jobs {
 		go func(j *maskJob) {
 			defer m.wg.Done()
+			// A panic off the loop goroutine would take the process down:
+			// it ends only this sequence, like a Mask error (fault.go).
+			defer func() {
+				if r := recover(); r != nil {
+					j.err = panicError("constraint mask", r)
+				}
+			}()
 			j.err = j.s.req.Constraint.Mask(j.bits)
 		}(&m.jobs[i])
 	}

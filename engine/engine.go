@@ -32,7 +32,8 @@ type Engine struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stats    atomic.Pointer[Stats]
-	status   statusFeed // Status frames for watchers (status.go)
+	broken   *brokenState // closed by the loop when the backend is gone (fault.go)
+	status   statusFeed   // Status frames for watchers (status.go)
 
 	// Loop-owned.
 	pool  *kvcache.Pool
@@ -72,6 +73,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		pool:   pool,
 		sched:  sched,
 		live:   make(map[*Sequence]struct{}),
+		broken: newBrokenState(),
 	}
 	e.status.init()
 	e.publish()
@@ -101,6 +103,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("engine: submit: %w", err)
+	}
+	if err := e.BrokenErr(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	known := len(req.Prompt) + len(req.Resume)
 	req.StopTokens = slices.Clone(req.StopTokens) // the loop reads them; the caller may reuse its slice

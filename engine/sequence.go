@@ -31,14 +31,14 @@ type Sequence struct {
 	reclaim time.Duration
 
 	// Loop-owned from here on.
-	sq          scheduler.Seq
-	sampler     *sampler
-	maxLen      int // len(sq.Tokens) at which the sequence ends with FinishLength
-	emitted     int // output tokens so far, Resume included: the next Token.Index
-	started     bool
-	finished    bool
-	startedAt   time.Time
-	ctxStop     func() bool
+	sq        scheduler.Seq
+	sampler   *sampler
+	maxLen    int // len(sq.Tokens) at which the sequence ends with FinishLength
+	emitted   int // output tokens so far, Resume included: the next Token.Index
+	started   bool
+	finished  bool
+	startedAt time.Time
+	ctxStop   func() bool
 }
 
 // ID is the engine's unique id for the sequence (Request.ID is the caller's).

@@ -22,6 +22,7 @@ type Stats struct {
 	GenTokens       int64 // tokens sampled
 	Finished        int64 // sequences ended, any reason
 	Aborted         int64 // sequences ended by abort
+	StepFailures    int64 // steps that failed (their sequences ended with an error); see fault.go
 
 	LastStep      time.Duration // the last step's wall time (schedule → deliver)
 	LastBatchRows int           // rows (tokens) in the last step's batch

@@ -21,17 +21,22 @@ func (e *Engine) step() {
 	}
 	b := e.buildBatch(plan, start)
 	masks := e.startMasks(plan) // beside the forward pass, joined before anyone reads them
-	logits, err := e.model.Forward(b)
+	logits, err := e.forward(b) // a panic becomes err: it fails this step only
 	masks.wait()
 	if want := len(b.LogitRows) * e.model.VocabSize(); err == nil && len(logits) < want {
 		err = fmt.Errorf("model returned %d logits, want %d", len(logits), want)
 	}
-	if err != nil {
-		e.failBatch(plan, fmt.Errorf("engine: forward: %w", err))
+	if err == nil {
+		err = e.guard("delivery", func() {
+			e.sched.Advance(plan)
+			e.signalProgress(plan)
+			e.deliver(plan, logits, masks)
+		})
 	} else {
-		e.sched.Advance(plan)
-		e.signalProgress(plan)
-		e.deliver(plan, logits, masks)
+		err = fmt.Errorf("engine: forward: %w", err)
+	}
+	if err != nil {
+		e.stepFailed(plan, err)
 	}
 	masks.release()
 	d := time.Since(start)
