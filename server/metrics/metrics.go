@@ -56,6 +56,7 @@ type Metrics struct {
 	promptTokens                       prometheus.Counter
 	requests                           *prometheus.CounterVec // finish_reason
 	aborted                            *prometheus.CounterVec // cause
+	stepFailures                       *prometheus.CounterVec // kind (engine.StepFail*)
 
 	// lastToken is when each live sequence delivered its previous token, for
 	// the inter-token gap. Only the engine loop touches it (Observer calls).
@@ -68,6 +69,7 @@ type Metrics struct {
 var (
 	finishReasons = []engine.FinishReason{engine.FinishStop, engine.FinishLength, engine.FinishAbort, engine.FinishError}
 	abortCauses   = []engine.AbortCause{engine.CauseClientDisconnect, engine.CauseStopString, engine.CauseStall, engine.CauseShutdown}
+	stepFailKinds = []string{engine.StepFailError, engine.StepFailPanic, engine.StepFailDeviceLost}
 )
 
 // New registers Sluice's collectors in reg, every series labelled
@@ -107,7 +109,13 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 	m.aborted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_requests_aborted_total", Help: "Aborted requests by cause.",
 	}, []string{"cause"})
-	cs = append(cs, m.requests, m.aborted)
+	m.stepFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_engine_step_failures_total", Help: "Engine steps that failed, by kind (error, panic, device_lost); each ended only that step's sequences, except device_lost, which ends all and stops the server.",
+	}, []string{"kind"})
+	cs = append(cs, m.requests, m.aborted, m.stepFailures)
+	for _, k := range stepFailKinds {
+		m.stepFailures.WithLabelValues(k)
+	}
 	for _, r := range finishReasons {
 		m.requests.WithLabelValues(string(r))
 	}
@@ -181,6 +189,11 @@ func (m *Metrics) OnFinish(s *engine.Sequence, r engine.Result, queued time.Dura
 	delete(m.lastToken, s)
 	m.observeFinish(r, queued, time.Since(s.Submitted()))
 }
+
+// OnStepFailure implements engine.StepFailureObserver.
+func (m *Metrics) OnStepFailure(kind string) { m.stepFailures.WithLabelValues(kind).Inc() }
+
+var _ engine.StepFailureObserver = (*Metrics)(nil)
 
 // OnReclaim implements engine.Observer.
 func (m *Metrics) OnReclaim(d time.Duration) { m.reclaim.Observe(d.Seconds()) }

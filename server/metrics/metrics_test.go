@@ -43,6 +43,7 @@ func TestObserverFeedsFamilies(t *testing.T) {
 	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseClientDisconnect, PromptTokens: 5}, time.Millisecond, 2*time.Second)
 	m.observeFinish(engine.Result{Finish: engine.FinishAbort, Cause: engine.CauseStopString, PromptTokens: 3}, time.Millisecond, time.Second)
 	m.OnReclaim(300 * time.Microsecond)
+	m.OnStepFailure(engine.StepFailPanic)
 
 	fams := metricstest.Scrape(t, m.Handler())
 	model := []string{"model", "smol"}
@@ -75,6 +76,9 @@ func TestObserverFeedsFamilies(t *testing.T) {
 		{"sluice_requests_aborted_total", with("cause", "stall"), 0},
 		{"sluice_requests_aborted_total", with("cause", "stop_string"), 1},
 		{"sluice_kv_reclaim_seconds", model, 1},
+		{"sluice_engine_step_failures_total", with("kind", "panic"), 1},
+		{"sluice_engine_step_failures_total", with("kind", "error"), 0},
+		{"sluice_engine_step_failures_total", with("kind", "device_lost"), 0},
 	} {
 		if got := fams.Value(t, c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
