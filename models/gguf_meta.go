@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "gemma3":
+	case "qwen2", "qwen3", "qwen3moe", "gemma3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3 or gemma3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe or gemma3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -177,6 +177,13 @@ func (g *GGUFFile) Config() (Config, error) {
 	cfg.TiedEmbeddings = !g.Has("output.weight")
 	cfg.QKVBias = g.Has("blk.0.attn_q.bias")
 	cfg.QKNorm = g.Has("blk.0.attn_q_norm.weight")
+	cfg.Experts = m.intOr("expert_count", 0)
+	if cfg.Experts > 0 {
+		cfg.ExpertsUsed = m.int("expert_used_count")
+		cfg.ExpertFFN = m.intOr("expert_feed_forward_length", cfg.FFN)
+		// llama.cpp's build_moe_ffn for qwen3moe and llama (Mixtral) renormalises.
+		cfg.ExpertNorm = true
+	}
 	if arch == "gemma3" {
 		if err := m.gemma3(&cfg); err != nil {
 			return Config{}, err
@@ -283,6 +290,8 @@ func checkShape(c Config) error {
 		return fmt.Errorf("config: %d heads not a multiple of %d KV heads: %w", c.Heads, c.KVHeads, ErrMalformed)
 	case c.HeadDim%2 != 0:
 		return fmt.Errorf("config: odd head dim %d cannot be rotated: %w", c.HeadDim, ErrMalformed)
+	case c.Experts < 0 || c.Experts > 0 && (c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts || c.ExpertFFN <= 0):
+		return fmt.Errorf("config: %d experts, %d used, expert FFN %d: %w", c.Experts, c.ExpertsUsed, c.ExpertFFN, ErrMalformed)
 	case c.RMSEps <= 0 || c.RopeTheta <= 0:
 		return fmt.Errorf("config: eps %g and rope theta %g must be positive: %w", c.RMSEps, c.RopeTheta, ErrMalformed)
 	}

@@ -22,6 +22,7 @@ type Llama struct {
 	kv                       kernels.KVStore
 	gemma                    *gemma3Extras       // nil unless cfg.Arch is gemma3
 	headNorm                 kernels.HeadNormOps // set when cfg.QKNorm (Qwen3)
+	moe                      kernels.MoEOps      // set when cfg.Experts > 0
 
 	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
 	// step allocates nothing.
@@ -31,6 +32,7 @@ type Llama struct {
 	k, v   kernels.Tensor // [rows, kvHeads*hd]
 	att    kernels.Tensor // [rows, heads*hd] attention output before the projection
 	o      kernels.Tensor // [rows, hidden]   sub-block output added to x
+	router kernels.Tensor // [rows, experts]  router logits; nil without experts
 	gate   kernels.Tensor // [rows, ffn]
 	up     kernels.Tensor // [rows, ffn]
 	sel    kernels.Tensor // [seqs, hidden]   rows whose logits are wanted
@@ -42,7 +44,8 @@ type llamaLayer struct {
 	attnNorm, ffnNorm kernels.Tensor // [hidden] F32
 	wq, wk, wv, wo    kernels.Tensor // [heads*hd, hidden], [kvHeads*hd, hidden] ×2, [hidden, heads*hd]
 	bq, bk, bv        kernels.Tensor // nil unless cfg.QKVBias
-	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]
+	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]; with experts [experts, …] of those
+	wRouter           kernels.Tensor // [experts, hidden]; nil without experts
 
 	qNorm, kNorm              kernels.Tensor // [headDim] F32; Qwen3, Gemma 3
 	postAttnNorm, postFFNNorm kernels.Tensor // [hidden] F32; Gemma 3 only
@@ -115,14 +118,29 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 			be.Add(m.x, m.o, n),
 			// feed-forward
 			be.RMSNorm(m.h, m.x, l.ffnNorm, n, c.RMSEps),
-			be.MatMul(m.gate, m.h, l.wGate, nil, n),
-			be.MatMul(m.up, m.h, l.wUp, nil, n),
-			be.SwiGLU(m.gate, m.gate, m.up, n),
-			be.MatMul(m.o, m.gate, l.wDown, nil, n),
+			m.ffn(l, n),
 			be.Add(m.x, m.o, n),
 		)
 	}
 	return err
+}
+
+// ffn computes the feed-forward of m.h into m.o: SwiGLU, or the mixture of
+// experts the router picks for each row.
+func (m *Llama) ffn(l *llamaLayer, n int) error {
+	be, c := m.be, &m.cfg
+	if m.moe != nil {
+		return firstErr(
+			be.MatMul(m.router, m.h, l.wRouter, nil, n),
+			m.moe.MoEFFN(m.o, m.h, m.router, l.wGate, l.wUp, l.wDown, n, c.ExpertsUsed, c.ExpertNorm),
+		)
+	}
+	return firstErr(
+		be.MatMul(m.gate, m.h, l.wGate, nil, n),
+		be.MatMul(m.up, m.h, l.wUp, nil, n),
+		be.SwiGLU(m.gate, m.gate, m.up, n),
+		be.MatMul(m.o, m.gate, l.wDown, nil, n),
+	)
 }
 
 // qkNorm applies Qwen3's per-head norms to m.q and m.k; a no-op for models

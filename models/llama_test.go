@@ -37,6 +37,12 @@ func TestForwardMatchesReference(t *testing.T) {
 	qwen.QKVBias = true
 	qwen3 := tinySpec
 	qwen3.QKNorm = true
+	// 8 experts, 2 per token: over 20 tokens every expert gets rows, and a
+	// prefill chunk of 6 rows routes several rows to one expert.
+	qwen3moe := qwen3
+	qwen3moe.Experts, qwen3moe.ExpertsUsed, qwen3moe.ExpertFFN = 8, 2, 64
+	mixtral := tinySpec
+	mixtral.Experts, mixtral.ExpertsUsed = 4, 2
 	tied := tinySpec
 	tied.Tied = true
 	tied.HFShards = 3
@@ -66,6 +72,10 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"gguf-f32-qwen3", qwen3, "gguf", kernels.F32, 1e-4},
 		{"hf-f32-qwen3", qwen3, "hf", kernels.F32, 1e-4},
 		{"gguf-q8_0-qwen3", qwen3, "gguf", kernels.Q8_0, 0.02},
+		{"gguf-f32-qwen3moe", qwen3moe, "gguf", kernels.F32, 1e-4},
+		{"gguf-q8_0-qwen3moe", qwen3moe, "gguf", kernels.Q8_0, 0.02},
+		{"gguf-f32-mixtral", mixtral, "gguf", kernels.F32, 1e-4},
+		{"gguf-q4_0-mixtral", mixtral, "gguf", kernels.Q4_0, 0.02},
 		{"hf-bf16", tinySpec, "hf", kernels.BF16, 1e-4},
 		{"hf-f16", tinySpec, "hf", kernels.F16, 1e-4},
 		{"gguf-f16", tinySpec, "gguf", kernels.F16, 1e-4},
@@ -109,6 +119,14 @@ func TestForwardMatchesReference(t *testing.T) {
 			cfg := m.Config()
 			if rs := tc.spec.RopeScaling; rs != nil {
 				cfg.RopeScaling = &RopeScaling{Factor: rs.Factor, LowFreqFactor: rs.LowFreqFactor, HighFreqFactor: rs.HighFreqFactor, OriginalContext: rs.OriginalContext}
+			}
+			if s := tc.spec; s.Experts > 0 {
+				// From the spec, not the loader: Mixtral's and Qwen3-MoE's
+				// reference code renormalise the top-k weights.
+				cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm = s.Experts, s.ExpertsUsed, s.ExpertFFN, true
+				if s.ExpertFFN == 0 {
+					cfg.ExpertFFN = s.FFN
+				}
 			}
 			ref := newRefLlama(cfg, fileWeights(t, src, tc.spec, tc.format == "gguf" && tc.spec.Arch() == "llama"))
 			run := newSoloRunner(m)

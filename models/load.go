@@ -83,6 +83,14 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			l.bv = w.loadF32(p+"attn_v.bias", kvDim)
 		}
 		l.ffnNorm = w.loadF32(p+"ffn_norm.weight", cfg.Hidden)
+		if cfg.Experts > 0 {
+			e, f := cfg.Experts, cfg.ExpertFFN
+			l.wRouter = w.load(p+"ffn_gate_inp.weight", e, cfg.Hidden)
+			l.wGate = w.load(p+"ffn_gate_exps.weight", e, f, cfg.Hidden)
+			l.wUp = w.load(p+"ffn_up_exps.weight", e, f, cfg.Hidden)
+			l.wDown = w.load(p+"ffn_down_exps.weight", e, cfg.Hidden, f)
+			continue
+		}
 		l.wGate = w.load(p+"ffn_gate.weight", cfg.FFN, cfg.Hidden)
 		l.wUp = w.load(p+"ffn_up.weight", cfg.FFN, cfg.Hidden)
 		l.wDown = w.load(p+"ffn_down.weight", cfg.Hidden, cfg.FFN)
@@ -113,6 +121,13 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			return nil, err
 		}
 	}
+	if cfg.Experts > 0 {
+		ops, ok := be.(kernels.MoEOps)
+		if !ok {
+			return nil, fmt.Errorf("%s: the %s backend lacks MoEFFN (mixture of experts): %w", cfg.Arch, be.Name(), ErrUnsupported)
+		}
+		m.moe = ops
+	}
 	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
 		return nil, err
 	}
@@ -138,6 +153,9 @@ func (m *Llama) allocate() error {
 	m.q, m.att = alloc(rows, c.Heads*c.HeadDim), alloc(rows, c.Heads*c.HeadDim)
 	m.k, m.v = alloc(rows, c.KVHeads*c.HeadDim), alloc(rows, c.KVHeads*c.HeadDim)
 	m.gate, m.up = alloc(rows, c.FFN), alloc(rows, c.FFN)
+	if c.Experts > 0 {
+		m.router = alloc(rows, c.Experts)
+	}
 	m.sel, m.logits = alloc(o.MaxSeqs, c.Hidden), alloc(o.MaxSeqs, c.Vocab)
 	if err != nil {
 		return err
@@ -151,8 +169,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "gemma3":
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, gemma3)", c.Arch)
+	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "qwen3moe" && c.Arch != "gemma3":
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, gemma3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

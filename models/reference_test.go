@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/sluicehq/sluice/kernels/quant"
 )
@@ -132,12 +133,11 @@ func (r *refLlama) step(tok int32) []float64 {
 			x[i] += o[i]
 		}
 		h = r.norm(p+"ffn_norm.weight", x)
-		g := r.mat(p+"ffn_gate.weight", h, c.FFN)
-		u := r.mat(p+"ffn_up.weight", h, c.FFN)
-		for i := range g {
-			g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+		if c.Experts > 0 {
+			o = r.moe(p, h)
+		} else {
+			o = r.swiglu(p+"ffn_gate.weight", p+"ffn_up.weight", p+"ffn_down.weight", 0, h, c.FFN)
 		}
-		o = r.mat(p+"ffn_down.weight", g, c.Hidden)
 		for i := range x {
 			x[i] += o[i]
 		}
@@ -148,4 +148,68 @@ func (r *refLlama) step(tok int32) []float64 {
 		head = "token_embd.weight"
 	}
 	return r.mat(head, x, c.Vocab)
+}
+
+// swiglu is down(silu(gate·h) ⊙ up·h) with the matrices taken from row
+// offset off·ffn (gate, up) and off·hidden (down) of the named tensors: an
+// expert's slice of [experts, …] weights, or the whole of a dense FFN's.
+func (r *refLlama) swiglu(gate, up, down string, off int, h []float64, ffn int) []float64 {
+	hidden := len(h)
+	dot := func(w []float32, x []float64) float64 {
+		var s float64
+		for i, v := range x {
+			s += float64(w[i]) * v
+		}
+		return s
+	}
+	g := make([]float64, ffn)
+	for j := range g {
+		a := dot(r.w[gate][(off*ffn+j)*hidden:], h)
+		b := dot(r.w[up][(off*ffn+j)*hidden:], h)
+		g[j] = a / (1 + math.Exp(-a)) * b
+	}
+	o := make([]float64, hidden)
+	for j := range o {
+		o[j] = dot(r.w[down][(off*hidden+j)*ffn:], g)
+	}
+	return o
+}
+
+// moe routes h as Mixtral and Qwen3-MoE define it: softmax over the experts,
+// the top k (ties to the lower index), weights renormalised over those k
+// when ExpertNorm.
+func (r *refLlama) moe(p string, h []float64) []float64 {
+	c := r.c
+	logits := r.mat(p+"ffn_gate_inp.weight", h, c.Experts)
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, v)
+	}
+	probs := make([]float64, len(logits))
+	var sum float64
+	for e, v := range logits {
+		probs[e] = math.Exp(v - mx)
+		sum += probs[e]
+	}
+	order := make([]int, len(probs))
+	for e := range order {
+		order[e] = e
+	}
+	sort.SliceStable(order, func(a, b int) bool { return probs[order[a]] > probs[order[b]] })
+	top := order[:c.ExpertsUsed]
+	div := sum
+	if c.ExpertNorm {
+		div = 0
+		for _, e := range top {
+			div += probs[e]
+		}
+	}
+	out := make([]float64, len(h))
+	for _, e := range top {
+		o := r.swiglu(p+"ffn_gate_exps.weight", p+"ffn_up_exps.weight", p+"ffn_down_exps.weight", e, h, c.ExpertFFN)
+		for i := range out {
+			out[i] += probs[e] / div * o[i]
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ type Backend struct {
 	rope   map[*tensor]*ropeTable // cos/sin per position, per frequency vector
 	attn   attnScratch            // Attention's reusable state (attention.go)
 	swiglu swigluScratch          // SwiGLU's (ops.go)
+	moe    moeScratch             // MoEFFN's (moe.go)
 }
 
 // New returns a CPU backend that splits large operations over threads

@@ -22,6 +22,12 @@ type Spec struct {
 	QKVBias bool // a Qwen2 model: arch qwen2, Q/K/V biases, Q/K unpermuted in GGUF
 	QKNorm  bool // a Qwen3 model: arch qwen3, per-head RMSNorm of Q and K before RoPE, no biases
 
+	// Experts > 0 makes the feed-forward a mixture of experts (GGUF only):
+	// arch qwen3moe with QKNorm, else llama with experts (Mixtral).
+	Experts     int
+	ExpertsUsed int // top k
+	ExpertFFN   int // 0: FFN
+
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
 	ContextLen  int          // 0: 256
@@ -40,6 +46,9 @@ type RopeScaling struct {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.QKNorm && s.Experts > 0 {
+		return "qwen3moe"
+	}
 	if s.QKNorm {
 		return "qwen3"
 	}
@@ -65,6 +74,9 @@ func (s Spec) withDefaults() Spec {
 	if s.KVHeads == 0 {
 		s.KVHeads = s.Heads
 	}
+	if s.Experts > 0 && s.ExpertFFN == 0 {
+		s.ExpertFFN = s.FFN
+	}
 	return s
 }
 
@@ -74,6 +86,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: spec %+v has a zero dimension", s)
 	case s.Hidden%s.Heads != 0 || s.Heads%s.KVHeads != 0 || s.HeadDim()%2 != 0:
 		return fmt.Errorf("modeltest: %d heads (%d KV) do not divide hidden %d into even head sizes", s.Heads, s.KVHeads, s.Hidden)
+	case s.Experts < 0 || s.Experts > 0 && (s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts):
+		return fmt.Errorf("modeltest: %d experts, %d used", s.Experts, s.ExpertsUsed)
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
 	}
@@ -108,6 +122,13 @@ func tensorList(spec Spec) []tensorShape {
 		}
 		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
 		add(p+"ffn_norm.weight", s.Hidden)
+		if s.Experts > 0 {
+			add(p+"ffn_gate_inp.weight", s.Experts, s.Hidden)
+			add(p+"ffn_gate_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
+			add(p+"ffn_up_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
+			add(p+"ffn_down_exps.weight", s.Experts, s.Hidden, s.ExpertFFN)
+			continue
+		}
 		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
 		add(p+"ffn_up.weight", s.FFN, s.Hidden)
 		add(p+"ffn_down.weight", s.Hidden, s.FFN)
@@ -155,7 +176,7 @@ func Weights(spec Spec) map[string][]float32 {
 			}
 		default:
 			// N(0, 1/in): outputs keep the variance of their inputs.
-			std := 1 / math.Sqrt(float64(shape[1]))
+			std := 1 / math.Sqrt(float64(shape[len(shape)-1]))
 			if name == "token_embd.weight" {
 				std = 1
 			}

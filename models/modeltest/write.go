@@ -70,6 +70,10 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 		{a + "vocab_size", uint32(spec.Vocab)},
 		{a + "rope.dimension_count", uint32(hd)},
 	}
+	if spec.Experts > 0 {
+		meta = append(meta, KV{a + "expert_count", uint32(spec.Experts)}, KV{a + "expert_used_count", uint32(spec.ExpertsUsed)},
+			KV{a + "expert_feed_forward_length", uint32(spec.ExpertFFN)})
+	}
 	meta = append(meta, ggufVocab(spec.Vocab)...)
 	f, err := os.Create(path)
 	if err != nil {
@@ -126,6 +130,9 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	spec = spec.withDefaults()
 	if err := spec.validate(); err != nil {
 		return err
+	}
+	if spec.Experts > 0 {
+		return fmt.Errorf("modeltest: mixture-of-experts specs are written as GGUF only")
 	}
 	dtName, ok := hfDTypes[dtype]
 	if !ok {

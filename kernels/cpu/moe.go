@@ -1,0 +1,159 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+var _ kernels.MoEOps = (*Backend)(nil)
+
+// moeScratch is MoEFFN's reusable state: the routing of the current call and
+// the gathered rows of one expert at a time.
+type moeScratch struct {
+	rows    [][]int32   // by expert: the batch rows routed to it
+	weights [][]float32 // by expert: those rows' weights
+	probs   []float32   // [experts] one row's softmax
+	pick    []int       // [k] one row's experts
+	x, g, u []float32   // [m, hidden], [m, ffn] ×2: one expert's rows
+	o       []float32   // [m, hidden]
+}
+
+func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
+	d, dt, err := f32Of(dst, "MoEFFN dst")
+	if err != nil {
+		return err
+	}
+	xs, xt, err := f32Of(x, "MoEFFN x")
+	if err != nil {
+		return err
+	}
+	ls, lt, err := f32Of(logits, "MoEFFN logits")
+	if err != nil {
+		return err
+	}
+	gt, err := asCPU(gate)
+	if err != nil {
+		return err
+	}
+	ut, err := asCPU(up)
+	if err != nil {
+		return err
+	}
+	wd, err := asCPU(down)
+	if err != nil {
+		return err
+	}
+	hidden, experts := xt.cols(), lt.cols()
+	if len(gt.shape) != 3 || len(ut.shape) != 3 || len(wd.shape) != 3 {
+		return fmt.Errorf("cpu backend: MoEFFN: expert tensors %v %v %v are not [experts, rows, cols]", gt.shape, ut.shape, wd.shape)
+	}
+	ffn := gt.shape[1]
+	switch {
+	case gt.shape[0] != experts || gt.shape[2] != hidden || !slices.Equal(gt.shape, ut.shape),
+		wd.shape[0] != experts || wd.shape[1] != hidden || wd.shape[2] != ffn,
+		dt.cols() != hidden || n*hidden > len(xs) || n*hidden > len(d) || n*experts > len(ls),
+		k <= 0 || k > experts:
+		return fmt.Errorf("cpu backend: MoEFFN: x %v logits %v gate %v down %v dst %v, %d rows, top %d",
+			xt.shape, lt.shape, gt.shape, wd.shape, dt.shape, n, k)
+	}
+	s := &b.moe
+	s.route(ls, n, experts, k, norm)
+	clear(d[:n*hidden])
+	for e := range experts {
+		m := len(s.rows[e])
+		if m == 0 {
+			continue
+		}
+		s.x, s.g, s.u, s.o = grow(s.x, m*hidden), grow(s.g, m*ffn), grow(s.u, m*ffn), grow(s.o, m*hidden)
+		for i, r := range s.rows[e] {
+			copy(s.x[i*hidden:(i+1)*hidden], xs[int(r)*hidden:(int(r)+1)*hidden])
+		}
+		matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), ffn, nil)
+		matMul(&b.workers, s.u, s.x, m, hidden, expertView(ut, e), ffn, nil)
+		siluMulF32(s.g[:m*ffn], s.g[:m*ffn], s.u[:m*ffn])
+		matMul(&b.workers, s.o, s.g, m, ffn, expertView(wd, e), hidden, nil)
+		for i, r := range s.rows[e] {
+			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])
+		}
+	}
+	return nil
+}
+
+// route fills s.rows and s.weights from the router logits of n rows.
+func (s *moeScratch) route(logits []float32, n, experts, k int, norm bool) {
+	if len(s.rows) < experts {
+		s.rows, s.weights = make([][]int32, experts), make([][]float32, experts)
+	}
+	for e := range experts {
+		s.rows[e], s.weights[e] = s.rows[e][:0], s.weights[e][:0]
+	}
+	s.probs, s.pick = grow(s.probs, experts), growInts(s.pick, k)
+	for r := range n {
+		row := logits[r*experts : (r+1)*experts]
+		mx := float32(math.Inf(-1))
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		var sum float32
+		for e, v := range row {
+			s.probs[e] = float32(math.Exp(float64(v - mx)))
+			sum += s.probs[e]
+		}
+		// Top k by repeated selection: k is small (2–8), experts tens to hundreds.
+		var picked float32
+		for j := range k {
+			best := -1
+			for e := range experts {
+				if s.probs[e] >= 0 && (best < 0 || s.probs[e] > s.probs[best]) {
+					best = e
+				}
+			}
+			s.pick[j] = best
+			picked += s.probs[best]
+			s.probs[best] = -1 - s.probs[best] // taken; −1−p keeps p recoverable
+		}
+		div := sum
+		if norm {
+			div = picked
+		}
+		for _, e := range s.pick[:k] {
+			s.rows[e] = append(s.rows[e], int32(r))
+			s.weights[e] = append(s.weights[e], (-1-s.probs[e])/div)
+		}
+	}
+}
+
+// expertView is expert e's matrix of a [experts, rows, cols] weight: rows
+// consecutive rows of the same bytes.
+func expertView(t *tensor, e int) *tensor {
+	rows, cols := t.shape[1], t.shape[2]
+	rb := t.dtype.RowBytes(cols)
+	v := &tensor{shape: []int{rows, cols}, dtype: t.dtype, raw: t.raw[e*rows*rb : (e+1)*rows*rb]}
+	if t.f32 != nil {
+		v.f32 = t.f32[e*rows*cols : (e+1)*rows*cols]
+	}
+	return v
+}
+
+func axpy(dst []float32, a float32, x []float32) {
+	for i, v := range x {
+		dst[i] += a * v
+	}
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+func growInts(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	return s[:n]
+}
