@@ -14,6 +14,7 @@ type Backend struct {
 	attn   attnScratch            // Attention's reusable state (attention.go)
 	swiglu swigluScratch          // SwiGLU's (ops.go)
 	moe    moeScratch             // MoEFFN's (moe.go)
+	geglu  gegluScratch           // GeGLU's (gemma.go)
 }
 
 // New returns a CPU backend that splits large operations over threads

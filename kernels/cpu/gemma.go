@@ -80,21 +80,37 @@ func (b *Backend) GeGLU(dst, gate, up kernels.Tensor, n int) error {
 	if m > len(g) || m > len(u) || m > len(d) {
 		return fmt.Errorf("cpu backend: GeGLU: %d rows exceed the tensors", n)
 	}
-	table := geluTable()
-	b.parallelFor(m, 8192, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x := g[i]
-			switch {
-			case x <= -10:
-				d[i] = 0
-			case x >= 10:
-				d[i] = x * u[i]
-			default:
-				d[i] = table[quant.F32ToF16(x)] * u[i]
-			}
-		}
-	})
+	s := &b.geglu
+	if s.fn == nil {
+		s.fn, s.table = s.run, geluTable()
+	}
+	s.d, s.g, s.u = d, g, u
+	b.parallelFor(m, 8192, s.fn)
+	s.d, s.g, s.u = nil, nil, nil // do not pin the caller's buffers
 	return nil
+}
+
+// gegluScratch is GeGLU's call and its one closure, kept on the backend (as
+// swigluScratch) so that a call allocates nothing.
+type gegluScratch struct {
+	d, g, u []float32
+	table   *[1 << 16]float32
+	fn      func(lo, hi int)
+}
+
+func (s *gegluScratch) run(lo, hi int) {
+	d, g, u, table := s.d, s.g, s.u, s.table
+	for i := lo; i < hi; i++ {
+		x := g[i]
+		switch {
+		case x <= -10:
+			d[i] = 0
+		case x >= 10:
+			d[i] = x * u[i]
+		default:
+			d[i] = table[quant.F32ToF16(x)] * u[i]
+		}
+	}
 }
 
 // geluTable maps each F16 bit pattern to gelu_tanh of its value, rounded to F16.
