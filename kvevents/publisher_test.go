@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"testing"
@@ -145,6 +146,50 @@ func TestEngineStreamMatchesPool(t *testing.T) {
 		len(batches), len(r.ever), r.removed, len(r.live), st.KV, st.KVEvicts, st.PrefixHitTokens)
 	if pub.Dropped() != 0 {
 		t.Errorf("%d events dropped", pub.Dropped())
+	}
+}
+
+// TestPoolStreamMatchesIndex drives a pool directly (admit with the cached
+// prefix, compute, commit, free: a scheduler's calls) under prefix sharing
+// and eviction, and compares the index rebuilt from the wire with the pool's
+// own, hash for hash.
+func TestPoolStreamMatchesIndex(t *testing.T) {
+	pub, err := New(t.Context(), Config{Endpoint: "tcp://*:0", Pod: "sluice-0", Model: "smol", Medium: MediumCPU, BlockSize: testBS, MaxBatch: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := subscribe(t, pub)
+	pool, err := kvcache.NewPool(kvcache.Config{Blocks: 20, BlockSize: testBS, PrefixCaching: true, Events: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre kvcache.Prefix
+	for round := range 3 {
+		for _, p := range familyPrompts(3, 4) {
+			var tb kvcache.Table
+			hit := pool.Lookup(&pre, p, len(p)-1)
+			if !pool.Allocate(&tb, &pre, len(p), 0) {
+				t.Fatalf("round %d: %d tokens (%d cached) do not fit", round, len(p), hit)
+			}
+			pool.Commit(&tb, p, len(p))
+			pool.Free(&tb)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	r := newReplay()
+	for _, d := range drain(t, ctx, pub, msgs) {
+		if err := r.apply(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexed := map[uint64]bool{}
+	pool.Indexed(func(hash, _ uint64, _ []int32) { indexed[hash] = true })
+	if !maps.Equal(indexed, r.live) {
+		t.Errorf("the pool indexes %d blocks, the stream leaves %d stored, not the same", len(indexed), len(r.live))
+	}
+	if st := pool.Stats(); r.removed != int(st.Evictions) || st.Evictions == 0 || st.HitBlocks == 0 {
+		t.Errorf("%d removed; pool %+v: want as many removals as evictions, and hits", r.removed, st)
 	}
 }
 

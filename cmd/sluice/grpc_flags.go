@@ -143,7 +143,9 @@ func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu 
 		medium = kvevents.MediumGPU
 	}
 	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
-	p, err := kvevents.New(ctx, kvevents.Config{Endpoint: endpoint, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
+	// The socket outlives serve's context: the drain after SIGTERM still
+	// stores and evicts blocks, and ops.wait closes the publisher.
+	p, err := kvevents.New(context.WithoutCancel(ctx), kvevents.Config{Endpoint: endpoint, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
 	if err != nil {
 		return nil, err
 	}
