@@ -49,8 +49,8 @@ var Defaults = Upstream{
 	MaxQueue:      64,
 }
 
-// withDefaults fills u's zero fields from d (negative Retries means none).
-func (u Upstream) withDefaults(d Upstream) Upstream {
+// WithDefaults fills u's zero fields from d (negative Retries means none).
+func (u Upstream) WithDefaults(d Upstream) Upstream {
 	set := func(v *time.Duration, def time.Duration) {
 		if *v == 0 {
 			*v = def

@@ -55,7 +55,7 @@ func New(ctx context.Context, ups []Upstream, reg prometheus.Registerer) (*Relay
 	}
 	r := &Relay{routes: map[string][]*upstream{}, m: m}
 	for _, cfg := range ups {
-		cfg = cfg.withDefaults(Defaults)
+		cfg = cfg.WithDefaults(Defaults)
 		if err := cfg.validate(); err != nil {
 			return nil, err
 		}
