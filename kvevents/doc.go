@@ -32,9 +32,11 @@
 //   - medium is "GPU" for a CUDA replica and "CPU" for a CPU one (vLLM's
 //     GPU cache is always "GPU"); llm-d lower-cases it into a device tier.
 //   - AllBlocksCleared is sent once when the publisher starts (the pool is
-//     empty then), so an indexer drops what a previous process under the same
-//     pod name had stored; vLLM sends it on a prefix-cache reset, which
-//     Sluice does not have.
+//     empty then), so an indexer still subscribed from a previous process
+//     under the same pod name drops what that one had stored (a subscriber
+//     that connects later misses it, as ZeroMQ PUB drops what it sends
+//     before a subscription arrives; it has nothing stale to drop either).
+//     vLLM sends it on a prefix-cache reset, which Sluice does not have.
 //   - No replay socket (vLLM's optional ROUTER): a subscriber that missed
 //     batches sees a gap in the sequence numbers.
 //   - A lost parent: when a running sequence's parent block was evicted
