@@ -156,3 +156,6 @@ func (a tokAdapter) NewDetokenizer() stream.Detokenizer { return a.t.NewDecoder(
 func (a tokAdapter) NewDetokenizerAfter(prompt []int32) stream.Detokenizer {
 	return a.t.NewDecoder(prompt...)
 }
+// VocabSize bounds the token ids /detokenize accepts.
+func (a tokAdapter) VocabSize() int { return a.t.VocabSize() }
+

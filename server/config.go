@@ -14,6 +14,9 @@ type Config struct {
 	ModelID string // the id /v1/models lists (derived from the model file name)
 	// Aliases are extra names a request's "model" may use (--served-model-name).
 	Aliases []string
+	// CORSOrigins are the browser origins answered with CORS headers ("*":
+	// any); empty, the default, sends none (cors.go).
+	CORSOrigins []string
 
 	// FlushInterval groups the text of tokens produced within it into one
 	// write; 0 writes every token as soon as it exists.
@@ -100,6 +103,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ResumeStreamBytes < 0 || c.ResumeTotalBytes < c.ResumeStreamBytes {
 		bad("resume byte caps invalid: per stream %d, total %d", c.ResumeStreamBytes, c.ResumeTotalBytes)
+	}
+	for _, o := range c.CORSOrigins {
+		if err := validCORSOrigin(o); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("max-body-bytes must be positive, got %d", c.MaxBodyBytes)

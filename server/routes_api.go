@@ -45,6 +45,8 @@ func (s *Server) moreRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/responses", s.api(resp.Create))
 	mux.Handle("GET /v1/responses/{id}", s.api(resp.Get))
 	mux.Handle("DELETE /v1/responses/{id}", s.api(resp.Delete))
+	mux.Handle("POST /tokenize", s.api(s.handleTokenize))
+	mux.Handle("POST /detokenize", s.api(s.handleDetokenize))
 }
 
 // guard checks the API key, from "Authorization: Bearer" or x-api-key, and

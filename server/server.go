@@ -100,7 +100,7 @@ func (s *Server) api(h http.HandlerFunc) http.Handler { return s.guard(h, writeE
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Addr:              s.cfg.Addr,
-		Handler:           s.Handler(),
+		Handler:           s.withCORS(s.Handler()),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

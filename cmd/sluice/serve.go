@@ -32,6 +32,7 @@ func runServe(args []string) error {
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/*")
 	fs.StringVar(&aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
+	fs.Var((*originList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS)")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
 	backend := fs.String("backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
 	device := fs.Int("device", 0, "CUDA device ordinal (with --backend cuda)")

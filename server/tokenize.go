@@ -1,0 +1,157 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// vocabSizer is a tokenizer that knows how many ids it has; /detokenize
+// refuses ids outside it rather than decode garbage.
+type vocabSizer interface{ VocabSize() int }
+
+// tokenizeRequest is vLLM's POST /tokenize body: a completion prompt, or chat
+// messages rendered through the template. The fields vLLM has and Sluice
+// cannot honour are refused when they ask for something.
+type tokenizeRequest struct {
+	Model               string          `json:"model"`
+	Prompt              *string         `json:"prompt"`
+	Messages            json.RawMessage `json:"messages"`
+	AddSpecialTokens    *bool           `json:"add_special_tokens"`
+	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	ReturnTokenStrs     *bool           `json:"return_token_strs"`
+
+	ContinueFinalMessage *bool           `json:"continue_final_message"`
+	ChatTemplate         json.RawMessage `json:"chat_template"`
+	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
+	Tools                json.RawMessage `json:"tools"`
+}
+
+func (tr *tokenizeRequest) refusals() error {
+	switch {
+	case tr.ReturnTokenStrs != nil && *tr.ReturnTokenStrs:
+		return httpedge.Unsupported("return_token_strs", "return_token_strs is not supported: the tokenizer keeps no id-to-piece table here")
+	case tr.AddGenerationPrompt != nil && !*tr.AddGenerationPrompt:
+		return httpedge.Unsupported("add_generation_prompt", "add_generation_prompt false is not supported: the prompt always opens the assistant's turn, as generation does")
+	case tr.ContinueFinalMessage != nil && *tr.ContinueFinalMessage:
+		return httpedge.Unsupported("continue_final_message", "continue_final_message is not supported")
+	case httpedge.Present(tr.ChatTemplate):
+		return httpedge.Unsupported("chat_template", "a per-request chat_template is not supported; the server's template applies")
+	case httpedge.Present(tr.ChatTemplateKwargs):
+		return httpedge.Unsupported("chat_template_kwargs", "chat_template_kwargs is not supported")
+	case httpedge.Present(tr.Tools):
+		return httpedge.Unsupported("tools", "tools are not supported by /tokenize")
+	}
+	return nil
+}
+
+// handleTokenize serves POST /tokenize in vLLM's shape:
+// {"count", "max_model_len", "tokens", "token_strs": null}. A chat is
+// tokenized as generation would give it to the model (template, then no
+// added BOS: the template writes its own); a prompt gets the BOS unless
+// add_special_tokens is false.
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	b, tr, err := s.tokenizeBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var ids []int32
+	switch {
+	case tr.Prompt != nil && httpedge.Present(tr.Messages):
+		err = stream.InvalidParam("prompt", "give either prompt or messages, not both")
+	case tr.Prompt != nil:
+		ids, err = b.Tokenizer.Encode(*tr.Prompt, tr.AddSpecialTokens == nil || *tr.AddSpecialTokens)
+	default:
+		var msgs []stream.ChatMessage
+		if msgs, err = messages(tr.Messages); err == nil {
+			ids, err = chatIDs(b, msgs, tr.AddSpecialTokens != nil && *tr.AddSpecialTokens)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ids == nil {
+		ids = []int32{}
+	}
+	writeJSON(w, map[string]any{"count": len(ids), "max_model_len": b.Limit(), "tokens": ids, "token_strs": nil})
+}
+
+// chatIDs validates msgs as chat does and renders them through the template.
+func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, addSpecial bool) ([]int32, error) {
+	var g stream.GenRequest
+	if err := g.SetMessages(msgs); err != nil {
+		return nil, err
+	}
+	text, err := b.Tokenizer.ChatPrompt(g.Messages)
+	if err != nil {
+		return nil, stream.InvalidParam("messages", "applying the chat template: %v", err)
+	}
+	return b.Tokenizer.Encode(text, addSpecial)
+}
+
+func (s *Server) tokenizeBody(w http.ResponseWriter, r *http.Request) (*stream.Backend, *tokenizeRequest, error) {
+	b, err := s.edgeEnv().LoadBackend()
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tr tokenizeRequest
+	if err := httpedge.Decode(body, &tr, ""); err != nil {
+		return nil, nil, err
+	}
+	if err := tr.refusals(); err != nil {
+		return nil, nil, err
+	}
+	if err := stream.CheckModel(tr.Model, s.cfg.ModelID, s.cfg.Aliases); err != nil {
+		return nil, nil, err
+	}
+	return b, &tr, nil
+}
+
+// handleDetokenize serves POST /detokenize in vLLM's shape: {"tokens"} →
+// {"prompt"}. Special tokens are left out, as in generated text.
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+	b, err := s.edgeEnv().LoadBackend()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var dr struct {
+		Model  string  `json:"model"`
+		Tokens []int32 `json:"tokens"`
+	}
+	if err := httpedge.Decode(body, &dr, ""); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := stream.CheckModel(dr.Model, s.cfg.ModelID, s.cfg.Aliases); err != nil {
+		writeError(w, err)
+		return
+	}
+	vs, ok := b.Tokenizer.(vocabSizer)
+	for i, id := range dr.Tokens {
+		if id < 0 || (ok && int(id) >= vs.VocabSize()) {
+			writeError(w, stream.InvalidParam("tokens", "tokens[%d] = %d is not a token id of this model", i, id))
+			return
+		}
+	}
+	dec := b.Tokenizer.NewDetokenizer()
+	var text []byte
+	for _, id := range dr.Tokens {
+		text = append(text, dec.Add(id)...)
+	}
+	text = append(text, dec.Flush()...)
+	writeJSON(w, map[string]string{"prompt": string(text)})
+}
