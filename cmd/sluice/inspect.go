@@ -49,6 +49,11 @@ func runInspect(args []string) error {
 	fmt.Fprintf(w, "vocab\t%d\ncontext\t%d\n", cfg.Vocab, cfg.ContextLen)
 	fmt.Fprintf(w, "rope\ttheta %g, style %v, scaling %v\n", cfg.RopeTheta, cfg.RopeStyle, cfg.RopeScaling != nil)
 	fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\nqkv bias\t%v\n", cfg.RMSEps, cfg.TiedEmbeddings, cfg.QKVBias)
+	if cfg.Experts > 0 {
+		fmt.Fprintf(w, "experts\t%d per layer, %d per token (expert ffn %d, top-k weights renormalised: %v)\n",
+			cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm)
+	}
+	fmt.Fprintf(w, "qk norm\t%v\n", cfg.QKNorm)
 	fmt.Fprintf(w, "attention\t%s\n", windowLayout(cfg))
 	fmt.Fprintf(w, "kv cache\t%d bytes/token (F16, all layers)", cfg.KVBytesPerToken())
 	if cfg.Window > 0 {
