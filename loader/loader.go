@@ -46,6 +46,9 @@ type Options struct {
 	// tokenizer.ChatTemplate resolves `--chat-template`); "" keeps the file's,
 	// and a base model without one answers chat requests with 400.
 	ChatTemplate string
+	// WrapModel, when set, stands between the engine and the model: the
+	// fault-injecting build of the CLI (tag faultinject) wraps it there.
+	WrapModel func(engine.Model) engine.Model
 }
 
 // Model is a loaded model behind a running engine.
@@ -110,7 +113,11 @@ func (m *Model) load(o Options) error {
 		return err
 	}
 	mo := m.Llama.Options() // the figures after defaults: the engine must use the same pool
-	m.Engine, err = engine.New(m.Llama, engine.Config{
+	var run engine.Model = m.Llama
+	if o.WrapModel != nil {
+		run = o.WrapModel(run)
+	}
+	m.Engine, err = engine.New(run, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
 		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
 		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,
@@ -156,6 +163,6 @@ func (a tokAdapter) NewDetokenizer() stream.Detokenizer { return a.t.NewDecoder(
 func (a tokAdapter) NewDetokenizerAfter(prompt []int32) stream.Detokenizer {
 	return a.t.NewDecoder(prompt...)
 }
+
 // VocabSize bounds the token ids /detokenize accepts.
 func (a tokAdapter) VocabSize() int { return a.t.VocabSize() }
-
