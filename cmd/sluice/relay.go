@@ -110,9 +110,6 @@ func runRelayServe(f *relayFlags, cfg server.Config) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	for _, u := range ups {
-		log.Info("relaying", "upstream", u.URL, "models", strings.Join(u.Models, ","))
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "models", strings.Join(rl.Models(), ","))
+	log.Info("relaying", "addr", ln.Addr().String(), "upstreams", len(ups), "models", strings.Join(rl.Models(), ","))
 	return srv.Serve(ctx, ln)
 }
