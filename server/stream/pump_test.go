@@ -158,6 +158,15 @@ func TestPump(t *testing.T) {
 			},
 		},
 		{
+			name: "without abort-on-disconnect a failed write leaves the sequence running", script: strings.Split("abcdef", ""),
+			interval: time.Second, cfg: PumpConfig{}, naive: true, failFrom: 2,
+			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
+				if !out.ClientGone || out.CutShort || out.Finish != "stop" || len(eng.Aborts()) != 0 || eng.Produced() != 6 {
+					t.Errorf("outcome %+v aborts %v produced %d", out, eng.Aborts(), eng.Produced())
+				}
+			},
+		},
+		{
 			name: "shutdown ends the stream in-band", script: strings.Split("abcdef", ""),
 			interval: time.Second, cfg: PumpConfig{}, shutAt: 2500 * time.Millisecond,
 			check: func(t *testing.T, out Outcome, e *recEmitter, eng *streamtest.ScriptEngine) {
