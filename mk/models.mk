@@ -20,3 +20,15 @@ golden-gemma: gemma-model
 	MODEL=$(GEMMA_MODEL) NAME=gemma3-270m-q4_k_m ARGS="--n-ctx 3072" ./scripts/golden/run.sh
 
 golden: golden-gemma
+
+# llama.cpp logits for tiny random-weight Qwen3, Qwen3-MoE and Mixtral models
+# (testdata/golden/tiny/*.json): models/tiny_golden_test.go writes the files,
+# llama.cpp runs them.
+.PHONY: golden-tiny
+golden-tiny:
+	./scripts/llamacpp/build.sh lib
+	rm -rf .build/tiny-models && mkdir -p .build/tiny-models
+	$(GO) test ./models -run TestTinyLlamaCpp -count=1 -tiny-out $(CURDIR)/.build/tiny-models
+	.build/venv/bin/python scripts/golden/make_tiny_golden.py .build/tiny-models testdata/golden/tiny
+
+golden: golden-tiny
