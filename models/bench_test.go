@@ -41,32 +41,36 @@ func loadModel(tb testing.TB, path, fetch string, threads int, opts Options) *Ll
 // one at a time. Compare with scripts/llamacpp/bench.sh on the same machine.
 func BenchmarkSmolLM2(b *testing.B) {
 	for _, threads := range []int{1, 2} {
-		m := loadDefault(b, threads, Options{MaxBatchTokens: 128, MaxSeqs: 1, KVBlocks: 64})
-		prompt := make([]int32, 128)
-		for i := range prompt {
-			prompt[i] = int32(1000 + i*37%20000)
-		}
-		b.Run(fmt.Sprintf("pp128/threads=%d", threads), func(b *testing.B) {
-			b.ReportAllocs()
-			runs := 0
-			for b.Loop() {
-				newSoloRunner(m).feed(b, prompt)
-				runs++
-			}
-			b.ReportMetric(float64(128*runs)/b.Elapsed().Seconds(), "tokens/s")
-		})
-		b.Run(fmt.Sprintf("tg64/threads=%d", threads), func(b *testing.B) {
-			b.ReportAllocs()
-			runs := 0
-			for b.Loop() {
-				runs++
-				r := newSoloRunner(m)
-				tok := int32(1)
-				for range 64 {
-					tok = argmax(r.feed(b, []int32{tok}))
-				}
-			}
-			b.ReportMetric(float64(64*runs)/b.Elapsed().Seconds(), "tokens/s")
-		})
+		benchSolo(b, loadDefault(b, threads, Options{MaxBatchTokens: 128, MaxSeqs: 1, KVBlocks: 64}), threads)
 	}
+}
+
+// benchSolo runs llama-bench's pp128 and tg64 on m.
+func benchSolo(b *testing.B, m *Llama, threads int) {
+	prompt := make([]int32, 128)
+	for i := range prompt {
+		prompt[i] = int32(1000 + i*37%20000)
+	}
+	b.Run(fmt.Sprintf("pp128/threads=%d", threads), func(b *testing.B) {
+		b.ReportAllocs()
+		runs := 0
+		for b.Loop() {
+			newSoloRunner(m).feed(b, prompt)
+			runs++
+		}
+		b.ReportMetric(float64(128*runs)/b.Elapsed().Seconds(), "tokens/s")
+	})
+	b.Run(fmt.Sprintf("tg64/threads=%d", threads), func(b *testing.B) {
+		b.ReportAllocs()
+		runs := 0
+		for b.Loop() {
+			runs++
+			r := newSoloRunner(m)
+			tok := int32(1)
+			for range 64 {
+				tok = argmax(r.feed(b, []int32{tok}))
+			}
+		}
+		b.ReportMetric(float64(64*runs)/b.Elapsed().Seconds(), "tokens/s")
+	})
 }

@@ -111,3 +111,11 @@ func TestGemma3KVBytes(t *testing.T) {
 		t.Errorf("a sequence inside the window: %d bytes windowed, %d not", short, c.KVBytes(100, 16, false))
 	}
 }
+
+// BenchmarkGemma3 is BenchmarkSmolLM2 on Gemma 3 270M (make gemma-model):
+// compare with llama-bench -m models/gemma-3-270m-q4_k_m.gguf -p 128 -n 64.
+func BenchmarkGemma3(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		benchSolo(b, loadGemma3(b, threads, Options{MaxBatchTokens: 128, MaxSeqs: 1, KVBlocks: 64}), threads)
+	}
+}
