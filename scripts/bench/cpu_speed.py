@@ -8,21 +8,24 @@ Taking turns keeps the ratio honest when a shared machine's speed drifts.
 Prints a Markdown table of medians and Sluice/llama.cpp ratios.
 
   scripts/bench/cpu_speed.py [ROUNDS]     (default 3; builds llama.cpp first)
+  BENCH=Gemma3 MODEL=models/gemma-3-270m-q4_k_m.gguf scripts/bench/cpu_speed.py
+                                          the same for another model benchmark
 """
 import json, os, re, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODEL = os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL = os.path.join(ROOT, os.environ.get("MODEL", "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+BENCH = os.environ.get("BENCH", "SmolLM2")  # models' Benchmark<BENCH>
 LLAMA_BENCH = os.path.join(ROOT, ".build/llamacpp/build/bin/llama-bench")
 ENV = dict(os.environ, CGO_LDFLAGS="-L" + os.path.join(ROOT, ".build/lib"),
            CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations")
 
 
 def sluice():
-    out = subprocess.run(["go", "test", "-run", "^$", "-bench", "SmolLM2", "-benchtime", "3x", "./models/"],
+    out = subprocess.run(["go", "test", "-run", "^$", "-bench", "^Benchmark" + BENCH + "$", "-benchtime", "3x", "./models/"],
                          cwd=ROOT, env=ENV, check=True, capture_output=True, text=True).stdout
     res = {}
-    for m in re.finditer(r"BenchmarkSmolLM2/(pp128|tg64)/threads=(\d)\S*\s.*?([\d.]+) tokens/s", out):
+    for m in re.finditer(r"Benchmark" + BENCH + r"/(pp128|tg64)/threads=(\d)\S*\s.*?([\d.]+) tokens/s", out):
         res[(m.group(1), int(m.group(2)))] = float(m.group(3))
     return res
 
