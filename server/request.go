@@ -77,6 +77,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return nil, decodeError("", err)
 	}
+	if err := refuseUnserved(body, chat); err != nil {
+		return nil, err
+	}
 	g := &stream.GenRequest{Model: wr.Model, Chat: chat}
 	if chat {
 		msgs, err := messages(wr.Messages)
