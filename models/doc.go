@@ -1,5 +1,12 @@
-// Package models owns architecture definitions (the Llama family, written once
-// against kernels.Backend) and weight loading: GGUF files read over mmap and
-// Hugging Face directories (config.json + safetensors). Weights stay in their
-// file's storage format; the backend computes with them as they are.
+// Package models owns architecture definitions, written once against
+// kernels.Backend, and weight loading: GGUF files read over mmap and Hugging
+// Face directories (config.json + safetensors). Weights stay in their file's
+// storage format; the backend computes with them as they are.
+//
+// Architectures: the Llama family (llama.go: Llama 2/3, Mistral, TinyLlama,
+// SmolLM2, Qwen2; Qwen3 adds QK-norm; Qwen3-MoE and Mixtral a mixture-of-
+// experts feed-forward) and Gemma 3 (gemma3.go: window and global layers).
+// What a model needs beyond kernels.Ops (QK-norm, GeGLU, sliding-window
+// attention, MoE) it finds on the backend as optional interfaces at Load,
+// and a backend without them is refused there, never mid-step.
 package models
