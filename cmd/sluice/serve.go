@@ -59,11 +59,19 @@ func runServe(args []string) error {
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
 	opsf := addOpsFlags(fs) // --grpc-addr, --metrics-compat (grpc_flags.go)
 	webOn := addWebFlag(fs) // --web (web.go)
+	rf := addRelayFlags(fs) // --upstream... (relay.go)
+	addFaultFlag(fs, &lo)   // --inject-fault, in the faultinject test build only (faults_on.go)
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
+	if rf.active() {
+		if modelPath != "" {
+			return errors.New("--upstream and --model: a server either relays or serves a model")
+		}
+		return runRelayServe(rf, cfg)
+	}
 	if modelPath == "" {
-		return errors.New("--model is required")
+		return errors.New("--model or --upstream is required")
 	}
 	var err error
 	if lo.NewBackend, err = backendFactory(*backend, *device); err != nil {
@@ -122,7 +130,10 @@ func runServe(args []string) error {
 	attachWeb(page, m.Engine)
 	log.Info("ready", "model", m.ID, "context", m.Llama.ContextLen(), "kv_blocks", m.Llama.Options().KVBlocks,
 		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
+	broke := watchBroken(ctx, m.Engine, srv, stop, log) // a lost device: drain, exit non-zero
 	err = errors.Join(<-served, ops.wait())
+	stop()
+	err = errors.Join(err, <-broke)
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(err, m.Close(closeCtx))
