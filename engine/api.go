@@ -61,6 +61,10 @@ type Request struct {
 	// produced (and delivered) and are re-admitted after the prompt; the sampler
 	// state continues from them. They are not sent again.
 	Resume []int32
+	// Logprobs asks for each delivered token's Token.Logprob, with
+	// TopLogprobs (0 to MaxTopLogprobs) alternatives (logprobs.go).
+	Logprobs    bool
+	TopLogprobs int
 	// Constraint, when set, restricts every sampled token (structured
 	// outputs, forced tool calls); see Constraint. For a Resume it must
 	// already have been advanced past the Resume tokens.
@@ -92,6 +96,8 @@ const (
 type Token struct {
 	ID    int32
 	Index int // 0-based position in the output (Resume tokens count)
+	// Logprob is set when the request asked for logprobs (logprobs.go).
+	Logprob *Logprob
 }
 
 // Result is a finished sequence's outcome, readable once Tokens() is closed.

@@ -103,6 +103,7 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs
 			continue
 		}
 		tok := s.sampler.sample(logits[row*vocab:(row+1)*vocab], it.Seq.Tokens)
+		lp := s.logprob(logits[row*vocab:(row+1)*vocab], tok)
 		row++
 		it.Seq.Tokens = append(it.Seq.Tokens, tok)
 		e.st.GenTokens++
@@ -116,7 +117,7 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs
 		}
 		// Never blocks: out holds maxLen - len(prompt+resume) tokens and the
 		// sequence ends at maxLen.
-		s.out <- Token{ID: tok, Index: s.emitted}
+		s.out <- Token{ID: tok, Index: s.emitted, Logprob: lp}
 		s.emitted++
 		if o := e.cfg.Observer; o != nil {
 			if s.emitted == len(s.req.Resume)+1 {
