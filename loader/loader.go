@@ -164,5 +164,8 @@ func (a tokAdapter) NewDetokenizerAfter(prompt []int32) stream.Detokenizer {
 	return a.t.NewDecoder(prompt...)
 }
 
+// TokenBytes is one token's bytes, for logprobs (stream.TokenByter).
+func (a tokAdapter) TokenBytes(id int32) []byte { return a.t.TokenBytes(id) }
+
 // VocabSize bounds the token ids /detokenize accepts.
 func (a tokAdapter) VocabSize() int { return a.t.VocabSize() }

@@ -49,6 +49,21 @@ type Emitter interface {
 	Flush() error
 }
 
+// LogprobEmitter is an Emitter that also frames the tokens' logprobs
+// (requests that ask for them). Found by type assertion. Pump calls
+// Logprobs just before each Text with one entry per id that Text carries,
+// in order; the slice is valid only during the call.
+type LogprobEmitter interface {
+	Logprobs(lps []engine.Logprob)
+}
+
+// TokenByter is a Tokenizer that gives one token's bytes (a piece of a UTF-8
+// character, possibly), which logprobs report per token. Found by type
+// assertion.
+type TokenByter interface {
+	TokenBytes(id int32) []byte
+}
+
 // Detokenizer turns token ids into text incrementally. Add returns only text
 // that is complete UTF-8 and that the merge of later tokens cannot change;
 // Flush returns whatever is left at the end. *tokenizer.Decoder satisfies it.

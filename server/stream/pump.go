@@ -55,8 +55,9 @@ type pump struct {
 	ts      *TextStream
 	em      Emitter
 	cfg     PumpConfig
-	pending []byte  // text waiting for the flush timer
-	ids     []int32 // tokens consumed since the last Text
+	pending []byte           // text waiting for the flush timer
+	ids     []int32          // tokens consumed since the last Text
+	lps     []engine.Logprob // their logprobs, when the request asked
 	out     Outcome
 	aborted bool
 }
@@ -144,6 +145,9 @@ func (p *pump) take(tok engine.Token) {
 	text, stopped := p.ts.Push(tok.ID)
 	p.pending = append(p.pending, text...)
 	p.ids = append(p.ids, tok.ID)
+	if tok.Logprob != nil {
+		p.lps = append(p.lps, *tok.Logprob)
+	}
 	if stopped {
 		p.out.Finish = "stop"
 		p.abortSeq(engine.CauseStopString)
@@ -163,8 +167,11 @@ func (p *pump) send(keep *timer) {
 }
 
 func (p *pump) emit() {
+	if le, ok := p.em.(LogprobEmitter); ok && len(p.lps) > 0 {
+		le.Logprobs(p.lps)
+	}
 	p.fail(p.em.Text(string(p.pending), p.ids))
-	p.pending, p.ids = p.pending[:0], p.ids[:0]
+	p.pending, p.ids, p.lps = p.pending[:0], p.ids[:0], p.lps[:0]
 }
 
 // fail records a write error: the client is gone, and cancelling the
