@@ -70,11 +70,11 @@ type Grammar struct {
 func (g Grammar) compiled() (string, string, error) {
 	switch g.Kind {
 	case JSONSchema:
-		return "json_schema", compactJSON(g.Data), nil
+		return "json_schema", CompactJSON(g.Data), nil
 	case Regex, Lark:
 		return string(g.Kind), g.Data, nil
 	case JSONObject:
-		return "json_schema", compactJSON(`{"type":"object"}`), nil
+		return "json_schema", CompactJSON(`{"type":"object"}`), nil
 	case Choice:
 		if len(g.Choices) == 0 {
 			return "", "", fmt.Errorf("%w: choice needs at least one string", ErrGrammar)
@@ -96,10 +96,12 @@ func (g Grammar) compiled() (string, string, error) {
 // tends to emit nothing else until max_tokens.
 const jsonLayout = `"x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": "}`
 
-// compactJSON adds jsonLayout to a schema object that sets no x-guidance
-// options of its own. Anything else (a boolean schema, invalid JSON) goes to
-// llguidance unchanged, to be compiled or refused with its own message.
-func compactJSON(schema string) string {
+// CompactJSON adds jsonLayout to a schema object that sets no x-guidance
+// options of its own; JSONSchema grammars get it, and a Lark grammar's
+// %json schemas should too. Anything else (a boolean schema, invalid JSON)
+// goes to llguidance unchanged, to be compiled or refused with its own
+// message.
+func CompactJSON(schema string) string {
 	t := strings.TrimSpace(schema)
 	if !strings.HasPrefix(t, "{") || strings.Contains(t, `"x-guidance"`) || !json.Valid([]byte(t)) {
 		return schema

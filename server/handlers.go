@@ -92,7 +92,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backen
 // pumpStream drains gen into the stream and ends it, unless the client left
 // before the generation finished: then the stream stays resumable.
 func (s *Server) pumpStream(st *streamState, gen *stream.Generation, sw *sseWriter) {
-	out := stream.Pump(gen, st.ts, sw, s.pumpConfig(true), s.drain)
+	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(sw), s.pumpConfig(true), s.drain))
 	if st.cached == 0 {
 		st.cached = out.Result.CachedTokens
 	}
@@ -181,13 +181,16 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	case gen != nil:
 		s.pumpStream(st, gen, sw)
 	case !st.done: // limitReached
-		_ = sw.Text(st.ts.Finish(), nil)
-		s.endStream(st, sw, stream.Outcome{Finish: "length"})
+		_ = st.tools.Use(sw).Text(st.ts.Finish(), nil)
+		s.endStream(st, sw, st.tools.End(stream.Outcome{Finish: "length"}))
 	}
 }
 
 // collector is the Emitter of a non-streaming response.
-type collector struct{ text []byte }
+type collector struct {
+	text  []byte
+	calls []toolCallJSON // toolcalls.go
+}
 
 func (c *collector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
 func (c *collector) KeepAlive() error               { return nil }
@@ -204,7 +207,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Back
 	}
 	var c collector
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
-	out := stream.Pump(gen, ts, &c, s.pumpConfig(false), s.drain)
+	tools := stream.NewToolStream(g)
+	out := tools.End(stream.Pump(gen, ts, tools.Use(&c), s.pumpConfig(false), s.drain))
 	if out.ClientGone {
 		return
 	}
@@ -214,7 +218,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Back
 	}
 	n := len(ts.IDs())
 	u := Usage{PromptTokens: len(req.Prompt), CompletionTokens: n, TotalTokens: len(req.Prompt) + n, CachedTokens: out.Result.CachedTokens}
-	writeJSON(w, completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u))
+	writeJSON(w, c.withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u)))
 }
 
 // responseID is the id of a chat.completion or text_completion response.

@@ -37,6 +37,9 @@ type wireRequest struct {
 	N                   *int              `json:"n"`
 	ResponseFormat      json.RawMessage   `json:"response_format"`
 	StructuredOutputs   json.RawMessage   `json:"structured_outputs"`
+	Tools               json.RawMessage   `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 }
 
 type wireStreamOption struct {
@@ -44,8 +47,10 @@ type wireStreamOption struct {
 }
 
 type wireMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // readBody reads at most limit bytes; a larger body is ErrBodyTooLarge.
@@ -104,6 +109,13 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 	}
 	if err := g.SetStructuredOutputs(wr.StructuredOutputs); err != nil {
 		return nil, err
+	}
+	if chat {
+		if err := g.SetTools(wr.Tools, wr.ToolChoice, wr.ParallelToolCalls); err != nil {
+			return nil, err
+		}
+	} else if wr.Tools != nil || wr.ToolChoice != nil || wr.ParallelToolCalls != nil {
+		return nil, stream.InvalidParam("tools", "tools are only allowed in chat completions")
 	}
 	if wr.User != nil {
 		g.User = *wr.User
@@ -179,7 +191,11 @@ func messages(raw json.RawMessage) ([]stream.ChatMessage, error) {
 		if err != nil {
 			return nil, stream.InvalidParam(param+".content", "%s.content: %v", param, err)
 		}
-		msgs[i] = stream.ChatMessage{Role: m.Role, Content: text}
+		calls, err := stream.ParseToolCalls(param+".tool_calls", m.ToolCalls)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = stream.ChatMessage{Role: m.Role, Content: text, ToolCalls: calls, ToolCallID: m.ToolCallID}
 	}
 	return msgs, nil
 }

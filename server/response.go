@@ -7,8 +7,9 @@ import (
 )
 
 type choiceMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"` // toolcalls.go
 }
 
 type choice struct {

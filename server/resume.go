@@ -29,9 +29,10 @@ type streamState struct {
 	format chunkFormat
 	ts     *stream.TextStream
 	log    *eventLog
-	cached int          // prompt tokens the first submission found in the prefix cache
-	done   bool         // the log ends with [DONE]: nothing left to generate
-	relay  *relayCursor // relay mode: the upstream's side (relay.go); nil for a local model
+	cached int                // prompt tokens the first submission found in the prefix cache
+	done   bool               // the log ends with [DONE]: nothing left to generate
+	relay  *relayCursor       // relay mode: the upstream's side (relay.go); nil for a local model
+	tools  *stream.ToolStream // the reply's tool-call parse (toolcalls.go); nil without tools
 
 	lease chan struct{} // holds a value while no request holds the stream
 
@@ -42,7 +43,7 @@ type streamState struct {
 }
 
 func newStreamState(id string, gen *stream.GenRequest, req engine.Request, f chunkFormat, ts *stream.TextStream, log *eventLog) *streamState {
-	st := &streamState{id: id, gen: gen, req: req, format: f, ts: ts, log: log, lease: make(chan struct{}, 1)}
+	st := &streamState{id: id, gen: gen, req: req, format: f, ts: ts, log: log, lease: make(chan struct{}, 1), tools: stream.NewToolStream(gen)}
 	st.lease <- struct{}{}
 	return st
 }

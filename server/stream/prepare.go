@@ -25,8 +25,8 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		text, addSpecial := g.Prompt, true
 		if g.Chat {
 			var err error
-			if text, err = b.Tokenizer.ChatPrompt(g.Messages); err != nil {
-				return engine.Request{}, InvalidParam(param, "applying the chat template: %v", err)
+			if text, err = chatPrompt(b.Tokenizer, g); err != nil {
+				return engine.Request{}, promptError(param, err)
 			}
 			addSpecial = false // the template writes any BOS itself
 		}

@@ -11,6 +11,10 @@ import (
 type ChatMessage struct {
 	Role    string
 	Content string
+	// Tool turns (tools.go): an assistant message's calls, and the call a
+	// tool message answers.
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // GenRequest is a validated generation request, before tokenization. Every
@@ -32,6 +36,7 @@ type GenRequest struct {
 	IncludeUsage bool
 	User         string
 	Output       Output // structured outputs (structured.go); the zero value is free text
+	Tools        Tools  // tool calling (tools.go); the zero value offers none
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.

@@ -159,6 +159,13 @@ func (g *GenRequest) setGrammar(param string, gr constrain.Grammar) error {
 // when the output is free.
 func (b *Backend) constraint(g *GenRequest, resume []int32) (engine.Constraint, error) {
 	o := g.Output
+	if g.Tools.Forced() {
+		if o.Grammar != nil {
+			return nil, InvalidParam(firstField(o.Param), "%s cannot be combined with tool_choice %q: the reply is a tool call", firstField(o.Param), g.Tools.Choice)
+		}
+		gr := toolGrammar(g.Tools)
+		o = Output{Grammar: &gr, Param: "tools"}
+	}
 	if o.Grammar == nil {
 		return nil, nil
 	}

@@ -33,16 +33,16 @@ type scanner struct {
 type scanState uint8
 
 const (
-	sBlock    scanState = iota // before the first object (or Mistral's "[")
-	sList                      // Mistral: after "[" or ",", before an object
-	sMember                    // after "{" or ",": a key or "}"
-	sKey                       // inside a key
-	sColon                     // after a key
-	sValue                     // after ":", before the value
-	sIn                        // inside a value
-	sNext                      // after a value: "," or "}"
-	sAfter                     // after an object
-	sCloser                    // Hermes: inside "</tool_call>"
+	sBlock  scanState = iota // before the first object (or Mistral's "[")
+	sList                    // Mistral: after "[" or ",", before an object
+	sMember                  // after "{" or ",": a key or "}"
+	sKey                     // inside a key
+	sColon                   // after a key
+	sValue                   // after ":", before the value
+	sIn                      // inside a value
+	sNext                    // after a value: "," or "}"
+	sAfter                   // after an object
+	sCloser                  // Hermes: inside "</tool_call>"
 )
 
 type memberKind uint8
