@@ -69,6 +69,11 @@ func TestStatusIdleFirstFrame(t *testing.T) {
 func TestStatusTracksTablesAndReclaims(t *testing.T) {
 	m := newHashModel(64, 1<<14, 256, 4)
 	e := newTestEngine(t, m, Config{DisablePrefixCache: true, MaxBatchTokens: 16})
+	// The hash model runs hundreds of steps in a millisecond, so a watcher
+	// left to itself may see none of the victim's life (frame 0, then the
+	// idle frame after every sequence ended). The loop is held inside each
+	// step until the test has read the frame of the step before.
+	ls := newLockstep(m, e)
 	w := e.WatchStatus()
 	defer w.Close()
 	var keep []*Sequence
@@ -76,15 +81,24 @@ func TestStatusTracksTablesAndReclaims(t *testing.T) {
 		keep = append(keep, submit(t, e, Request{Prompt: prompt(30, int32(i), 64), MaxTokens: 300}))
 	}
 	defer func() {
+		ls.release() // the loop is held in a step whenever the test is not reading
+		stop := ls.freeRun()
+		defer stop()
 		for _, s := range keep {
 			s.Abort(CauseShutdown)
+			s.Result()
 		}
 	}()
 	victim := submit(t, e, Request{Prompt: prompt(30, 9, 64), MaxTokens: 300})
 	var abortStep int64 = -1
 	var held int
 	var sawDecode bool
+	ls.next()
 	for {
+		// Let one step finish; once the loop is inside the next, the
+		// finished step's frame is the newest.
+		ls.release()
+		ls.next()
 		st := nextFrame(t, w)
 		used := 0
 		var vs *StatusSeq
