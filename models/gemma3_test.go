@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // gemma3Path is where `make gemma-model` puts Gemma 3 270M (Q4_K_M).
@@ -117,5 +119,88 @@ func TestGemma3KVBytes(t *testing.T) {
 func BenchmarkGemma3(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		benchSolo(b, loadGemma3(b, threads, Options{MaxBatchTokens: 128, MaxSeqs: 1, KVBlocks: 64}), threads)
+	}
+}
+
+// TestGemma3BatchMatchesSolo: a decode step that carries two sequences, one
+// 530 tokens in (past the 512-token window, so its window layers start
+// reading at position 19) and one of 12, gives each the logits it gets in a
+// step of its own, with the two sequences' blocks interleaved in the pool.
+func TestGemma3BatchMatchesSolo(t *testing.T) {
+	m := loadGemma3(t, 2, Options{MaxBatchTokens: 512, MaxSeqs: 2, KVBlocks: 80})
+	bs := m.Options().BlockSize
+	long, short := make([]int32, 530), make([]int32, 12)
+	for i := range long {
+		long[i] = int32(2 + (i*7919)%50000)
+	}
+	for i := range short {
+		short[i] = int32(100 + i*31)
+	}
+	table := func(n, parity int) []int32 { // even blocks for one sequence, odd for the other
+		var b []int32
+		for i := range (n + bs - 1) / bs {
+			b = append(b, int32(2*i+parity))
+		}
+		return b
+	}
+	seqs := []struct {
+		toks   []int32
+		blocks []int32
+	}{{long, table(len(long)+1, 0)}, {short, table(len(short)+1, 1)}}
+	// step runs rows (sequence, position, token) as one batch and returns
+	// each row's logits.
+	type row struct {
+		seq, pos int
+		tok      int32
+	}
+	step := func(rows ...row) [][]float32 {
+		b := &kernels.Batch{}
+		for i, r := range rows {
+			s := seqs[r.seq]
+			b.Tokens = append(b.Tokens, r.tok)
+			b.Positions = append(b.Positions, int32(r.pos))
+			b.Slots = append(b.Slots, s.blocks[r.pos/bs]*int32(bs)+int32(r.pos%bs))
+			if i == len(rows)-1 || rows[i+1].seq != r.seq {
+				start := 0
+				if len(b.Seqs) > 0 {
+					start = b.Seqs[len(b.Seqs)-1].End
+				}
+				b.Seqs = append(b.Seqs, kernels.SeqRows{Start: start, End: i + 1, ContextLen: r.pos + 1, Blocks: s.blocks})
+				b.LogitRows = append(b.LogitRows, int32(i))
+			}
+		}
+		out, err := m.Forward(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := m.VocabSize()
+		var res [][]float32
+		for i := range b.LogitRows {
+			res = append(res, slices.Clone(out[i*v:(i+1)*v]))
+		}
+		return res
+	}
+	for si, s := range seqs { // prefill each alone, in chunks of at most 512
+		var rows []row
+		for p, tok := range s.toks {
+			rows = append(rows, row{si, p, tok})
+		}
+		for len(rows) > 0 {
+			n := min(len(rows), 512)
+			step(rows[:n]...)
+			rows = rows[n:]
+		}
+	}
+	// The decode rows write the same K/V to the same slots each time, so the
+	// three steps see the same cache.
+	longRow, shortRow := row{0, len(long), 7}, row{1, len(short), 7}
+	alone := [][]float32{step(longRow)[0], step(shortRow)[0]}
+	together := step(longRow, shortRow)
+	for i := range seqs {
+		for j, want := range alone[i] {
+			if d := math.Abs(float64(together[i][j] - want)); d > 1e-3 {
+				t.Fatalf("sequence %d: logit %d is %g batched, %g alone", i, j, together[i][j], want)
+			}
+		}
 	}
 }

@@ -61,14 +61,14 @@ func (m *Llama) Options() Options { return m.opts }
 func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 	n, nl := len(b.Tokens), len(b.LogitRows)
 	if n == 0 || n > m.opts.MaxBatchTokens || len(b.Positions) != n || len(b.Slots) != n {
-		return nil, fmt.Errorf("llama: batch of %d tokens (%d positions, %d slots), limit %d", n, len(b.Positions), len(b.Slots), m.opts.MaxBatchTokens)
+		return nil, fmt.Errorf("%s: batch of %d tokens (%d positions, %d slots), limit %d", m.cfg.Arch, n, len(b.Positions), len(b.Slots), m.opts.MaxBatchTokens)
 	}
 	if nl > m.opts.MaxSeqs {
-		return nil, fmt.Errorf("llama: %d logit rows, limit %d", nl, m.opts.MaxSeqs)
+		return nil, fmt.Errorf("%s: %d logit rows, limit %d", m.cfg.Arch, nl, m.opts.MaxSeqs)
 	}
 	for _, t := range b.Tokens {
 		if t < 0 || int(t) >= m.cfg.Vocab {
-			return nil, fmt.Errorf("llama: token id %d outside the vocabulary of %d", t, m.cfg.Vocab)
+			return nil, fmt.Errorf("%s: token id %d outside the vocabulary of %d", m.cfg.Arch, t, m.cfg.Vocab)
 		}
 	}
 	c, be := &m.cfg, m.be
