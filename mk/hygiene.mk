@@ -2,11 +2,12 @@
 # go.mod is tidy (a direct dependency is never `// indirect`), in every module;
 # the committed protobuf code is what the pinned generators produce from the
 # .proto files (as cuda-check does for the PTX); tools/benchplot, a module of
-# its own so gonum/plot stays out of the server's graph, builds and vets.
-.PHONY: hygiene tidy-check proto-check benchplot-check
+# its own so gonum/plot stays out of the server's graph, builds and vets;
+# every tracked Go file is gofmt-clean.
+.PHONY: hygiene tidy-check proto-check benchplot-check gofmt-check
 BENCHPLOT_DIR := tools/benchplot
 
-hygiene: tidy-check proto-check benchplot-check
+hygiene: gofmt-check tidy-check proto-check benchplot-check
 
 tidy-check:
 	$(GO) mod tidy -diff
@@ -21,3 +22,7 @@ benchplot-check:
 	cd $(BENCHPLOT_DIR) && $(GO) build -o /dev/null . && $(GO) vet ./...
 
 test: hygiene
+
+gofmt-check:
+	@bad=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); \
+	if [ -n "$$bad" ]; then echo "not gofmt-clean (run gofmt -w):"; echo "$$bad"; exit 1; fi
