@@ -12,9 +12,10 @@ import (
 	"testing"
 
 	"github.com/yannh/kubeconform/pkg/validator"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/releaseutil"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/k8s/manifests and deploy/k8s/schemas")
@@ -33,7 +34,11 @@ var variants = []struct{ name, values string }{
 }
 
 // render is `helm template sluice deploy/k8s/chart/sluice -n sluice -f ...`
-// through Helm's own code, for the Kubernetes version the schemas describe.
+// for the Kubernetes version the schemas describe, done as Helm's install
+// action does it client-only (action.renderResources: values, engine, install
+// order, "# Source:" headers) but without importing pkg/action, whose
+// cluster client, registry and storage drivers would more than double this
+// module's build.
 func render(t *testing.T, valueFiles string) string {
 	t.Helper()
 	chrt, err := loader.Load(chartDir)
@@ -51,15 +56,31 @@ func render(t *testing.T, valueFiles string) string {
 		}
 		vals = chartutil.CoalesceTables(v.AsMap(), vals)
 	}
-	install := action.NewInstall(&action.Configuration{})
-	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = "sluice", "sluice"
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.0", Major: "1", Minor: "37"}
-	rel, err := install.Run(chrt, vals)
+	caps := chartutil.DefaultCapabilities.Copy()
+	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.0", Major: "1", Minor: "37"}
+	opts := chartutil.ReleaseOptions{Name: "sluice", Namespace: "sluice", Revision: 1, IsInstall: true}
+	top, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.Render(chrt, top)
 	if err != nil {
 		t.Fatalf("render %s: %v", valueFiles, err)
 	}
-	return rel.Manifest
+	for name := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			delete(files, name)
+		}
+	}
+	_, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, m := range manifests {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
+	return b.String()
 }
 
 // TestChartRendersValid renders each variant, compares it with its
