@@ -3,7 +3,7 @@
 .PHONY: fuzz
 FUZZTIME ?= 8s
 
-fuzz: $(TOKENIZERS_LIB)
+fuzz: $(TOKENIZERS_LIB) $(LLGUIDANCE_LIB)
 	./scripts/fuzz.sh $(FUZZTIME)
 
 test: fuzz
