@@ -139,7 +139,8 @@ func (p *Publisher) Addr() net.Addr { return p.sock.Addr() }
 // Topic is the ZeroMQ topic every batch is sent under.
 func (p *Publisher) Topic() string { return string(p.topic) }
 
-// Dropped counts events lost because the sender's buffer was full.
+// Dropped counts events lost: the sender's buffer was full, or the socket
+// refused their batch (it is closed).
 func (p *Publisher) Dropped() uint64 { return p.dropped.Load() }
 
 // Batches counts messages handed to the socket.

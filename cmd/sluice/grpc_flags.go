@@ -152,7 +152,7 @@ func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu 
 	err = errors.Join(
 		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_kv_events_dropped_total",
-			Help: "KV events (block stored or removed) lost because the publisher's buffer was full.",
+			Help: "KV events (block stored or removed) lost: the publisher's buffer was full or its socket refused them.",
 		}, func() float64 { return float64(p.Dropped()) })),
 		reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_kv_event_batches_total",
