@@ -130,8 +130,8 @@ func TestRequestErrors(t *testing.T) {
 		{"no key", "/v1/completions", `{"prompt":"x"}`, nil, 401, "invalid_api_key"},
 		{"unknown model", "/v1/completions", `{"prompt":"x","model":"gpt-9"}`, auth, 404, "model_not_found"},
 		{"body too large", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 600) + `"}`, auth, 413, "request_too_large"},
-		{"prompt longer than context", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 70) + `"}`, auth, 400, "invalid_value"},
-		{"prompt plus max_tokens over context", "/v1/completions", `{"prompt":"xx","max_tokens":63}`, auth, 400, "invalid_value"},
+		{"prompt longer than context", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 70) + `"}`, auth, 400, "context_length_exceeded"},
+		{"prompt plus max_tokens over context", "/v1/completions", `{"prompt":"xx","max_tokens":63}`, auth, 400, "context_length_exceeded"},
 		{"bad field", "/v1/chat/completions", `{"messages":[],"stream":true}`, auth, 400, "invalid_value"},
 		{"resume of an unknown stream", "/v1/chat/completions", `{}`, append([]string{streamIDHeader, "nope", lastEventIDHeader, "3"}, auth...), 404, "stream_not_found"},
 	}

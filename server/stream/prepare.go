@@ -39,11 +39,12 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 	switch n := len(prompt); {
 	case n == 0:
 		return engine.Request{}, InvalidParam(param, "the prompt is empty after tokenization")
-	case n >= limit:
-		return engine.Request{}, InvalidParam(param, "the prompt is %d tokens long; the model's context is %d tokens", n, limit)
+	case n >= limit: // context_length_exceeded, as OpenAI answers it
+		return engine.Request{}, &ParamError{Param: param, Sentinel: engine.ErrPromptTooLong,
+			Message: fmt.Sprintf("the prompt is %d tokens long; the model's context is %d tokens", n, limit)}
 	case g.MaxTokens > 0 && n+g.MaxTokens > limit:
-		return engine.Request{}, InvalidParam("max_tokens",
-			"the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", limit, n, g.MaxTokens)
+		return engine.Request{}, &ParamError{Param: "max_tokens", Sentinel: engine.ErrPromptTooLong,
+			Message: fmt.Sprintf("the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", limit, n, g.MaxTokens)}
 	}
 	constraint, err := b.constraint(g, nil)
 	if err != nil {
