@@ -428,7 +428,7 @@ function drawEngine() {
 function onFrame(st) {
   eng.frames++;
   // A short record of what arrived (not only what was drawn), for tests.
-  eng.recent.push({ frame: st.frame, steps: st.steps, used: st.kv.used, running: st.running, at: performance.now() });
+  eng.recent.push({ frame: st.frame, steps: st.steps, used: st.kv.used, running: st.running, at: st.at, step_ms: st.step.ms });
   if (eng.recent.length > 256) eng.recent.shift();
   const prev = eng.latest;
   if (st.step.rows && (!prev || st.steps !== prev.steps)) {
