@@ -17,3 +17,11 @@ cuda-emu-torch: $(CUDA_EMU_LIB)
 		scripts/device/check_kernels.py kernels/cuda/ptx --frontend torch --quick
 
 cuda-check: cuda-emu-torch
+
+# The device sampler (kernels/cuda/sample.cu) against the engine's own host
+# sampler, token for token over seeded generations, on the emulator.
+.PHONY: cuda-emu-sample
+cuda-emu-sample: $(TOKENIZERS_LIB)
+	$(GO) test -tags cudaemu -count=1 -run TestDeviceSamplerMatchesHost ./engine/
+
+cuda-check: cuda-emu-sample

@@ -56,6 +56,7 @@ type Backend struct {
 	arena  devArena // device copy of the step's host tables
 	graphs bool     // steps run as CUDA graphs (Options.Graphs, UseGraphs)
 	tokens devBuf   // sampled token ids
+	work   devBuf   // penalized copies of logit rows (Sample)
 
 	step     step         // launches recorded since the last flush
 	launches atomic.Int64 // kernel launches issued since New

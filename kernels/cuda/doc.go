@@ -51,6 +51,13 @@
 // narrow matrices), pinned host memory for large logit reads, and Hopper's
 // wgmma (needs CUDA 12+).
 //
+// Sampling: Sample (sample.cu) picks tokens on the device with the engine
+// sampler's chain and order (penalties, top-k, top-p, min-p, temperature,
+// the caller's draw), so that a seeded generation gives the same tokens on
+// either side; rows it cannot decide (top-p without top-k) come back
+// Undecided for the host. Graphs: with Options.Graphs a step runs as a CUDA
+// graph, replayed while the launches repeat (cudrv.go).
+//
 // Limits: matmul rows must be a multiple of 32 elements, head size a
 // multiple of 8 up to 128, at most 16 query heads per KV head.
 package cuda

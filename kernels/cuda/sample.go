@@ -5,25 +5,48 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
 )
 
-// SampleParams are one row's sampling settings. Temperature ≤ 0 or TopK == 1
-// is greedy; TopK ≤ 0 and TopP ≥ 1 switch those filters off. U is a uniform
-// draw in [0, 1) made by the caller (its seeded RNG), so runs reproduce.
+// SampleParams are one row's sampling settings, with the engine's meaning
+// (engine.SamplingParams, llama.cpp's chain: penalties → top-k → top-p →
+// min-p → temperature → draw). Temperature ≤ 0 is greedy; TopK ≤ 0 (or ≥ the
+// vocabulary), TopP 0 or ≥ 1 and MinP 0 switch those off. Penalized lists
+// the tokens the penalties count (the window of the sequence's history, a
+// token once per occurrence); penalties apply when RepetitionPenalty is
+// neither 0 nor 1 or PresencePenalty or FrequencyPenalty is not 0. U is the
+// draw in [0, 1) made by the caller's seeded RNG, so runs reproduce.
 type SampleParams struct {
-	Temperature float32
-	TopP        float32
-	TopK        int32
-	U           float32
+	Temperature, TopP, MinP float32
+	TopK                    int32
+	RepetitionPenalty       float32
+	PresencePenalty         float32
+	FrequencyPenalty        float32
+	Penalized               []int32
+	U                       float64
+}
+
+// Undecided is the id Sample leaves for a row it does not decide on the
+// device (top-p without top-k; a top-k set of more than 1,024 candidates
+// with ties): the caller samples that row from its logits.
+const Undecided = -1
+
+// sampleWords is the kernel's struct SampleParams in int32s.
+const sampleWords = 12
+
+func (p *SampleParams) penalize() bool {
+	return (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
 // Sample picks one token per row of logits ([rows, vocab] F32, rows =
-// len(params)) on the device and writes the ids to dst: only len(dst) int32s
-// cross to the host. It ends the step like Read. The engine finds it by type
-// assertion on the backend (an optional capability beside kernels.Backend).
+// len(params)) on the device and writes the ids to dst, Undecided where the
+// caller must sample: only len(dst) int32s cross to the host, and the
+// logits are left as they were (penalties work on a copy). It ends the step
+// like Read. The engine finds it by type assertion on the backend (an
+// optional capability beside kernels.Backend).
 func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int32) error {
 	lt, err := f32Of(logits, "Sample logits")
 	if err != nil {
@@ -36,12 +59,7 @@ func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int
 	if rows == 0 {
 		return nil
 	}
-	// the kernel's struct SampleParams {float temperature, topP, u; int topK}
-	tab := make([]int32, 0, 4*rows)
-	for _, p := range params {
-		tab = append(tab, int32(math.Float32bits(p.Temperature)), int32(math.Float32bits(p.TopP)),
-			int32(math.Float32bits(p.U)), p.TopK)
-	}
+	tab, penalties := sampleTable(params, vocab)
 	// The ids land in b.tokens, a buffer of the CUDA goroutine's: the launch
 	// is recorded there, after do has run the step that made the logits.
 	return b.do(func() error {
@@ -49,8 +67,15 @@ func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int
 		if err := b.ensure(&b.tokens, int64(4*rows)); err != nil {
 			return err
 		}
+		work := devPtr(0)
+		if penalties {
+			if err := b.ensure(&b.work, int64(4*rows*vocab)); err != nil {
+				return err
+			}
+			work = b.work.ptr
+		}
 		if err := b.launch("sample", [3]int{rows, 1, 1}, [3]int{1024, 1, 1},
-			ptrArg(b.tokens.ptr), ptrArg(lt.ptr), tabArg(off), intArg(vocab)); err != nil {
+			ptrArg(b.tokens.ptr), ptrArg(lt.ptr), ptrArg(work), tabArg(off), intArg(vocab)); err != nil {
 			return err
 		}
 		if err := b.flush(); err != nil {
@@ -59,3 +84,41 @@ func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int
 		return b.drv.download(unsafe.Pointer(&dst[0]), b.tokens.ptr, int64(4*rows))
 	})
 }
+
+// sampleTable lays out the kernel's params: a row of sampleWords int32 per
+// row, then each row's penalized tokens as (id, count) pairs, ids ascending.
+func sampleTable(params []SampleParams, vocab int) (tab []int32, penalties bool) {
+	tab = make([]int32, sampleWords*len(params), sampleWords*len(params)+8)
+	counts := map[int32]int32{}
+	for i := range params {
+		p := &params[i]
+		row := tab[sampleWords*i : sampleWords*(i+1)]
+		u := math.Float64bits(p.U)
+		row[0], row[1], row[2] = f32Word(p.Temperature), f32Word(p.TopP), f32Word(p.MinP)
+		row[3] = p.TopK
+		row[4], row[5], row[6] = f32Word(p.RepetitionPenalty), f32Word(p.PresencePenalty), f32Word(p.FrequencyPenalty)
+		row[9], row[10] = int32(uint32(u)), int32(uint32(u>>32))
+		if !p.penalize() || len(p.Penalized) == 0 {
+			continue
+		}
+		clear(counts)
+		for _, t := range p.Penalized {
+			if t >= 0 && int(t) < vocab {
+				counts[t]++
+			}
+		}
+		ids := make([]int32, 0, len(counts))
+		for t := range counts {
+			ids = append(ids, t)
+		}
+		slices.Sort(ids)
+		tab[sampleWords*i+7], tab[sampleWords*i+8] = int32(len(tab)), int32(len(ids))
+		for _, t := range ids {
+			tab = append(tab, t, counts[t])
+		}
+		penalties = true
+	}
+	return tab, penalties
+}
+
+func f32Word(f float32) int32 { return int32(math.Float32bits(f)) }

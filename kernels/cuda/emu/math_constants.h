@@ -3,3 +3,4 @@
 #pragma once
 #include <math.h>
 #define CUDART_INF_F INFINITY
+#define CUDART_INF ((double)INFINITY)

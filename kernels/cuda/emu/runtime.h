@@ -63,6 +63,12 @@ inline uint32_t __float_as_uint(float f) {
     return u;
 }
 inline float __expf(float x) { return expf(x); }
+// Round-to-nearest single operations, never contracted into an FMA (x86-64
+// code built without -mfma has none to contract into).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 
 // The running fiber's coordinates; the scheduler sets threadIdx before
 // switching to a fiber, and fibers switch only inside the calls below.
