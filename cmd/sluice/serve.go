@@ -106,7 +106,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	page, err := startWeb(*webOn, srv, cfg.APIKey) // GET /, GET /v1/engine/events; before Serve
+	page, err := startWeb(ctx, *webOn, srv, cfg.APIKey) // GET /, GET /v1/engine/events; before Serve
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"net/http"
 
@@ -15,8 +16,9 @@ func addWebFlag(fs *flag.FlagSet) *bool {
 }
 
 // startWeb adds the page's routes to srv (before it serves). The status
-// stream takes the same key as the API; the page asks for it.
-func startWeb(on bool, srv *server.Server, apiKey string) (*web.Web, error) {
+// stream takes the same key as the API; the page asks for it. Its streams
+// end when ctx does (SIGTERM), so they do not hold up the graceful shutdown.
+func startWeb(ctx context.Context, on bool, srv *server.Server, apiKey string) (*web.Web, error) {
 	if !on {
 		return nil, nil
 	}
@@ -30,6 +32,7 @@ func startWeb(on bool, srv *server.Server, apiKey string) (*web.Web, error) {
 	for pattern, h := range w.Routes() {
 		srv.Handle(pattern, h)
 	}
+	context.AfterFunc(ctx, w.Close)
 	return w, nil
 }
 

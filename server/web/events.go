@@ -30,6 +30,12 @@ func (w *Web) serveEvents(rw http.ResponseWriter, r *http.Request) {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(rw)
+	select {
+	case <-w.quit:
+		http.Error(rw, "shutting down", http.StatusServiceUnavailable)
+		return
+	default:
+	}
 	w.hub.join()
 	defer w.hub.leave()
 	write := func(b []byte) bool {
@@ -69,6 +75,8 @@ func (w *Web) serveEvents(rw http.ResponseWriter, r *http.Request) {
 			}
 			ka.Reset(keepAlive)
 		case <-r.Context().Done():
+			return
+		case <-w.quit:
 			return
 		}
 	}

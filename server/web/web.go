@@ -4,6 +4,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"sync"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -21,6 +22,8 @@ type Web struct {
 	hub       hub
 	static    http.Handler
 	index     []byte
+	quit      chan struct{} // closed by Close: status streams end
+	closeOnce sync.Once
 }
 
 // New returns the page's handlers; authorize guards the status stream as
@@ -38,7 +41,7 @@ func New(authorize Authorizer) *Web {
 	if authorize == nil {
 		authorize = func(*http.Request) bool { return true }
 	}
-	w := &Web{authorize: authorize, static: http.StripPrefix("/ui/", http.FileServerFS(sub)), index: index}
+	w := &Web{authorize: authorize, static: http.StripPrefix("/ui/", http.FileServerFS(sub)), index: index, quit: make(chan struct{})}
 	w.hub.init()
 	return w
 }
@@ -56,8 +59,13 @@ func (w *Web) Routes() map[string]http.Handler {
 // that connected before wait for it.
 func (w *Web) Attach(e *engine.Engine) { w.hub.attach(e) }
 
-// Close stops the stream's engine watcher (if any) and waits for it.
-func (w *Web) Close() { w.hub.close() }
+// Close ends every status stream (they never end by themselves, so a
+// graceful HTTP shutdown would otherwise wait its whole grace period for
+// them) and stops the engine watcher, waiting for it.
+func (w *Web) Close() {
+	w.closeOnce.Do(func() { close(w.quit) })
+	w.hub.close()
+}
 
 // securityHeaders keep model output, which the page renders as text, from
 // ever running: no inline script, no foreign origin, no framing.

@@ -209,3 +209,20 @@ func waitClients(t *testing.T, w *Web, n int) {
 		}
 	}
 }
+
+// Close ends open status streams at once (a graceful shutdown waits for
+// every handler) and refuses new ones.
+func TestCloseEndsStreams(t *testing.T) {
+	w := New(nil)
+	w.Attach(newEngine(t))
+	ts := newServer(t, w)
+	r := bufio.NewReader(get(t, t.Context(), ts.URL+"/v1/engine/events").Body)
+	readFrame(t, r)
+	w.Close()
+	if rest, err := io.ReadAll(r); err != nil || len(rest) != 0 {
+		t.Fatalf("after Close: %q, %v", rest, err)
+	}
+	if resp := get(t, t.Context(), ts.URL+"/v1/engine/events"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a new stream after Close: status %d", resp.StatusCode)
+	}
+}
