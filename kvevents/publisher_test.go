@@ -43,8 +43,7 @@ func subscribe(t *testing.T, p *Publisher) <-chan zmq4.Msg {
 	t.Helper()
 	sub := zmq4.NewSub(t.Context())
 	t.Cleanup(func() { _ = sub.Close() })
-	port := p.Addr().(*net.TCPAddr).Port
-	if err := sub.Dial(fmt.Sprintf("tcp://127.0.0.1:%d", port)); err != nil {
+	if err := sub.Dial(fmt.Sprintf("tcp://127.0.0.1:%d", addrPort(t, p))); err != nil {
 		t.Fatal(err)
 	}
 	if err := sub.SetOption(zmq4.OptionSubscribe, "kv@"); err != nil { // llm-d's filter
@@ -68,6 +67,15 @@ func subscribe(t *testing.T, p *Publisher) <-chan zmq4.Msg {
 		}
 	}()
 	return msgs
+}
+
+func addrPort(t *testing.T, p *Publisher) int {
+	t.Helper()
+	a, ok := p.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("publisher bound to %v", p.Addr())
+	}
+	return a.Port
 }
 
 // TestEngineStreamMatchesPool runs an engine whose pool publishes through a
@@ -115,7 +123,7 @@ func TestEngineStreamMatchesPool(t *testing.T) {
 	defer cancel()
 	batches := drain(t, ctx, pub, msgs)
 
-	r := newReplay()
+	r := newReplay(MediumCPU)
 	for _, d := range batches {
 		if err := r.apply(d); err != nil {
 			t.Fatal(err)
@@ -177,7 +185,7 @@ func TestPoolStreamMatchesIndex(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	r := newReplay()
+	r := newReplay(MediumCPU)
 	for _, d := range drain(t, ctx, pub, msgs) {
 		if err := r.apply(d); err != nil {
 			t.Fatal(err)
@@ -253,6 +261,7 @@ func drain(t *testing.T, ctx context.Context, pub *Publisher, msgs <-chan zmq4.M
 // replay rebuilds a pod's index from its stream, as llm-d's indexer does,
 // checking every rule a consumer relies on.
 type replay struct {
+	medium  string
 	live    map[uint64]bool
 	ever    map[uint64]bool
 	removed int
@@ -260,8 +269,8 @@ type replay struct {
 	first   bool
 }
 
-func newReplay() *replay {
-	return &replay{live: map[uint64]bool{}, ever: map[uint64]bool{}, first: true}
+func newReplay(medium string) *replay {
+	return &replay{medium: medium, live: map[uint64]bool{}, ever: map[uint64]bool{}, first: true}
 }
 
 func (r *replay) apply(d decoded) error {
@@ -277,7 +286,7 @@ func (r *replay) apply(d decoded) error {
 	for _, ev := range d.events {
 		switch ev := ev.(type) {
 		case *storedEv:
-			if ev.blockSize != testBS || len(ev.tokens) != len(ev.hashes)*testBS || ev.medium != MediumCPU {
+			if ev.blockSize != testBS || len(ev.tokens) != len(ev.hashes)*testBS || ev.medium != r.medium {
 				return fmt.Errorf("BlockStored %+v", ev)
 			}
 			parent := ev.parent
@@ -299,6 +308,9 @@ func (r *replay) apply(d decoded) error {
 				parent = h
 			}
 		case *removedEv:
+			if ev.medium != r.medium {
+				return fmt.Errorf("BlockRemoved %+v", ev)
+			}
 			for _, h := range ev.hashes {
 				if !r.live[h] {
 					return fmt.Errorf("block %x removed while not stored", h)

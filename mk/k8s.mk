@@ -8,8 +8,12 @@
 # and to Sluice's flags and metrics; the schemas regenerated from the pinned
 # modules equal to the vendored ones. `make k8s-update` rewrites manifests and
 # schemas after a chart or pin change.
-.PHONY: k8s-check k8s-update
+.PHONY: k8s-check k8s-update kvevents-check
 K8S_TOOLS := deploy/k8s/tools
+# kvevents-check has libzmq (pyzmq's bundled 4.3.x, what llm-d's indexer
+# links) subscribe to the pure-Go KV-event publisher and Python's msgpack
+# decode it, from a pinned venv (.build/py-kvevents).
+KVEVENTS_PY_PINS := pyzmq==27.3.0 msgpack==1.2.4
 
 k8s-check:
 	cd $(K8S_TOOLS) && $(GO) mod tidy -diff && $(GO) mod download && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -17,4 +21,7 @@ k8s-check:
 k8s-update:
 	cd $(K8S_TOOLS) && $(GO) mod download && $(GO) test -count=1 ./... -update
 
-test: k8s-check
+kvevents-check:
+	SLUICE_KVEVENTS_PYTHON="$$(./scripts/py-venv.sh kvevents $(KVEVENTS_PY_PINS))" $(GO) test -count=1 -run Libzmq ./kvevents/
+
+test: k8s-check kvevents-check
