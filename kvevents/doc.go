@@ -3,8 +3,8 @@
 // indexer (llm-d-kv-cache, pkg/kvevents) consumes to route each request to
 // the replica that already holds its prefix.
 //
-// Wire format, as vLLM's ZmqEventPublisher sends it and llm-d's vLLM adapter
-// decodes it:
+// Wire format, as vLLM's ZmqEventPublisher sends it (its positional layout)
+// and llm-d's vLLM adapter decodes it:
 //
 //	ZeroMQ PUB, one 3-frame message per batch:
 //	  [0] topic    "kv@<pod>@<model>"        (llm-d splits it on '@')
@@ -21,6 +21,11 @@
 // block_size ids per hash, in order.
 //
 // Differences from vLLM, all invisible to llm-d's indexer:
+//   - Events are positional arrays, vLLM's layout before vllm-project/vllm
+//     #42892; vLLM now sends each event as a map ("type" and field names).
+//     llm-d-router's pkg/kvevents (v0.10.0) decodes both, normalizing maps
+//     to the positional layout; llm-d-kv-cache's own adapter (its June 2026
+//     source) decodes only arrays. Arrays reach both.
 //   - Hashes are the prefix cache's own 64-bit chain (kvcache.BlockHash:
 //     splitmix64 over the parent hash and token ids), not vLLM's sha256 over
 //     CBOR. llm-d keeps engine hashes opaque: it maps them to its own request
