@@ -17,6 +17,8 @@ type chunkFormat struct {
 	usageHd  []byte // up to and including `"choices":[],`
 	openText []byte // `"delta":{"content":` or `"text":`
 	tail     []byte // closes the choice after the text
+
+	lp *logprobFormat // nil unless the request asked for logprobs (logprobs.go)
 }
 
 func newChunkFormat(chat bool, id, model string, created int64) chunkFormat {

@@ -62,6 +62,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backen
 	id := responseID(g.Chat)
 	req.ID = id
 	f := newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix())
+	f.lp = newLogprobFormat(b.Tokenizer, g)
 	retain := 0
 	if s.store != nil {
 		retain = s.cfg.ResumeStreamBytes
@@ -189,7 +190,8 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 // collector is the Emitter of a non-streaming response.
 type collector struct {
 	text  []byte
-	calls []toolCallJSON // toolcalls.go
+	calls []toolCallJSON   // toolcalls.go
+	lps   []engine.Logprob // logprobs.go: one per id of the TextStream
 }
 
 func (c *collector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
@@ -218,7 +220,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Back
 	}
 	n := len(ts.IDs())
 	u := Usage{PromptTokens: len(req.Prompt), CompletionTokens: n, TotalTokens: len(req.Prompt) + n, CachedTokens: out.Result.CachedTokens}
-	writeJSON(w, c.withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u)))
+	body := c.withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u))
+	body.Choices[0].Logprobs = c.logprobsJSON(newLogprobFormat(b.Tokenizer, g), ts.IDs())
+	writeJSON(w, body)
 }
 
 // responseID is the id of a chat.completion or text_completion response.

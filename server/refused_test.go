@@ -16,8 +16,6 @@ func TestUnservedRefused(t *testing.T) {
 	for _, tc := range []struct {
 		body, param string
 	}{
-		{fmt.Sprintf(chat, `,"logprobs":true`), "logprobs"},
-		{fmt.Sprintf(chat, `,"top_logprobs":3`), "top_logprobs"},
 		{fmt.Sprintf(chat, `,"logit_bias":{"42":-100}`), "logit_bias"},
 		{fmt.Sprintf(chat, `,"store":true`), "store"},
 		{fmt.Sprintf(chat, `,"metadata":{"a":"b"}`), "metadata"},

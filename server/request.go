@@ -40,6 +40,8 @@ type wireRequest struct {
 	Tools               json.RawMessage   `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
+	Logprobs            json.RawMessage   `json:"logprobs"`     // logprobs.go
+	TopLogprobs         *int              `json:"top_logprobs"` // logprobs.go
 }
 
 type wireStreamOption struct {
@@ -99,6 +101,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 	}
 	p, err := wr.params()
 	if err != nil {
+		return nil, err
+	}
+	if err := wr.logprobParams(chat, &p); err != nil {
 		return nil, err
 	}
 	if err := g.SetParams(p); err != nil {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // sseWriter is the SSE Emitter. Every event carries an id: and goes through
@@ -29,6 +31,7 @@ type sseWriter struct {
 	noDeadline   bool      // the ResponseWriter cannot take deadlines
 	frame        []byte
 	payload      []byte
+	lps          []engine.Logprob // the next Text's logprobs (logprobs.go)
 }
 
 // errClientGone marks a write refused because the client left.
@@ -74,7 +77,10 @@ func (s *sseWriter) event(payload []byte) {
 
 // Text implements stream.Emitter: one content chunk. The ids are not sent
 // (OpenAI's chunks carry text); with no text there is no chunk.
-func (s *sseWriter) Text(text string, _ []int32) error {
+func (s *sseWriter) Text(text string, ids []int32) error {
+	if len(s.lps) > 0 {
+		return s.textLogprobs(text, ids)
+	}
 	if text == "" {
 		return s.err
 	}

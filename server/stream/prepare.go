@@ -55,7 +55,8 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		seed := randUint64()
 		sp.Seed = &seed
 	}
-	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint}, nil
+	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint,
+		Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs}, nil
 }
 
 // Generation is one submitted request: its sequence and the context the

@@ -37,6 +37,11 @@ type GenRequest struct {
 	User         string
 	Output       Output // structured outputs (structured.go); the zero value is free text
 	Tools        Tools  // tool calling (tools.go); the zero value offers none
+
+	// Logprobs asks for each token's logprob and TopLogprobs alternatives
+	// (engine.Logprob), framed by the transport's LogprobEmitter.
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.
@@ -63,6 +68,8 @@ type Params struct {
 	Seed              *uint64
 	Stop              []string
 	N                 *int
+	Logprobs          *bool
+	TopLogprobs       *int // 0 to engine.MaxTopLogprobs; needs Logprobs
 }
 
 // SetMessages validates and stores a chat. "developer" is OpenAI's newer
@@ -98,7 +105,7 @@ func (g *GenRequest) SetPromptIDs(ids []int32) error {
 
 // SetParams validates p and stores it.
 func (g *GenRequest) SetParams(p Params) error {
-	for _, step := range []func(Params) error{g.setLimits, g.setSampling, g.setStop} {
+	for _, step := range []func(Params) error{g.setLimits, g.setSampling, g.setStop, g.setLogprobs} {
 		if err := step(p); err != nil {
 			return err
 		}
@@ -187,5 +194,21 @@ func (g *GenRequest) setStop(p Params) error {
 		}
 	}
 	g.Stop = p.Stop
+	return nil
+}
+
+func (g *GenRequest) setLogprobs(p Params) error {
+	g.Logprobs = p.Logprobs != nil && *p.Logprobs
+	if p.TopLogprobs == nil {
+		return nil
+	}
+	switch k := *p.TopLogprobs; {
+	case k < 0 || k > engine.MaxTopLogprobs:
+		return InvalidParam("top_logprobs", "top_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, k)
+	case k > 0 && !g.Logprobs:
+		return InvalidParam("top_logprobs", "top_logprobs needs logprobs: true")
+	default:
+		g.TopLogprobs = k
+	}
 	return nil
 }

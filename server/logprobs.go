@@ -1,0 +1,143 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// logprobFormat renders chat logprobs as OpenAI does, one entry per token:
+//
+//	{"content":[{"token":" Paris","logprob":-0.031,"bytes":[32,80,97,114,105,115],
+//	             "top_logprobs":[{"token":" Paris","logprob":-0.031,"bytes":[…]},…]}],"refusal":null}
+//
+// token is the token's own text (a piece of a character shows as U+FFFD,
+// as vLLM shows it); bytes are its exact bytes, so a client can join split
+// characters. The values are the model's distribution before sampling
+// transforms (engine.Logprob).
+type logprobFormat struct {
+	bytes func(int32) []byte
+	top   int // alternatives per token, 0 to 20
+}
+
+// newLogprobFormat is nil when the request did not ask for logprobs.
+func newLogprobFormat(tok stream.Tokenizer, g *stream.GenRequest) *logprobFormat {
+	if !g.Logprobs {
+		return nil
+	}
+	f := &logprobFormat{top: g.TopLogprobs, bytes: func(int32) []byte { return nil }}
+	if tb, ok := tok.(stream.TokenByter); ok {
+		f.bytes = tb.TokenBytes
+	}
+	return f
+}
+
+// appendContent appends {"content":[…],"refusal":null} for ids and their logprobs.
+func (f *logprobFormat) appendContent(dst []byte, ids []int32, lps []engine.Logprob) []byte {
+	dst = append(dst, `{"content":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = f.appendEntry(dst, ids[i], lp.Logprob)
+		dst = append(dst[:len(dst)-1], `,"top_logprobs":[`...)
+		for j, alt := range lp.Top {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = f.appendEntry(dst, alt.ID, alt.Logprob)
+		}
+		dst = append(dst, "]}"...)
+	}
+	return append(dst, `],"refusal":null}`...)
+}
+
+// appendEntry appends {"token":…,"logprob":…,"bytes":[…]}.
+func (f *logprobFormat) appendEntry(dst []byte, id int32, logprob float32) []byte {
+	b := f.bytes(id)
+	dst = append(dst, `{"token":`...)
+	dst = appendJSONString(dst, strings.ToValidUTF8(string(b), "\uFFFD"))
+	dst = append(dst, `,"logprob":`...)
+	// A token a constraint forbids has logprob -Inf, which JSON cannot
+	// carry: OpenAI's stand-in for "impossible" is -9999.
+	v := float64(logprob)
+	if math.IsInf(v, -1) || v < -9999 {
+		v = -9999
+	}
+	dst = strconv.AppendFloat(dst, v, 'g', -1, 32)
+	dst = append(dst, `,"bytes":[`...)
+	for i, c := range b {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(c), 10)
+	}
+	return append(dst, "]}"...)
+}
+
+// logprobParams reads chat's logprobs (a boolean) and top_logprobs. The
+// completions shape (logprobs as a count, with text offsets) is not served
+// yet and is refused, as are logprobs beside tools, whose calls are not
+// text a token's logprob could be attached to.
+func (wr *wireRequest) logprobParams(chat bool, p *stream.Params) error {
+	if !httpedge.Present(wr.Logprobs) {
+		if wr.TopLogprobs != nil && *wr.TopLogprobs > 0 {
+			return stream.InvalidParam("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		return nil
+	}
+	if !chat {
+		return httpedge.Unsupported("logprobs", "logprobs on /v1/completions are not supported yet (chat completions have them)")
+	}
+	var on bool
+	if err := json.Unmarshal(wr.Logprobs, &on); err != nil {
+		return stream.InvalidParam("logprobs", "logprobs: expected a boolean")
+	}
+	if on && httpedge.Present(wr.Tools) {
+		return httpedge.Unsupported("logprobs", "logprobs together with tools are not supported")
+	}
+	p.Logprobs, p.TopLogprobs = &on, wr.TopLogprobs
+	return nil
+}
+
+// Logprobs implements stream.LogprobEmitter: they go out with the next Text.
+func (s *sseWriter) Logprobs(lps []engine.Logprob) { s.lps = append(s.lps[:0], lps...) }
+
+// textLogprobs sends one content chunk carrying text (possibly empty: a
+// token whose text is held back still has its logprob) and the logprobs of
+// ids.
+func (s *sseWriter) textLogprobs(text string, ids []int32) error {
+	f := s.format
+	if f.lp == nil || len(ids) != len(s.lps) { // not asked for; Pump never misaligns them
+		s.lps = s.lps[:0]
+		return s.Text(text, ids)
+	}
+	dst := append(s.payload[:0], f.head...)
+	dst = append(dst, f.openText...)
+	dst = appendJSONString(dst, text)
+	dst = append(dst, `},"logprobs":`...)
+	dst = f.lp.appendContent(dst, ids, s.lps)
+	s.payload = append(dst, `,"finish_reason":null}]}`...)
+	s.lps = s.lps[:0]
+	s.event(s.payload)
+	return s.err
+}
+
+// Logprobs implements stream.LogprobEmitter for a whole response.
+func (c *collector) Logprobs(lps []engine.Logprob) { c.lps = append(c.lps, lps...) }
+
+// logprobsJSON is the choice's logprobs object, nil when not asked for;
+// ids are every token the TextStream consumed, which Pump gave c the
+// logprobs of, in order.
+func (c *collector) logprobsJSON(f *logprobFormat, ids []int32) any {
+	if f == nil {
+		return nil
+	}
+	n := min(len(ids), len(c.lps))
+	return json.RawMessage(f.appendContent(nil, ids[:n], c.lps[:n]))
+}

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// TestLogprobJSON: OpenAI's shape, a split character's token shown as
+// U+FFFD with its exact bytes, -Inf as -9999, the alternatives in order.
+func TestLogprobJSON(t *testing.T) {
+	pieces := map[int32][]byte{1: []byte(" Par"), 2: {0xe6, 0x97}, 3: []byte("is")}
+	f := &logprobFormat{top: 2, bytes: func(id int32) []byte { return pieces[id] }}
+	raw := f.appendContent(nil, []int32{1, 2}, []engine.Logprob{
+		{Logprob: -0.5, Top: []engine.TopLogprob{{ID: 1, Logprob: -0.5}, {ID: 3, Logprob: -1.25}}},
+		{Logprob: float32(math.Inf(-1))},
+	})
+	var got struct {
+		Content []struct {
+			Token       string  `json:"token"`
+			Logprob     float64 `json:"logprob"`
+			Bytes       []int   `json:"bytes"`
+			TopLogprobs []struct {
+				Token   string  `json:"token"`
+				Logprob float64 `json:"logprob"`
+			} `json:"top_logprobs"`
+		} `json:"content"`
+		Refusal *string `json:"refusal"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%v: %s", err, raw)
+	}
+	c := got.Content
+	if len(c) != 2 || c[0].Token != " Par" || c[0].Logprob != -0.5 || len(c[0].TopLogprobs) != 2 ||
+		c[0].TopLogprobs[1].Token != "is" || c[0].TopLogprobs[1].Logprob != -1.25 ||
+		c[1].Token != "\uFFFD" || len(c[1].Bytes) != 2 || c[1].Bytes[0] != 0xe6 || c[1].Logprob != -9999 || c[1].TopLogprobs == nil {
+		t.Errorf("%s", raw)
+	}
+}
+
+// TestLogprobsRequest: chat takes a boolean and top_logprobs 0-20 (needing
+// logprobs); completions' logprobs and logprobs beside tools are refused.
+func TestLogprobsRequest(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`:                                     "top_logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`:                                                      "top_logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":"yes"}`:                                                      "logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"tools":[{"type":"function","function":{"name":"f"}}]}`: "logprobs",
+	} {
+		if _, err := parseRequest([]byte(body), true); err == nil || toAPIError(err).Param == nil || *toAPIError(err).Param != want {
+			t.Errorf("%s: %v, want param %s", body, err, want)
+		}
+	}
+	if _, err := parseRequest([]byte(`{"prompt":"x","logprobs":2}`), false); err == nil || *toAPIError(err).Code != "unsupported_parameter" {
+		t.Errorf("completions logprobs: %v", err)
+	}
+	g, err := parseRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20}`), true)
+	if err != nil || !g.Logprobs || g.TopLogprobs != 20 {
+		t.Errorf("%+v %v", g, err)
+	}
+}

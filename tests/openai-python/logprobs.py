@@ -1,0 +1,65 @@
+"""Chat logprobs through the official OpenAI Python SDK (pinned by the Go
+test that runs this) on a live server; prints {"ok", "failures", ...}. A user
+of logprobs relies on: one entry per token, joined tokens' bytes equal to the
+content, values ≤ 0, top_logprobs sorted with the greedy token first, the same
+figures streamed and not streamed, and the 0-20 bounds."""
+import json
+import math
+import os
+import sys
+
+import openai
+
+client = openai.OpenAI(base_url=os.environ["SLUICE_URL"] + "/v1", api_key="unused", max_retries=0)
+failures = []
+report = {}
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+ask = [{"role": "user", "content": "What is the capital of France?"}]
+r = client.chat.completions.create(model="", messages=ask, max_tokens=12, temperature=0, logprobs=True, top_logprobs=5)
+ch = r.choices[0]
+content = ch.logprobs.content
+report["text"] = ch.message.content
+check(len(content) == r.usage.completion_tokens or (ch.finish_reason == "stop" and len(content) == r.usage.completion_tokens - 1),
+      f"{len(content)} entries for {r.usage.completion_tokens} tokens ({ch.finish_reason})")
+joined = b"".join(bytes(e.bytes) for e in content).decode("utf-8", "replace")
+check(joined == ch.message.content, f"bytes join to {joined!r}, content {ch.message.content!r}")
+for e in content:
+    check(e.logprob <= 0 and len(e.top_logprobs) == 5, f"entry {e}")
+    tops = [t.logprob for t in e.top_logprobs]
+    check(tops == sorted(tops, reverse=True), f"top not sorted: {tops}")
+    # Greedy: the token chosen is the most likely one.
+    check(e.top_logprobs[0].token == e.token and math.isclose(e.top_logprobs[0].logprob, e.logprob, abs_tol=1e-6), f"greedy {e}")
+    check(sum(math.exp(t) for t in tops) <= 1.0001, f"probabilities over 1: {tops}")
+
+streamed = []
+text = ""
+for chunk in client.chat.completions.create(model="", messages=ask, max_tokens=12, temperature=0, logprobs=True, top_logprobs=5, stream=True):
+    if chunk.choices and chunk.choices[0].logprobs and chunk.choices[0].logprobs.content:
+        streamed += chunk.choices[0].logprobs.content
+    if chunk.choices and chunk.choices[0].delta.content:
+        text += chunk.choices[0].delta.content
+check(text == ch.message.content, f"stream text {text!r}")
+check([(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in content],
+      "streamed logprobs differ from the whole response's")
+
+plain = client.chat.completions.create(model="", messages=ask, max_tokens=4, temperature=0)
+check(plain.choices[0].logprobs is None, "logprobs without asking")
+nolist = client.chat.completions.create(model="", messages=ask, max_tokens=4, temperature=0, logprobs=True)
+check(all(e.top_logprobs == [] for e in nolist.choices[0].logprobs.content), "top_logprobs without asking")
+for bad in (21, -1):
+    try:
+        client.chat.completions.create(model="", messages=ask, max_tokens=4, logprobs=True, top_logprobs=bad)
+        failures.append(f"top_logprobs {bad} accepted")
+    except openai.BadRequestError as e:
+        check(e.body["param"] == "top_logprobs", f"top_logprobs {bad}: {e.body}")
+
+report["ok"] = not failures
+report["failures"] = failures
+print(json.dumps(report))
+sys.exit(0 if not failures else 1)
