@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds, on this machine, what scripts/device/run.sh needs on the GPU machine
 # (which has no Go): the CUDA op tests and the model tests/benchmark as test
-# binaries, and with WITH_CLI=1 also bin/device/sluice-cuda. Everything lands
-# in bin/device/, the one ignored path to carry (the carry limit is 64 MiB
-# with the working tree: binaries are stripped).
+# binaries, and with WITH_CLI=1 also sluice-cuda and the small random HF
+# model its end-to-end stage serves (mkmodel). The binaries are built in
+# .build/device and carried gzipped in bin/device/, the one ignored path to
+# carry (the carry limit is 64 MiB with the working tree; run.sh unpacks).
 #
 #   scripts/device/build.sh      then carry ["bin/device"] and run
 #                                scripts/device/run.sh there
@@ -17,27 +18,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bin/device
-mkdir -p "$out"
+build=.build/device
+rm -rf "$out" "$build"
+mkdir -p "$out" "$build"
 export CGO_ENABLED=1
 export CGO_LDFLAGS="${CGO_LDFLAGS:--L$PWD/.build/lib}"
 [ -f .build/lib/libtokenizers.a ] || ./scripts/build-tokenizers.sh
 strip=(-trimpath -ldflags "-s -w")
-go test -tags cuda -c "${strip[@]}" -o "$out/cuda-ops.test" ./kernels/cuda/
-go test -tags cuda -c "${strip[@]}" -o "$out/cuda-model.test" ./kernels/cuda/modeltest/
-rm -f "$out/sluice-cuda"
+go test -tags cuda -c "${strip[@]}" -o "$build/cuda-ops.test" ./kernels/cuda/
+go test -tags cuda -c "${strip[@]}" -o "$build/cuda-model.test" ./kernels/cuda/modeltest/
 if [ "${WITH_CLI:-0}" = 1 ]; then
-	go build -tags cuda "${strip[@]}" -o "$out/sluice-cuda" ./cmd/sluice
+	go build -tags cuda "${strip[@]}" -o "$build/sluice-cuda" ./cmd/sluice
+	go run ./scripts/device/mkmodel "$out/e2e-model"
 fi
-ls -la "$out"
+ls -la "$build"
 
 GLIBC_MAX=${GLIBC_MAX:-2.35}
 GLIBCXX_MAX=${GLIBCXX_MAX:-3.4.30}
 MAX_MIB=${MAX_MIB:-60}
 bad=0
-for f in "$out"/*; do
+for f in "$build"/*; do
 	[ -x "$f" ] && [ -f "$f" ] || continue
-	need=$(objdump -T "$f" | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-	needxx=$(objdump -T "$f" | grep -o 'GLIBCXX_[0-9][0-9.]*' | sed 's/GLIBCXX_//' | sort -uV | tail -n 1)
+	need=$(objdump -T "$f" | { grep -o 'GLIBC_[0-9][0-9.]*' || true; } | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+	needxx=$(objdump -T "$f" | { grep -o 'GLIBCXX_[0-9][0-9.]*' || true; } | sed 's/GLIBCXX_//' | sort -uV | tail -n 1)
 	if [ "$(printf '%s\n%s\n' "$need" "$GLIBC_MAX" | sort -V | tail -n 1)" != "$GLIBC_MAX" ]; then
 		echo "pre-flight: $f needs GLIBC_$need, newer than GLIBC_$GLIBC_MAX" >&2
 		bad=1
@@ -53,10 +56,14 @@ for f in "$out"/*; do
 	fi
 	echo "pre-flight: $(basename "$f"): GLIBC_$need${needxx:+, GLIBCXX_$needxx} at most; needs $(ldd "$f" 2>/dev/null | awk '/=>/ {print $1}' | tr '\n' ' ')"
 done
+for f in "$build"/*; do
+	gzip -6 -c "$f" >"$out/$(basename "$f").gz"
+done
+ls -la "$out"
 bytes=$(du -sb "$out" | cut -f1)
 echo "pre-flight: $out is $((bytes >> 20)) MiB (limit $MAX_MIB)"
 if [ "$bytes" -gt $((MAX_MIB << 20)) ]; then
-	echo "pre-flight: $out is over $MAX_MIB MiB: build without WITH_CLI or strip more" >&2
+	echo "pre-flight: $out is over $MAX_MIB MiB: build without WITH_CLI" >&2
 	bad=1
 fi
 exit $bad

@@ -19,6 +19,8 @@
 #               SLUICE_CUDA_SYNC=1, which names the kernel that faulted and its arguments
 #   kernels     every kernel vs NumPy references, the PTX loaded by CuPy or, without
 #               CuPy, by PyTorch + the driver API (torchcupy.py)
+#   e2e         (build.sh WITH_CLI=1) sluice-cuda serve on a small random HF Llama:
+#               sluice bench streaming over SSE, the abandon scenario's reclaim latency
 #   sanitizer   compute-sanitizer memcheck, then racecheck, over a few op tests
 #   benchq      batch-1 decode of the same shape with Q8_0 weights
 #   benchN      BF16 decode at batches 16, 64, 256
@@ -29,6 +31,16 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device-out}
 BIN=${BIN:-bin/device}
+# build.sh carries the binaries gzipped: unpack them beside the model.
+if compgen -G "$BIN/*.gz" >/dev/null; then
+	unpacked=${TMPDIR:-/tmp}/sluice-device-bin
+	rm -rf "$unpacked" && mkdir -p "$unpacked"
+	for f in "$BIN"/*.gz; do
+		gzip -dc "$f" >"$unpacked/$(basename "$f" .gz)" && chmod +x "$unpacked/$(basename "$f" .gz)"
+	done
+	[ -d "$BIN/e2e-model" ] && ln -s "$PWD/$BIN/e2e-model" "$unpacked/e2e-model"
+	BIN=$unpacked
+fi
 BUDGET=${BUDGET:-540}
 MIN_STAGE=${MIN_STAGE:-15}
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -55,6 +67,7 @@ excerpt() {
 	kernels) cat "$OUT/kernels.md" 2>/dev/null || tail -n 15 "$f" ;;
 	sanitizer) grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|^== (memcheck|racecheck)|Invalid|Race|hazard' "$f" | head -n 30 ;;
 	diagnose) grep -E 'kernel|launch|FAIL|panic' "$f" | head -n 30 ;;
+	e2e) grep -E '^(==|reclaim|server did not)|^ *(run|c=[0-9]|abandon)|KV reclaim|KV usage|rror' "$f" | head -n 40 ;;
 	*) # every test's verdict, and what a failing one printed before its verdict
 		grep -E '^\s*--- (PASS|FAIL)|^(FAIL|ok|PASS)|greedy agreement|panic:' "$f" | head -n 40
 		grep -E -B 8 '^\s*--- FAIL' "$f" | grep -vE '^\s*(=== RUN|--- PASS)' | head -n 60 ;;
@@ -89,6 +102,11 @@ stage() {
 	{
 		printf '\n## %s: %s (%d s)\n\n' "$name" "$verdict" "$took"
 		excerpt "$name" | sed 's/^/    /'
+		# a failure the excerpt does not explain: the log's end says more
+		if [ $rc -ne 0 ] && [ -z "$(excerpt "$name" | grep -E 'FAIL|rror|panic|kernel' | head -n 1)" ]; then
+			echo "    … last lines of $name.log:"
+			tail -n 12 "$OUT/$name.log" | sed 's/^/    /'
+		fi
 	} >>"$OUT/summary.md"
 	log "   $name: $verdict"
 	return $rc
@@ -110,7 +128,7 @@ stage env 20 bash -c '
 	python3 -c "import torch; print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.get_device_name(0))" 2>&1 | sed "s/^/torch: /"
 	python3 -c "import cupy; print(\"cupy\", cupy.__version__)" 2>&1 | tail -n 1 | sed "s/^/cupy: /"
 	for f in '"$BIN"'/*; do
-		[ -x "$f" ] || continue
+		[ -f "$f" ] && [ -x "$f" ] || continue
 		missing=$(ldd "$f" 2>&1 | grep "not found")
 		echo "ldd $(basename "$f"): ${missing:-all libraries found}"
 	done
@@ -149,6 +167,9 @@ if [[ ${result[ops]} == FAIL* || ${result[model]} == FAIL* ]]; then
 fi
 
 stage kernels 60 python3 scripts/device/check_kernels.py kernels/cuda/ptx --out "$OUT/kernels.md"
+if [ -x "$BIN/sluice-cuda" ] && [ -d "$BIN/e2e-model" ]; then
+	stage e2e 75 bash scripts/device/e2e.sh "$BIN" "$OUT"
+fi
 if command -v compute-sanitizer >/dev/null; then
 	stage sanitizer 70 bash -c "
 		echo '== memcheck'
