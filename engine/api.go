@@ -65,6 +65,13 @@ type Request struct {
 	// TopLogprobs (0 to MaxTopLogprobs) alternatives (logprobs.go).
 	Logprobs    bool
 	TopLogprobs int
+	// LogitBias adds to a token's logit before sampling (-100 to 100; -100
+	// in effect bans it); MinTokens forbids the end-of-generation and stop
+	// ids until that many tokens are out; IgnoreEOS keeps generating past an
+	// end-of-generation token, which is delivered (controls.go).
+	LogitBias map[int32]float32
+	MinTokens int
+	IgnoreEOS bool
 	// Constraint, when set, restricts every sampled token (structured
 	// outputs, forced tool calls); see Constraint. For a Resume it must
 	// already have been advanced past the Resume tokens.

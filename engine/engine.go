@@ -167,6 +167,9 @@ func (e *Engine) validate(req Request) (int, error) {
 	if err := validateLogprobs(req); err != nil {
 		return 0, err
 	}
+	if err := e.validateControls(req); err != nil {
+		return 0, err
+	}
 	known := len(req.Prompt) + len(req.Resume)
 	maxLen := e.limit
 	if req.MaxTokens > 0 {

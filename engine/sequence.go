@@ -39,6 +39,7 @@ type Sequence struct {
 	finished  bool
 	startedAt time.Time
 	ctxStop   func() bool
+	undo      []edit // controls.go's scratch
 }
 
 // ID is the engine's unique id for the sequence (Request.ID is the caller's).

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -102,7 +101,9 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs
 			e.end(s, Result{Finish: FinishError, Err: err})
 			continue
 		}
+		undo := s.adjust(logits[row*vocab:(row+1)*vocab], e.cfg.EOG)
 		tok := s.sampler.sample(logits[row*vocab:(row+1)*vocab], it.Seq.Tokens)
+		restore(logits[row*vocab:(row+1)*vocab], undo)
 		lp := s.logprob(logits[row*vocab:(row+1)*vocab], tok)
 		row++
 		it.Seq.Tokens = append(it.Seq.Tokens, tok)
@@ -111,7 +112,7 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs
 			e.end(s, Result{Finish: FinishError, Err: err})
 			continue
 		}
-		if slices.Contains(e.cfg.EOG, tok) || slices.Contains(s.req.StopTokens, tok) {
+		if s.ends(tok, e.cfg.EOG) {
 			e.end(s, Result{Finish: FinishStop}) // the stop token is counted, not delivered
 			continue
 		}
