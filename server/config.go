@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/server/auth"
 )
 
 // Config is the server's validated configuration. cmd/sluice fills it from
@@ -14,6 +16,10 @@ type Config struct {
 	ModelID string // the id /v1/models lists (derived from the model file name)
 	// Aliases are extra names a request's "model" may use (--served-model-name).
 	Aliases []string
+	// Keys, when set, are the accepted keys instead of APIKey alone
+	// (--api-key plus --api-key-file): one instance shared by HTTP, gRPC and
+	// the web page, so a reload reaches every transport at once.
+	Keys *auth.Keys
 	// CORSOrigins are the browser origins answered with CORS headers ("*":
 	// any); empty, the default, sends none (cors.go).
 	CORSOrigins []string
@@ -40,6 +46,10 @@ type Config struct {
 	ResumeTotalBytes  int
 
 	MaxBodyBytes int64 // larger request bodies get 413
+	// BodyTimeout bounds reading a request body, from the handler's start
+	// (headers are ReadHeaderTimeout's); a body not in by then is a 400.
+	// It never touches the response: a stream may run for hours.
+	BodyTimeout time.Duration
 	// AbortOnDisconnect aborts a sequence when its client leaves. false exists
 	// only to reproduce the naive servers' waste for the benchmark: the
 	// sequence keeps generating into the void.
@@ -63,6 +73,7 @@ func DefaultConfig() Config {
 		ResumeStreamBytes: 1 << 20,
 		ResumeTotalBytes:  256 << 20,
 		MaxBodyBytes:      4 << 20,
+		BodyTimeout:       30 * time.Second,
 		AbortOnDisconnect: true,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
@@ -91,6 +102,7 @@ func (c *Config) Validate() error {
 		{"write-timeout", c.WriteTimeout, true},
 		{"resume-window", c.ResumeWindow, true},
 		{"read-header-timeout", c.ReadHeaderTimeout, false},
+		{"body-timeout", c.BodyTimeout, true},
 		{"idle-timeout", c.IdleTimeout, false},
 		{"shutdown-timeout", c.ShutdownTimeout, true},
 	} {
@@ -113,4 +125,13 @@ func (c *Config) Validate() error {
 		bad("max-body-bytes must be positive, got %d", c.MaxBodyBytes)
 	}
 	return errors.Join(errs...)
+}
+
+// AuthKeys is the key set the transports check: Keys when the CLI built
+// one, else one made of APIKey (none: authentication off).
+func (c *Config) AuthKeys() (*auth.Keys, error) {
+	if c.Keys != nil {
+		return c.Keys, nil
+	}
+	return auth.New([]string{c.APIKey}, "")
 }

@@ -30,9 +30,13 @@ type Server struct {
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
 
 	extra map[string]http.Handler // routes other packages add (GET /metrics)
-	keys  *auth.Keys              // from cfg.APIKey; off when it is empty
+	keys  *auth.Keys              // cfg.AuthKeys(); off when it holds none
 	relay *relay.Relay            // relay mode (SetRelay, relay.go): the API relays to upstreams
 }
+
+// Keys are the API keys the server checks (for other routes and transports
+// to share, so that a reload reaches them all).
+func (s *Server) Keys() *auth.Keys { return s.keys }
 
 // Handle adds a route beside the API, such as "GET /metrics". It must be
 // called before Handler, HTTPServer or Serve.
@@ -51,7 +55,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	keys, err := auth.New([]string{cfg.APIKey}, "")
+	keys, err := cfg.AuthKeys()
 	if err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
@@ -74,7 +78,7 @@ func (s *Server) SetBackend(b *stream.Backend) error {
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
 	if s.relay != nil {
-		return openAIErrors(s.relayHandler())
+		return s.withBodyTimeout(openAIErrors(s.relayHandler()))
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.handleHealth)
@@ -87,7 +91,7 @@ func (s *Server) Handler() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
-	return openAIErrors(mux)
+	return s.withBodyTimeout(openAIErrors(mux))
 }
 
 // api checks the API key, when one is configured.

@@ -31,6 +31,7 @@ func runServe(args []string) error {
 	fs.StringVar(&modelPath, "model", "", "model file (GGUF)")
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/*")
+	keyFile := fs.String("api-key-file", "", "accept every key in this file too (one per line, # comments; reread on SIGHUP), on HTTP and gRPC")
 	fs.StringVar(&aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
 	fs.Var((*originList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS)")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
@@ -54,6 +55,7 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.ResumeStreamBytes, "resume-stream-bytes", cfg.ResumeStreamBytes, "events retained per stream for resume, in bytes")
 	fs.IntVar(&cfg.ResumeTotalBytes, "resume-total-bytes", cfg.ResumeTotalBytes, "events retained for resume, all streams, in bytes")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "larger request bodies get 413")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "a request body not received within this is refused with 400; responses are not bounded by it (0 = none)")
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
@@ -64,6 +66,14 @@ func runServe(args []string) error {
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var err error
+	if cfg.Keys, err = loadKeys(cfg.APIKey, *keyFile, log); err != nil {
+		return err
+	}
+	keysCtx, stopKeys := context.WithCancel(context.Background())
+	defer stopKeys()
+	reloadKeysOnHUP(keysCtx, cfg.Keys, *keyFile, log, nil) // relay mode too
 	if rf.active() {
 		if modelPath != "" {
 			return errors.New("--upstream and --model: a server either relays or serves a model")
@@ -73,7 +83,6 @@ func runServe(args []string) error {
 	if modelPath == "" {
 		return errors.New("--model or --upstream is required")
 	}
-	var err error
 	if lo.NewBackend, err = backendFactory(*backend, *device); err != nil {
 		return err
 	}
@@ -86,7 +95,6 @@ func runServe(args []string) error {
 		cfg.Aliases = strings.Split(aliases, ",")
 	}
 	cfg.ModelID = loader.ModelID(modelPath)
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -106,7 +114,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	page, err := startWeb(ctx, *webOn, srv, cfg.APIKey) // GET /, GET /v1/engine/events; before Serve
+	page, err := startWeb(ctx, *webOn, srv, cfg.Keys) // GET /, GET /v1/engine/events; before Serve
 	if err != nil {
 		return err
 	}

@@ -18,13 +18,9 @@ func addWebFlag(fs *flag.FlagSet) *bool {
 // startWeb adds the page's routes to srv (before it serves). The status
 // stream takes the same key as the API; the page asks for it. Its streams
 // end when ctx does (SIGTERM), so they do not hold up the graceful shutdown.
-func startWeb(ctx context.Context, on bool, srv *server.Server, apiKey string) (*web.Web, error) {
+func startWeb(ctx context.Context, on bool, srv *server.Server, keys *auth.Keys) (*web.Web, error) {
 	if !on {
 		return nil, nil
-	}
-	keys, err := auth.New([]string{apiKey}, "")
-	if err != nil {
-		return nil, err
 	}
 	w := web.New(func(r *http.Request) bool {
 		return keys.AllowHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))

@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/auth"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
 	"github.com/sluicehq/sluice/server/stream"
@@ -72,6 +72,7 @@ type Server struct {
 	inflight inflight
 	started  time.Time
 	lastRecv atomic.Int64 // unix nanoseconds of the last Generate
+	keys     *auth.Keys   // cfg.HTTP.AuthKeys(): the HTTP server's instance when the CLI shares one
 
 	drainOnce sync.Once
 	drain     chan struct{} // closed when open streams must end
@@ -91,7 +92,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}),
+	keys, err := cfg.HTTP.AuthKeys()
+	if err != nil {
+		return nil, fmt.Errorf("grpc config: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}), keys: keys,
 		inflight: inflight{calls: map[string]context.CancelCauseFunc{}}}
 	s.gs = grpc.NewServer(
 		// Pings find a vanished client (cable pulled, NAT dropped) so its
@@ -317,18 +322,24 @@ func open(method string) bool {
 	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
 }
 
+// authorize accepts "authorization: Bearer KEY" or x-api-key metadata
+// carrying any key in force, checked by auth.Keys as HTTP checks it.
 func (s *Server) authorize(ctx context.Context, method string) error {
-	if s.cfg.HTTP.APIKey == "" || open(method) {
+	if !s.keys.Enabled() || open(method) {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	want := []byte("Bearer " + s.cfg.HTTP.APIKey)
+	ok := false
 	for _, got := range md.Get("authorization") {
-		if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
-			return nil
-		}
+		ok = s.keys.AllowHeader(got, "") || ok
 	}
-	return toStatus(stream.ErrUnauthorized)
+	for _, got := range md.Get("x-api-key") {
+		ok = s.keys.Allow(got) || ok
+	}
+	if !ok {
+		return toStatus(stream.ErrUnauthorized)
+	}
+	return nil
 }
 
 func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
