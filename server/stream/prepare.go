@@ -16,6 +16,9 @@ import (
 // seed fixed, so a resumed generation samples exactly as the interrupted one
 // would have.
 func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
+	if err := g.checkLimits(); err != nil { // limits.go
+		return engine.Request{}, err
+	}
 	param := "prompt"
 	if g.Chat {
 		param = "messages"
