@@ -16,7 +16,7 @@ func TestUnservedRefused(t *testing.T) {
 	for _, tc := range []struct {
 		body, param string
 	}{
-		{fmt.Sprintf(chat, `,"logit_bias":{"42":-100}`), "logit_bias"},
+		{fmt.Sprintf(chat, `,"allowed_token_ids":[1,2]`), "allowed_token_ids"},
 		{fmt.Sprintf(chat, `,"store":true`), "store"},
 		{fmt.Sprintf(chat, `,"metadata":{"a":"b"}`), "metadata"},
 		{fmt.Sprintf(chat, `,"reasoning_effort":"low"`), "reasoning_effort"},
@@ -30,7 +30,7 @@ func TestUnservedRefused(t *testing.T) {
 		{fmt.Sprintf(cmpl, `,"best_of":2`), "best_of"},
 		{fmt.Sprintf(cmpl, `,"suffix":"end"`), "suffix"},
 		{fmt.Sprintf(cmpl, `,"add_special_tokens":false`), "add_special_tokens"},
-		{fmt.Sprintf(cmpl, `,"min_tokens":4`), "min_tokens"},
+		{fmt.Sprintf(cmpl, `,"bad_words":["x"]`), "bad_words"},
 		// The earliest field of the list is named, whatever the body's order.
 		{fmt.Sprintf(cmpl, `,"suffix":"x","echo":true`), "echo"},
 	} {
@@ -42,8 +42,8 @@ func TestUnservedRefused(t *testing.T) {
 		}
 	}
 	for _, body := range []string{
-		fmt.Sprintf(chat, `,"logprobs":false,"top_logprobs":0,"logit_bias":{},"store":false,"metadata":{},"tool_choice":"none","modalities":["text"],"service_tier":"auto","skip_special_tokens":true,"add_special_tokens":false,"no_such_field":1`),
-		fmt.Sprintf(cmpl, `,"echo":false,"best_of":1,"suffix":null,"add_special_tokens":true,"min_tokens":0`),
+		fmt.Sprintf(chat, `,"logprobs":false,"top_logprobs":0,"allowed_token_ids":[],"store":false,"metadata":{},"tool_choice":"none","modalities":["text"],"service_tier":"auto","skip_special_tokens":true,"add_special_tokens":false,"no_such_field":1`),
+		fmt.Sprintf(cmpl, `,"echo":false,"best_of":1,"suffix":null,"add_special_tokens":true,"bad_words":[]`),
 	} {
 		if resp := r.post(t, pathFor(body), body); resp.StatusCode != 200 {
 			t.Errorf("%s: %d", body, resp.StatusCode)

@@ -42,6 +42,12 @@ type wireRequest struct {
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 	Logprobs            json.RawMessage   `json:"logprobs"`     // logprobs.go
 	TopLogprobs         *int              `json:"top_logprobs"` // logprobs.go
+
+	// The engine's controls (controls.go).
+	LogitBias    map[string]float64 `json:"logit_bias"`
+	MinTokens    *int               `json:"min_tokens"`
+	IgnoreEOS    *bool              `json:"ignore_eos"`
+	StopTokenIDs []int32            `json:"stop_token_ids"`
 }
 
 type wireStreamOption struct {
@@ -104,6 +110,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		return nil, err
 	}
 	if err := wr.logprobParams(chat, &p); err != nil {
+		return nil, err
+	}
+	if err := wr.controlParams(&p); err != nil {
 		return nil, err
 	}
 	if err := g.SetParams(p); err != nil {

@@ -42,6 +42,11 @@ type GenRequest struct {
 	// (engine.Logprob), framed by the transport's LogprobEmitter.
 	Logprobs    bool
 	TopLogprobs int
+	// LogitBias, MinTokens and IgnoreEOS are the engine's controls
+	// (engine/controls.go), from logit_bias, min_tokens and ignore_eos.
+	LogitBias map[int32]float32
+	MinTokens int
+	IgnoreEOS bool
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.
@@ -70,6 +75,10 @@ type Params struct {
 	N                 *int
 	Logprobs          *bool
 	TopLogprobs       *int // 0 to engine.MaxTopLogprobs; needs Logprobs
+	LogitBias         map[int32]float64
+	MinTokens         *int
+	IgnoreEOS         *bool
+	StopTokenIDs      []int32
 }
 
 // SetMessages validates and stores a chat. "developer" is OpenAI's newer
@@ -105,7 +114,7 @@ func (g *GenRequest) SetPromptIDs(ids []int32) error {
 
 // SetParams validates p and stores it.
 func (g *GenRequest) SetParams(p Params) error {
-	for _, step := range []func(Params) error{g.setLimits, g.setSampling, g.setStop, g.setLogprobs} {
+	for _, step := range []func(Params) error{g.setLimits, g.setSampling, g.setStop, g.setLogprobs, g.setControls} {
 		if err := step(p); err != nil {
 			return err
 		}
@@ -209,6 +218,35 @@ func (g *GenRequest) setLogprobs(p Params) error {
 		return InvalidParam("top_logprobs", "top_logprobs needs logprobs: true")
 	default:
 		g.TopLogprobs = k
+	}
+	return nil
+}
+
+func (g *GenRequest) setControls(p Params) error {
+	for id, b := range p.LogitBias {
+		if math.IsNaN(b) || b < -engine.MaxLogitBias || b > engine.MaxLogitBias {
+			return InvalidParam("logit_bias", "logit_bias for token %d must be between -%d and %d, got %g", id, engine.MaxLogitBias, engine.MaxLogitBias, b)
+		}
+		if id < 0 {
+			return InvalidParam("logit_bias", "logit_bias names token %d, not a token id", id)
+		}
+		if g.LogitBias == nil {
+			g.LogitBias = make(map[int32]float32, len(p.LogitBias))
+		}
+		g.LogitBias[id] = float32(b)
+	}
+	if p.MinTokens != nil {
+		if *p.MinTokens < 0 || g.MaxTokens > 0 && *p.MinTokens > g.MaxTokens {
+			return InvalidParam("min_tokens", "min_tokens must be between 0 and max_tokens, got %d", *p.MinTokens)
+		}
+		g.MinTokens = *p.MinTokens
+	}
+	g.IgnoreEOS = p.IgnoreEOS != nil && *p.IgnoreEOS
+	if len(p.StopTokenIDs) > MaxStops*4 {
+		return InvalidParam("stop_token_ids", "at most %d stop_token_ids, got %d", MaxStops*4, len(p.StopTokenIDs))
+	}
+	if p.StopTokenIDs != nil {
+		g.StopTokens = p.StopTokenIDs
 	}
 	return nil
 }
