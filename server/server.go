@@ -166,18 +166,29 @@ func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte(`{"status":"ready"}`))
 }
 
-// modelName is the name responses report: the one the request used, else the id.
+// modelName is the name responses report: the one the request used, else
+// the first served name.
 func (s *Server) modelName(requested string) string {
 	if requested != "" {
 		return requested
 	}
-	return s.cfg.ModelID
+	return s.servedNames()[0]
+}
+
+// servedNames are the names /v1/models lists: the --served-model-name
+// names when there are any (the file-derived id is then not advertised,
+// though a request may still use it), else the id.
+func (s *Server) servedNames() []string {
+	if len(s.cfg.Aliases) > 0 {
+		return s.cfg.Aliases
+	}
+	return []string{s.cfg.ModelID}
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, _ *http.Request) {
 	var b strings.Builder
 	b.WriteString(`{"object":"list","data":[`)
-	for i, name := range append([]string{s.cfg.ModelID}, s.cfg.Aliases...) {
+	for i, name := range s.servedNames() {
 		if i > 0 {
 			b.WriteByte(',')
 		}
