@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
@@ -20,9 +21,13 @@ import (
 // as vLLM shows it); bytes are its exact bytes, so a client can join split
 // characters. The values are the model's distribution before sampling
 // transforms (engine.Logprob).
+//
+// Completions have their own, older shape (appendCompletion).
 type logprobFormat struct {
-	bytes func(int32) []byte
-	top   int // alternatives per token, 0 to 20
+	bytes  func(int32) []byte
+	top    int  // alternatives per token, 0 to 20
+	chat   bool // the chat shape, else the completions one
+	offset int  // completions: characters of text before the next token
 }
 
 // newLogprobFormat is nil when the request did not ask for logprobs.
@@ -30,7 +35,7 @@ func newLogprobFormat(tok stream.Tokenizer, g *stream.GenRequest) *logprobFormat
 	if !g.Logprobs {
 		return nil
 	}
-	f := &logprobFormat{top: g.TopLogprobs, bytes: func(int32) []byte { return nil }}
+	f := &logprobFormat{top: g.TopLogprobs, chat: g.Chat, bytes: func(int32) []byte { return nil }}
 	if tb, ok := tok.(stream.TokenByter); ok {
 		f.bytes = tb.TokenBytes
 	}
@@ -57,19 +62,91 @@ func (f *logprobFormat) appendContent(dst []byte, ids []int32, lps []engine.Logp
 	return append(dst, `],"refusal":null}`...)
 }
 
-// appendEntry appends {"token":…,"logprob":…,"bytes":[…]}.
-func (f *logprobFormat) appendEntry(dst []byte, id int32, logprob float32) []byte {
-	b := f.bytes(id)
-	dst = append(dst, `{"token":`...)
-	dst = appendJSONString(dst, strings.ToValidUTF8(string(b), "\uFFFD"))
-	dst = append(dst, `,"logprob":`...)
-	// A token a constraint forbids has logprob -Inf, which JSON cannot
-	// carry: OpenAI's stand-in for "impossible" is -9999.
+// appendCompletion appends the completions shape for ids:
+//
+//	{"tokens":[" Paris"],"token_logprobs":[-0.03],"top_logprobs":[{" Paris":-0.03," Lyon":-3.2}],"text_offset":[0]}
+//
+// Each top_logprobs map holds the sampled token and the alternatives asked
+// for (vLLM's reading of logprobs N); text_offset counts characters from
+// the start of the completion, continuing across a stream's chunks.
+func (f *logprobFormat) appendCompletion(dst []byte, ids []int32, lps []engine.Logprob) []byte {
+	tokens := make([]string, len(ids))
+	for i, id := range ids {
+		tokens[i] = f.text(id)
+	}
+	dst = append(dst, `{"tokens":[`...)
+	for i, s := range tokens {
+		dst = appendSep(dst, i)
+		dst = appendJSONString(dst, s)
+	}
+	dst = append(dst, `],"token_logprobs":[`...)
+	for i, lp := range lps {
+		dst = appendSep(dst, i)
+		dst = appendLogprob(dst, lp.Logprob)
+	}
+	dst = append(dst, `],"top_logprobs":[`...)
+	for i, lp := range lps {
+		dst = appendSep(dst, i)
+		dst = append(dst, '{')
+		dst = appendJSONString(dst, tokens[i])
+		dst = append(dst, ':')
+		dst = appendLogprob(dst, lp.Logprob)
+		for _, alt := range lp.Top {
+			if alt.ID == ids[i] {
+				continue
+			}
+			dst = append(dst, ',')
+			dst = appendJSONString(dst, f.text(alt.ID))
+			dst = append(dst, ':')
+			dst = appendLogprob(dst, alt.Logprob)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"text_offset":[`...)
+	for i, s := range tokens {
+		dst = appendSep(dst, i)
+		dst = strconv.AppendInt(dst, int64(f.offset), 10)
+		f.offset += utf8.RuneCountInString(s)
+	}
+	return append(dst, "]}"...)
+}
+
+// appendLogprobs appends the shape of the request's endpoint.
+func (f *logprobFormat) appendLogprobs(dst []byte, ids []int32, lps []engine.Logprob) []byte {
+	if f.chat {
+		return f.appendContent(dst, ids, lps)
+	}
+	return f.appendCompletion(dst, ids, lps)
+}
+
+func (f *logprobFormat) text(id int32) string {
+	return strings.ToValidUTF8(string(f.bytes(id)), "\uFFFD")
+}
+
+func appendSep(dst []byte, i int) []byte {
+	if i > 0 {
+		return append(dst, ',')
+	}
+	return dst
+}
+
+// appendLogprob appends a logprob. A token a constraint forbids has -Inf,
+// which JSON cannot carry: OpenAI's stand-in for "impossible" is -9999.
+func appendLogprob(dst []byte, logprob float32) []byte {
 	v := float64(logprob)
 	if math.IsInf(v, -1) || v < -9999 {
 		v = -9999
 	}
-	dst = strconv.AppendFloat(dst, v, 'g', -1, 32)
+	return strconv.AppendFloat(dst, v, 'g', -1, 32)
+}
+
+// appendEntry appends {"token":…,"logprob":…,"bytes":[…]}.
+func (f *logprobFormat) appendEntry(dst []byte, id int32, logprob float32) []byte {
+	b := f.bytes(id)
+	dst = append(dst, `{"token":`...)
+	dst = appendJSONString(dst, f.text(id))
+	dst = append(dst, `,"logprob":`...)
+	dst = appendLogprob(dst, logprob)
 	dst = append(dst, `,"bytes":[`...)
 	for i, c := range b {
 		if i > 0 {
@@ -92,7 +169,7 @@ func (wr *wireRequest) logprobParams(chat bool, p *stream.Params) error {
 		return nil
 	}
 	if !chat {
-		return httpedge.Unsupported("logprobs", "logprobs on /v1/completions are not supported yet (chat completions have them)")
+		return wr.completionLogprobs(p)
 	}
 	var on bool
 	if err := json.Unmarshal(wr.Logprobs, &on); err != nil {
@@ -120,8 +197,11 @@ func (s *sseWriter) textLogprobs(text string, ids []int32) error {
 	dst := append(s.payload[:0], f.head...)
 	dst = append(dst, f.openText...)
 	dst = appendJSONString(dst, text)
-	dst = append(dst, `},"logprobs":`...)
-	dst = f.lp.appendContent(dst, ids, s.lps)
+	if f.chat {
+		dst = append(dst, '}') // closes the delta
+	}
+	dst = append(dst, `,"logprobs":`...)
+	dst = f.lp.appendLogprobs(dst, ids, s.lps)
 	s.payload = append(dst, `,"finish_reason":null}]}`...)
 	s.lps = s.lps[:0]
 	s.event(s.payload)
@@ -139,5 +219,22 @@ func (c *collector) logprobsJSON(f *logprobFormat, ids []int32) any {
 		return nil
 	}
 	n := min(len(ids), len(c.lps))
-	return json.RawMessage(f.appendContent(nil, ids[:n], c.lps[:n]))
+	return json.RawMessage(f.appendLogprobs(nil, ids[:n], c.lps[:n]))
+}
+
+// completionLogprobs reads completions' logprobs: how many alternatives
+// (0 to 5, OpenAI's bound) beside the sampled token. top_logprobs belongs
+// to chat; echo with logprobs would need the prompt's logprobs, which the
+// engine does not compute.
+func (wr *wireRequest) completionLogprobs(p *stream.Params) error {
+	var n int
+	if err := json.Unmarshal(wr.Logprobs, &n); err != nil || n < 0 || n > 5 {
+		return stream.InvalidParam("logprobs", "logprobs must be an integer between 0 and 5")
+	}
+	if wr.TopLogprobs != nil {
+		return stream.InvalidParam("top_logprobs", "top_logprobs is a chat field; completions take logprobs N")
+	}
+	on := true
+	p.Logprobs, p.TopLogprobs = &on, &n
+	return nil
 }

@@ -53,11 +53,43 @@ func TestLogprobsRequest(t *testing.T) {
 			t.Errorf("%s: %v, want param %s", body, err, want)
 		}
 	}
-	if _, err := parseRequest([]byte(`{"prompt":"x","logprobs":2}`), false); err == nil || *toAPIError(err).Code != "unsupported_parameter" {
-		t.Errorf("completions logprobs: %v", err)
+	for body, param := range map[string]string{
+		`{"prompt":"x","logprobs":6}`:                  "logprobs",
+		`{"prompt":"x","logprobs":true}`:               "logprobs",
+		`{"prompt":"x","logprobs":1,"top_logprobs":1}`: "top_logprobs",
+	} {
+		if _, err := parseRequest([]byte(body), false); err == nil || *toAPIError(err).Param != param {
+			t.Errorf("%s: %v, want param %s", body, err, param)
+		}
+	}
+	if g, err := parseRequest([]byte(`{"prompt":"x","logprobs":0}`), false); err != nil || !g.Logprobs || g.TopLogprobs != 0 {
+		t.Errorf("completions logprobs 0: %+v %v", g, err)
 	}
 	g, err := parseRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20}`), true)
 	if err != nil || !g.Logprobs || g.TopLogprobs != 20 {
 		t.Errorf("%+v %v", g, err)
+	}
+}
+
+// TestCompletionLogprobJSON: the completions shape, the sampled token in
+// its top map, offsets in characters continuing across calls (chunks).
+func TestCompletionLogprobJSON(t *testing.T) {
+	pieces := map[int32][]byte{1: []byte(" Pé"), 2: []byte("ris"), 3: []byte("x")}
+	f := &logprobFormat{top: 1, bytes: func(id int32) []byte { return pieces[id] }}
+	var got struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []float64            `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+	raw := f.appendCompletion(nil, []int32{1}, []engine.Logprob{{Logprob: -0.5, Top: []engine.TopLogprob{{ID: 3, Logprob: -0.25}}}})
+	raw2 := f.appendCompletion(nil, []int32{2}, []engine.Logprob{{Logprob: -1, Top: []engine.TopLogprob{{ID: 2, Logprob: -1}}}})
+	if err := json.Unmarshal(raw, &got); err != nil || len(got.Tokens) != 1 || got.Tokens[0] != " Pé" || got.TokenLogprobs[0] != -0.5 ||
+		len(got.TopLogprobs[0]) != 2 || got.TopLogprobs[0]["x"] != -0.25 || got.TextOffset[0] != 0 {
+		t.Errorf("%s %v", raw, err)
+	}
+	got.TopLogprobs = nil // a map decoded into would keep the first chunk's keys
+	if err := json.Unmarshal(raw2, &got); err != nil || got.TextOffset[0] != 3 || len(got.TopLogprobs[0]) != 1 {
+		t.Errorf("second chunk %s %v", raw2, err)
 	}
 }

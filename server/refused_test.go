@@ -26,7 +26,7 @@ func TestUnservedRefused(t *testing.T) {
 		{fmt.Sprintf(chat, `,"add_special_tokens":true`), "add_special_tokens"},
 		{fmt.Sprintf(chat, `,"chat_template":"{{x}}"`), "chat_template"},
 		{fmt.Sprintf(cmpl, `,"echo":true`), "echo"},
-		{fmt.Sprintf(cmpl, `,"logprobs":0`), "logprobs"},
+		{fmt.Sprintf(cmpl, `,"prompt_logprobs":1`), "prompt_logprobs"},
 		{fmt.Sprintf(cmpl, `,"best_of":2`), "best_of"},
 		{fmt.Sprintf(cmpl, `,"suffix":"end"`), "suffix"},
 		{fmt.Sprintf(cmpl, `,"add_special_tokens":false`), "add_special_tokens"},

@@ -1,4 +1,4 @@
-"""Chat logprobs through the official OpenAI Python SDK (pinned by the Go
+"""Chat and completions logprobs through the official OpenAI Python SDK (pinned by the Go
 test that runs this) on a live server; prints {"ok", "failures", ...}. A user
 of logprobs relies on: one entry per token, joined tokens' bytes equal to the
 content, values ≤ 0, top_logprobs sorted with the greedy token first, the same
@@ -58,6 +58,23 @@ for bad in (21, -1):
         failures.append(f"top_logprobs {bad} accepted")
     except openai.BadRequestError as e:
         check(e.body["param"] == "top_logprobs", f"top_logprobs {bad}: {e.body}")
+
+# Completions: logprobs N is the sampled token plus N alternatives per token.
+prompt = "The capital of France is"
+c = client.completions.create(model="", prompt=prompt, max_tokens=8, temperature=0, logprobs=3)
+lp = c.choices[0].logprobs
+check("".join(lp.tokens) == c.choices[0].text, f"completions tokens {lp.tokens} vs {c.choices[0].text!r}")
+check(len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset), "completions: lengths differ")
+offsets = [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+check(lp.text_offset == offsets, f"text_offset {lp.text_offset}, want {offsets}")
+for tok, v, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+    check(v <= 0 and tok in top and 1 <= len(top) <= 4 and max(top.values()) == top[tok], f"completions entry {tok!r} {v} {top}")
+st_tokens, st_offsets = [], []
+for chunk in client.completions.create(model="", prompt=prompt, max_tokens=8, temperature=0, logprobs=3, stream=True):
+    if chunk.choices and chunk.choices[0].logprobs:
+        st_tokens += chunk.choices[0].logprobs.tokens
+        st_offsets += chunk.choices[0].logprobs.text_offset
+check(st_tokens == lp.tokens and st_offsets == lp.text_offset, f"streamed completions logprobs {st_tokens} {st_offsets}")
 
 report["ok"] = not failures
 report["failures"] = failures
