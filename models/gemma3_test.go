@@ -2,10 +2,13 @@ package models
 
 import (
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/models/modeltest"
 )
 
 // gemma3Path is where `make gemma-model` puts Gemma 3 270M (Q4_K_M).
@@ -200,6 +203,52 @@ func TestGemma3BatchMatchesSolo(t *testing.T) {
 		for j, want := range alone[i] {
 			if d := math.Abs(float64(together[i][j] - want)); d > 1e-3 {
 				t.Fatalf("sequence %d: logit %d is %g batched, %g alone", i, j, together[i][j], want)
+			}
+		}
+	}
+}
+
+// gemma3Tiny is a random-weight Gemma 3: layers 0 and 1 read the last 5
+// positions (RoPE base 10,000), layer 2 everything (base 10⁶).
+var gemma3Tiny = modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, Seed: 26,
+	Gemma: true, Window: 5, WindowPattern: 3, RMSEps: 1e-6, RopeTheta: 1e6}
+
+// TestGemma3GGUFMatchesHF: the same Gemma 3 weights as GGUF (norms stored as
+// 1 + w, as convert_hf_to_gguf writes them) and as a Hugging Face checkpoint
+// (w, Gemma's norm names, config.json's window layout) give the same logits
+// at every position of a sequence four times the window.
+func TestGemma3GGUFMatchesHF(t *testing.T) {
+	dir := t.TempDir()
+	gguf, hf := filepath.Join(dir, "g.gguf"), filepath.Join(dir, "hf")
+	if err := modeltest.WriteGGUF(gguf, gemma3Tiny, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.WriteHF(hf, gemma3Tiny, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	var runs []*soloRunner
+	for _, path := range []string{gguf, hf} {
+		src, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		be := cpu.New(1)
+		defer be.Close()
+		m, err := Load(src, be, Options{MaxBatchTokens: 3, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := m.Config(); c.Arch != "gemma3" || c.Window != 5 || !slices.Equal(c.WindowLayers, []bool{true, true, false}) || c.QueryScale != 0.25 {
+			t.Fatalf("%s: config %+v", path, c)
+		}
+		runs = append(runs, newSoloRunner(m))
+	}
+	for p, tok := range []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5, 280, 11, 0, 199, 76, 18, 2, 44} {
+		a, b := runs[0].feed(t, []int32{tok}), runs[1].feed(t, []int32{tok})
+		for i := range a {
+			if d := math.Abs(float64(a[i] - b[i])); d > 1e-4 {
+				t.Fatalf("position %d: logit %d is %g from GGUF, %g from the HF checkpoint", p, i, a[i], b[i])
 			}
 		}
 	}

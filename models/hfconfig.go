@@ -3,6 +3,7 @@ package models
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -23,6 +24,13 @@ type hfConfig struct {
 	RopeTheta             *float64       `json:"rope_theta"`
 	RopeScaling           *hfRopeScaling `json:"rope_scaling"`
 	TieWordEmbeddings     *bool          `json:"tie_word_embeddings"`
+
+	// Gemma 3
+	QueryPreAttnScalar   *float64 `json:"query_pre_attn_scalar"`
+	SlidingWindow        *int     `json:"sliding_window"`
+	SlidingWindowPattern *int     `json:"sliding_window_pattern"`
+	LayerTypes           []string `json:"layer_types"` // "sliding_attention" | "full_attention"
+	RopeLocalBaseFreq    *float64 `json:"rope_local_base_freq"`
 }
 
 type hfRopeScaling struct {
@@ -40,6 +48,7 @@ var hfArchs = map[string]string{
 	"MistralForCausalLM": "llama",
 	"Qwen2ForCausalLM":   "qwen2",
 	"Qwen3ForCausalLM":   "qwen3",
+	"Gemma3ForCausalLM":  "gemma3",
 }
 
 // readHFConfig parses dir/config.json. has tells which (GGUF-named) tensors
@@ -58,7 +67,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or Gemma3ForCausalLM): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	cfg := Config{
@@ -94,6 +103,11 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
 		return Config{}, err
 	}
+	if arch == "gemma3" {
+		if err := hc.gemma3(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	}
 	if err := checkShape(cfg); err != nil {
 		return Config{}, fmt.Errorf("hf config %s: %w", path, err)
 	}
@@ -112,8 +126,13 @@ func (s *hfRopeScaling) config(path string) (*RopeScaling, error) {
 	case "default":
 		return nil, nil
 	case "llama3":
+	case "linear":
+		if s.Factor <= 0 {
+			return nil, fmt.Errorf("hf config %s: linear rope_scaling needs a factor: %w", path, ErrMissingKey)
+		}
+		return &RopeScaling{Linear: true, Factor: float32(s.Factor)}, nil
 	default:
-		return nil, fmt.Errorf("hf config %s: rope_scaling type %q (want llama3): %w", path, typ, ErrUnsupported)
+		return nil, fmt.Errorf("hf config %s: rope_scaling type %q (want llama3 or linear): %w", path, typ, ErrUnsupported)
 	}
 	if s.Factor <= 0 || s.OriginalMaxPositionEmbeddings <= 0 {
 		return nil, fmt.Errorf("hf config %s: llama3 rope_scaling needs factor and original_max_position_embeddings: %w", path, ErrMissingKey)
@@ -124,4 +143,39 @@ func (s *hfRopeScaling) config(path string) (*RopeScaling, error) {
 		HighFreqFactor:  float32(s.HighFreqFactor),
 		OriginalContext: s.OriginalMaxPositionEmbeddings,
 	}, nil
+}
+
+// gemma3 reads Gemma 3's window layout and query scale. Gemma ties its head
+// to the embedding; its norms are stored as w for (1 + w), which the loader
+// shifts (weightLoader.normShift).
+func (hc *hfConfig) gemma3(cfg *Config, path string) error {
+	cfg.TiedEmbeddings = true
+	cfg.RopeThetaLocal = gemma3RopeThetaLocal
+	if hc.RopeLocalBaseFreq != nil {
+		cfg.RopeThetaLocal = float32(*hc.RopeLocalBaseFreq)
+	}
+	scalar := float64(cfg.HeadDim)
+	if hc.QueryPreAttnScalar != nil {
+		scalar = *hc.QueryPreAttnScalar
+	}
+	cfg.QueryScale = float32(1 / math.Sqrt(scalar))
+	if hc.SlidingWindow == nil || *hc.SlidingWindow <= 0 {
+		return nil
+	}
+	cfg.Window = *hc.SlidingWindow
+	cfg.WindowLayers = make([]bool, cfg.Layers)
+	switch {
+	case hc.LayerTypes != nil:
+		if len(hc.LayerTypes) != cfg.Layers {
+			return fmt.Errorf("hf config %s: %d layer_types for %d layers: %w", path, len(hc.LayerTypes), cfg.Layers, ErrMalformed)
+		}
+		for i, t := range hc.LayerTypes {
+			cfg.WindowLayers[i] = t == "sliding_attention"
+		}
+	case hc.SlidingWindowPattern != nil:
+		setWindowPattern(cfg.WindowLayers, *hc.SlidingWindowPattern)
+	default:
+		setWindowPattern(cfg.WindowLayers, gemma3WindowPattern)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -61,6 +62,9 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	cfg.ContextLen = opts.ContextLen
 	m := &Llama{cfg: cfg, be: be, opts: opts}
 	w := weightLoader{src: src, be: be}
+	if _, hf := src.(*HFDir); hf && cfg.Arch == "gemma3" {
+		w.normShift = 1 // Gemma's (1 + w) norms; GGUF files store 1 + w already
+	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	m.tokEmbd = w.load("token_embd.weight", cfg.Vocab, cfg.Hidden)
 	m.outNorm = w.loadF32("output_norm.weight", cfg.Hidden)
@@ -190,6 +194,9 @@ type weightLoader struct {
 	be   kernels.Backend
 	err  error
 	host map[string][]float32 // F32 copies made for norms and biases, by name
+	// normShift is added to every *norm.weight loaded (Gemma's (1 + w) in a
+	// Hugging Face checkpoint).
+	normShift float32
 }
 
 func (w *weightLoader) get(name string, shape ...int) (kernels.HostTensor, bool) {
@@ -231,6 +238,11 @@ func (w *weightLoader) loadF32(name string, n int) kernels.Tensor {
 	if err := quant.Dequantize(t.DType, t.Data, vals); err != nil {
 		w.err = fmt.Errorf("%s: tensor %s: %w", w.src.Path(), name, err)
 		return nil
+	}
+	if w.normShift != 0 && strings.HasSuffix(name, "norm.weight") {
+		for i := range vals {
+			vals[i] += w.normShift
+		}
 	}
 	if w.host == nil {
 		w.host = map[string][]float32{}

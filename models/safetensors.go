@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -66,7 +67,27 @@ func OpenHF(dir string) (*HFDir, error) {
 			return nil, err
 		}
 	}
+	h.gemmaNormNames()
 	return h, nil
+}
+
+// gemmaNormNames: in a Gemma checkpoint post_attention_layernorm is the norm
+// after attention (GGUF post_attention_norm) and pre_feedforward_layernorm
+// the one before the feed-forward (ffn_norm); in the Llama family
+// post_attention_layernorm is the latter. A layer with a
+// pre_feedforward_layernorm says which.
+func (h *HFDir) gemmaNormNames() {
+	for name, e := range h.tensors {
+		layer, ok := strings.CutSuffix(name, "pre_ffw_norm.weight")
+		if !ok {
+			continue
+		}
+		if post, ok := h.tensors[layer+"ffn_norm.weight"]; ok {
+			h.tensors[layer+"post_attention_norm.weight"] = post
+		}
+		h.tensors[layer+"ffn_norm.weight"] = e
+		delete(h.tensors, name)
+	}
 }
 
 // shards lists the shard files and, for a sharded checkpoint, the tensor
@@ -223,10 +244,14 @@ var hfLayerParts = map[string]string{
 	"self_attn.o_proj.weight":         "attn_output.weight",
 	"self_attn.q_norm.weight":         "attn_q_norm.weight",
 	"self_attn.k_norm.weight":         "attn_k_norm.weight",
-	"post_attention_layernorm.weight": "ffn_norm.weight",
-	"mlp.gate_proj.weight":            "ffn_gate.weight",
-	"mlp.up_proj.weight":              "ffn_up.weight",
-	"mlp.down_proj.weight":            "ffn_down.weight",
+	"post_attention_layernorm.weight": "ffn_norm.weight", // Gemma: see gemmaNormNames
+	// Gemma's four norms per layer; pre_ffw_norm is renamed once the
+	// checkpoint is known to be Gemma's (gemmaNormNames).
+	"pre_feedforward_layernorm.weight":  "pre_ffw_norm.weight",
+	"post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+	"mlp.gate_proj.weight":              "ffn_gate.weight",
+	"mlp.up_proj.weight":                "ffn_up.weight",
+	"mlp.down_proj.weight":              "ffn_down.weight",
 }
 
 var hfTopNames = map[string]string{

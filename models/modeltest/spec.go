@@ -22,6 +22,14 @@ type Spec struct {
 	QKVBias bool // a Qwen2 model: arch qwen2, Q/K/V biases, Q/K unpermuted in GGUF
 	QKNorm  bool // a Qwen3 model: arch qwen3, per-head RMSNorm of Q and K before RoPE, no biases
 
+	// Gemma makes a Gemma 3 model: QK-norm, post-norms, GeGLU, tied head,
+	// (1 + w) norms (Weights holds w; GGUF files store 1 + w), and, with
+	// Window > 0, every WindowPattern-th layer global and the others reading
+	// the last Window positions.
+	Gemma         bool
+	Window        int
+	WindowPattern int // 0: 6
+
 	// Experts > 0 makes the feed-forward a mixture of experts (GGUF only):
 	// arch qwen3moe with QKNorm, else llama with experts (Mixtral).
 	Experts     int
@@ -46,6 +54,9 @@ type RopeScaling struct {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.Gemma {
+		return "gemma3"
+	}
 	if s.QKNorm && s.Experts > 0 {
 		return "qwen3moe"
 	}
@@ -73,6 +84,12 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.KVHeads == 0 {
 		s.KVHeads = s.Heads
+	}
+	if s.Gemma {
+		s.Tied, s.QKNorm = true, true
+		if s.WindowPattern == 0 {
+			s.WindowPattern = 6
+		}
 	}
 	if s.Experts > 0 && s.ExpertFFN == 0 {
 		s.ExpertFFN = s.FFN
@@ -121,6 +138,9 @@ func tensorList(spec Spec) []tensorShape {
 			add(p+"attn_k_norm.weight", hd)
 		}
 		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
+		if s.Gemma {
+			add(p+"post_attention_norm.weight", s.Hidden)
+		}
 		add(p+"ffn_norm.weight", s.Hidden)
 		if s.Experts > 0 {
 			add(p+"ffn_gate_inp.weight", s.Experts, s.Hidden)
@@ -132,6 +152,9 @@ func tensorList(spec Spec) []tensorShape {
 		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
 		add(p+"ffn_up.weight", s.FFN, s.Hidden)
 		add(p+"ffn_down.weight", s.Hidden, s.FFN)
+		if s.Gemma {
+			add(p+"post_ffw_norm.weight", s.Hidden)
+		}
 	}
 	add("output_norm.weight", s.Hidden)
 	if !s.Tied {
@@ -165,6 +188,11 @@ func Weights(spec Spec) map[string][]float32 {
 		rng := rand.New(rand.NewPCG(spec.Seed, h.Sum64()))
 		w := make([]float32, n)
 		switch {
+		case len(shape) == 1 && isNorm(name) && spec.Gemma:
+			// Gemma scales by 1 + w: w near 0 is a gain near 1.
+			for i := range w {
+				w[i] = float32(0.1 * rng.NormFloat64())
+			}
 		case len(shape) == 1 && isNorm(name):
 			// Norm gains near 1 keep activations at a sane scale through the layers.
 			for i := range w {

@@ -41,6 +41,13 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 		if len(ts.shape) == 1 {
 			dt = kernels.F32
 		}
+		if spec.Gemma && isNorm(ts.name) { // as convert_hf_to_gguf stores Gemma's norms
+			shifted := make([]float32, len(w))
+			for i, v := range w {
+				shifted[i] = 1 + v
+			}
+			w = shifted
+		}
 		if cols := ts.shape[len(ts.shape)-1]; cols%dt.BlockElems() != 0 {
 			return fmt.Errorf("modeltest: %s: rows of %d are not a multiple of %v's block of %d", ts.name, cols, dt, dt.BlockElems())
 		}
@@ -70,6 +77,13 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 		{a + "vocab_size", uint32(spec.Vocab)},
 		{a + "rope.dimension_count", uint32(hd)},
 	}
+	if spec.Gemma {
+		meta = append(meta, KV{a + "attention.key_length", uint32(hd)}, KV{a + "attention.value_length", uint32(hd)})
+		if spec.Window > 0 {
+			meta = append(meta, KV{a + "attention.sliding_window", uint32(spec.Window)},
+				KV{a + "attention.sliding_window_pattern", uint32(spec.WindowPattern)})
+		}
+	}
 	if spec.Experts > 0 {
 		meta = append(meta, KV{a + "expert_count", uint32(spec.Experts)}, KV{a + "expert_used_count", uint32(spec.ExpertsUsed)},
 			KV{a + "expert_feed_forward_length", uint32(spec.ExpertFFN)})
@@ -87,7 +101,7 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 }
 
 // hfName is the Hugging Face checkpoint name of a GGUF tensor name.
-func hfName(name string) string {
+func hfName(name string, gemma bool) string {
 	switch name {
 	case "token_embd.weight":
 		return "model.embed_tokens.weight"
@@ -116,6 +130,11 @@ func hfName(name string) string {
 		"ffn_gate.weight":    "mlp.gate_proj.weight",
 		"ffn_up.weight":      "mlp.up_proj.weight",
 		"ffn_down.weight":    "mlp.down_proj.weight",
+	}
+	if gemma {
+		parts["post_attention_norm.weight"] = "post_attention_layernorm.weight"
+		parts["ffn_norm.weight"] = "pre_feedforward_layernorm.weight"
+		parts["post_ffw_norm.weight"] = "post_feedforward_layernorm.weight"
 	}
 	return fmt.Sprintf("model.layers.%d.%s", layer, parts[part])
 }
@@ -158,8 +177,8 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 			if err != nil {
 				return fmt.Errorf("modeltest: %s: %w", t.name, err)
 			}
-			ts = append(ts, Tensor{Name: hfName(t.name), DType: dtype, Shape: t.shape, Data: data})
-			weightMap[hfName(t.name)] = file
+			ts = append(ts, Tensor{Name: hfName(t.name, spec.Gemma), DType: dtype, Shape: t.shape, Data: data})
+			weightMap[hfName(t.name, spec.Gemma)] = file
 			total += len(data)
 		}
 		if err := writeSafetensors(filepath.Join(dir, file), ts, dtName); err != nil {
@@ -206,6 +225,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.QKNorm {
 		arch, modelType = "Qwen3ForCausalLM", "qwen3"
 	}
+	if spec.Gemma {
+		arch, modelType = "Gemma3ForCausalLM", "gemma3_text"
+	}
 	torchDType := map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype]
 	cfg := map[string]any{
 		"architectures":           []string{arch},
@@ -229,6 +251,15 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	}
 	if !spec.QKVBias {
 		cfg["attention_bias"] = false
+	}
+	if spec.Gemma {
+		cfg["hidden_activation"] = "gelu_pytorch_tanh"
+		cfg["query_pre_attn_scalar"] = spec.HeadDim()
+		cfg["rope_local_base_freq"] = 10000
+		if spec.Window > 0 {
+			cfg["sliding_window"] = spec.Window
+			cfg["sliding_window_pattern"] = spec.WindowPattern
+		}
 	}
 	if rs := spec.RopeScaling; rs != nil {
 		cfg["rope_scaling"] = map[string]any{
