@@ -34,7 +34,7 @@ type fakeUpstream struct {
 	bodies   chan map[string]any
 }
 
-func newFake(t *testing.T, script func(w http.ResponseWriter, r *http.Request, f *fakeUpstream)) *fakeUpstream {
+func newFake(t testing.TB, script func(w http.ResponseWriter, r *http.Request, f *fakeUpstream)) *fakeUpstream {
 	f := &fakeUpstream{script: script, gone: make(chan struct{}, 64), bodies: make(chan map[string]any, 64)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
@@ -81,7 +81,7 @@ type relayRig struct {
 	up  *fakeUpstream
 }
 
-func newRelay(t *testing.T, up *fakeUpstream, u relay.Upstream, cfgs ...func(*server.Config)) *relayRig {
+func newRelay(t testing.TB, up *fakeUpstream, u relay.Upstream, cfgs ...func(*server.Config)) *relayRig {
 	t.Helper()
 	u.URL = up.URL
 	if u.Models == nil {
