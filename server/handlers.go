@@ -85,6 +85,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backen
 	sw := newSSEWriter(gen.Context(), w, st.log, &st.format, s.cfg.WriteTimeout, 0)
 	if g.Chat {
 		sw.role()
+	} else if g.Echo {
+		_ = sw.Text(echoText(b, req), nil) // echo.go
 	}
 	_ = sw.Flush() // headers and role now: the client knows it was accepted
 	s.pumpStream(st, gen, sw)
@@ -220,7 +222,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Back
 	}
 	n := len(ts.IDs())
 	u := Usage{PromptTokens: len(req.Prompt), CompletionTokens: n, TotalTokens: len(req.Prompt) + n, CachedTokens: out.Result.CachedTokens}
-	body := c.withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), string(c.text), out.Finish, u))
+	text := string(c.text)
+	if g.Echo {
+		text = echoText(b, req) + text
+	}
+	body := c.withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), text, out.Finish, u))
 	body.Choices[0].Logprobs = c.logprobsJSON(newLogprobFormat(b.Tokenizer, g), ts.IDs())
 	writeJSON(w, body)
 }

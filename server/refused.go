@@ -39,7 +39,6 @@ var unserved = []struct {
 	{"service_tier", []string{`"auto"`, `"default"`}, "there is one service tier (default)"},
 	{"prompt_cache_retention", nil, "prompt-cache retention is not configurable per request"},
 	{"prompt_logprobs", nil, "prompt logprobs are not supported yet"},
-	{"echo", nil, "echo is not supported yet"},
 	{"suffix", nil, "suffix (fill in the middle) is not supported"},
 	{"best_of", []string{"1"}, "best_of is not supported"},
 	{"use_beam_search", nil, "beam search is not supported"},

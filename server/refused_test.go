@@ -25,14 +25,15 @@ func TestUnservedRefused(t *testing.T) {
 		{fmt.Sprintf(chat, `,"skip_special_tokens":false`), "skip_special_tokens"},
 		{fmt.Sprintf(chat, `,"add_special_tokens":true`), "add_special_tokens"},
 		{fmt.Sprintf(chat, `,"chat_template":"{{x}}"`), "chat_template"},
-		{fmt.Sprintf(cmpl, `,"echo":true`), "echo"},
+		{fmt.Sprintf(chat, `,"echo":true`), "echo"},
+		{fmt.Sprintf(cmpl, `,"echo":true,"logprobs":1`), "echo"},
 		{fmt.Sprintf(cmpl, `,"prompt_logprobs":1`), "prompt_logprobs"},
 		{fmt.Sprintf(cmpl, `,"best_of":2`), "best_of"},
 		{fmt.Sprintf(cmpl, `,"suffix":"end"`), "suffix"},
 		{fmt.Sprintf(cmpl, `,"add_special_tokens":false`), "add_special_tokens"},
 		{fmt.Sprintf(cmpl, `,"bad_words":["x"]`), "bad_words"},
 		// The earliest field of the list is named, whatever the body's order.
-		{fmt.Sprintf(cmpl, `,"suffix":"x","echo":true`), "echo"},
+		{fmt.Sprintf(cmpl, `,"suffix":"x","audio":{"voice":"v"}`), "audio"},
 	} {
 		resp := r.post(t, pathFor(tc.body), tc.body)
 		var e struct{ Error struct{ Code, Param string } }

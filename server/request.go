@@ -48,6 +48,7 @@ type wireRequest struct {
 	MinTokens    *int               `json:"min_tokens"`
 	IgnoreEOS    *bool              `json:"ignore_eos"`
 	StopTokenIDs []int32            `json:"stop_token_ids"`
+	Echo         *bool              `json:"echo"` // echo.go
 }
 
 type wireStreamOption struct {
@@ -113,6 +114,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		return nil, err
 	}
 	if err := wr.controlParams(&p); err != nil {
+		return nil, err
+	}
+	if err := wr.echo(chat, p.Logprobs != nil && *p.Logprobs, g); err != nil {
 		return nil, err
 	}
 	if err := g.SetParams(p); err != nil {

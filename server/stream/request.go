@@ -47,6 +47,9 @@ type GenRequest struct {
 	LogitBias map[int32]float32
 	MinTokens int
 	IgnoreEOS bool
+	// Echo puts the prompt's text before the completion (OpenAI
+	// completions' echo; the OpenAI adapter frames it).
+	Echo bool
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.
