@@ -39,6 +39,11 @@ type Options struct {
 	// kernels, larger ones the tensor-core tiles. Default 8, the most the
 	// GEMV kernels take in one pass.
 	GEMVMaxRows int
+	// BLAS chooses the GEMM of F16/BF16 weights above GEMVMaxRows rows
+	// (blas.go): "" finds libcublas.so.13 or .so.12 on the loader's path,
+	// "off" keeps the mma kernels, a file or directory must load. The
+	// environment variable SLUICE_CUBLAS sets it too.
+	BLAS string
 }
 
 // Backend is the CUDA implementation of kernels.Backend. Its methods are
@@ -57,6 +62,12 @@ type Backend struct {
 	graphs bool     // steps run as CUDA graphs (Options.Graphs, UseGraphs)
 	tokens devBuf   // sampled token ids
 	work   devBuf   // penalized copies of logit rows (Sample)
+	half   devBuf   // a step's GEMM inputs rounded to F16/BF16 (blas.go)
+
+	blas    *blasLib // cuBLAS, when loaded (read-only after New)
+	blasWhy string   // why not
+	gemms   atomic.Int64
+	ones   devPtr   // onesLen F32 ones: the norm weight of GEMVs without a folded RMSNorm
 
 	step     step         // launches recorded since the last flush
 	launches atomic.Int64 // kernel launches issued since New
@@ -113,7 +124,18 @@ func (b *Backend) init() error {
 	}
 	b.drv = drv
 	b.name, b.total, b.sms = drv.device()
-	return nil
+	if err := b.openBLAS(); err != nil {
+		return err
+	}
+	b.logGEMMPath()
+	ones := make([]float32, onesLen)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if b.ones, err = b.alloc(4 * onesLen); err != nil {
+		return err
+	}
+	return b.drv.upload(b.ones, unsafe.Pointer(&ones[0]), 4*onesLen)
 }
 
 // release frees everything on the CUDA goroutine; errors are of no use here
@@ -126,6 +148,7 @@ func (b *Backend) release() {
 		_ = b.drv.free(p)
 	}
 	b.allocs = nil
+	b.closeBLAS()
 	b.drv.close()
 }
 

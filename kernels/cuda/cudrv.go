@@ -156,6 +156,10 @@ func (k *kernelSet) fill(ls []launch, tab devPtr) error {
 	for i := range ls {
 		l, c := &ls[i], &k.buf[i]
 		f, ok := k.fns[l.fn]
+		c.pad = 0
+		if l.fn == gemmFn { // blas.go: a cuBLAS call, its entry points in its arguments
+			ok, c.pad = true, C.SL_KIND_GEMM
+		}
 		if !ok {
 			return fmt.Errorf("cuda backend: no kernel %s in the loaded PTX", l.fn)
 		}

@@ -14,8 +14,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "blas.h"
+
 // SL_MAX_ARGS is maxArgs in queue.go.
-#define SL_MAX_ARGS 20
+#define SL_MAX_ARGS 24
 
 // sl_load_module JIT-compiles a NUL-terminated PTX image with info and error
 // log buffers of logBytes each (the driver writes them NUL-terminated) and
@@ -35,7 +37,7 @@ static CUresult sl_load_module(CUmodule* m, const char* ptx, char* info, char* e
 typedef struct {
     CUfunction f;
     uint32_t grid[3], block[3];
-    int32_t nargs, pad;
+    int32_t nargs, pad; // pad: SL_KIND_GEMM for a cuBLAS call, else 0
     uint64_t args[SL_MAX_ARGS]; // 8 bytes each: the driver reads each parameter's own size
 } sl_launch;
 
@@ -52,14 +54,19 @@ static CUresult sl_run(const sl_launch* ls, int n, CUstream s, int syncEach, int
         *failed = i;
         *syncErr = 0;
         if (l->nargs < 0 || l->nargs > SL_MAX_ARGS) return CUDA_ERROR_INVALID_VALUE;
+        CUresult r;
+        if (l->pad == SL_KIND_GEMM) { // a cuBLAS call (blas.h), not a kernel of ours
+            r = sl_gemm(l->args, (void*)s, err, errLen) == 0 ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+        } else {
 #ifdef SLUICE_EMU_DRV
-        if (emu_check_args(l->f, l->nargs, err, errLen)) return CUDA_ERROR_INVALID_VALUE;
+            if (emu_check_args(l->f, l->nargs, err, errLen)) return CUDA_ERROR_INVALID_VALUE;
 #else
-        (void)err, (void)errLen;
+            (void)err, (void)errLen;
 #endif
-        for (int j = 0; j < l->nargs; j++) p[j] = (void*)&l->args[j];
-        CUresult r = cuLaunchKernel(l->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                                    0, s, p, NULL);
+            for (int j = 0; j < l->nargs; j++) p[j] = (void*)&l->args[j];
+            r = cuLaunchKernel(l->f, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], 0, s,
+                               p, NULL);
+        }
         if (r != CUDA_SUCCESS) return r;
         if (syncEach) {
             *syncErr = 1;

@@ -27,10 +27,11 @@ type step struct {
 	lastAttnOff         int
 	lastItems, lastRows int
 	scratch             []int32 // attention tables being built
+	blas                blasStep
 }
 
 // maxArgs is the most arguments a kernel here takes (SL_MAX_ARGS in cudrv.h).
-const maxArgs = 20
+const maxArgs = 24
 
 type launch struct {
 	fn          string
@@ -106,6 +107,7 @@ func (s *step) reset() {
 	s.launches = s.launches[:0]
 	s.tab = s.tab[:0]
 	s.lastPos, s.lastAttn = nil, nil
+	s.blas.reset()
 }
 
 // devArena is the device copy of a step's tables, grown as needed.
@@ -162,9 +164,15 @@ func (b *Backend) flush() error {
 			return fmt.Errorf("step tables: %w", err)
 		}
 	}
+	if err := b.placeBLAS(); err != nil {
+		return err
+	}
 	b.launches.Add(int64(len(s.launches)))
 	run := func() error { return b.drv.run(s.launches, b.arena.ptr, b.opts.SyncEach) }
-	if b.graphs && !b.opts.SyncEach {
+	// A step with cuBLAS calls runs uncaptured: the emulator's capture
+	// records kernels only, and on a GPU cuBLAS would need a workspace of
+	// its own set for capture.
+	if b.graphs && !b.opts.SyncEach && !s.blas.used {
 		run = func() error { return b.drv.replay(s.launches, b.arena.ptr) }
 	}
 	if err := run(); err != nil {
