@@ -31,7 +31,7 @@ type step struct {
 }
 
 // maxArgs is the most arguments a kernel here takes (SL_MAX_ARGS in cudrv.h).
-const maxArgs = 24
+const maxArgs = 20
 
 type launch struct {
 	fn          string
