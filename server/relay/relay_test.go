@@ -79,7 +79,7 @@ func TestRelayFaults(t *testing.T) {
 				if res.status != 200 || errCode(res) != "stall_timeout" || !res.done || res.text != "" {
 					t.Errorf("got %+v", res)
 				}
-				<-rig.up.gone // the relay closed the upstream
+				awaitGone(t, rig.up) // the relay closed the upstream
 			},
 		},
 		{
@@ -93,7 +93,7 @@ func TestRelayFaults(t *testing.T) {
 				if res.text != "partial" || errCode(res) != "stall_timeout" || !res.done {
 					t.Errorf("got %+v", res)
 				}
-				<-rig.up.gone
+				awaitGone(t, rig.up)
 				if got := counter(t, rig.reg, "sluice_relay_upstream_errors_total", "kind", relay.KindStall); got != 1 {
 					t.Errorf("stall errors %v", got)
 				}
@@ -159,7 +159,7 @@ func TestRelayFaults(t *testing.T) {
 				if res.text != "ok" || errCode(res) != "upstream_malformed" || !res.done {
 					t.Errorf("got %+v", res)
 				}
-				<-rig.up.gone
+				awaitGone(t, rig.up)
 				if got := counter(t, rig.reg, "sluice_relay_upstream_errors_total", "kind", relay.KindMalformed); got != 1 {
 					t.Errorf("malformed %v", got)
 				}
@@ -303,7 +303,7 @@ func TestRelayStopClosesUpstream(t *testing.T) {
 	if res.text != "one two " || res.finish != "stop" || !res.done || res.err != nil {
 		t.Errorf("got %+v", res)
 	}
-	<-up.gone
+	awaitGone(t, up)
 }
 
 // TestRelayQueueFull: past the upstream's slots and queue the relay answers
@@ -360,5 +360,16 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// awaitGone fails the test unless the fake upstream saw the relay close its
+// connection within 5 s.
+func awaitGone(t *testing.T, up *fakeUpstream) {
+	t.Helper()
+	select {
+	case <-up.gone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream never saw the relay close its connection")
 	}
 }
