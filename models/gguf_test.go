@@ -183,7 +183,8 @@ func TestGGUFConfigErrors(t *testing.T) {
 		{"missing layers", without("llama.block_count", kv("general.architecture", "llama")), ErrMissingKey, "llama.block_count"},
 		{"string layers", with(kv("general.architecture", "llama"), kv("llama.attention.head_count_kv", "3")), ErrMalformed, "head_count_kv"},
 		{"heads not a multiple", with(kv("general.architecture", "llama"), kv("llama.attention.head_count_kv", uint32(3))), ErrMalformed, "multiple"},
-		{"linear scaling", with(kv("general.architecture", "llama"), kv("llama.rope.scaling.type", "linear")), ErrUnsupported, "linear"},
+		{"yarn scaling", with(kv("general.architecture", "llama"), kv("llama.rope.scaling.type", "yarn")), ErrUnsupported, "yarn"},
+		{"linear scaling without factor", with(kv("general.architecture", "llama"), kv("llama.rope.scaling.type", "linear")), ErrMissingKey, "rope.scaling.factor"},
 		{"llama3 scaling without factor", with(kv("general.architecture", "llama"), kv("llama.rope.scaling.type", "llama3")), ErrMissingKey, "rope.scaling.factor"},
 	}
 	for _, tc := range cases {
