@@ -62,7 +62,6 @@ func (f *relayFront) counter(t *testing.T, name string) float64 {
 	return 0
 }
 
-
 // TestRelayEqualsDirect: through the relay a greedy stream says exactly what
 // the upstream says to a direct client — text, finish reason, usage — and a
 // stop string held back by both stays out of both.
