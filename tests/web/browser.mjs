@@ -179,6 +179,11 @@ async function closeTab(ctx, engine) {
     };
   }, at);
   await engine.waitForFunction((u) => Number(document.getElementById('kv-used').textContent) < u, at.used, { timeout: 5000 });
+  // The ends list is rendered from a later frame than the one that showed
+  // the fall: wait for its newest line instead of reading it at once.
+  await engine.waitForFunction(() => /aborted \(client_disconnect\)/.test(document.querySelector('#ends li')?.textContent || ''),
+    null, { timeout: 5000 }).catch(() => {});
+  r.log = await engine.evaluate(() => document.querySelector('#ends li')?.textContent);
   figures.close_tab = {
     steps_at_close: at.steps, steps_at_fall: r.fall.steps, used_before: at.used, used_after: r.fall.used,
     close_to_fall_ms: r.fall.at - closedAt, reclaim_ms: r.end && r.end.reclaim_ms, step_ms: r.step_ms, log: r.log,
