@@ -10,7 +10,7 @@ import (
 )
 
 // bodyTimeoutError is a request body that did not arrive within
-// Config.BodyTimeout. The body readers (readBody, httpedge.ReadBody) answer
+// Config.BodyTimeout. The body reader (httpedge.ReadBody) answers
 // any read error with a 400 quoting it, so the message names the limit and
 // the flag.
 type bodyTimeoutError struct{ d time.Duration }

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -22,7 +24,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		writeError(w, fmt.Errorf("%w: model still loading", engine.ErrClosed))
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -130,39 +132,52 @@ func (s *Server) handleStreamGet(w http.ResponseWriter, r *http.Request) {
 	s.resume(w, r, r.PathValue("id"))
 }
 
-// resume replays the events after Last-Event-ID and, when the generation was
-// cut short by a disconnect, continues it from the tokens already produced.
-func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
-	var st *streamState
+// openResume finds the retained stream id names (one the relay produced,
+// with relayed), reads Last-Event-ID, takes the stream for this reader and
+// checks the log still holds what follows that id. ok is false when it has
+// answered the request itself; otherwise the caller calls release.
+func (s *Server) openResume(w http.ResponseWriter, r *http.Request, id string, relayed bool) (
+	st *streamState, last int64, ctx context.Context, release func(), ok bool) {
 	if s.store != nil {
 		st = s.store.get(id)
 	}
-	if st == nil {
+	if st == nil || (relayed && st.relay == nil) {
 		writeError(w, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id))
-		return
+		return nil, 0, nil, nil, false
 	}
-	var last int64
 	if h := r.Header.Get(lastEventIDHeader); h != "" {
 		var err error
 		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
 			writeError(w, stream.InvalidParam(lastEventIDHeader, "Last-Event-ID must be an event id, got %q", h))
-			return
+			return nil, 0, nil, nil, false
 		}
 	}
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
+		return nil, 0, nil, nil, false
+	}
+	if _, err := st.log.after(last); err != nil {
+		release()
+		writeError(w, err)
+		return nil, 0, nil, nil, false
+	}
+	return st, last, ctx, release, true
+}
+
+// resume replays the events after Last-Event-ID and, when the generation was
+// cut short by a disconnect, continues it from the tokens already produced.
+func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
+	st, last, ctx, release, ok := s.openResume(w, r, id, false)
+	if !ok {
 		return
 	}
 	defer release()
-	if _, err := st.log.after(last); err != nil {
-		writeError(w, err)
-		return
-	}
 	// The abort can race the last token: a stream cut with every token
 	// already produced only lacks its ending.
 	limitReached := st.req.MaxTokens > 0 && len(st.ts.IDs()) >= st.req.MaxTokens
 	var gen *stream.Generation
 	if !st.done && !limitReached {
+		var err error
 		req := st.req
 		req.Resume = append([]int32(nil), st.ts.IDs()...)
 		if req.Constraint != nil { // the old one may have run ahead of what the client got

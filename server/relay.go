@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -119,7 +119,7 @@ func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		s.relayResume(w, r, id)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -221,31 +221,11 @@ func relayUsage(u *relay.Usage) Usage {
 // cache); otherwise it ends with an in-band resume_gap error: a second
 // upstream generation is never started.
 func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) {
-	var st *streamState
-	if s.store != nil {
-		st = s.store.get(id)
-	}
-	if st == nil || st.relay == nil {
-		writeError(w, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id))
-		return
-	}
-	var last int64
-	if h := r.Header.Get(lastEventIDHeader); h != "" {
-		var err error
-		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
-			writeError(w, stream.InvalidParam(lastEventIDHeader, "Last-Event-ID must be an event id, got %q", h))
-			return
-		}
-	}
-	ctx, release, err := st.acquire(r.Context())
-	if err != nil {
+	st, last, ctx, release, ok := s.openResume(w, r, id, true)
+	if !ok {
 		return
 	}
 	defer release()
-	if _, err := st.log.after(last); err != nil {
-		writeError(w, err)
-		return
-	}
 	var src *relay.Stream
 	var cause error
 	if !st.done {

@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"reflect"
 	"strings"
 
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -60,19 +58,6 @@ type wireMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
-}
-
-// readBody reads at most limit bytes; a larger body is ErrBodyTooLarge.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, fmt.Errorf("%w: over %d bytes", stream.ErrBodyTooLarge, limit)
-	}
-	if err != nil {
-		return nil, stream.InvalidParam("", "reading request body: %v", err)
-	}
-	return body, nil
 }
 
 // ParseRequest decodes and validates a request body. chat selects the
@@ -157,30 +142,9 @@ func decodeError(prefix string, err error) error {
 		if prefix != "" {
 			param = strings.TrimSuffix(prefix+"."+te.Field, ".")
 		}
-		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", param, jsonKind(te.Type), te.Value)
+		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", param, httpedge.JSONKind(te.Type), te.Value)
 	}
 	return stream.InvalidParam(prefix, "request body is not valid JSON: %v", err)
-}
-
-// jsonKind names what a Go destination type accepts, in JSON's words.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	}
-	return "an object"
 }
 
 // messages decodes the messages list one element at a time, so an error

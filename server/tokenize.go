@@ -98,7 +98,7 @@ func (s *Server) tokenizeBody(w http.ResponseWriter, r *http.Request) (*stream.B
 	if err != nil {
 		return nil, nil, err
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,7 +123,7 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -94,7 +94,7 @@ func Decode(raw []byte, v any, prefix string) error {
 		if what == "" {
 			what = "request body"
 		}
-		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", what, jsonKind(te.Type), te.Value)
+		return stream.InvalidParam(param, "%s: expected %s, got JSON %s", what, JSONKind(te.Type), te.Value)
 	}
 	if prefix == "" {
 		return stream.InvalidParam("", "request body is not valid JSON: %v", err)
@@ -102,8 +102,9 @@ func Decode(raw []byte, v any, prefix string) error {
 	return stream.InvalidParam(prefix, "%s: %v", prefix, err)
 }
 
-// jsonKind names what a Go destination type accepts, in JSON's words.
-func jsonKind(t reflect.Type) string {
+// JSONKind names what a Go destination type accepts, in JSON's words, so an
+// error never shows a Go type.
+func JSONKind(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
