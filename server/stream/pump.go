@@ -87,7 +87,7 @@ func (p *pump) run(shutdown <-chan struct{}) Outcome {
 				break
 			}
 			p.take(tok)
-			if !p.takeReady(tokens) {
+			if !takeReady(tokens, p.take) {
 				tokens = nil
 			}
 			stall.reset(p.cfg.StallTimeout)
@@ -120,16 +120,17 @@ func (p *pump) run(shutdown <-chan struct{}) Outcome {
 	return p.finish()
 }
 
-// takeReady takes every token already waiting, so a reader that fell behind
-// catches up in one write. It returns false when the channel closed.
-func (p *pump) takeReady(tokens <-chan engine.Token) bool {
+// takeReady passes take every value already waiting on ch, so a reader that
+// fell behind (tokens from the engine, events from an upstream) catches up in
+// one write. It returns false when ch closed.
+func takeReady[T any](ch <-chan T, take func(T)) bool {
 	for {
 		select {
-		case tok, ok := <-tokens:
+		case v, ok := <-ch:
 			if !ok {
 				return false
 			}
-			p.take(tok)
+			take(v)
 		default:
 			return true
 		}

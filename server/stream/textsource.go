@@ -128,7 +128,7 @@ func (p *textPump) run(ctx context.Context, shutdown <-chan struct{}) TextOutcom
 				break
 			}
 			p.take(ev)
-			if !p.takeReady(events) {
+			if !takeReady(events, p.take) {
 				events = nil
 			}
 			stall.reset(p.cfg.StallTimeout)
@@ -160,22 +160,6 @@ func (p *textPump) run(ctx context.Context, shutdown <-chan struct{}) TextOutcom
 		}
 	}
 	return p.end()
-}
-
-// takeReady takes every event already waiting, so a reader that fell behind
-// catches up in one write. It returns false when the channel closed.
-func (p *textPump) takeReady(events <-chan TextEvent) bool {
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return false
-			}
-			p.take(ev)
-		default:
-			return true
-		}
-	}
 }
 
 // take feeds one event to the TextStream. Events after a stop string are
