@@ -67,6 +67,7 @@ type Backend struct {
 	blas    *blasLib // cuBLAS, when loaded (read-only after New)
 	blasWhy string   // why not
 	gemms   atomic.Int64
+	ones    devPtr // onesLen F32 ones: the norm weight of GEMVs without a folded RMSNorm
 
 	step     step         // launches recorded since the last flush
 	launches atomic.Int64 // kernel launches issued since New
@@ -127,7 +128,14 @@ func (b *Backend) init() error {
 		return err
 	}
 	b.logGEMMPath()
-	return nil
+	ones := make([]float32, onesLen)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if b.ones, err = b.alloc(4 * onesLen); err != nil {
+		return err
+	}
+	return b.drv.upload(b.ones, unsafe.Pointer(&ones[0]), 4*onesLen)
 }
 
 // release frees everything on the CUDA goroutine; errors are of no use here

@@ -17,7 +17,7 @@
 #include "blas.h"
 
 // SL_MAX_ARGS is maxArgs in queue.go.
-#define SL_MAX_ARGS 20
+#define SL_MAX_ARGS 24
 
 // sl_load_module JIT-compiles a NUL-terminated PTX image with info and error
 // log buffers of logBytes each (the driver writes them NUL-terminated) and

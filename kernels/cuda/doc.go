@@ -36,12 +36,13 @@
 // other types); the KV cache is stored as F16.
 //
 // Launches: ops that the forward pass issues back to back are fused when
-// recorded, so a batch-1 decode layer is 8 launches: RMSNorm (a residual Add
-// just before it folds in when no GEMV took it), the q/k/v GEMV (one launch,
-// three matrices), rope_kv (RoPE of q and k, then K and V into the cache),
-// attention (split contexts merged by the last split to finish), the o GEMV
-// with the residual Add in its epilogue, RMSNorm, the gate/up GEMV with
-// SwiGLU in its epilogue, the down GEMV with the residual Add. The GEMVs
+// recorded, so a batch-1 decode layer is 6 launches: the q/k/v GEMV (one
+// launch, three matrices, the RMSNorm before it folded into its prologue),
+// rope_kv (RoPE of q and k, then K and V into the cache), attention (split
+// contexts merged by the last split to finish), the o GEMV with the residual
+// Add in its epilogue, the gate/up GEMV (RMSNorm folded in, SwiGLU in its
+// epilogue), the down GEMV with the residual Add. Where no GEMV takes them,
+// a residual Add folds into the RMSNorm after it (add_rms_norm). The GEMVs
 // split each row across a block of 128 threads with 8 independent 16-byte
 // loads in flight per thread (F16/BF16), so matrices of 4,096 rows still
 // fill the GPU. Not done yet, and the first things to measure on a GPU:

@@ -11,7 +11,9 @@
 //           launch's other matrices). Loads are branchless: row and chunk
 //           indices are clamped into the matrix and out-of-range products
 //           dropped by a select. One launch may serve up to three matrices
-//           of the same x, and may fuse its consumer into the epilogue:
+//           of the same x, may fold the RMSNorm that made x into its
+//           prologue (normW: gemv_norm), and may fuse its consumer into the
+//           epilogue:
 //             res  the residual Add that follows (res[i, o] += dst[i, o])
 //             glu  gate and up as segments 0 and 1: each block takes the
 //                  same rows of both and also writes glu = silu(gate)·up
@@ -41,8 +43,55 @@ struct GemvSeg {
 #define GEMV_PARAMS                                                                                              \
     const float *x, int n, int in, long long rowBytes, float *d0, const uint8_t *w0, const float *b0, int out0,  \
         float *d1, const uint8_t *w1, const float *b1, int out1, float *d2, const uint8_t *w2, const float *b2,   \
-        int out2, float *res, float *glu
-#define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, res, glu
+        int out2, float *res, float *glu, const float *normW, float eps, float *normOut
+#define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, res, glu, normW, eps, normOut
+
+// gemv_norm is the RMSNorm the backend folds into the GEMV that reads its
+// output: with normOut set, the GEMV's input is rmsnorm(x)·normW, row by row
+// (sum of squares in double, as elementwise.cu's rms_norm), each block
+// computing the scales itself and block 0 also writing the normalised rows
+// to normOut for later readers. Without it every scale is 1 and normW is the
+// backend's buffer of ones: the loads multiply by both either way, so the
+// hot loop has no branch (x·1·1 is x, bit for bit).
+template <int NR>
+static __device__ __forceinline__ void gemv_norm(const float* x, int n, int in, const float* normW, float eps,
+                                                 float* normOut, float* scale) {
+    __shared__ double part[GEMV_WARPS][NR];
+    if (normOut == nullptr) {
+#pragma unroll
+        for (int r = 0; r < NR; r++) scale[r] = 1.f;
+        return;
+    }
+    double ss[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) ss[r] = 0;
+    for (int c = threadIdx.x; c < in; c += GEMV_NT)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const float v = x[(size_t)min(r, n - 1) * in + c];
+            ss[r] += (double)v * (double)v;
+        }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+#pragma unroll
+        for (int k = 16; k > 0; k >>= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], k);
+        if (lane == 0) part[warp][r] = ss[r];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        double t = 0;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; w++) t += part[w][r];
+        scale[r] = (float)(1.0 / sqrt(t / (double)in + (double)eps));
+    }
+    if (blockIdx.x == 0)
+        for (int c = threadIdx.x; c < in; c += GEMV_NT)
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                if (r < n) normOut[(size_t)r * in + c] = x[(size_t)r * in + c] * scale[r] * normW[c];
+}
 
 // gemv_rows finds the block's matrix and its rows: R rows a block, or with
 // glu R/2 rows of gate (segment 0) and the same R/2 of up (segment 1).
@@ -133,6 +182,8 @@ static __device__ void gemv_half(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
+    float nsc[NR];
+    gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
     constexpr int U = R >= 8 ? 1 : 8 / R;
     const int chunks = in / 8; // uint4 per row
     float acc[R][NR];
@@ -159,6 +210,11 @@ static __device__ void gemv_half(GEMV_PARAMS) {
                 const float4 a = xp[0], b = xp[1];
                 xs[r][0] = a.x, xs[r][1] = a.y, xs[r][2] = a.z, xs[r][3] = a.w;
                 xs[r][4] = b.x, xs[r][5] = b.y, xs[r][6] = b.z, xs[r][7] = b.w;
+                const float4* np = (const float4*)(normW + 8 * cc[u]);
+                const float4 na = np[0], nb = np[1];
+                const float nw[8] = {na.x, na.y, na.z, na.w, nb.x, nb.y, nb.z, nb.w};
+#pragma unroll
+                for (int k = 0; k < 8; k++) xs[r][k] = xs[r][k] * nsc[r] * nw[k];
             }
 #pragma unroll
             for (int j = 0; j < R; j++) {
@@ -193,6 +249,8 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
+    float nsc[NR];
+    gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
     constexpr int U = 1;
     const int units = in / 32;
     float acc[R][NR];
@@ -214,10 +272,14 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
 #pragma unroll
                 for (int r = 0; r < NR; r++) {
                     const float4* xp = (const float4*)(x + (size_t)min(r, n - 1) * in + k0);
+                    const float4* np = (const float4*)(normW + k0);
                     float s = 0.f;
 #pragma unroll
                     for (int q = 0; q < 8; q++) {
-                        const float4 a = xp[q];
+                        float4 a = xp[q];
+                        const float4 nw = np[q];
+                        a.x = a.x * nsc[r] * nw.x, a.y = a.y * nsc[r] * nw.y;
+                        a.z = a.z * nsc[r] * nw.z, a.w = a.w * nsc[r] * nw.w;
                         s += a.x * wv[4 * q] + a.y * wv[4 * q + 1] + a.z * wv[4 * q + 2] + a.w * wv[4 * q + 3];
                     }
                     acc[j][r] += live ? s : 0.f;

@@ -160,9 +160,18 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 		if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
 			continue
 		}
+		if in > onesLen {
+			return fmt.Errorf("cuda backend: MatMul: rows of %d elements; the decode kernels take at most %d", in, onesLen)
+		}
+		normW, eps, normOut := ptrArg(b.ones), arg{}, arg{}
+		if n <= 8 {
+			if nx, nw, ne, ok := b.foldNorm(xt, n, in, dst); ok {
+				x, normW, eps, normOut = nx, nw, ne, ptrArg(xt.ptr)
+			}
+		}
 		err := b.launch(fn, [3]int{ceilDiv(out, gemvRowsPerBlock(fn)), 1, 1}, [3]int{128, 1, 1},
 			x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, intArg(out),
-			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{})
+			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, normW, eps, normOut)
 		if err != nil {
 			return err
 		}
@@ -170,13 +179,37 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 	return nil
 }
 
+// onesLen is the length of the backend's buffer of ones (Backend.ones), the
+// norm weight of a GEMV without a folded RMSNorm: the longest row a decode
+// kernel takes.
+const onesLen = 1 << 17
+
+// foldNorm takes the step's last launch off when it is the RMSNorm that
+// wrote x (not in place, n rows of in) and returns its input, weight and
+// eps, for the GEMV about to read x to apply itself (gemv_norm): one launch
+// fewer, and no pass of its own over the hidden state. The GEMV still writes
+// x, for any later reader. dst must not be the norm's input.
+func (b *Backend) foldNorm(x *tensor, n, in int, dst arg) (raw, w, eps arg, ok bool) {
+	s := &b.step
+	l := s.last()
+	if l == nil || l.fn != "rms_norm" || l.args[0] != uint64(x.ptr) || l.args[1] == l.args[0] || l.grid[0] != n ||
+		l.args[3] != uint64(in) || l.args[1] == dst.v {
+		return arg{}, arg{}, arg{}, false
+	}
+	raw, w, eps = arg{v: l.args[1]}, arg{v: l.args[2]}, arg{v: l.args[4]}
+	s.launches = s.launches[:len(s.launches)-1]
+	return raw, w, eps, true
+}
+
 // GEMV launch arguments (matmul.cu's GEMV_PARAMS): x, n, in, rowBytes, then
 // up to gemvSets matrices of (dst, w, bias, out), then the fused epilogues'
-// res (residual added to) and glu (SwiGLU output).
+// res (residual added to) and glu (SwiGLU output), then the folded RMSNorm's
+// weight, eps and output (gemv_norm; normOut 0 when there is none).
 const (
-	gemvSets = 3
-	gemvRes  = 4 + 4*gemvSets
-	gemvGLU  = gemvRes + 1
+	gemvSets    = 3
+	gemvRes     = 4 + 4*gemvSets
+	gemvGLU     = gemvRes + 1
+	gemvNormOut = gemvGLU + 3
 )
 
 // gemvRowsPerBlock is how many rows of each matrix a GEMV block takes (R in
@@ -206,7 +239,10 @@ func (s *step) plainGEMV() *launch {
 // outputs: the matrices then run in any order with the same results.
 func (b *Backend) fuseGEMV(fn string, x, n, in, rowBytes, dst, w, bias arg, out int) bool {
 	l := b.step.plainGEMV()
-	if l == nil || l.fn != fn || l.args[0] != x.v || l.args[1] != n.v || l.args[2] != in.v || l.args[3] != rowBytes.v || dst.v == x.v {
+	// x is the launch's input, or the output of the RMSNorm folded into it
+	sameX := l != nil && (l.args[0] == x.v || (l.args[gemvNormOut] != 0 && l.args[gemvNormOut] == x.v))
+	if !sameX || l.fn != fn || l.args[1] != n.v || l.args[2] != in.v || l.args[3] != rowBytes.v || dst.v == x.v ||
+		dst.v == l.args[0] {
 		return false
 	}
 	rpb, blocks := gemvRowsPerBlock(fn), 0
@@ -232,7 +268,7 @@ func (b *Backend) fuseGEMV(fn string, x, n, in, rowBytes, dst, w, bias arg, out 
 func (b *Backend) fuseResidual(d, x *tensor, n int) bool {
 	l := b.step.plainGEMV()
 	if l == nil || l.args[4] != uint64(x.ptr) || l.args[8+3] != 0 || l.args[1] != uint64(n) ||
-		l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) || d.ptr == x.ptr {
+		l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) || l.args[gemvNormOut] == uint64(d.ptr) || d.ptr == x.ptr {
 		return false
 	}
 	l.args[gemvRes] = uint64(d.ptr)
@@ -246,7 +282,8 @@ func (b *Backend) fuseResidual(d, x *tensor, n int) bool {
 func (b *Backend) fuseSwiGLU(d, gate, up *tensor, n int) bool {
 	l := b.step.plainGEMV()
 	if l == nil || l.args[4] != uint64(gate.ptr) || l.args[8] != uint64(up.ptr) || l.args[7] != l.args[11] ||
-		l.args[12+3] != 0 || l.args[1] != uint64(n) || l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) {
+		l.args[12+3] != 0 || l.args[1] != uint64(n) || l.args[7] != uint64(d.cols()) || l.args[0] == uint64(d.ptr) ||
+		l.args[gemvNormOut] == uint64(d.ptr) {
 		return false
 	}
 	glu := "gemv_glu_" + strings.TrimPrefix(l.fn, "gemv_")

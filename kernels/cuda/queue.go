@@ -31,7 +31,7 @@ type step struct {
 }
 
 // maxArgs is the most arguments a kernel here takes (SL_MAX_ARGS in cudrv.h).
-const maxArgs = 20
+const maxArgs = 24
 
 type launch struct {
 	fn          string

@@ -160,7 +160,7 @@ def main():
                 unused = (np.uint64(0), np.uint64(0), np.uint64(0), i32(0))
                 fn("matmul", f"gemv_{kind}_{nr}")((-(-out_f // rpb),), (128,), (
                     cp.asarray(x), i32(n), i32(in_f), i64(row_bytes), dst, wd, cp.asarray(bias), i32(out_f)) + unused + unused
-                    + (np.uint64(0), np.uint64(0)))
+                    + (np.uint64(0), np.uint64(0), ones(in_f), f32(0), np.uint64(0)))
                 bound = 1e-5
             elif kind == "f32":
                 continue
@@ -282,11 +282,22 @@ def check_attention(fn):
         record(f"paged_attention (GQA 32/8, {splits} splits, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
 
 
+_ones = {}
+
+
+def ones(n):
+    """A device buffer of n float32 ones: the norm weight of a GEMV without a
+    folded RMSNorm (the backend's Backend.ones)."""
+    if n not in _ones:
+        _ones[n] = cp.asarray(np.ones(n, np.float32))
+    return _ones[n]
+
+
 def check_gemv_epilogues(fn, kind, wd, w, row_bytes, bias):
     """The fused GEMV epilogues at batch 1: res (dst = W·x + b and res += dst)
     over w's first 500 rows, and glu (w's rows [0, 500) as gate and
     [500, 1000) as up: gate, up and silu(gate)·up)."""
-    i32, i64, u64 = np.int32, np.int64, np.uint64
+    i32, i64, u64, f32 = np.int32, np.int64, np.uint64, np.float32
     out_f, in_f = w.shape
     half = out_f // 2
     rpb = 4 if kind in ("f16", "bf16") else 2
@@ -297,12 +308,21 @@ def check_gemv_epilogues(fn, kind, wd, w, row_bytes, bias):
     res0 = rng.standard_normal((1, half)).astype(np.float32)
     dst, res = cp.zeros((1, half), cp.float32), cp.asarray(res0)
     fn("matmul", f"gemv_{kind}_1")((-(-half // rpb),), (128,), (
-        xd, i32(1), i32(in_f), i64(row_bytes), dst, wd, bd, i32(half)) + none + none + (res, u64(0)))
+        xd, i32(1), i32(in_f), i64(row_bytes), dst, wd, bd, i32(half)) + none + none + (res, u64(0), ones(in_f), f32(0), u64(0)))
     record(f"gemv {kind} + residual", rel(res.get(), res0 + y[:, :half]), 1e-5)
+    # the RMSNorm folded in: input rmsnorm(x)·nw, the normalised row written too
+    nw = rng.standard_normal(in_f).astype(np.float32)
+    xn = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).mean() + 1e-5) * nw
+    dst, hout = cp.zeros((1, half), cp.float32), cp.zeros((1, in_f), cp.float32)
+    fn("matmul", f"gemv_{kind}_1")((-(-half // rpb),), (128,), (
+        xd, i32(1), i32(in_f), i64(row_bytes), dst, wd, bd, i32(half)) + none + none
+        + (u64(0), u64(0), cp.asarray(nw), np.float32(1e-5), hout))
+    record(f"gemv {kind} + rms_norm", rel(dst.get(), xn @ w[:half].T + bias[:half]), 1e-5)
+    record(f"gemv {kind} + rms_norm: normalised x", rel(hout.get(), xn), 1e-6)
     gate, up, glu = (cp.zeros((1, half), cp.float32) for _ in range(3))
     fn("matmul", f"gemv_glu_{kind}_1")((-(-half // rpb),), (128,), (
         xd, i32(1), i32(in_f), i64(row_bytes), gate, wd, u64(0), i32(half), up, wd[half:], u64(0), i32(half))
-        + none + (u64(0), glu))
+        + none + (u64(0), glu, ones(in_f), f32(0), u64(0)))
     g, u = y[:, :half] - bias[:half], y[:, half:] - bias[half:]
     record(f"gemv_glu {kind}", rel(glu.get(), g / (1 + np.exp(-g)) * u), 1e-5)
 
