@@ -114,8 +114,6 @@ cuda-check: $(TOKENIZERS_LIB) cuda-ptx
 cuda-emu: $(TOKENIZERS_LIB)
 	$(GO) vet -tags cudaemu ./kernels/cuda/...
 	$(GO) test -tags cudaemu -count=1 ./kernels/cuda/...
-	mkdir -p bin
-	g++ -std=c++20 -O1 -shared -fPIC -Ikernels/cuda/emu kernels/cuda/emu.cpp -o bin/libcudaemu.so
 	EMU_LIB=bin/libcudaemu.so PYTHONPATH=scripts/device/emucupy "$$(./scripts/py-venv.sh emu $(EMU_PY_PINS))" scripts/device/check_kernels.py kernels/cuda/ptx
 
 cuda-device: $(TOKENIZERS_LIB) $(CUDA_PTX)

@@ -18,6 +18,9 @@ cuda-emu-torch: $(CUDA_EMU_LIB)
 
 cuda-check: cuda-emu-torch
 
+# cuda-emu's kernel checks load the same library (its recipe is in the Makefile).
+cuda-emu: $(CUDA_EMU_LIB)
+
 # The device sampler (kernels/cuda/sample.cu) against the engine's own host
 # sampler, token for token over seeded generations, on the emulator.
 .PHONY: cuda-emu-sample
