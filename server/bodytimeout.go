@@ -7,17 +7,21 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // bodyTimeoutError is a request body that did not arrive within
-// Config.BodyTimeout. The body reader (httpedge.ReadBody) answers
-// any read error with a 400 quoting it, so the message names the limit and
-// the flag.
+// Config.BodyTimeout. It is stream.ErrBodyTimeout, a 408 (request_timeout):
+// the client was too slow, its request was not malformed, and a client that
+// retries on 408 may send it again. The message names the limit and the flag.
 type bodyTimeoutError struct{ d time.Duration }
 
 func (e bodyTimeoutError) Error() string {
-	return fmt.Sprintf("the body did not arrive within %v (--body-timeout)", e.d)
+	return fmt.Sprintf("the request body did not arrive within %v (--body-timeout)", e.d)
 }
+
+func (bodyTimeoutError) Unwrap() error { return stream.ErrBodyTimeout }
 
 // withBodyTimeout puts a read deadline on the connection when the handler
 // starts, for its request's body. It bounds the body alone and never the

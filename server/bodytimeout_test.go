@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,36 +14,67 @@ import (
 	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
-// A body that trickles in (a few bytes, then nothing) gets a 400 naming
-// --body-timeout once the timeout passes, and the handler lets go of the
+// A body that trickles in (a few bytes, then nothing) gets a 408
+// (request_timeout) naming --body-timeout once the timeout passes, in the
+// error shape of its endpoint's API, and the handler lets go of the
 // connection: the server closes it. Without the deadline the read would
 // wait for the missing bytes forever.
 func TestBodyTimeoutRefusesTrickle(t *testing.T) {
 	rig := newRig(t, []string{"a"}, time.Millisecond, func(c *Config) { c.BodyTimeout = 200 * time.Millisecond })
-	conn, err := net.Dial("tcp", strings.TrimPrefix(rig.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	// A guard against a server that never answers, not a wait for an event.
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	body := `{"messages":[{"role":"user","content":"hi"}],"stream":true}`
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		len(body), body[:10])
-	start := time.Now()
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "--body-timeout") {
-		t.Fatalf("trickled body: %d %s", resp.StatusCode, msg)
-	}
-	if took := time.Since(start); took < 200*time.Millisecond {
-		t.Errorf("refused after %v, before the timeout", took)
-	}
-	if !resp.Close {
-		t.Errorf("the connection stays open after a body that never finished")
+	for _, tc := range []struct {
+		path, body string
+		anthropic  bool
+	}{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":true}`, false},
+		{"/v1/completions", `{"prompt":"hi","max_tokens":4}`, false},
+		{"/v1/responses", `{"input":"hi","stream":true}`, false},
+		{"/v1/messages", `{"model":"m","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`, true},
+	} {
+		t.Run(strings.TrimPrefix(tc.path, "/v1/"), func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(rig.url, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// A guard against a server that never answers, not a wait for an event.
+			_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				tc.path, len(tc.body), tc.body[:10])
+			start := time.Now()
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, _ := io.ReadAll(resp.Body)
+			took := time.Since(start)
+			var e struct {
+				Type  string `json:"type"`
+				Error struct {
+					Message string `json:"message"`
+					Type    string `json:"type"`
+					Code    string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(msg, &e); err != nil {
+				t.Fatalf("trickled body: %d %s: %v", resp.StatusCode, msg, err)
+			}
+			if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(e.Error.Message, "--body-timeout") ||
+				e.Error.Type != "invalid_request_error" {
+				t.Fatalf("trickled body: %d %s", resp.StatusCode, msg)
+			}
+			if tc.anthropic && e.Type != "error" {
+				t.Errorf("not Anthropic's error shape: %s", msg)
+			}
+			if e.Error.Code != "request_timeout" {
+				t.Errorf("code %q, want request_timeout: %s", e.Error.Code, msg)
+			}
+			if took < 200*time.Millisecond {
+				t.Errorf("refused after %v, before the timeout", took)
+			}
+			if !resp.Close {
+				t.Errorf("the connection stays open after a body that never finished")
+			}
+		})
 	}
 	if rig.eng.Live() != 0 || len(rig.eng.Submits()) != 0 {
 		t.Errorf("a request whose body never arrived reached the engine")

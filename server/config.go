@@ -47,7 +47,7 @@ type Config struct {
 
 	MaxBodyBytes int64 // larger request bodies get 413
 	// BodyTimeout bounds reading a request body, from the handler's start
-	// (headers are ReadHeaderTimeout's); a body not in by then is a 400.
+	// (headers are ReadHeaderTimeout's); a body not in by then is a 408.
 	// It never touches the response: a stream may run for hours.
 	BodyTimeout time.Duration
 	// AbortOnDisconnect aborts a sequence when its client leaves. false exists

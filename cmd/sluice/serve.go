@@ -55,7 +55,7 @@ func runServe(args []string) error {
 	fs.IntVar(&cfg.ResumeStreamBytes, "resume-stream-bytes", cfg.ResumeStreamBytes, "events retained per stream for resume, in bytes")
 	fs.IntVar(&cfg.ResumeTotalBytes, "resume-total-bytes", cfg.ResumeTotalBytes, "events retained for resume, all streams, in bytes")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "larger request bodies get 413")
-	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "a request body not received within this is refused with 400; responses are not bounded by it (0 = none)")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "a request body not received within this is refused with 408; responses are not bounded by it (0 = none)")
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")

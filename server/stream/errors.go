@@ -18,6 +18,8 @@ var (
 	ErrModelNotFound = errors.New("model not found")
 	// ErrBodyTooLarge: the request is over the configured size limit.
 	ErrBodyTooLarge = errors.New("request body too large")
+	// ErrBodyTimeout: the request body did not arrive within --body-timeout.
+	ErrBodyTimeout = errors.New("request body timed out")
 	// ErrUnauthorized: the API key is missing or wrong.
 	ErrUnauthorized = errors.New("invalid api key")
 	// ErrStreamNotFound: a resume names a stream that is unknown or expired.
@@ -71,6 +73,7 @@ var table = []struct {
 	{engine.ErrClosed, Class{http.StatusServiceUnavailable, "server_error", "engine_closed", codes.Unavailable, "overloaded_error", ""}},
 	{ErrModelNotFound, Class{http.StatusNotFound, "invalid_request_error", "model_not_found", codes.NotFound, "not_found_error", ""}},
 	{ErrBodyTooLarge, Class{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", codes.ResourceExhausted, "request_too_large", ""}},
+	{ErrBodyTimeout, Class{http.StatusRequestTimeout, "invalid_request_error", "request_timeout", codes.DeadlineExceeded, "invalid_request_error", ""}},
 	{ErrUnauthorized, Class{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", codes.Unauthenticated, "authentication_error", ""}},
 	{ErrStreamNotFound, Class{http.StatusNotFound, "invalid_request_error", "stream_not_found", codes.NotFound, "not_found_error", ""}},
 	{ErrResumeGap, Class{http.StatusConflict, "invalid_request_error", "resume_gap", codes.FailedPrecondition, "invalid_request_error", ""}},

@@ -61,12 +61,16 @@ func (e *Env) LoadBackend() (*stream.Backend, error) {
 	return nil, fmt.Errorf("%w: model still loading", engine.ErrClosed)
 }
 
-// ReadBody reads at most limit bytes; a larger body is ErrBodyTooLarge.
+// ReadBody reads at most limit bytes; a larger body is ErrBodyTooLarge,
+// one that stopped arriving (the server's --body-timeout) ErrBodyTimeout.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, fmt.Errorf("%w: over %d bytes", stream.ErrBodyTooLarge, limit)
+	}
+	if errors.Is(err, stream.ErrBodyTimeout) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, stream.InvalidParam("", "reading request body: %v", err)
