@@ -1,0 +1,35 @@
+package kvcache
+
+// Fork makes dst, an empty table, a copy-on-write child of src for src's
+// first n tokens, whose KV must be computed: the full blocks among them are
+// shared (one more reference each) and stay read-only, as every block of an
+// append-only table does once full. The partially filled last block is not
+// shared: the child's first write past the shared blocks goes into a fresh
+// block of its own (Allocate), so neither table ever writes into a block the
+// other reads. It returns the number of leading tokens dst now holds, a
+// multiple of BlockSize; the caller fills [that, n) of the child itself
+// (the backend owns the KV memory and offers no block copy, so the engine
+// recomputes those fewer than BlockSize positions).
+//
+//	src    [ 7 | 2 | 9· ]      n = 40, BlockSize 16: block 9 holds 8 tokens
+//	dst    [ 7 | 2 ]           ref(7) = ref(2) = 2; returns 32
+//	dst after its next Allocate: [ 7 | 2 | 11 ]
+//
+// The child inherits src's prefix-cache state for the shared blocks (their
+// hashes, and uncacheable after a collision), so its later blocks chain on
+// from them. Fork takes nothing off the free list: shared blocks are held by
+// src already, so it needs no room. n beyond src's blocks is clamped to
+// them. It returns false, changing nothing, when dst is not empty.
+func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
+	if len(dst.blocks) != 0 || dst == src {
+		return 0, false
+	}
+	full := min(max(n, 0)/p.bs, len(src.blocks))
+	for _, id := range src.blocks[:full] {
+		p.blocks[id].ref++
+	}
+	dst.blocks = append(dst.blocks, src.blocks[:full]...)
+	dst.hashes = append(dst.hashes, src.hashes[:min(full, len(src.hashes))]...)
+	dst.uncacheable = src.uncacheable
+	return full * p.bs, true
+}

@@ -1,0 +1,107 @@
+package kvcache
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// fork adds a child of a random sequence q that has KV for some tokens: the
+// child's tokens are q's computed ones followed by new ones (another choice's
+// continuation), its table a Fork of q's. Every shared slot must hold the
+// child's own prefix, and compute's check that a written block has ref 1
+// proves the copy-on-write: no sequence writes into a block another reads.
+func (s *sim) fork(arg byte) (shared int, err error) {
+	q := s.seqs[int(arg)%len(s.seqs)]
+	if q.computed == 0 {
+		return 0, nil
+	}
+	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...)}
+	for range 1 + int(arg)%3 {
+		child.tokens = append(child.tokens, int32(arg%4))
+	}
+	// As the scheduler does: only q's computed tokens, and one token left
+	// to compute, for its logits.
+	shared, ok := s.p.Fork(&child.table, &q.table, min(q.computed, len(child.tokens)-1))
+	if !ok {
+		return 0, fmt.Errorf("fork into a fresh table refused")
+	}
+	if shared%s.p.bs != 0 || shared > q.computed {
+		return 0, fmt.Errorf("fork shared %d tokens of %d computed (block size %d)", shared, q.computed, s.p.bs)
+	}
+	s.seqs = append(s.seqs, child)
+	for pos := range shared {
+		if got, want := s.store[s.slot(child, pos)], fingerprint(child.tokens[:pos+1]); got != want {
+			return 0, fmt.Errorf("forked slot for position %d holds another prefix's KV", pos)
+		}
+	}
+	child.computed = shared
+	return shared, s.compute(child, len(child.tokens)-shared)
+}
+
+// runForkEvents is runEvents with forks among the events: op ≥ 192 forks.
+func runForkEvents(t *testing.T, s *sim, events []byte) (sharingForks int) {
+	t.Helper()
+	for i := 0; i+1 < len(events); i += 2 {
+		op, arg := events[i], events[i+1]
+		var err error
+		if op >= 192 && len(s.seqs) > 0 {
+			var shared int
+			if shared, err = s.fork(arg); shared > 0 {
+				sharingForks++
+			}
+		} else {
+			err = s.apply(op, arg)
+		}
+		if err != nil {
+			t.Fatalf("event %d: %v", i/2, err)
+		}
+		if err := s.p.CheckRefs(s.tables()); err != nil {
+			t.Fatalf("event %d (op %d arg %d): %v", i/2, op, arg, err)
+		}
+	}
+	for _, q := range s.seqs {
+		s.p.Free(&q.table)
+	}
+	if err := s.p.CheckRefs(nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := s.p.Usage(); u.Used != 0 || u.Free+u.Cached != u.Total {
+		t.Fatalf("after all ended: %+v", u)
+	}
+	return sharingForks
+}
+
+// Random admissions, computes, preemptions, aborts and forks conserve
+// blocks: free+used+cached = total, every block's reference count equals the
+// tables holding it (so none is freed twice or leaked), and all are back
+// when every sequence has ended.
+func TestRandomForksConserveBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		blocks, bs int
+		cache      bool
+	}{
+		{12, 2, true}, {40, 4, true}, {40, 4, false}, {24, 16, true},
+	} {
+		t.Run(fmt.Sprintf("blocks=%d,bs=%d,cache=%v", tc.blocks, tc.bs, tc.cache), func(t *testing.T) {
+			for seed := range uint64(4) {
+				r := rand.New(rand.NewPCG(seed, 7))
+				events := make([]byte, 2*3000)
+				for i := range events {
+					events[i] = byte(r.UintN(256))
+				}
+				s := newSim(t, tc.blocks, tc.bs, tc.cache)
+				if n := runForkEvents(t, s, events); n < 10 {
+					t.Fatalf("seed %d: %d forks shared a block; the test exercises too little", seed, n)
+				}
+			}
+		})
+	}
+}
+
+func FuzzPoolForks(f *testing.F) {
+	f.Add([]byte{0, 1, 1, 5, 200, 2, 3, 0, 250, 7, 3, 1})
+	f.Fuzz(func(t *testing.T, events []byte) {
+		runForkEvents(t, newSim(t, 10, 3, true), events)
+	})
+}
