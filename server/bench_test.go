@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -54,7 +55,7 @@ func benchWriter(b *testing.B, w http.ResponseWriter, stops []string) {
 	v := streamtest.NewPieceVocab()
 	ids := v.IDs(benchPieces...)
 	f := newChunkFormat(true, "chatcmpl-0123456789abcdef01234567", "SmolLM2-135M-Instruct.Q4_1", time.Now().Unix())
-	log := newEventLog(1 << 20)
+	log := httpedge.NewEventLog(1 << 20)
 	sw := newSSEWriter(context.Background(), w, log, &f, 30*time.Second, 0)
 	ts := stream.NewTextStream(v.NewDetokenizer(), stops)
 	bytes := 0
@@ -69,7 +70,7 @@ func benchWriter(b *testing.B, w http.ResponseWriter, stops []string) {
 		if err := sw.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		bytes = log.size()
+		bytes = log.Size()
 		if len(ts.IDs()) > 1<<16 { // keep the id list from growing without bound
 			ts = stream.NewTextStream(v.NewDetokenizer(), stops)
 		}
@@ -126,7 +127,7 @@ func BenchmarkPump(b *testing.B) {
 					close(seq.ch)
 				}()
 				f := newChunkFormat(true, "chatcmpl-0123456789abcdef01234567", "m", 0)
-				sw := newSSEWriter(context.Background(), w, newEventLog(1<<20), &f, 30*time.Second, 0)
+				sw := newSSEWriter(context.Background(), w, httpedge.NewEventLog(1<<20), &f, 30*time.Second, 0)
 				gen, _ := stream.Submit(context.Background(), readyEngine{seq}, engine.Request{}, true)
 				stream.Pump(gen, stream.NewTextStream(v.NewDetokenizer(), nil), sw, cfg, nil)
 			}

@@ -69,7 +69,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backen
 	if s.store != nil {
 		retain = s.cfg.ResumeStreamBytes
 	}
-	st := newStreamState(id, g, req, f, stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop), newEventLog(retain))
+	st := newStreamState(id, g, req, f, stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop), httpedge.NewEventLog(retain))
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
@@ -156,7 +156,7 @@ func (s *Server) openResume(w http.ResponseWriter, r *http.Request, id string, r
 	if err != nil {
 		return nil, 0, nil, nil, false
 	}
-	if _, err := st.log.after(last); err != nil {
+	if _, err := st.log.After(last); err != nil {
 		release()
 		writeError(w, err)
 		return nil, 0, nil, nil, false

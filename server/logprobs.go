@@ -205,7 +205,7 @@ func (s *sseWriter) textLogprobs(text string, ids []int32) error {
 	s.payload = append(dst, `,"finish_reason":null}]}`...)
 	s.lps = s.lps[:0]
 	s.event(s.payload)
-	return s.err
+	return s.Err()
 }
 
 // Logprobs implements stream.LogprobEmitter for a whole response.

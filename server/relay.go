@@ -141,7 +141,7 @@ func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if s.store != nil {
 		retain = s.cfg.ResumeStreamBytes
 	}
-	st := newStreamState(id, g, engine.Request{}, newChunkFormat(chat, id, g.Model, time.Now().Unix()), stream.NewTextOnlyStream(g.Stop), newEventLog(retain))
+	st := newStreamState(id, g, engine.Request{}, newChunkFormat(chat, id, g.Model, time.Now().Unix()), stream.NewTextOnlyStream(g.Stop), httpedge.NewEventLog(retain))
 	st.relay = &relayCursor{model: g.Model}
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -28,7 +29,7 @@ type streamState struct {
 	req    engine.Request
 	format chunkFormat
 	ts     *stream.TextStream
-	log    *eventLog
+	log    *httpedge.EventLog
 	cached int                // prompt tokens the first submission found in the prefix cache
 	done   bool               // the log ends with [DONE]: nothing left to generate
 	relay  *relayCursor       // relay mode: the upstream's side (relay.go); nil for a local model
@@ -42,7 +43,7 @@ type streamState struct {
 	lastUse time.Time
 }
 
-func newStreamState(id string, gen *stream.GenRequest, req engine.Request, f chunkFormat, ts *stream.TextStream, log *eventLog) *streamState {
+func newStreamState(id string, gen *stream.GenRequest, req engine.Request, f chunkFormat, ts *stream.TextStream, log *httpedge.EventLog) *streamState {
 	st := &streamState{id: id, gen: gen, req: req, format: f, ts: ts, log: log, lease: make(chan struct{}, 1), tools: stream.NewToolStream(gen)}
 	st.lease <- struct{}{}
 	return st
@@ -141,7 +142,7 @@ func (s *ResumeStore) sweepLocked(force bool) {
 	var total int64
 	var idles []idle
 	for id, st := range s.streams {
-		size := st.log.retained.Load()
+		size := st.log.Retained()
 		last, free := st.idleSince()
 		if free && now.Sub(last) > s.window {
 			delete(s.streams, id)

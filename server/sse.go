@@ -2,78 +2,42 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 )
 
-// sseWriter is the SSE Emitter. Every event carries an id: and goes through
-// the stream's eventLog, so what a client missed can be replayed; Flush
-// writes the frames this connection has not seen yet.
+// sseWriter is the Emitter of OpenAI's chat and completions streams: it
+// frames chunks (chunkFormat) and hands them to the one SSE writer
+// (httpedge.SSE), whose events carry an id: and go through the stream's
+// event log, so what a client missed can be replayed.
 //
 //	id: 7
 //	data: {"id":"chatcmpl-…","object":"chat.completion.chunk",…}
 //	<blank line>
 type sseWriter struct {
-	w            http.ResponseWriter
-	rc           *http.ResponseController
-	ctx          context.Context
-	writeTimeout time.Duration
-	log          *eventLog
-	format       *chunkFormat
-	sent         int64     // last event id written to this connection
-	keepAlive    bool      // a keep-alive comment waits for the next Flush
-	err          error     // first write failure; nothing is written after it
-	deadline     time.Time // the connection's current write deadline
-	noDeadline   bool      // the ResponseWriter cannot take deadlines
-	frame        []byte
-	payload      []byte
-	lps          []engine.Logprob // the next Text's logprobs (logprobs.go)
+	*httpedge.SSE
+	ctx     context.Context
+	format  *chunkFormat
+	payload []byte
+	lps     []engine.Logprob // the next Text's logprobs (logprobs.go)
 }
 
-// errClientGone marks a write refused because the client left.
-var errClientGone = errors.New("server: client gone")
+var doneData = []byte("[DONE]")
 
-var (
-	keepAliveComment = []byte(": keep-alive\n\n")
-	doneData         = []byte("[DONE]")
-)
-
-// setSSEHeaders sends the streaming headers. The body is never compressed:
-// gzip buffers by design, and no middleware in this package adds it.
+// setSSEHeaders sends the streaming headers and names the stream for a resume.
 func setSSEHeaders(w http.ResponseWriter, streamID string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set(streamIDHeader, streamID)
-	w.WriteHeader(http.StatusOK)
+	httpedge.SetHeaders(w, map[string]string{streamIDHeader: streamID})
 }
 
-func newSSEWriter(ctx context.Context, w http.ResponseWriter, log *eventLog, f *chunkFormat, writeTimeout time.Duration, sent int64) *sseWriter {
-	return &sseWriter{
-		w: w, rc: http.NewResponseController(w), ctx: ctx,
-		writeTimeout: writeTimeout, log: log, format: f, sent: sent,
-	}
+func newSSEWriter(ctx context.Context, w http.ResponseWriter, log *httpedge.EventLog, f *chunkFormat, writeTimeout time.Duration, sent int64) *sseWriter {
+	return &sseWriter{SSE: httpedge.NewSSE(ctx, w, log, writeTimeout, sent), ctx: ctx, format: f}
 }
 
-// event frames payload as the next event and records it in the log.
-func (s *sseWriter) event(payload []byte) {
-	f := append(s.frame[:0], "id: "...)
-	f = strconv.AppendInt(f, s.log.nextID(), 10)
-	f = append(f, "\ndata: "...)
-	f = append(f, payload...)
-	f = append(f, "\n\n"...)
-	s.log.add(f)
-	s.frame = f
-	if s.err != nil { // nobody will flush: keep the log within its cap
-		s.log.trim(s.log.lastID())
-	}
-}
+// event frames payload as the next (unnamed) event.
+func (s *sseWriter) event(payload []byte) { s.SSE.Event("", payload) }
 
 // Text implements stream.Emitter: one content chunk. The ids are not sent
 // (OpenAI's chunks carry text); with no text there is no chunk.
@@ -82,17 +46,17 @@ func (s *sseWriter) Text(text string, ids []int32) error {
 		return s.textLogprobs(text, ids)
 	}
 	if text == "" {
-		return s.err
+		return s.Err()
 	}
 	s.payload = s.format.content(s.payload[:0], text)
 	s.event(s.payload)
-	return s.err
+	return s.Err()
 }
 
 // KeepAlive implements stream.Emitter: a comment, which clients ignore and proxies see.
 func (s *sseWriter) KeepAlive() error {
-	s.keepAlive = true
-	return s.err
+	s.Comment("keep-alive")
+	return s.Err()
 }
 
 func (s *sseWriter) role() {
@@ -117,61 +81,3 @@ func (s *sseWriter) error(err error) {
 }
 
 func (s *sseWriter) done() { s.event(doneData) }
-
-// extendDeadline keeps the connection's write deadline between WriteTimeout/2
-// and WriteTimeout ahead of now: each write is bounded without re-arming the
-// deadline on every token.
-func (s *sseWriter) extendDeadline() error {
-	if s.writeTimeout <= 0 || s.noDeadline {
-		return nil
-	}
-	now := time.Now()
-	if s.deadline.Sub(now) > s.writeTimeout/2 {
-		return nil
-	}
-	s.deadline = now.Add(s.writeTimeout)
-	err := s.rc.SetWriteDeadline(s.deadline)
-	if errors.Is(err, http.ErrNotSupported) {
-		s.noDeadline, err = true, nil
-	}
-	return err
-}
-
-// Flush implements stream.Emitter: it writes every frame this connection has not
-// seen, under a write deadline kept at most WriteTimeout ahead (a long stream
-// has no overall write timeout; see extendDeadline), and flushes them to the
-// socket.
-func (s *sseWriter) Flush() error {
-	if s.err != nil {
-		return s.err
-	}
-	if s.ctx.Err() != nil {
-		s.err = errClientGone
-		return s.err
-	}
-	frames, err := s.log.after(s.sent)
-	if err != nil {
-		s.err = err // frames were dropped before this client saw them
-		return err
-	}
-	if len(frames) == 0 && !s.keepAlive {
-		return nil
-	}
-	if err := s.extendDeadline(); err != nil {
-		s.err = err
-		return err
-	}
-	if _, err = s.w.Write(frames); err == nil && s.keepAlive {
-		_, err = s.w.Write(keepAliveComment)
-	}
-	if err == nil {
-		err = s.rc.Flush()
-	}
-	s.keepAlive = false
-	s.sent = s.log.lastID()
-	s.log.trim(s.sent)
-	if err != nil {
-		s.err = errors.Join(errClientGone, err)
-	}
-	return s.err
-}

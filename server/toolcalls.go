@@ -33,7 +33,7 @@ func (f *chunkFormat) toolCall(dst []byte, d stream.ToolCallDelta) []byte {
 func (s *sseWriter) ToolCall(d stream.ToolCallDelta) error {
 	s.payload = s.format.toolCall(s.payload[:0], d)
 	s.event(s.payload)
-	return s.err
+	return s.Err()
 }
 
 // toolCallJSON is a tool call in a non-streaming response.

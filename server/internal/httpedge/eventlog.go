@@ -1,4 +1,4 @@
-package server
+package httpedge
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// eventLog holds a stream's SSE frames, in order, for the connection that
+// EventLog holds a stream's SSE frames, in order, for the connection that
 // writes them and for replay after a reconnect. Ids are consecutive from 1.
 // Frames lie back to back in one arena; the oldest are dropped when the
 // retained bytes pass the cap:
@@ -15,43 +15,46 @@ import (
 //	data: [ dropped … | frame first | frame first+1 | … | frame next-1 ]
 //	                  ^off          ^ends[0]                ^ends[len-1] = len(data)
 //
-// An eventLog is owned by the goroutine holding its stream's lease.
-type eventLog struct {
+// An EventLog is owned by the goroutine holding its stream's lease.
+type EventLog struct {
 	data   []byte
 	ends   []int // ends[i]: end offset in data of frame first+i
 	off    int   // start offset in data of frame first
 	first  int64 // id of the oldest retained frame
 	next   int64 // id the next frame gets
 	maxLen int   // retained bytes cap; 0 keeps only what is unsent
-	// retained mirrors size() for the ResumeStore, which reads it without
-	// holding the stream's lease.
+	// retained mirrors Size() for a resume store, which reads it (Retained)
+	// without holding the stream's lease.
 	retained atomic.Int64
 }
 
-func newEventLog(maxLen int) *eventLog {
-	return &eventLog{first: 1, next: 1, maxLen: maxLen}
+func NewEventLog(maxLen int) *EventLog {
+	return &EventLog{first: 1, next: 1, maxLen: maxLen}
 }
 
-// nextID is the id the next added frame must carry.
-func (l *eventLog) nextID() int64 { return l.next }
+// NextID is the id the next added frame must carry.
+func (l *EventLog) NextID() int64 { return l.next }
 
-// lastID is the id of the newest frame (0 when none).
-func (l *eventLog) lastID() int64 { return l.next - 1 }
+// LastID is the id of the newest frame (0 when none).
+func (l *EventLog) LastID() int64 { return l.next - 1 }
 
-// add stores a complete frame carrying id nextID().
-func (l *eventLog) add(frame []byte) {
+// Add stores a complete frame carrying id NextID().
+func (l *EventLog) Add(frame []byte) {
 	l.data = append(l.data, frame...)
 	l.ends = append(l.ends, len(l.data))
 	l.next++
-	l.retained.Store(int64(l.size()))
+	l.retained.Store(int64(l.Size()))
 }
 
-// size is the number of retained bytes.
-func (l *eventLog) size() int { return len(l.data) - l.off }
+// Retained is Size as last stored, safe to read from any goroutine.
+func (l *EventLog) Retained() int64 { return l.retained.Load() }
 
-// after returns the frames with ids above id, back to back. It fails when
+// Size is the number of retained bytes.
+func (l *EventLog) Size() int { return len(l.data) - l.off }
+
+// After returns the frames with ids above id, back to back. It fails when
 // some of them were dropped or id was never issued.
-func (l *eventLog) after(id int64) ([]byte, error) {
+func (l *EventLog) After(id int64) ([]byte, error) {
 	switch {
 	case id >= l.next:
 		return nil, fmt.Errorf("%w: event %d was never sent (last is %d)", stream.ErrResumeGap, id, l.next-1)
@@ -67,9 +70,9 @@ func (l *eventLog) after(id int64) ([]byte, error) {
 	return l.data[start:], nil
 }
 
-// trim drops the oldest frames until the retained bytes fit the cap, but
+// Trim drops the oldest frames until the retained bytes fit the cap, but
 // never a frame above keepAfter (not yet written to the current client).
-func (l *eventLog) trim(keepAfter int64) {
+func (l *EventLog) Trim(keepAfter int64) {
 	n := 0
 	for n < len(l.ends) && l.first+int64(n) <= keepAfter && len(l.data)-l.start(n) > l.maxLen {
 		n++
@@ -89,11 +92,11 @@ func (l *eventLog) trim(keepAfter int64) {
 		l.data = l.data[:kept]
 		l.off = 0
 	}
-	l.retained.Store(int64(l.size()))
+	l.retained.Store(int64(l.Size()))
 }
 
 // start is the offset where the i-th retained frame begins.
-func (l *eventLog) start(i int) int {
+func (l *EventLog) start(i int) int {
 	if i == 0 {
 		return l.off
 	}

@@ -1,4 +1,4 @@
-package server
+package httpedge
 
 import (
 	"errors"
@@ -39,18 +39,18 @@ func TestEventLog(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newEventLog(tt.maxLen)
+			l := NewEventLog(tt.maxLen)
 			for id := int64(1); id <= tt.add; id++ {
-				if l.nextID() != id {
-					t.Fatalf("nextID %d, want %d", l.nextID(), id)
+				if l.NextID() != id {
+					t.Fatalf("nextID %d, want %d", l.NextID(), id)
 				}
-				l.add(frameOf(id))
+				l.Add(frameOf(id))
 			}
-			l.trim(tt.sent)
-			if int64(l.size()) != l.retained.Load() {
-				t.Errorf("retained %d, size %d", l.retained.Load(), l.size())
+			l.Trim(tt.sent)
+			if int64(l.Size()) != l.Retained() {
+				t.Errorf("retained %d, size %d", l.Retained(), l.Size())
 			}
-			got, err := l.after(tt.after)
+			got, err := l.After(tt.after)
 			if (err != nil) != tt.wantErr || (err != nil && !errors.Is(err, stream.ErrResumeGap)) {
 				t.Fatalf("after(%d) error %v, want error %v", tt.after, err, tt.wantErr)
 			}
@@ -64,20 +64,20 @@ func TestEventLog(t *testing.T) {
 // TestEventLogCompacts checks that a long stream under a cap keeps its arena
 // bounded and still replays the right frames.
 func TestEventLogCompacts(t *testing.T) {
-	l := newEventLog(10 * 18)
+	l := NewEventLog(10 * 18)
 	for id := int64(1); id <= 9; id++ {
-		l.add(frameOf(id))
+		l.Add(frameOf(id))
 	}
 	for round := 0; round < 1000; round++ {
-		id := l.nextID()
-		l.add([]byte(fmt.Sprintf("id: %d\ndata: %03d\n\n", id, id%1000)))
-		l.trim(id)
+		id := l.NextID()
+		l.Add([]byte(fmt.Sprintf("id: %d\ndata: %03d\n\n", id, id%1000)))
+		l.Trim(id)
 	}
 	if len(l.data) > 3*10*20 {
 		t.Errorf("arena grew to %d bytes for a cap of %d", len(l.data), 10*18)
 	}
-	got, err := l.after(l.lastID() - 1)
-	if err != nil || string(got) != fmt.Sprintf("id: %d\ndata: %03d\n\n", l.lastID(), l.lastID()%1000) {
+	got, err := l.After(l.LastID() - 1)
+	if err != nil || string(got) != fmt.Sprintf("id: %d\ndata: %03d\n\n", l.LastID(), l.LastID()%1000) {
 		t.Errorf("last frame %q, %v", got, err)
 	}
 }
