@@ -85,7 +85,7 @@ func (p *Pool) CheckRefs(tables []*Table) error {
 			return invariantf("block %d ref=%d, held by %d tables", id, p.blocks[id].ref, r)
 		}
 	}
-	return nil
+	return p.winCheckRefs(tables)
 }
 
 func invariantf(format string, args ...any) error {

@@ -21,6 +21,10 @@ type Config struct {
 
 	// Events is told of every change to the prefix index (nil: nobody).
 	Events Events
+
+	// Window, when set, keeps sliding-window layers in a block group of
+	// their own whose blocks are released once out of reach (window.go).
+	Window WindowConfig
 }
 
 // Usage is a snapshot of the pool's blocks by state; Free+Used+Cached = Total.
@@ -56,6 +60,7 @@ type Pool struct {
 	nFree       int   // blocks on the free list (free + cached)
 	nCachedFree int   // indexed blocks on the free list
 	stats       Stats
+	win         *windowGroup // nil: no window group
 }
 
 // NewPool makes a pool with every block free.
@@ -73,6 +78,10 @@ func NewPool(cfg Config) (*Pool, error) {
 		blocks: make([]block, cfg.Blocks),
 		head:   none,
 		tail:   none,
+	}
+	var err error
+	if p.win, err = newWindowGroup(cfg); err != nil {
+		return nil, err
 	}
 	if p.cache {
 		p.toks = make([]int32, cfg.Blocks*cfg.BlockSize)
@@ -120,7 +129,7 @@ func (p *Pool) need(t *Table, pre *Prefix, n int) (fresh, shared int) {
 // ignored for a table that already holds blocks).
 func (p *Pool) CanAllocate(t *Table, pre *Prefix, n, reserve int) bool {
 	fresh, shared := p.need(t, pre, n)
-	return fresh+shared+reserve <= p.nFree
+	return fresh+shared+reserve <= p.nFree && p.winCanAllocate(t, pre, n, reserve)
 }
 
 // Allocate grows t so that it holds n tokens: first, for an empty table, by
@@ -131,6 +140,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 	if !p.CanAllocate(t, pre, n, reserve) {
 		return false
 	}
+	p.winAllocate(t, pre)
 	if pre != nil && len(t.blocks) == 0 && len(pre.blocks) > 0 {
 		for _, id := range pre.blocks {
 			p.share(id)
@@ -142,6 +152,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 	for len(t.blocks) < p.BlocksFor(n) {
 		t.blocks = append(t.blocks, p.takeFresh())
 	}
+	p.winGrow(t, n)
 	return true
 }
 
@@ -149,21 +160,28 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 // Indexed blocks whose count drops to zero become cached; the tail of a
 // sequence is evicted before its head, which other sequences likelier share.
 func (p *Pool) Free(t *Table) {
+	p.winFree(t)
 	for i := len(t.blocks) - 1; i >= 0; i-- {
-		id := t.blocks[i]
-		b := &p.blocks[id]
-		b.ref--
-		if b.ref > 0 {
-			continue
-		}
-		if b.hashed {
-			p.pushBack(id)
-			p.nCachedFree++
-		} else {
-			p.pushFront(id)
+		if id := t.blocks[i]; id != none { // none: a window table's released block
+			p.release(id)
 		}
 	}
 	t.reset()
+}
+
+// release drops one reference to block id.
+func (p *Pool) release(id int32) {
+	b := &p.blocks[id]
+	b.ref--
+	if b.ref > 0 {
+		return
+	}
+	if b.hashed {
+		p.pushBack(id)
+		p.nCachedFree++
+	} else {
+		p.pushFront(id)
+	}
 }
 
 // share adds a reference to an indexed block, taking it off the free list

@@ -11,6 +11,7 @@ type Table struct {
 	// a child hashed under a colliding parent could otherwise be served to
 	// the other chain.
 	uncacheable bool
+	win         *windowTable // the window group's table (window.go); nil without one
 }
 
 // Blocks is the block table; it stays valid until the table next changes.
@@ -31,6 +32,7 @@ type Prefix struct {
 	blocks []int32
 	hashes []uint64
 	unref  int // blocks among them with no reference (on the free list)
+	win    windowPrefix
 }
 
 // Blocks is the number of leading full blocks found in the cache.
@@ -60,6 +62,7 @@ func (p *Pool) Lookup(pre *Prefix, tokens []int32, limit int) int {
 		}
 		parent = h
 	}
+	p.winTrim(pre, tokens)
 	return len(pre.blocks) * p.bs
 }
 
@@ -70,6 +73,7 @@ func (p *Pool) Lookup(pre *Prefix, tokens []int32, limit int) int {
 // prefix. When another sequence already indexed the same content, that block
 // stays the indexed one and t's copy is freed normally when t ends.
 func (p *Pool) Commit(t *Table, tokens []int32, computed int) {
+	p.winCommit(t, tokens, computed)
 	if !p.cache || t.uncacheable {
 		return
 	}
