@@ -42,6 +42,21 @@ var (
 	ErrMethodNotAllowed = errors.New("method not allowed")
 	// ErrUnsupported: a request field Sluice cannot honour (refused, never ignored).
 	ErrUnsupported = errors.New("unsupported request field")
+	// ErrUpstreamUnavailable (relay mode): the upstream could not be
+	// reached or answered 5xx, after every retry.
+	ErrUpstreamUnavailable = errors.New("upstream unavailable")
+	// ErrUpstreamTimeout (relay mode): connecting or waiting for the
+	// upstream's first byte took longer than its timeout.
+	ErrUpstreamTimeout = errors.New("upstream timed out")
+	// ErrUpstreamTruncated (relay mode): the upstream's stream ended before
+	// its end ([DONE], message_stop, response.completed).
+	ErrUpstreamTruncated = errors.New("upstream stream truncated")
+	// ErrUpstreamMalformed (relay mode): the upstream sent a chunk that is
+	// not one of its API's stream events.
+	ErrUpstreamMalformed = errors.New("upstream sent a malformed chunk")
+	// ErrUpstreamFailed (relay mode): the upstream reported an error inside
+	// its stream.
+	ErrUpstreamFailed = errors.New("upstream error")
 	// errClientGone is the cancellation cause of a stream whose write failed.
 	errClientGone = errors.New("client gone")
 )
@@ -85,6 +100,11 @@ var table = []struct {
 	{ErrRouteNotFound, Class{http.StatusNotFound, "invalid_request_error", "not_found", codes.Unimplemented, "not_found_error", ""}},
 	{ErrMethodNotAllowed, Class{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", codes.Unimplemented, "invalid_request_error", ""}},
 	{ErrUnsupported, Class{http.StatusBadRequest, "invalid_request_error", "unsupported_parameter", codes.InvalidArgument, "invalid_request_error", ""}},
+	{ErrUpstreamUnavailable, Class{http.StatusBadGateway, "server_error", "upstream_unavailable", codes.Unavailable, "api_error", ""}},
+	{ErrUpstreamTimeout, Class{http.StatusGatewayTimeout, "server_error", "upstream_timeout", codes.DeadlineExceeded, "api_error", ""}},
+	{ErrUpstreamTruncated, Class{http.StatusBadGateway, "server_error", "upstream_truncated", codes.Unavailable, "api_error", ""}},
+	{ErrUpstreamMalformed, Class{http.StatusBadGateway, "server_error", "upstream_malformed", codes.Internal, "api_error", ""}},
+	{ErrUpstreamFailed, Class{http.StatusBadGateway, "server_error", "upstream_error", codes.Internal, "api_error", ""}},
 	{context.Canceled, Class{499, "server_error", "cancelled", codes.Canceled, "api_error", ""}},
 	{context.DeadlineExceeded, Class{http.StatusGatewayTimeout, "server_error", "deadline_exceeded", codes.DeadlineExceeded, "api_error", ""}},
 }

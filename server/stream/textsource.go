@@ -2,11 +2,7 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-
-	"google.golang.org/grpc/codes"
 )
 
 // The text half of the stream core, for producers that yield text instead of
@@ -17,37 +13,6 @@ import (
 //
 //	TextSource.Events ─▶ TextJoiner (UTF-8 split across chunks) ─▶ TextStream.PushText (stop hold-back)
 //	                  ─▶ PumpText (keep-alive, stall, coalescing, client gone → Close) ─▶ Emitter
-
-// Errors of a relayed upstream; each has its row in the one table (see init).
-var (
-	// ErrUpstreamUnavailable: the upstream could not be reached or answered
-	// 5xx, after every retry.
-	ErrUpstreamUnavailable = errors.New("upstream unavailable")
-	// ErrUpstreamTimeout: connecting or waiting for the upstream's first
-	// byte took longer than its timeout.
-	ErrUpstreamTimeout = errors.New("upstream timed out")
-	// ErrUpstreamTruncated: the upstream's stream ended without [DONE].
-	ErrUpstreamTruncated = errors.New("upstream stream truncated")
-	// ErrUpstreamMalformed: the upstream sent a chunk that is not an
-	// OpenAI stream chunk.
-	ErrUpstreamMalformed = errors.New("upstream sent a malformed chunk")
-	// ErrUpstreamFailed: the upstream reported an error inside its stream.
-	ErrUpstreamFailed = errors.New("upstream error")
-)
-
-// The rows live beside the sentinels they classify; lookup reads one slice.
-func init() {
-	table = append(table, []struct {
-		err error
-		Class
-	}{
-		{ErrUpstreamUnavailable, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_unavailable", GRPC: codes.Unavailable, Anthropic: "api_error"}},
-		{ErrUpstreamTimeout, Class{HTTP: http.StatusGatewayTimeout, Type: "server_error", Code: "upstream_timeout", GRPC: codes.DeadlineExceeded, Anthropic: "api_error"}},
-		{ErrUpstreamTruncated, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_truncated", GRPC: codes.Unavailable, Anthropic: "api_error"}},
-		{ErrUpstreamMalformed, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_malformed", GRPC: codes.Internal, Anthropic: "api_error"}},
-		{ErrUpstreamFailed, Class{HTTP: http.StatusBadGateway, Type: "server_error", Code: "upstream_error", GRPC: codes.Internal, Anthropic: "api_error"}},
-	}...)
-}
 
 // TextEvent is one upstream chunk. Text is complete UTF-8 (the source joins
 // characters split across chunks, see TextJoiner) and may be empty: a chunk
