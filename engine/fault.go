@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 
@@ -14,6 +15,9 @@ import (
 // error a transport reports as server_error, returns their blocks and leaves
 // the engine running; only ErrBroken ends everything.
 var (
+	// ErrStepFailed: the step running the sequence failed (it wraps the
+	// cause: ErrStepPanic, the forward pass's error, or ErrBroken's).
+	ErrStepFailed = errors.New("engine: step failed")
 	// ErrStepPanic: the forward pass, a constraint mask or the sampler
 	// panicked during a step. The panic's value and stack are in the error.
 	ErrStepPanic = errors.New("engine: step panicked")
@@ -91,8 +95,10 @@ func panicError(what string, r any) error {
 // stepFailed ends the plan's sequences with err (those a panicking delivery
 // already ended stay as they ended), counts the failure and, when the
 // backend is gone, ends every other sequence too and marks the engine
-// broken. Clients see a server error; the stack stays in the server's error
-// chain (Result.Err), not in what a transport sends.
+// broken. Clients see a server error whose message says what failed but not
+// the panic's value or stack (a transport sends Error() as it is, and those
+// can quote a prompt or memory): the whole error is logged here, once per
+// step, and stays in the chain (Result.Err) for errors.Is and errors.As.
 func (e *Engine) stepFailed(plan *scheduler.Plan, err error) {
 	kind := StepFailError
 	switch {
@@ -101,6 +107,8 @@ func (e *Engine) stepFailed(plan *scheduler.Plan, err error) {
 	case errors.Is(err, ErrStepPanic):
 		kind = StepFailPanic
 	}
+	slog.Error("engine step failed", "kind", kind, "seqs", len(plan.Items), "err", err)
+	err = &stepError{kind: kind, err: err}
 	if kind == StepFailDeviceLost {
 		err = fmt.Errorf("%w: %w", ErrBroken, err)
 		e.broken.once.Do(func() {
@@ -120,3 +128,21 @@ func (e *Engine) stepFailed(plan *scheduler.Plan, err error) {
 		e.end(s, Result{Finish: FinishError, Err: err})
 	}
 }
+
+// stepError is what a failed step's sequences end with: ErrStepFailed and
+// the cause, under a message fit for a client.
+type stepError struct {
+	kind string
+	err  error
+}
+
+func (e *stepError) Error() string {
+	switch e.kind {
+	case StepFailPanic:
+		return "engine: step failed: the step panicked (the server's log has the details)"
+	default:
+		return fmt.Sprintf("%v: %v", ErrStepFailed, e.err)
+	}
+}
+
+func (e *stepError) Unwrap() []error { return []error{ErrStepFailed, e.err} }

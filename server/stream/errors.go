@@ -86,6 +86,8 @@ var table = []struct {
 	{engine.ErrPromptTooLong, Class{http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", codes.InvalidArgument, "invalid_request_error", ""}},
 	{engine.ErrQueueFull, Class{http.StatusTooManyRequests, "rate_limit_error", "queue_full", codes.ResourceExhausted, "rate_limit_error", ""}},
 	{engine.ErrClosed, Class{http.StatusServiceUnavailable, "server_error", "engine_closed", codes.Unavailable, "overloaded_error", ""}},
+	{engine.ErrBroken, Class{http.StatusServiceUnavailable, "server_error", "backend_broken", codes.Unavailable, "api_error", ""}},
+	{engine.ErrStepFailed, Class{http.StatusInternalServerError, "server_error", "step_failed", codes.Internal, "api_error", ""}},
 	{ErrModelNotFound, Class{http.StatusNotFound, "invalid_request_error", "model_not_found", codes.NotFound, "not_found_error", ""}},
 	{ErrBodyTooLarge, Class{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", codes.ResourceExhausted, "request_too_large", ""}},
 	{ErrBodyTimeout, Class{http.StatusRequestTimeout, "invalid_request_error", "request_timeout", codes.DeadlineExceeded, "invalid_request_error", ""}},
