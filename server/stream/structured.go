@@ -166,6 +166,13 @@ func (b *Backend) constraint(g *GenRequest, resume []int32) (engine.Constraint, 
 		gr := toolGrammar(g.Tools)
 		o = Output{Grammar: &gr, Param: "tools"}
 	}
+	if g.Tools.Choice == ToolChoiceNone && len(g.Tools.List) > 0 && o.Grammar == nil && b.Grammars != nil {
+		// A response_format grammar, when set, is the constraint instead.
+		// Without a compiler the reply is still never parsed for calls
+		// (NewToolStream); the ban only keeps the opener out of its text.
+		gr := noCallGrammar(g.Tools)
+		o = Output{Grammar: &gr, Param: "tools"}
+	}
 	if o.Grammar == nil {
 		return nil, nil
 	}

@@ -60,3 +60,21 @@ func toolGrammar(t Tools) constrain.Grammar {
 	}
 	return constrain.Grammar{Kind: constrain.Lark, Data: strings.Join([]string{start, call}, "\n")}
 }
+
+// noCallGrammar is what a reply with tools offered but tool_choice "none"
+// is constrained to: free text in which the format's call opener never
+// appears (nor, for Llama 3, a bare call object at the start), so the
+// model, which sees the tools in its prompt, answers in prose. A tag
+// opener is banned without its ">": the default model, denied
+// <tool_call>, writes <tool_call name="…"> instead.
+func noCallGrammar(t Tools) constrain.Grammar {
+	var anywhere, atStart []string
+	for _, o := range openersOf(t.Format) {
+		if o.startOnly {
+			atStart = append(atStart, o.text)
+		} else {
+			anywhere = append(anywhere, strings.TrimSuffix(o.text, ">"))
+		}
+	}
+	return constrain.TextWithout(anywhere, atStart)
+}
