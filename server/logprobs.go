@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
@@ -120,7 +119,7 @@ func (f *logprobFormat) appendLogprobs(dst []byte, ids []int32, lps []engine.Log
 }
 
 func (f *logprobFormat) text(id int32) string {
-	return strings.ToValidUTF8(string(f.bytes(id)), "\uFFFD")
+	return stream.TokenText(f.bytes(id))
 }
 
 func appendSep(dst []byte, i int) []byte {

@@ -32,9 +32,10 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStream
 	}
 	defer run.done()
 	id := run.req.ID
-	send := func(text string, ids []int32) error {
+	tok := run.backend.Tokenizer
+	send := func(p *piece) error {
 		return call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Chunk{
-			Chunk: &sluicev1.GenerateChunk{Text: text, TokenIds: uint32s(ids)}}})
+			Chunk: chunk(p, tok)}})
 	}
 	complete := func(out stream.Outcome, finish string) error {
 		usage := &sluicev1.Usage{PromptTokens: uint32(len(run.req.Prompt)), CompletionTokens: uint32(len(run.ts.IDs())),
@@ -71,7 +72,11 @@ func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*s
 		ids, err = b.Tokenizer.Encode(in.Text, addSpecial)
 	case *sluicev1.TokenizeRequest_Chat:
 		var text string
-		if text, err = b.Tokenizer.ChatPrompt(chatMessages(in.Chat.GetMessages())); err == nil {
+		var msgs []stream.ChatMessage
+		if msgs, err = chatMessages(in.Chat.GetMessages()); err != nil {
+			return nil, toStatus(err)
+		}
+		if text, err = b.Tokenizer.ChatPrompt(msgs); err == nil {
 			ids, err = b.Tokenizer.Encode(text, false)
 		}
 	default:
@@ -114,19 +119,53 @@ func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*s
 	return &sluicev1.ListModelsResponse{Models: []*sluicev1.Model{m}}, nil
 }
 
-// chunkEmitter is the Pump's Emitter for gRPC: Text buffers, Flush sends one
-// message with the buffered text and the ids of every token consumed since
-// the last message. After a failed send every Flush returns that error.
+// piece is what one response message carries: text, the ids of every token
+// consumed with it, their logprobs when asked, and tool-call deltas, which
+// follow the text.
+type piece struct {
+	text  string
+	ids   []int32
+	lps   []engine.Logprob
+	calls []stream.ToolCallDelta
+}
+
+// chunkEmitter is the Pump's Emitter for gRPC (a stream.ToolEmitter and a
+// stream.LogprobEmitter): Text and ToolCall buffer, Flush sends one message
+// per buffered piece, in order. Text after a tool call starts a new piece,
+// so a message's text always precedes its calls. After a failed send every
+// Flush returns that error.
 type chunkEmitter struct {
-	send func(text string, ids []int32) error
-	text string // Pump calls Text at most once between Flushes: no copy then
-	ids  []int32
-	err  error
+	send   func(p *piece) error
+	pieces []piece
+	lps    []engine.Logprob // from Logprobs, waiting for the next Text's ids
+	err    error
+}
+
+func (e *chunkEmitter) last(newIf func(*piece) bool) *piece {
+	if n := len(e.pieces); n > 0 && !newIf(&e.pieces[n-1]) {
+		return &e.pieces[n-1]
+	}
+	e.pieces = append(e.pieces, piece{})
+	return &e.pieces[len(e.pieces)-1]
 }
 
 func (e *chunkEmitter) Text(s string, ids []int32) error {
-	e.text += s
-	e.ids = append(e.ids, ids...)
+	p := e.last(func(p *piece) bool { return s != "" && len(p.calls) > 0 })
+	p.text += s
+	p.ids = append(p.ids, ids...)
+	n := min(len(ids), len(e.lps)) // Pump gives one per id; a request without logprobs gives none
+	p.lps = append(p.lps, e.lps[:n]...)
+	e.lps = e.lps[n:]
+	return nil
+}
+
+// Logprobs implements stream.LogprobEmitter.
+func (e *chunkEmitter) Logprobs(lps []engine.Logprob) { e.lps = append(e.lps[:0], lps...) }
+
+// ToolCall implements stream.ToolEmitter.
+func (e *chunkEmitter) ToolCall(d stream.ToolCallDelta) error {
+	p := e.last(func(*piece) bool { return false })
+	p.calls = append(p.calls, d)
 	return nil
 }
 
@@ -134,12 +173,45 @@ func (e *chunkEmitter) KeepAlive() error { return e.err }
 
 func (e *chunkEmitter) Flush() error {
 	if e.err != nil {
+		e.pieces = e.pieces[:0]
 		return e.err
 	}
-	if len(e.text) == 0 && len(e.ids) == 0 {
-		return nil
+	for i := range e.pieces {
+		p := &e.pieces[i]
+		if p.text == "" && len(p.ids) == 0 && len(p.calls) == 0 {
+			continue
+		}
+		if e.err = e.send(p); e.err != nil {
+			break
+		}
 	}
-	e.err = e.send(e.text, e.ids)
-	e.text, e.ids = "", e.ids[:0]
+	e.pieces = e.pieces[:0]
 	return e.err
+}
+
+// chunk is p as a sluice.v1 chunk; tok gives the logprobs' token bytes.
+func chunk(p *piece, tok stream.Tokenizer) *sluicev1.GenerateChunk {
+	c := &sluicev1.GenerateChunk{Text: p.text, TokenIds: uint32s(p.ids)}
+	for _, d := range p.calls {
+		c.ToolCalls = append(c.ToolCalls, &sluicev1.ToolCallDelta{Index: uint32(d.Index), Id: d.ID, Name: d.Name, Arguments: d.Arguments})
+	}
+	if len(p.lps) == 0 {
+		return c
+	}
+	bytesOf := func(int32) []byte { return nil }
+	if tb, ok := tok.(stream.TokenByter); ok {
+		bytesOf = tb.TokenBytes
+	}
+	c.Logprobs = make([]*sluicev1.TokenLogprob, len(p.lps))
+	for i, lp := range p.lps {
+		id := p.ids[i]
+		b := bytesOf(id)
+		tl := &sluicev1.TokenLogprob{TokenId: uint32(id), Token: stream.TokenText(b), Bytes: b, Logprob: lp.Logprob}
+		for _, alt := range lp.Top {
+			ab := bytesOf(alt.ID)
+			tl.TopLogprobs = append(tl.TopLogprobs, &sluicev1.TopLogprob{TokenId: uint32(alt.ID), Token: stream.TokenText(ab), Bytes: ab, Logprob: alt.Logprob})
+		}
+		c.Logprobs[i] = tl
+	}
+	return c
 }

@@ -1,6 +1,8 @@
 package grpcserver
 
 import (
+	"fmt"
+
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -20,7 +22,10 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 			err = g.SetPromptIDs(ids)
 		}
 	case *sluicev1.GenerateRequest_Chat:
-		err = g.SetMessages(chatMessages(in.Chat.GetMessages()))
+		var msgs []stream.ChatMessage
+		if msgs, err = chatMessages(in.Chat.GetMessages()); err == nil {
+			err = g.SetMessages(msgs)
+		}
 	default:
 		err = stream.InvalidParam("prompt", "prompt is required: text, token_ids or chat")
 	}
@@ -36,6 +41,10 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 		PresencePenalty: f64(sp.PresencePenalty), FrequencyPenalty: f64(sp.FrequencyPenalty),
 		RepetitionPenalty: f64(sp.RepetitionPenalty), Stop: sp.GetStop(), Seed: sp.Seed,
 	}
+	if r.GetLogprobs() || r.GetTopLogprobs() > 0 {
+		on, k := r.GetLogprobs(), int(min(r.GetTopLogprobs(), 1<<20))
+		p.Logprobs, p.TopLogprobs = &on, &k
+	}
 	if k := int(sp.GetTopK()); k != 0 {
 		p.TopK = &k
 	}
@@ -46,16 +55,23 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 	if err := g.SetParams(p); err != nil {
 		return nil, err
 	}
+	if err := setFeatures(g, r); err != nil { // features.go
+		return nil, err
+	}
 	g.StopTokens, err = int32s("stop_token_ids", sp.GetStopTokenIds())
 	return g, err
 }
 
-func chatMessages(in []*sluicev1.ChatMessage) []stream.ChatMessage {
+func chatMessages(in []*sluicev1.ChatMessage) ([]stream.ChatMessage, error) {
 	msgs := make([]stream.ChatMessage, len(in))
 	for i, m := range in {
-		msgs[i] = stream.ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
+		calls, err := toolCalls(fmt.Sprintf("messages[%d].tool_calls", i), m.GetToolCalls())
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = stream.ChatMessage{Role: m.GetRole(), Content: m.GetContent(), ToolCalls: calls, ToolCallID: m.GetToolCallId()}
 	}
-	return msgs
+	return msgs, nil
 }
 
 // f64 widens an optional proto float; nil stays absent.

@@ -197,11 +197,13 @@ func (s *Server) servesModel(name string) error {
 // its text stream, and done, which the handler must call to unregister the
 // id.
 type running struct {
-	ctx  context.Context // the call's, as Abort ends it
-	done func()
-	req  engine.Request
-	gen  *stream.Generation
-	ts   *stream.TextStream
+	ctx     context.Context // the call's, as Abort ends it
+	done    func()
+	backend *stream.Backend
+	req     engine.Request
+	gen     *stream.Generation
+	ts      *stream.TextStream
+	tools   *stream.ToolStream // the reply's tool-call parse; nil without tools
 }
 
 // start is what both generation services do between parsing a request and
@@ -234,7 +236,8 @@ func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefi
 		done()
 		return nil, toStatus(err)
 	}
-	return &running{ctx: ctx, done: done, req: req, gen: gen,
+	// NewToolStream after Prepare, which fixed the template's call format.
+	return &running{ctx: ctx, done: done, backend: b, req: req, gen: gen, tools: stream.NewToolStream(g),
 		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)}, nil
 }
 
@@ -243,10 +246,10 @@ func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefi
 // A normal end, or an Abort RPC (its caller still reading), goes to
 // complete with the finish reason; an in-band error goes to sendErr and
 // then comes back as a status; a client that left gets its context's status.
-func (s *Server) stream(run *running, streaming bool, send func(text string, ids []int32) error,
+func (s *Server) stream(run *running, streaming bool, send func(p *piece) error,
 	complete func(out stream.Outcome, finish string) error, sendErr func(err error, code codes.Code, httpStatus int)) error {
 	em := &chunkEmitter{send: send}
-	out := stream.Pump(run.gen, run.ts, em, s.pumpConfig(streaming), s.drain)
+	out := run.tools.End(stream.Pump(run.gen, run.ts, run.tools.Use(em), s.pumpConfig(streaming), s.drain))
 	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
 	switch {
 	case errors.Is(context.Cause(run.ctx), errAbortRPC) && out.Err == nil:

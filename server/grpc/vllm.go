@@ -103,12 +103,12 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, call grpc.ServerStreami
 	}
 	defer run.done()
 	id, prompt := run.req.ID, int32(len(run.req.Prompt))
-	send := func(_ string, ids []int32) error {
+	send := func(p *piece) error {
 		if !r.GetStream() {
 			return nil // one GenerateComplete at the end
 		}
 		return call.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Chunk{
-			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(ids), PromptTokens: prompt, CompletionTokens: int32(len(run.ts.IDs()))}}})
+			Chunk: &vllmpb.GenerateStreamChunk{TokenIds: uint32s(p.ids), PromptTokens: prompt, CompletionTokens: int32(len(run.ts.IDs()))}}})
 	}
 	complete := func(out stream.Outcome, finish string) error {
 		return call.Send(&vllmpb.GenerateResponse{RequestId: id, Response: &vllmpb.GenerateResponse_Complete{

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -63,6 +64,11 @@ type LogprobEmitter interface {
 type TokenByter interface {
 	TokenBytes(id int32) []byte
 }
+
+// TokenText is a token's bytes as logprobs show them: a piece of a
+// character becomes U+FFFD (as vLLM shows it); the bytes themselves go
+// beside it so a client can join split characters.
+func TokenText(b []byte) string { return strings.ToValidUTF8(string(b), "\uFFFD") }
 
 // Detokenizer turns token ids into text incrementally. Add returns only text
 // that is complete UTF-8 and that the merge of later tokens cannot change;

@@ -1,5 +1,7 @@
 package stream
 
+import "github.com/sluicehq/sluice/engine"
+
 // ToolEmitter is an Emitter that can also send tool-call deltas; a
 // transport that serves tools implements it.
 type ToolEmitter interface {
@@ -69,6 +71,15 @@ func (t *ToolStream) send(evs []ToolEvent, ids []int32) error {
 		keep(t.em.Text("", ids))
 	}
 	return err
+}
+
+// Logprobs implements LogprobEmitter when the transport's emitter does:
+// the logprobs go with the ids of the Text that follows, wherever the
+// parse sends those ids.
+func (t *ToolStream) Logprobs(lps []engine.Logprob) {
+	if le, ok := t.em.(LogprobEmitter); ok {
+		le.Logprobs(lps)
+	}
 }
 
 func (t *ToolStream) KeepAlive() error { return t.em.KeepAlive() }

@@ -33,8 +33,25 @@ type GenerateRequest struct {
 	//	*GenerateRequest_Text
 	//	*GenerateRequest_TokenIds
 	//	*GenerateRequest_Chat
-	Input         isGenerateRequest_Input `protobuf_oneof:"input"`
-	Sampling      *SamplingParams         `protobuf:"bytes,6,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Input    isGenerateRequest_Input `protobuf_oneof:"input"`
+	Sampling *SamplingParams         `protobuf:"bytes,6,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	// Tool calling, as the HTTP API's tools, tool_choice and
+	// parallel_tool_calls (chat input only): the tools reach the model through
+	// its chat template, "required" or a named function constrain the reply to
+	// a call, and the calls stream as GenerateChunk.tool_calls.
+	Tools             []*Tool     `protobuf:"bytes,7,rep,name=tools,proto3" json:"tools,omitempty"`
+	ToolChoice        *ToolChoice `protobuf:"bytes,8,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`                               // unset: "auto" when tools are given
+	ParallelToolCalls *bool       `protobuf:"varint,9,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"` // unset: true, as OpenAI's default
+	// Structured outputs: at most one of the two. An invalid schema, regex or
+	// grammar ends the call with INVALID_ARGUMENT and the parser's message
+	// before any token.
+	ResponseFormat    *ResponseFormat    `protobuf:"bytes,10,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`          // OpenAI's response_format
+	StructuredOutputs *StructuredOutputs `protobuf:"bytes,11,opt,name=structured_outputs,json=structuredOutputs,proto3" json:"structured_outputs,omitempty"` // vLLM's structured_outputs
+	// Each generated token's logprob and up to top_logprobs (0-20)
+	// alternatives, from the model's distribution before sampling transforms,
+	// in GenerateChunk.logprobs.
+	Logprobs      bool   `protobuf:"varint,12,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	TopLogprobs   uint32 `protobuf:"varint,13,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -124,6 +141,55 @@ func (x *GenerateRequest) GetSampling() *SamplingParams {
 	return nil
 }
 
+func (x *GenerateRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetStructuredOutputs() *StructuredOutputs {
+	if x != nil {
+		return x.StructuredOutputs
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetLogprobs() bool {
+	if x != nil {
+		return x.Logprobs
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetTopLogprobs() uint32 {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return 0
+}
+
 type isGenerateRequest_Input interface {
 	isGenerateRequest_Input()
 }
@@ -146,6 +212,578 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Input() {}
 
 func (*GenerateRequest_Chat) isGenerateRequest_Input() {}
 
+// One function the model may call.
+type Tool struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // 1-64 letters, digits, underscores or dashes
+	Description    string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	ParametersJson string                 `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"` // a JSON Schema object as JSON text; empty: no parameters
+	Strict         bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetParametersJson() string {
+	if x != nil {
+		return x.ParametersJson
+	}
+	return ""
+}
+
+func (x *Tool) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Choice:
+	//
+	//	*ToolChoice_Mode
+	//	*ToolChoice_Function
+	Choice        isToolChoice_Choice `protobuf_oneof:"choice"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolChoice) GetChoice() isToolChoice_Choice {
+	if x != nil {
+		return x.Choice
+	}
+	return nil
+}
+
+func (x *ToolChoice) GetMode() string {
+	if x != nil {
+		if x, ok := x.Choice.(*ToolChoice_Mode); ok {
+			return x.Mode
+		}
+	}
+	return ""
+}
+
+func (x *ToolChoice) GetFunction() string {
+	if x != nil {
+		if x, ok := x.Choice.(*ToolChoice_Function); ok {
+			return x.Function
+		}
+	}
+	return ""
+}
+
+type isToolChoice_Choice interface {
+	isToolChoice_Choice()
+}
+
+type ToolChoice_Mode struct {
+	Mode string `protobuf:"bytes,1,opt,name=mode,proto3,oneof"` // "auto", "none" or "required"
+}
+
+type ToolChoice_Function struct {
+	Function string `protobuf:"bytes,2,opt,name=function,proto3,oneof"` // the name of the function the reply must call
+}
+
+func (*ToolChoice_Mode) isToolChoice_Choice() {}
+
+func (*ToolChoice_Function) isToolChoice_Choice() {}
+
+// A call the model made, in an assistant message of the history.
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"` // JSON text
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+type ResponseFormat struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Format:
+	//
+	//	*ResponseFormat_JsonSchema
+	//	*ResponseFormat_JsonObject
+	Format        isResponseFormat_Format `protobuf_oneof:"format"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResponseFormat) GetFormat() isResponseFormat_Format {
+	if x != nil {
+		return x.Format
+	}
+	return nil
+}
+
+func (x *ResponseFormat) GetJsonSchema() *JSONSchemaFormat {
+	if x != nil {
+		if x, ok := x.Format.(*ResponseFormat_JsonSchema); ok {
+			return x.JsonSchema
+		}
+	}
+	return nil
+}
+
+func (x *ResponseFormat) GetJsonObject() *JSONObjectFormat {
+	if x != nil {
+		if x, ok := x.Format.(*ResponseFormat_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return nil
+}
+
+type isResponseFormat_Format interface {
+	isResponseFormat_Format()
+}
+
+type ResponseFormat_JsonSchema struct {
+	JsonSchema *JSONSchemaFormat `protobuf:"bytes,1,opt,name=json_schema,json=jsonSchema,proto3,oneof"`
+}
+
+type ResponseFormat_JsonObject struct {
+	JsonObject *JSONObjectFormat `protobuf:"bytes,2,opt,name=json_object,json=jsonObject,proto3,oneof"` // any JSON object
+}
+
+func (*ResponseFormat_JsonSchema) isResponseFormat_Format() {}
+
+func (*ResponseFormat_JsonObject) isResponseFormat_Format() {}
+
+type JSONSchemaFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // required
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	SchemaJson    string                 `protobuf:"bytes,3,opt,name=schema_json,json=schemaJson,proto3" json:"schema_json,omitempty"` // the schema as JSON text; empty: any JSON value
+	Strict        *bool                  `protobuf:"varint,4,opt,name=strict,proto3,oneof" json:"strict,omitempty"`                    // the schema is enforced either way
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JSONSchemaFormat) Reset() {
+	*x = JSONSchemaFormat{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JSONSchemaFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JSONSchemaFormat) ProtoMessage() {}
+
+func (x *JSONSchemaFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JSONSchemaFormat.ProtoReflect.Descriptor instead.
+func (*JSONSchemaFormat) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *JSONSchemaFormat) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JSONSchemaFormat) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *JSONSchemaFormat) GetSchemaJson() string {
+	if x != nil {
+		return x.SchemaJson
+	}
+	return ""
+}
+
+func (x *JSONSchemaFormat) GetStrict() bool {
+	if x != nil && x.Strict != nil {
+		return *x.Strict
+	}
+	return false
+}
+
+type JSONObjectFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JSONObjectFormat) Reset() {
+	*x = JSONObjectFormat{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JSONObjectFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JSONObjectFormat) ProtoMessage() {}
+
+func (x *JSONObjectFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JSONObjectFormat.ProtoReflect.Descriptor instead.
+func (*JSONObjectFormat) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+}
+
+type StructuredOutputs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Constraint:
+	//
+	//	*StructuredOutputs_Json
+	//	*StructuredOutputs_Regex
+	//	*StructuredOutputs_Choice
+	//	*StructuredOutputs_Grammar
+	//	*StructuredOutputs_JsonObject
+	Constraint    isStructuredOutputs_Constraint `protobuf_oneof:"constraint"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StructuredOutputs) Reset() {
+	*x = StructuredOutputs{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StructuredOutputs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StructuredOutputs) ProtoMessage() {}
+
+func (x *StructuredOutputs) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StructuredOutputs.ProtoReflect.Descriptor instead.
+func (*StructuredOutputs) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *StructuredOutputs) GetConstraint() isStructuredOutputs_Constraint {
+	if x != nil {
+		return x.Constraint
+	}
+	return nil
+}
+
+func (x *StructuredOutputs) GetJson() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*StructuredOutputs_Json); ok {
+			return x.Json
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutputs) GetRegex() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*StructuredOutputs_Regex); ok {
+			return x.Regex
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutputs) GetChoice() *Choices {
+	if x != nil {
+		if x, ok := x.Constraint.(*StructuredOutputs_Choice); ok {
+			return x.Choice
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutputs) GetGrammar() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*StructuredOutputs_Grammar); ok {
+			return x.Grammar
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutputs) GetJsonObject() bool {
+	if x != nil {
+		if x, ok := x.Constraint.(*StructuredOutputs_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return false
+}
+
+type isStructuredOutputs_Constraint interface {
+	isStructuredOutputs_Constraint()
+}
+
+type StructuredOutputs_Json struct {
+	Json string `protobuf:"bytes,1,opt,name=json,proto3,oneof"` // a JSON Schema as JSON text
+}
+
+type StructuredOutputs_Regex struct {
+	Regex string `protobuf:"bytes,2,opt,name=regex,proto3,oneof"`
+}
+
+type StructuredOutputs_Choice struct {
+	Choice *Choices `protobuf:"bytes,3,opt,name=choice,proto3,oneof"` // one of these strings exactly
+}
+
+type StructuredOutputs_Grammar struct {
+	Grammar string `protobuf:"bytes,4,opt,name=grammar,proto3,oneof"` // a Lark grammar, as llguidance reads it
+}
+
+type StructuredOutputs_JsonObject struct {
+	JsonObject bool `protobuf:"varint,5,opt,name=json_object,json=jsonObject,proto3,oneof"` // must be true
+}
+
+func (*StructuredOutputs_Json) isStructuredOutputs_Constraint() {}
+
+func (*StructuredOutputs_Regex) isStructuredOutputs_Constraint() {}
+
+func (*StructuredOutputs_Choice) isStructuredOutputs_Constraint() {}
+
+func (*StructuredOutputs_Grammar) isStructuredOutputs_Constraint() {}
+
+func (*StructuredOutputs_JsonObject) isStructuredOutputs_Constraint() {}
+
+type Choices struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Choices       []string               `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Choices) Reset() {
+	*x = Choices{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Choices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Choices) ProtoMessage() {}
+
+func (x *Choices) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Choices.ProtoReflect.Descriptor instead.
+func (*Choices) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Choices) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
 type TokenIds struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -155,7 +793,7 @@ type TokenIds struct {
 
 func (x *TokenIds) Reset() {
 	*x = TokenIds{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +805,7 @@ func (x *TokenIds) String() string {
 func (*TokenIds) ProtoMessage() {}
 
 func (x *TokenIds) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +818,7 @@ func (x *TokenIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
 func (*TokenIds) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TokenIds) GetIds() []uint32 {
@@ -199,7 +837,7 @@ type Chat struct {
 
 func (x *Chat) Reset() {
 	*x = Chat{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +849,7 @@ func (x *Chat) String() string {
 func (*Chat) ProtoMessage() {}
 
 func (x *Chat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +862,7 @@ func (x *Chat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chat.ProtoReflect.Descriptor instead.
 func (*Chat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Chat) GetMessages() []*ChatMessage {
@@ -238,13 +876,15 @@ type ChatMessage struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"` // system, developer, user, assistant, tool
 	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	ToolCalls     []*ToolCall            `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`      // assistant: the calls it made
+	ToolCallId    string                 `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"` // tool: the call this answers
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -256,7 +896,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -269,7 +909,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ChatMessage) GetRole() string {
@@ -282,6 +922,20 @@ func (x *ChatMessage) GetRole() string {
 func (x *ChatMessage) GetContent() string {
 	if x != nil {
 		return x.Content
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
 	}
 	return ""
 }
@@ -307,7 +961,7 @@ type SamplingParams struct {
 
 func (x *SamplingParams) Reset() {
 	*x = SamplingParams{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +973,7 @@ func (x *SamplingParams) String() string {
 func (*SamplingParams) ProtoMessage() {}
 
 func (x *SamplingParams) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +986,7 @@ func (x *SamplingParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingParams.ProtoReflect.Descriptor instead.
 func (*SamplingParams) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SamplingParams) GetTemperature() float32 {
@@ -427,7 +1081,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +1093,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +1106,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GenerateResponse) GetRequestId() string {
@@ -522,17 +1176,25 @@ func (*GenerateResponse_Error) isGenerateResponse_Response() {}
 // they make that is safe to show: complete UTF-8, never part of a stop
 // string (such text is held back until the next token decides it, so text
 // can lag token_ids by a token or two).
+//
+// With tools, text that may open a call is held back the same way and the
+// calls come as tool_calls: a call's first delta carries index, id and name
+// (arguments empty), the next ones argument fragments whose concatenation is
+// the call's JSON arguments. A chunk's text comes before its tool_calls.
+// With logprobs, logprobs holds one entry per token_ids entry, in order.
 type GenerateChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
 	TokenIds      []uint32               `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	ToolCalls     []*ToolCallDelta       `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	Logprobs      []*TokenLogprob        `protobuf:"bytes,4,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateChunk) Reset() {
 	*x = GenerateChunk{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +1206,7 @@ func (x *GenerateChunk) String() string {
 func (*GenerateChunk) ProtoMessage() {}
 
 func (x *GenerateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +1219,7 @@ func (x *GenerateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateChunk.ProtoReflect.Descriptor instead.
 func (*GenerateChunk) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GenerateChunk) GetText() string {
@@ -574,12 +1236,242 @@ func (x *GenerateChunk) GetTokenIds() []uint32 {
 	return nil
 }
 
+func (x *GenerateChunk) GetToolCalls() []*ToolCallDelta {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *GenerateChunk) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+type ToolCallDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`        // the call's position in the reply, from 0
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`               // first delta of a call only
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`           // first delta of a call only
+	Arguments     string                 `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"` // a fragment of the JSON arguments
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ToolCallDelta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// A token's logprob (natural log; -inf for a token a constraint forbade)
+// and its most likely alternatives. bytes are the token's exact bytes (a
+// piece of a UTF-8 character, possibly); token is their text, with U+FFFD
+// for an incomplete character, as the HTTP API shows it.
+type TokenLogprob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Bytes         []byte                 `protobuf:"bytes,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,4,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	TopLogprobs   []*TopLogprob          `protobuf:"bytes,5,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TokenLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TokenLogprob) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *TokenLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetTopLogprobs() []*TopLogprob {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return nil
+}
+
+type TopLogprob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	Bytes         []byte                 `protobuf:"bytes,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,4,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopLogprob) Reset() {
+	*x = TopLogprob{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopLogprob) ProtoMessage() {}
+
+func (x *TopLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
+func (*TopLogprob) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TopLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TopLogprob) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *TopLogprob) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *TopLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
 // The last message of a generation. Text held back until the end (a
 // possible stop-string prefix that never completed) arrives in a final chunk
 // before it.
 type GenerateComplete struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, abort
+	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, tool_calls, abort
 	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -587,7 +1479,7 @@ type GenerateComplete struct {
 
 func (x *GenerateComplete) Reset() {
 	*x = GenerateComplete{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -599,7 +1491,7 @@ func (x *GenerateComplete) String() string {
 func (*GenerateComplete) ProtoMessage() {}
 
 func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -612,7 +1504,7 @@ func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateComplete.ProtoReflect.Descriptor instead.
 func (*GenerateComplete) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GenerateComplete) GetFinishReason() string {
@@ -640,7 +1532,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +1544,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +1557,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -700,7 +1592,7 @@ type GenerateError struct {
 
 func (x *GenerateError) Reset() {
 	*x = GenerateError{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +1604,7 @@ func (x *GenerateError) String() string {
 func (*GenerateError) ProtoMessage() {}
 
 func (x *GenerateError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,7 +1617,7 @@ func (x *GenerateError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateError.ProtoReflect.Descriptor instead.
 func (*GenerateError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GenerateError) GetCode() string {
@@ -758,7 +1650,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +1662,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +1675,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbortRequest) GetRequestId() string {
@@ -801,7 +1693,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1705,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1718,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
 }
 
 type TokenizeRequest struct {
@@ -846,7 +1738,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1750,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1763,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TokenizeRequest) GetModel() string {
@@ -939,7 +1831,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1843,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1856,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TokenizeResponse) GetTokenIds() []uint32 {
@@ -991,7 +1883,7 @@ type DetokenizeRequest struct {
 
 func (x *DetokenizeRequest) Reset() {
 	*x = DetokenizeRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1895,7 @@ func (x *DetokenizeRequest) String() string {
 func (*DetokenizeRequest) ProtoMessage() {}
 
 func (x *DetokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1908,7 @@ func (x *DetokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetokenizeRequest.ProtoReflect.Descriptor instead.
 func (*DetokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DetokenizeRequest) GetModel() string {
@@ -1042,7 +1934,7 @@ type DetokenizeResponse struct {
 
 func (x *DetokenizeResponse) Reset() {
 	*x = DetokenizeResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1946,7 @@ func (x *DetokenizeResponse) String() string {
 func (*DetokenizeResponse) ProtoMessage() {}
 
 func (x *DetokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1959,7 @@ func (x *DetokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetokenizeResponse.ProtoReflect.Descriptor instead.
 func (*DetokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DetokenizeResponse) GetText() string {
@@ -1085,7 +1977,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1989,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +2002,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
 }
 
 type ListModelsResponse struct {
@@ -1122,7 +2014,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +2026,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +2039,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1169,7 +2061,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +2073,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +2086,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Model) GetId() string {
@@ -1229,7 +2121,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xf7\x01\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xf3\x04\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1237,15 +2129,68 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x122\n" +
 	"\ttoken_ids\x18\x04 \x01(\v2\x13.sluice.v1.TokenIdsH\x00R\btokenIds\x12%\n" +
 	"\x04chat\x18\x05 \x01(\v2\x0f.sluice.v1.ChatH\x00R\x04chat\x125\n" +
-	"\bsampling\x18\x06 \x01(\v2\x19.sluice.v1.SamplingParamsR\bsamplingB\a\n" +
-	"\x05input\"\x1c\n" +
+	"\bsampling\x18\x06 \x01(\v2\x19.sluice.v1.SamplingParamsR\bsampling\x12%\n" +
+	"\x05tools\x18\a \x03(\v2\x0f.sluice.v1.ToolR\x05tools\x126\n" +
+	"\vtool_choice\x18\b \x01(\v2\x15.sluice.v1.ToolChoiceR\n" +
+	"toolChoice\x123\n" +
+	"\x13parallel_tool_calls\x18\t \x01(\bH\x01R\x11parallelToolCalls\x88\x01\x01\x12B\n" +
+	"\x0fresponse_format\x18\n" +
+	" \x01(\v2\x19.sluice.v1.ResponseFormatR\x0eresponseFormat\x12K\n" +
+	"\x12structured_outputs\x18\v \x01(\v2\x1c.sluice.v1.StructuredOutputsR\x11structuredOutputs\x12\x1a\n" +
+	"\blogprobs\x18\f \x01(\bR\blogprobs\x12!\n" +
+	"\ftop_logprobs\x18\r \x01(\rR\vtopLogprobsB\a\n" +
+	"\x05inputB\x16\n" +
+	"\x14_parallel_tool_calls\"}\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
+	"\x0fparameters_json\x18\x03 \x01(\tR\x0eparametersJson\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"J\n" +
+	"\n" +
+	"ToolChoice\x12\x14\n" +
+	"\x04mode\x18\x01 \x01(\tH\x00R\x04mode\x12\x1c\n" +
+	"\bfunction\x18\x02 \x01(\tH\x00R\bfunctionB\b\n" +
+	"\x06choice\"L\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\x9a\x01\n" +
+	"\x0eResponseFormat\x12>\n" +
+	"\vjson_schema\x18\x01 \x01(\v2\x1b.sluice.v1.JSONSchemaFormatH\x00R\n" +
+	"jsonSchema\x12>\n" +
+	"\vjson_object\x18\x02 \x01(\v2\x1b.sluice.v1.JSONObjectFormatH\x00R\n" +
+	"jsonObjectB\b\n" +
+	"\x06format\"\x91\x01\n" +
+	"\x10JSONSchemaFormat\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1f\n" +
+	"\vschema_json\x18\x03 \x01(\tR\n" +
+	"schemaJson\x12\x1b\n" +
+	"\x06strict\x18\x04 \x01(\bH\x00R\x06strict\x88\x01\x01B\t\n" +
+	"\a_strict\"\x12\n" +
+	"\x10JSONObjectFormat\"\xbc\x01\n" +
+	"\x11StructuredOutputs\x12\x14\n" +
+	"\x04json\x18\x01 \x01(\tH\x00R\x04json\x12\x16\n" +
+	"\x05regex\x18\x02 \x01(\tH\x00R\x05regex\x12,\n" +
+	"\x06choice\x18\x03 \x01(\v2\x12.sluice.v1.ChoicesH\x00R\x06choice\x12\x1a\n" +
+	"\agrammar\x18\x04 \x01(\tH\x00R\agrammar\x12!\n" +
+	"\vjson_object\x18\x05 \x01(\bH\x00R\n" +
+	"jsonObjectB\f\n" +
+	"\n" +
+	"constraint\"#\n" +
+	"\aChoices\x12\x18\n" +
+	"\achoices\x18\x01 \x03(\tR\achoices\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\rR\x03ids\":\n" +
 	"\x04Chat\x122\n" +
-	"\bmessages\x18\x01 \x03(\v2\x16.sluice.v1.ChatMessageR\bmessages\";\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.sluice.v1.ChatMessageR\bmessages\"\x91\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\x8b\x04\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x122\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x03(\v2\x13.sluice.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\"\x8b\x04\n" +
 	"\x0eSamplingParams\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x02H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x02H\x01R\x04topP\x88\x01\x01\x12\x13\n" +
@@ -1275,10 +2220,30 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bcomplete\x18\x03 \x01(\v2\x1b.sluice.v1.GenerateCompleteH\x00R\bcomplete\x120\n" +
 	"\x05error\x18\x04 \x01(\v2\x18.sluice.v1.GenerateErrorH\x00R\x05errorB\n" +
 	"\n" +
-	"\bresponse\"@\n" +
+	"\bresponse\"\xae\x01\n" +
 	"\rGenerateChunk\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1b\n" +
-	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\"_\n" +
+	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\x127\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x03(\v2\x18.sluice.v1.ToolCallDeltaR\ttoolCalls\x123\n" +
+	"\blogprobs\x18\x04 \x03(\v2\x17.sluice.v1.TokenLogprobR\blogprobs\"g\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\xa9\x01\n" +
+	"\fTokenLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\fR\x05bytes\x12\x18\n" +
+	"\alogprob\x18\x04 \x01(\x02R\alogprob\x128\n" +
+	"\ftop_logprobs\x18\x05 \x03(\v2\x15.sluice.v1.TopLogprobR\vtopLogprobs\"m\n" +
+	"\n" +
+	"TopLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\fR\x05bytes\x12\x18\n" +
+	"\alogprob\x18\x04 \x01(\x02R\alogprob\"_\n" +
 	"\x10GenerateComplete\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\"~\n" +
@@ -1339,54 +2304,76 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*GenerateRequest)(nil),    // 0: sluice.v1.GenerateRequest
-	(*TokenIds)(nil),           // 1: sluice.v1.TokenIds
-	(*Chat)(nil),               // 2: sluice.v1.Chat
-	(*ChatMessage)(nil),        // 3: sluice.v1.ChatMessage
-	(*SamplingParams)(nil),     // 4: sluice.v1.SamplingParams
-	(*GenerateResponse)(nil),   // 5: sluice.v1.GenerateResponse
-	(*GenerateChunk)(nil),      // 6: sluice.v1.GenerateChunk
-	(*GenerateComplete)(nil),   // 7: sluice.v1.GenerateComplete
-	(*Usage)(nil),              // 8: sluice.v1.Usage
-	(*GenerateError)(nil),      // 9: sluice.v1.GenerateError
-	(*AbortRequest)(nil),       // 10: sluice.v1.AbortRequest
-	(*AbortResponse)(nil),      // 11: sluice.v1.AbortResponse
-	(*TokenizeRequest)(nil),    // 12: sluice.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),   // 13: sluice.v1.TokenizeResponse
-	(*DetokenizeRequest)(nil),  // 14: sluice.v1.DetokenizeRequest
-	(*DetokenizeResponse)(nil), // 15: sluice.v1.DetokenizeResponse
-	(*ListModelsRequest)(nil),  // 16: sluice.v1.ListModelsRequest
-	(*ListModelsResponse)(nil), // 17: sluice.v1.ListModelsResponse
-	(*Model)(nil),              // 18: sluice.v1.Model
+	(*Tool)(nil),               // 1: sluice.v1.Tool
+	(*ToolChoice)(nil),         // 2: sluice.v1.ToolChoice
+	(*ToolCall)(nil),           // 3: sluice.v1.ToolCall
+	(*ResponseFormat)(nil),     // 4: sluice.v1.ResponseFormat
+	(*JSONSchemaFormat)(nil),   // 5: sluice.v1.JSONSchemaFormat
+	(*JSONObjectFormat)(nil),   // 6: sluice.v1.JSONObjectFormat
+	(*StructuredOutputs)(nil),  // 7: sluice.v1.StructuredOutputs
+	(*Choices)(nil),            // 8: sluice.v1.Choices
+	(*TokenIds)(nil),           // 9: sluice.v1.TokenIds
+	(*Chat)(nil),               // 10: sluice.v1.Chat
+	(*ChatMessage)(nil),        // 11: sluice.v1.ChatMessage
+	(*SamplingParams)(nil),     // 12: sluice.v1.SamplingParams
+	(*GenerateResponse)(nil),   // 13: sluice.v1.GenerateResponse
+	(*GenerateChunk)(nil),      // 14: sluice.v1.GenerateChunk
+	(*ToolCallDelta)(nil),      // 15: sluice.v1.ToolCallDelta
+	(*TokenLogprob)(nil),       // 16: sluice.v1.TokenLogprob
+	(*TopLogprob)(nil),         // 17: sluice.v1.TopLogprob
+	(*GenerateComplete)(nil),   // 18: sluice.v1.GenerateComplete
+	(*Usage)(nil),              // 19: sluice.v1.Usage
+	(*GenerateError)(nil),      // 20: sluice.v1.GenerateError
+	(*AbortRequest)(nil),       // 21: sluice.v1.AbortRequest
+	(*AbortResponse)(nil),      // 22: sluice.v1.AbortResponse
+	(*TokenizeRequest)(nil),    // 23: sluice.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),   // 24: sluice.v1.TokenizeResponse
+	(*DetokenizeRequest)(nil),  // 25: sluice.v1.DetokenizeRequest
+	(*DetokenizeResponse)(nil), // 26: sluice.v1.DetokenizeResponse
+	(*ListModelsRequest)(nil),  // 27: sluice.v1.ListModelsRequest
+	(*ListModelsResponse)(nil), // 28: sluice.v1.ListModelsResponse
+	(*Model)(nil),              // 29: sluice.v1.Model
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
-	1,  // 0: sluice.v1.GenerateRequest.token_ids:type_name -> sluice.v1.TokenIds
-	2,  // 1: sluice.v1.GenerateRequest.chat:type_name -> sluice.v1.Chat
-	4,  // 2: sluice.v1.GenerateRequest.sampling:type_name -> sluice.v1.SamplingParams
-	3,  // 3: sluice.v1.Chat.messages:type_name -> sluice.v1.ChatMessage
-	6,  // 4: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
-	7,  // 5: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
-	9,  // 6: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
-	8,  // 7: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
-	2,  // 8: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
-	18, // 9: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
-	0,  // 10: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
-	10, // 11: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
-	12, // 12: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
-	14, // 13: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
-	16, // 14: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
-	5,  // 15: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
-	11, // 16: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
-	13, // 17: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
-	15, // 18: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
-	17, // 19: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 0: sluice.v1.GenerateRequest.token_ids:type_name -> sluice.v1.TokenIds
+	10, // 1: sluice.v1.GenerateRequest.chat:type_name -> sluice.v1.Chat
+	12, // 2: sluice.v1.GenerateRequest.sampling:type_name -> sluice.v1.SamplingParams
+	1,  // 3: sluice.v1.GenerateRequest.tools:type_name -> sluice.v1.Tool
+	2,  // 4: sluice.v1.GenerateRequest.tool_choice:type_name -> sluice.v1.ToolChoice
+	4,  // 5: sluice.v1.GenerateRequest.response_format:type_name -> sluice.v1.ResponseFormat
+	7,  // 6: sluice.v1.GenerateRequest.structured_outputs:type_name -> sluice.v1.StructuredOutputs
+	5,  // 7: sluice.v1.ResponseFormat.json_schema:type_name -> sluice.v1.JSONSchemaFormat
+	6,  // 8: sluice.v1.ResponseFormat.json_object:type_name -> sluice.v1.JSONObjectFormat
+	8,  // 9: sluice.v1.StructuredOutputs.choice:type_name -> sluice.v1.Choices
+	11, // 10: sluice.v1.Chat.messages:type_name -> sluice.v1.ChatMessage
+	3,  // 11: sluice.v1.ChatMessage.tool_calls:type_name -> sluice.v1.ToolCall
+	14, // 12: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
+	18, // 13: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
+	20, // 14: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
+	15, // 15: sluice.v1.GenerateChunk.tool_calls:type_name -> sluice.v1.ToolCallDelta
+	16, // 16: sluice.v1.GenerateChunk.logprobs:type_name -> sluice.v1.TokenLogprob
+	17, // 17: sluice.v1.TokenLogprob.top_logprobs:type_name -> sluice.v1.TopLogprob
+	19, // 18: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
+	10, // 19: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
+	29, // 20: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
+	0,  // 21: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
+	21, // 22: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
+	23, // 23: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
+	25, // 24: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
+	27, // 25: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
+	13, // 26: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
+	22, // 27: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
+	24, // 28: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
+	26, // 29: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
+	28, // 30: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -1399,13 +2386,29 @@ func file_sluice_v1_sluice_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Chat)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[4].OneofWrappers = []any{}
-	file_sluice_v1_sluice_proto_msgTypes[5].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[2].OneofWrappers = []any{
+		(*ToolChoice_Mode)(nil),
+		(*ToolChoice_Function)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[4].OneofWrappers = []any{
+		(*ResponseFormat_JsonSchema)(nil),
+		(*ResponseFormat_JsonObject)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[5].OneofWrappers = []any{}
+	file_sluice_v1_sluice_proto_msgTypes[7].OneofWrappers = []any{
+		(*StructuredOutputs_Json)(nil),
+		(*StructuredOutputs_Regex)(nil),
+		(*StructuredOutputs_Choice)(nil),
+		(*StructuredOutputs_Grammar)(nil),
+		(*StructuredOutputs_JsonObject)(nil),
+	}
+	file_sluice_v1_sluice_proto_msgTypes[12].OneofWrappers = []any{}
+	file_sluice_v1_sluice_proto_msgTypes[13].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Complete)(nil),
 		(*GenerateResponse_Error)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[12].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[23].OneofWrappers = []any{
 		(*TokenizeRequest_Text)(nil),
 		(*TokenizeRequest_Chat)(nil),
 	}
@@ -1415,7 +2418,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
