@@ -107,6 +107,14 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 	if err := e.BrokenErr(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrClosed, err)
 	}
+	s := e.newSequence(ctx, req, maxLen)
+	if err := e.send(s, 1); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (e *Engine) newSequence(ctx context.Context, req Request, maxLen int) *Sequence {
 	known := len(req.Prompt) + len(req.Resume)
 	req.StopTokens = slices.Clone(req.StopTokens) // the loop reads them; the caller may reuse its slice
 	s := &Sequence{
@@ -128,18 +136,23 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Sequence, error) {
 	s.sq.Tokens = append(append(s.sq.Tokens, req.Prompt...), req.Resume...)
 	s.sq.Priority = req.Priority
 	s.sq.Owner = s
+	return s
+}
 
+// send queues s, which brings n sequences (a group's leader brings its
+// choices): n queue places, one arrival.
+func (e *Engine) send(s *Sequence, n int) error {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	if e.queued.Add(1) > int64(e.cfg.MaxQueue) {
-		e.queued.Add(-1)
-		return nil, ErrQueueFull
+	if e.queued.Add(int64(n)) > int64(e.cfg.MaxQueue) {
+		e.queued.Add(-int64(n))
+		return ErrQueueFull
 	}
 	e.arrivals <- s // never blocks: queued ≤ MaxQueue = cap(arrivals)
-	return s, nil
+	return nil
 }
 
 // validate checks req and returns the sequence's length limit (prompt,
@@ -274,6 +287,7 @@ func (e *Engine) takeArrivals() {
 
 func (e *Engine) arrive(s *Sequence) {
 	e.live[s] = struct{}{}
+	e.arriveGroup(s) // group.go
 	// A context cancelled before the loop saw the arrival ends it here: an
 	// AfterFunc registered now would run on its own goroutine, and its abort
 	// could land after the sequence took part in a step.
@@ -331,6 +345,7 @@ func (e *Engine) finish(s *Sequence, r Result) {
 	}
 	s.finished = true
 	delete(e.live, s)
+	e.releaseGroup(s) // group.go
 	if !s.started {
 		e.queued.Add(-1)
 	}

@@ -39,7 +39,8 @@ type Sequence struct {
 	finished  bool
 	startedAt time.Time
 	ctxStop   func() bool
-	undo      []edit // controls.go's scratch
+	undo      []edit      // controls.go's scratch
+	choices   []*Sequence // a group leader's other choices, until forked (group.go)
 }
 
 // ID is the engine's unique id for the sequence (Request.ID is the caller's).

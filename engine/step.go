@@ -28,6 +28,7 @@ func (e *Engine) step() {
 	if err == nil {
 		err = e.guard("delivery", func() {
 			e.sched.Advance(plan)
+			e.forkGroups(plan) // group.go
 			e.signalProgress(plan)
 			e.deliver(plan, logits, masks)
 		})
