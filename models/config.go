@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe" or "gemma3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "gemma3" or "phi3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -35,6 +35,11 @@ type Config struct {
 	WindowLayers   []bool  // [Layers] true for a window layer; nil when Window is 0
 	RopeThetaLocal float32 // RoPE base of the window layers (the global ones use RopeTheta and RopeScaling)
 	QueryScale     float32 // attention's q·k scale; 0: 1/√HeadDim
+
+	// Phi-3 (phi3.go): partial rotary and LongRoPE.
+	RopeDims        int     // elements of each head RoPE rotates; 0: HeadDim
+	RopeOrigContext int     // LongRoPE: contexts above it use the long factors
+	RopeAttnFactor  float32 // LongRoPE: cos and sin are scaled by it; 0: 1
 }
 
 // IsWindowLayer says whether layer i attends only over the last Window tokens.

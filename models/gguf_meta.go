@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "qwen3moe", "gemma3":
+	case "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe or gemma3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -186,6 +186,11 @@ func (g *GGUFFile) Config() (Config, error) {
 	}
 	if arch == "gemma3" {
 		if err := m.gemma3(&cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	if arch == "phi3" {
+		if err := m.phi3(&cfg); err != nil {
 			return Config{}, err
 		}
 	}

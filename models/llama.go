@@ -23,6 +23,7 @@ type Llama struct {
 	gemma                    *gemma3Extras       // nil unless cfg.Arch is gemma3
 	headNorm                 kernels.HeadNormOps // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps      // set when cfg.Experts > 0
+	window                   kernels.GemmaOps    // set when a model other than Gemma has a window (Phi-3)
 
 	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
 	// step allocates nothing.
@@ -98,6 +99,9 @@ func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 	c, be := &m.cfg, m.be
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if c.QueryScale != 0 {
+		scale = c.QueryScale
+	}
 	var err error
 	for i := range m.layers {
 		if err != nil {
@@ -113,7 +117,7 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 			m.qkNorm(l, n),
 			be.RoPE(m.q, m.invFreq, b.Positions, c.Heads, c.RopeStyle),
 			be.RoPE(m.k, m.invFreq, b.Positions, c.KVHeads, c.RopeStyle),
-			be.Attention(m.att, m.q, m.k, m.v, m.kv, i, b, scale),
+			m.attention(i, b, scale),
 			be.MatMul(m.o, m.att, l.wo, nil, n),
 			be.Add(m.x, m.o, n),
 			// feed-forward

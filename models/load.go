@@ -76,6 +76,10 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	m.layers = make([]llamaLayer, cfg.Layers)
 	for i := range m.layers {
 		l, p := &m.layers[i], fmt.Sprintf("blk.%d.", i)
+		if cfg.Arch == "phi3" {
+			w.phi3Layer(l, p, cfg)
+			continue
+		}
 		l.attnNorm = w.loadF32(p+"attn_norm.weight", cfg.Hidden)
 		l.wq = w.load(p+"attn_q.weight", qDim, cfg.Hidden)
 		l.wk = w.load(p+"attn_k.weight", kvDim, cfg.Hidden)
@@ -110,6 +114,8 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		for i, div := range w.host["rope_freqs.weight"] {
 			freqs[i] /= div
 		}
+	} else if cfg.Arch == "phi3" {
+		freqs = w.phi3Frequencies(cfg)
 	} else {
 		freqs = ropeFrequencies(cfg)
 	}
@@ -122,6 +128,11 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		}
 	} else if cfg.QKNorm {
 		if err := m.loadQKNorm(&w); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Arch == "phi3" {
+		if err := m.loadPhi3(); err != nil {
 			return nil, err
 		}
 	}
@@ -173,8 +184,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "qwen3moe" && c.Arch != "gemma3":
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, gemma3)", c.Arch)
+	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "qwen3moe" && c.Arch != "gemma3" && c.Arch != "phi3":
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

@@ -34,6 +34,17 @@ var tinyGoldenModels = []struct {
 	{"mixtral-q4_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 25,
 		Experts: 4, ExpertsUsed: 2}, kernels.Q4_0},
 	{"gemma3-f32", gemma3Tiny, kernels.F32},
+	// Phi-3: partial rotary (12 or 8 of 16 head elements, as Phi-4-mini
+	// rotates 3/4) and LongRoPE with the long factors (the 256-token context
+	// exceeds the original 32 or 16; attention factor 1.26 and 1.41), which
+	// scales the rotated Q rows, quantized ones too; full rotary with the short
+	// factors (256 ≤ 256), its factor of 1.06 folded into the query scale.
+	{"phi3-f32", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 26,
+		Phi3: true, RopeDims: 12, LongRoPE: &modeltest.LongRoPE{OriginalContext: 32}}, kernels.F32},
+	{"phi3-q8_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 27,
+		Phi3: true, ContextLen: 512, LongRoPE: &modeltest.LongRoPE{OriginalContext: 256}}, kernels.Q8_0},
+	{"phi3-q4_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FFN: 128, Vocab: 300, Seed: 28,
+		Phi3: true, RopeDims: 8, Tied: true, LongRoPE: &modeltest.LongRoPE{OriginalContext: 16}}, kernels.Q4_0},
 }
 
 // tinyGolden is what make_tiny_golden.py writes per model: llama.cpp's
@@ -84,7 +95,9 @@ func TestTinyLlamaCpp(t *testing.T) {
 			defer src.Close()
 			be := cpu.New(1)
 			defer be.Close()
-			m, err := Load(src, be, Options{MaxBatchTokens: 5, MaxSeqs: 1, BlockSize: 4, KVBlocks: 16})
+			// ContextLen is llama.cpp's context (make_tiny_golden.py's n_ctx of 64,
+			// padded to 256): LongRoPE picks its factors by it.
+			m, err := Load(src, be, Options{MaxBatchTokens: 5, MaxSeqs: 1, BlockSize: 4, KVBlocks: 16, ContextLen: 256})
 			if err != nil {
 				t.Fatal(err)
 			}

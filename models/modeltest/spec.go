@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 )
 
 // Spec describes a tiny Llama-family model. The same Spec gives the same f32
@@ -30,6 +31,14 @@ type Spec struct {
 	Window        int
 	WindowPattern int // 0: 6
 
+	// Phi3 makes a Phi-3 model (GGUF only): attn_qkv holding Q, K and V rows,
+	// ffn_up holding the gate rows then the up rows, RoPE over the first
+	// RopeDims elements of each head in NeoX pairs, LongRoPE factors when
+	// LongRoPE is set, and with Window > 0 every layer a window layer.
+	Phi3     bool
+	RopeDims int       // 0: HeadDim
+	LongRoPE *LongRoPE // nil: none
+
 	// Experts > 0 makes the feed-forward a mixture of experts (GGUF only):
 	// arch qwen3moe with QKNorm, else llama with experts (Mixtral).
 	Experts     int
@@ -52,8 +61,29 @@ type RopeScaling struct {
 	OriginalContext int
 }
 
+// LongRoPE is Phi-3's LongRoPE (SU) scaling: rope_factors_long.weight and
+// rope_factors_short.weight (drawn from the Spec's seed, each in [1, 4)),
+// the context the short ones serve, and the attention factor the converter
+// derives from ContextLen / OriginalContext.
+type LongRoPE struct {
+	OriginalContext int
+}
+
+// AttnFactor is what convert_hf_to_gguf.py writes as rope.scaling.attn_factor
+// for a LongRoPE model of contextLen tokens.
+func (l LongRoPE) AttnFactor(contextLen int) float32 {
+	scale := float64(contextLen) / float64(l.OriginalContext)
+	if scale <= 1 {
+		return 1
+	}
+	return float32(math.Sqrt(1 + math.Log(scale)/math.Log(float64(l.OriginalContext))))
+}
+
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.Phi3 {
+		return "phi3"
+	}
 	if s.Gemma {
 		return "gemma3"
 	}
@@ -94,6 +124,9 @@ func (s Spec) withDefaults() Spec {
 	if s.Experts > 0 && s.ExpertFFN == 0 {
 		s.ExpertFFN = s.FFN
 	}
+	if s.RopeDims == 0 && s.Heads > 0 {
+		s.RopeDims = s.HeadDim()
+	}
 	return s
 }
 
@@ -105,6 +138,12 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: %d heads (%d KV) do not divide hidden %d into even head sizes", s.Heads, s.KVHeads, s.Hidden)
 	case s.Experts < 0 || s.Experts > 0 && (s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts):
 		return fmt.Errorf("modeltest: %d experts, %d used", s.Experts, s.ExpertsUsed)
+	case s.Phi3 && (s.Gemma || s.QKNorm || s.QKVBias || s.Experts > 0):
+		return fmt.Errorf("modeltest: a Phi-3 spec has no Gemma, QK-norm, bias or expert options")
+	case s.RopeDims%2 != 0 || s.RopeDims > s.HeadDim() || s.RopeDims != s.HeadDim() && !s.Phi3:
+		return fmt.Errorf("modeltest: %d rotary dims for head size %d (partial rotary is Phi-3's)", s.RopeDims, s.HeadDim())
+	case s.LongRoPE != nil && (!s.Phi3 || s.LongRoPE.OriginalContext <= 1):
+		return fmt.Errorf("modeltest: LongRoPE %+v needs a Phi-3 spec and an original context above 1", *s.LongRoPE)
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
 	}
@@ -122,6 +161,9 @@ func tensorList(spec Spec) []tensorShape {
 	hd := s.HeadDim()
 	out := []tensorShape{{"token_embd.weight", []int{s.Vocab, s.Hidden}}}
 	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
+	if s.Phi3 {
+		return phi3TensorList(s, out)
+	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		add(p+"attn_norm.weight", s.Hidden)
@@ -188,6 +230,11 @@ func Weights(spec Spec) map[string][]float32 {
 		rng := rand.New(rand.NewPCG(spec.Seed, h.Sum64()))
 		w := make([]float32, n)
 		switch {
+		case len(shape) == 1 && strings.HasPrefix(name, "rope_factors_"):
+			// LongRoPE divides each pair's frequency by its factor.
+			for i := range w {
+				w[i] = float32(1 + 3*rng.Float64())
+			}
 		case len(shape) == 1 && isNorm(name) && spec.Gemma:
 			// Gemma scales by 1 + w: w near 0 is a gain near 1.
 			for i := range w {
@@ -213,6 +260,31 @@ func Weights(spec Spec) map[string][]float32 {
 			}
 		}
 		out[name] = w
+	}
+	return out
+}
+
+// phi3TensorList is tensorList for a Phi-3 spec: the fused tensors in the
+// Llama ones' place.
+func phi3TensorList(s Spec, out []tensorShape) []tensorShape {
+	hd := s.HeadDim()
+	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
+	for l := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		add(p+"attn_norm.weight", s.Hidden)
+		add(p+"attn_qkv.weight", (s.Heads+2*s.KVHeads)*hd, s.Hidden)
+		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
+		add(p+"ffn_norm.weight", s.Hidden)
+		add(p+"ffn_up.weight", 2*s.FFN, s.Hidden)
+		add(p+"ffn_down.weight", s.Hidden, s.FFN)
+	}
+	add("output_norm.weight", s.Hidden)
+	if !s.Tied {
+		add("output.weight", s.Vocab, s.Hidden)
+	}
+	if s.LongRoPE != nil {
+		add("rope_factors_long.weight", s.RopeDims/2)
+		add("rope_factors_short.weight", s.RopeDims/2)
 	}
 	return out
 }

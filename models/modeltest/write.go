@@ -75,7 +75,16 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 		{a + "rope.freq_base", spec.RopeTheta},
 		{a + "attention.layer_norm_rms_epsilon", spec.RMSEps},
 		{a + "vocab_size", uint32(spec.Vocab)},
-		{a + "rope.dimension_count", uint32(hd)},
+		{a + "rope.dimension_count", uint32(spec.RopeDims)},
+	}
+	if spec.Phi3 {
+		if spec.Window > 0 {
+			meta = append(meta, KV{a + "attention.sliding_window", uint32(spec.Window)})
+		}
+		if lr := spec.LongRoPE; lr != nil {
+			meta = append(meta, KV{a + "rope.scaling.original_context_length", uint32(lr.OriginalContext)},
+				KV{a + "rope.scaling.attn_factor", lr.AttnFactor(spec.ContextLen)})
+		}
 	}
 	if spec.Gemma {
 		meta = append(meta, KV{a + "attention.key_length", uint32(hd)}, KV{a + "attention.value_length", uint32(hd)})
@@ -150,8 +159,8 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Experts > 0 {
-		return fmt.Errorf("modeltest: mixture-of-experts specs are written as GGUF only")
+	if spec.Experts > 0 || spec.Phi3 {
+		return fmt.Errorf("modeltest: mixture-of-experts and Phi-3 specs are written as GGUF only")
 	}
 	dtName, ok := hfDTypes[dtype]
 	if !ok {
