@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/anthropic"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
@@ -22,12 +23,77 @@ import (
 // second upstream generation.
 
 // relayCursor is the upstream side of a relayed stream: where the upstream's
-// own stream stands, for a resume after the client left.
+// own stream stands, for a resume after the client left, and how the
+// stream is framed for its client.
 type relayCursor struct {
 	model      string // the served name the client used
 	upstreamID string // relay.Stream.UpstreamID; "" when the upstream cannot resume
 	lastSeq    int64  // the upstream's last event consumed
 	usage      *relay.Usage
+	stopSeq    string // the stop sequence the upstream reported matching
+	edge       relayEdge
+}
+
+// relayEdge frames a relayed stream in its client's API: OpenAI chunks
+// (chatEdge), Anthropic's events (anthropic.Relayed) or the Responses
+// events (responses.Relayed). It lives as long as the stream: a resumed
+// connection continues the same framing.
+type relayEdge interface {
+	// Start writes the events before the first text.
+	Start(sse *httpedge.SSE)
+	// Emitter frames the text on sse.
+	Emitter(sse *httpedge.SSE) stream.Emitter
+	// End writes the last events: the ending, or out.Err in-band.
+	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd)
+}
+
+// end is what the upstream said at its end, with the stop string matched
+// here when it was this side that stopped the text.
+func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
+	e := stream.TextEnd{StopSequence: ts.Matched()}
+	if e.StopSequence == "" {
+		e.StopSequence = c.stopSeq
+	}
+	if u := c.usage; u != nil {
+		e.Usage, e.PromptTokens, e.CompletionTokens = true, u.PromptTokens, u.CompletionTokens
+		if u.Details != nil {
+			e.CachedTokens = u.Details.CachedTokens
+		}
+	}
+	return e
+}
+
+// chatEdge frames chat and completions streams.
+type chatEdge struct {
+	chat         bool
+	includeUsage bool
+	format       *chunkFormat
+}
+
+func (e *chatEdge) Start(sse *httpedge.SSE) {
+	if e.chat {
+		e.writer(sse).role()
+	}
+}
+
+func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter { return e.writer(sse) }
+
+func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
+	return &sseWriter{SSE: sse, ctx: sse.Context(), format: e.format}
+}
+
+// End writes the finish and usage chunks, or the in-band error; then [DONE].
+func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+	sw := e.writer(sse)
+	if out.Err != nil {
+		sw.error(out.Err)
+	} else {
+		sw.finish(out.Finish)
+		if e.includeUsage && end.Usage {
+			sw.usage(usageOf(end))
+		}
+	}
+	sw.done()
 }
 
 // SetRelay puts the server in relay mode: /ready answers 200 at once and
@@ -48,6 +114,8 @@ func (s *Server) relayHandler() *http.ServeMux {
 	mux.Handle("GET /v1/models", s.api(s.relayModels))
 	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayGenerate(w, r, true) }))
 	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayGenerate(w, r, false) }))
+	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, messagesAPI) }, anthropic.WriteError))
+	mux.Handle("POST /v1/responses", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, responsesAPI) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayResume(w, r, r.PathValue("id")) }))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
@@ -105,9 +173,9 @@ func (s *Server) relayRequest(body []byte, chat bool) (*stream.GenRequest, relay
 	if !s.relay.Serves(g.Model) {
 		return nil, relay.Request{}, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, g.Model, strings.Join(s.relay.Models(), ", "))
 	}
-	path := "/v1/completions"
+	path := relay.PathCompletions
 	if chat {
-		path = "/v1/chat/completions"
+		path = relay.PathChat
 	}
 	return g, relay.Request{Path: path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}, nil
 }
@@ -133,16 +201,31 @@ func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		g.Model = s.relay.Models()[0]
 	}
 	if !g.Stream {
-		s.relayComplete(w, r, g, req)
+		s.relayWhole(w, r, g, req, writeRelayError, func(text string, out stream.TextOutcome, end stream.TextEnd) {
+			writeJSON(w, completionBody(chat, responseID(chat), g.Model, text, out.Finish, usageOf(end)))
+		})
 		return
 	}
 	id := responseID(chat)
-	retain := 0
-	if s.store != nil {
-		retain = s.cfg.ResumeStreamBytes
+	f := newChunkFormat(chat, id, g.Model, time.Now().Unix())
+	st := newStreamState(id, g, engine.Request{}, f, stream.NewTextOnlyStream(g.Stop), s.relayLog())
+	st.relay = &relayCursor{model: g.Model, edge: &chatEdge{chat: chat, includeUsage: g.IncludeUsage, format: &st.format}}
+	s.relayStream(w, r, st, req, writeRelayError, nil)
+}
+
+// relayLog is a relayed stream's event log: retained for a resume when the
+// server keeps resumable streams.
+func (s *Server) relayLog() *httpedge.EventLog {
+	if s.store == nil {
+		return httpedge.NewEventLog(0)
 	}
-	st := newStreamState(id, g, engine.Request{}, newChunkFormat(chat, id, g.Model, time.Now().Unix()), stream.NewTextOnlyStream(g.Stop), httpedge.NewEventLog(retain))
-	st.relay = &relayCursor{model: g.Model}
+	return httpedge.NewEventLog(s.cfg.ResumeStreamBytes)
+}
+
+// relayStream opens the upstream stream and relays it to the client in
+// st's edge. refuse answers a failure before the first byte in the
+// client's API; header adds to the streaming headers.
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamState, req relay.Request, refuse func(http.ResponseWriter, error), header map[string]string) {
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
@@ -150,28 +233,30 @@ func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	defer release()
 	src, err := s.relay.Open(ctx, req)
 	if err != nil {
-		writeRelayError(w, err)
+		refuse(w, err)
 		return
 	}
 	st.relay.upstreamID = src.UpstreamID()
 	if s.store != nil {
 		s.store.add(st)
 	}
-	setSSEHeaders(w, id)
-	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, 0)
-	if chat {
-		sw.role()
+	h := map[string]string{streamIDHeader: st.id}
+	for k, v := range header {
+		h[k] = v
 	}
-	_ = sw.Flush() // headers and role now: the upstream accepted
-	s.relayPump(st, src, sw)
+	httpedge.SetHeaders(w, h)
+	sse := httpedge.NewSSE(ctx, w, st.log, s.cfg.WriteTimeout, 0)
+	st.relay.edge.Start(sse)
+	_ = sse.Flush() // headers and the first events now: the upstream accepted
+	s.relayPump(st, src, sse)
 }
 
 // relayPump drains an upstream stream into the client's and ends it, unless
 // the client left first: then the stream stays resumable.
-func (s *Server) relayPump(st *streamState, src *relay.Stream, sw *sseWriter) {
+func (s *Server) relayPump(st *streamState, src *relay.Stream, sse *httpedge.SSE) {
 	pc := s.pumpConfig(true)
 	pc.StallTimeout = src.StallTimeout()
-	out := stream.PumpText(sw.ctx, src, st.ts, sw, pc, s.drain)
+	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge.Emitter(sse), pc, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -181,45 +266,31 @@ func (s *Server) relayPump(st *streamState, src *relay.Stream, sw *sseWriter) {
 	if u := src.Usage(); u != nil {
 		st.relay.usage = u
 	}
+	if q := src.StopSequence(); q != "" {
+		st.relay.stopSeq = q
+	}
 	if out.ClientGone && !src.Done() {
 		return
 	}
 	if out.ClientGone { // the upstream had finished: the log gets the ending for a reconnect
 		out.Finish = "stop"
 	}
-	s.relayEnd(st, sw, out)
+	s.relayEnd(st, sse, out)
 }
 
-// relayEnd writes the last events: finish and usage chunks, or the in-band
-// error; then [DONE].
-func (s *Server) relayEnd(st *streamState, sw *sseWriter, out stream.TextOutcome) {
-	if out.Err != nil {
-		sw.error(out.Err)
-	} else {
-		sw.finish(out.Finish)
-		if u := st.relay.usage; st.gen.IncludeUsage && u != nil {
-			sw.usage(relayUsage(u))
-		}
-	}
-	sw.done()
+// relayEnd writes the stream's last events in its edge and marks it done.
+func (s *Server) relayEnd(st *streamState, sse *httpedge.SSE, out stream.TextOutcome) {
+	st.relay.edge.End(sse, out, st.relay.end(st.ts))
 	st.done = true
-	_ = sw.Flush()
-}
-
-func relayUsage(u *relay.Usage) Usage {
-	out := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
-	if u.Details != nil {
-		out.CachedTokens = u.Details.CachedTokens
-	}
-	return out
+	_ = sse.Flush()
 }
 
 // relayResume replays the events after Last-Event-ID from this server's log.
 // A stream that the client's leaving cut short (its upstream stream was
 // closed at once) continues through the upstream's own resume when it has
-// one (an upstream Sluice continues the same generation from its prefix
-// cache); otherwise it ends with an in-band resume_gap error: a second
-// upstream generation is never started.
+// one (an upstream Sluice continues the same chat generation from its
+// prefix cache); otherwise it ends with an in-band resume_gap error in the
+// stream's API: a second upstream generation is never started.
 func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) {
 	st, last, ctx, release, ok := s.openResume(w, r, id, true)
 	if !ok {
@@ -234,30 +305,33 @@ func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) 
 		}
 	}
 	setSSEHeaders(w, id)
-	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, last)
-	_ = sw.Flush() // the replay
+	sse := httpedge.NewSSE(ctx, w, st.log, s.cfg.WriteTimeout, last)
+	_ = sse.Flush() // the replay
 	switch {
 	case st.done:
 	case src != nil:
-		s.relayPump(st, src, sw)
+		s.relayPump(st, src, sse)
 	default:
-		s.relayEnd(st, sw, stream.TextOutcome{Err: fmt.Errorf(
+		s.relayEnd(st, sse, stream.TextOutcome{Err: fmt.Errorf(
 			"%w: the upstream's generation was cancelled when the client left and cannot be resumed (%v); no second generation is started",
 			stream.ErrResumeGap, cause)})
 	}
 }
 
-// relayComplete serves a non-streaming request. The upstream is still asked
+// relayWhole serves a non-streaming request. The upstream is still asked
 // for a stream: its silence is bounded by the stall clock, the client's
-// leaving closes it, and stop strings are enforced here.
-func (s *Server) relayComplete(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request) {
+// leaving closes it, and stop strings are enforced here. refuse answers a
+// failure in the client's API, answer writes the whole response.
+func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
+	refuse func(http.ResponseWriter, error), answer func(text string, out stream.TextOutcome, end stream.TextEnd)) {
 	src, err := s.relay.Open(r.Context(), req)
 	if err != nil {
-		writeRelayError(w, err)
+		refuse(w, err)
 		return
 	}
 	var c collector
-	out := stream.PumpText(r.Context(), src, stream.NewTextOnlyStream(g.Stop), &c, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
+	ts := stream.NewTextOnlyStream(g.Stop)
+	out := stream.PumpText(r.Context(), src, ts, &c, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -265,14 +339,17 @@ func (s *Server) relayComplete(w http.ResponseWriter, r *http.Request, g *stream
 		return
 	}
 	if out.Err != nil {
-		writeError(w, out.Err)
+		refuse(w, out.Err)
 		return
 	}
-	var u Usage
-	if src.Usage() != nil {
-		u = relayUsage(src.Usage())
-	}
-	writeJSON(w, completionBody(g.Chat, responseID(g.Chat), g.Model, string(c.text), out.Finish, u))
+	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
+	answer(string(c.text), out, cur.end(ts))
+}
+
+// usageOf is the OpenAI usage of what the upstream reported.
+func usageOf(end stream.TextEnd) Usage {
+	return Usage{PromptTokens: end.PromptTokens, CompletionTokens: end.CompletionTokens,
+		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens}
 }
 
 // writeRelayError answers a failure before the first byte. An upstream that

@@ -109,13 +109,15 @@ func (r *Relay) Serves(name string) bool {
 
 // Request is a client's request as the relay forwards it.
 type Request struct {
-	Path string // "/v1/chat/completions" or "/v1/completions"
+	Path string // PathChat, PathCompletions, PathMessages or PathResponses
 	// Model is the name the client used ("" = the first served name).
 	Model string
 	// Body is the client's JSON object. The relay sends it on with model,
 	// stream and stream_options.include_usage set (the stream core needs the
 	// stream and the usage whatever the client asked) and every other field
 	// as the client wrote it: the upstream validates what it serves.
+	// (Messages and Responses requests get model and stream only: their
+	// streams carry the usage unasked.)
 	Body map[string]json.RawMessage
 	// Detach keeps reading the upstream after Close, to its end, as a relay
 	// that never watches its client does. It exists only for the abandon
@@ -149,11 +151,11 @@ func (r *Relay) Open(ctx context.Context, req Request) (*Stream, error) {
 				return nil, err
 			}
 		}
-		body, err := up.body(req.Body, model)
+		body, err := up.body(req.Body, model, apiOf(req.Path))
 		if err != nil {
 			return nil, err
 		}
-		s, err := r.try(ctx, up, http.MethodPost, up.base+req.Path, body, "", req.Detach, start)
+		s, err := r.try(ctx, up, http.MethodPost, up.base+req.Path, body, "", req.Detach, start, apiOf(req.Path))
 		if err == nil {
 			return s, nil
 		}
@@ -184,11 +186,11 @@ func (r *Relay) Resume(ctx context.Context, model, upstreamID string, lastSeq in
 		}
 		upstreamID = upstreamID[len(host)+1:]
 	}
-	return r.try(ctx, up, http.MethodGet, up.base+"/v1/streams/"+url.PathEscape(upstreamID), nil, strconv.FormatInt(lastSeq, 10), false, time.Now())
+	return r.try(ctx, up, http.MethodGet, up.base+"/v1/streams/"+url.PathEscape(upstreamID), nil, strconv.FormatInt(lastSeq, 10), false, time.Now(), apiOpenAI)
 }
 
 // try is one attempt on one upstream: admission, request, status.
-func (r *Relay) try(ctx context.Context, up *upstream, method, target string, body []byte, lastEventID string, detach bool, start time.Time) (*Stream, error) {
+func (r *Relay) try(ctx context.Context, up *upstream, method, target string, body []byte, lastEventID string, detach bool, start time.Time, a api) (*Stream, error) {
 	release, err := up.admit(ctx, r.m.queued.WithLabelValues(up.label))
 	if err != nil {
 		if errors.Is(err, engine.ErrQueueFull) {
@@ -226,10 +228,10 @@ func (r *Relay) try(ctx context.Context, up *upstream, method, target string, bo
 	if resp.StatusCode != http.StatusOK {
 		defer cancel()
 		defer release()
-		return nil, r.statusError(up, resp)
+		return nil, r.statusError(up, resp, target)
 	}
 	r.m.streams.WithLabelValues(up.label).Inc()
-	return newStream(ctx, r.m, up, resp, cancel, release, detach, start), nil
+	return newStream(ctx, r.m, up, resp, cancel, release, detach, start, a), nil
 }
 
 // transportError names what failed before any answer.
@@ -282,7 +284,7 @@ func (e *StatusError) Unwrap() error {
 // and error as they are (its own request was refused).
 func (e *StatusError) PassThrough() bool { return e.Unwrap() == nil }
 
-func (r *Relay) statusError(up *upstream, resp *http.Response) error {
+func (r *Relay) statusError(up *upstream, resp *http.Response, target string) error {
 	kind := KindStatus4xx
 	if resp.StatusCode >= 500 {
 		kind = KindStatus5xx
@@ -311,6 +313,12 @@ func (r *Relay) statusError(up *upstream, resp *http.Response) error {
 		e.Message = strings.TrimSpace(string(raw))
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			// No error object: the path itself is unknown there, not the model.
+			e.Type, e.Code = "invalid_request_error", "upstream_endpoint_missing"
+			e.Message = fmt.Sprintf("upstream %s has no %s endpoint (it answered %d: %.200s); relay this API only to an upstream that serves it, such as another Sluice",
+				up.label, strings.TrimPrefix(target, up.base), resp.StatusCode, e.Message)
 		}
 	}
 	return e
@@ -389,7 +397,7 @@ func (u *upstream) admit(ctx context.Context, queued prometheus.Gauge) (func(), 
 }
 
 // body is the client's request as this upstream gets it.
-func (u *upstream) body(client map[string]json.RawMessage, model string) ([]byte, error) {
+func (u *upstream) body(client map[string]json.RawMessage, model string, a api) ([]byte, error) {
 	out := make(map[string]json.RawMessage, len(client)+3)
 	for k, v := range client {
 		out[k] = v
@@ -399,7 +407,9 @@ func (u *upstream) body(client map[string]json.RawMessage, model string) ([]byte
 	}
 	out["model"], _ = json.Marshal(model)
 	out["stream"] = json.RawMessage("true")
-	out["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	if a == apiOpenAI {
+		out["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	}
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, stream.InvalidParam("", "request body: %v", err)

@@ -42,6 +42,7 @@ type Stream struct {
 	release   func()             // the admission slot
 	detach    bool
 	start     time.Time
+	api       api
 	id        string // the upstream's own stream id (X-Sluice-Stream-Id), "" when it has none
 
 	events   chan stream.TextEvent
@@ -49,17 +50,20 @@ type Stream struct {
 	stopOnce sync.Once
 
 	// Written by the reader before it closes events.
-	err   error
-	usage *Usage
-	done  bool // [DONE] arrived
+	err     error
+	usage   *Usage
+	stopSeq string // the stop sequence an Anthropic upstream reported matching
+	done    bool   // the stream's end ([DONE], message_stop...) arrived
 }
 
-func newStream(clientCtx context.Context, m *Metrics, up *upstream, resp *http.Response, cancel context.CancelFunc, release func(), detach bool, start time.Time) *Stream {
+func newStream(clientCtx context.Context, m *Metrics, up *upstream, resp *http.Response, cancel context.CancelFunc, release func(), detach bool, start time.Time, a api) *Stream {
 	s := &Stream{
-		clientCtx: clientCtx, m: m, up: up, body: resp.Body, cancel: cancel, release: release, detach: detach, start: start,
+		clientCtx: clientCtx, m: m, up: up, body: resp.Body, cancel: cancel, release: release, detach: detach, start: start, api: a,
 		events: make(chan stream.TextEvent, 64), stop: make(chan struct{}),
 	}
-	if id := resp.Header.Get("X-Sluice-Stream-Id"); id != "" {
+	// Only a chat or completions stream can be continued upstream: Relay.Resume
+	// reads the continuation as chunks.
+	if id := resp.Header.Get("X-Sluice-Stream-Id"); id != "" && a == apiOpenAI {
 		s.id = up.label + "|" + id
 	}
 	m.inFlight.WithLabelValues(up.label).Inc()
@@ -77,9 +81,14 @@ func (s *Stream) Err() error { return s.err }
 // Events is closed.
 func (s *Stream) Usage() *Usage { return s.usage }
 
-// Done reports whether the upstream ended its stream with [DONE]; valid
-// once Events is closed.
+// Done reports whether the upstream ended its stream properly ([DONE],
+// message_stop, response.completed or .incomplete); valid once Events is
+// closed.
 func (s *Stream) Done() bool { return s.done }
+
+// StopSequence is the stop sequence an upstream of the Messages API said
+// ended its text ("" for none); valid once Events is closed.
+func (s *Stream) StopSequence() string { return s.stopSeq }
 
 // UpstreamID names the upstream's stream for Relay.Resume ("" when the
 // upstream keeps no resumable streams).
@@ -146,28 +155,34 @@ func (s *Stream) read() {
 			s.cancel()
 			return
 		}
+		if send && !s.deliver(ev, &closed, closeEvents) {
+			return
+		}
 		if done {
 			s.done = true
 			return
 		}
-		if !send {
-			continue
-		}
-		if ev.Text != "" && s.clientCtx.Err() != nil {
-			s.m.afterGone.WithLabelValues(s.up.label).Inc()
-		}
-		if closed {
-			continue // detached: read on for nobody
-		}
-		select {
-		case s.events <- ev:
-		case <-s.stop:
-			if !s.detach {
-				return
-			}
-			closeEvents()
-		}
 	}
+}
+
+// deliver hands ev to the pump; false when Close asked the reader to stop.
+// A detached stream's reader reads on for nobody after Close.
+func (s *Stream) deliver(ev stream.TextEvent, closed *bool, closeEvents func()) bool {
+	if ev.Text != "" && s.clientCtx.Err() != nil {
+		s.m.afterGone.WithLabelValues(s.up.label).Inc()
+	}
+	if *closed {
+		return true
+	}
+	select {
+	case s.events <- ev:
+	case <-s.stop:
+		if !s.detach {
+			return false
+		}
+		closeEvents()
+	}
+	return true
 }
 
 // endError classifies the end of the body before [DONE].
@@ -177,7 +192,7 @@ func (s *Stream) endError(err error) error {
 	}
 	s.m.truncated.WithLabelValues(s.up.label).Inc()
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return fmt.Errorf("%w: %s closed its stream without [DONE]", stream.ErrUpstreamTruncated, s.up.label)
+		return fmt.Errorf("%w: %s closed its stream without %s", stream.ErrUpstreamTruncated, s.up.label, s.api.end())
 	}
 	if errors.Is(err, errLineTooLong) {
 		s.m.errors.WithLabelValues(s.up.label, KindMalformed).Inc()
@@ -271,6 +286,12 @@ type wireChunk struct {
 }
 
 func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err error) {
+	switch p.s.api {
+	case apiMessages:
+		return p.messages(data)
+	case apiResponses:
+		return p.responses(data)
+	}
 	s := p.s
 	if string(bytes.TrimSpace(data)) == "[DONE]" {
 		return ev, false, true, nil
@@ -281,15 +302,13 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 		return p.malformed("%v in %.120q", err, data)
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
-		s.m.errors.WithLabelValues(s.up.label, KindInBand).Inc()
 		var e struct {
 			Message string `json:"message"`
-			Code    any    `json:"code"`
 		}
 		if json.Unmarshal(c.Error, &e) != nil || e.Message == "" {
 			e.Message = string(c.Error)
 		}
-		return ev, false, false, fmt.Errorf("%w: %s: %s", stream.ErrUpstreamFailed, s.up.label, e.Message)
+		return p.inBand(e.Message)
 	}
 	if c.Usage != nil {
 		s.usage = c.Usage
@@ -311,17 +330,23 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 			ev.Finish = *ch.FinishReason
 		}
 	}
-	if ev.Text != "" {
-		now := time.Now()
-		if p.firstAt.IsZero() {
-			p.firstAt = now
-			s.m.ttft.WithLabelValues(s.up.label).Observe(now.Sub(s.start).Seconds())
-		} else {
-			s.m.itl.WithLabelValues(s.up.label).Observe(now.Sub(p.lastAt).Seconds())
-		}
-		p.lastAt = now
-	}
+	p.timing(ev.Text)
 	return ev, true, false, nil
+}
+
+// timing observes TTFT and ITL as the relay sees them, at text that arrived.
+func (p *parser) timing(text string) {
+	if text == "" {
+		return
+	}
+	s, now := p.s, time.Now()
+	if p.firstAt.IsZero() {
+		p.firstAt = now
+		s.m.ttft.WithLabelValues(s.up.label).Observe(now.Sub(s.start).Seconds())
+	} else {
+		s.m.itl.WithLabelValues(s.up.label).Observe(now.Sub(p.lastAt).Seconds())
+	}
+	p.lastAt = now
 }
 
 func (p *parser) malformed(format string, args ...any) (stream.TextEvent, bool, bool, error) {

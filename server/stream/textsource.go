@@ -236,3 +236,15 @@ func (t *TextStream) FinishText() string {
 func NewTextOnlyStream(stops []string) *TextStream {
 	return NewTextStream(nil, stops)
 }
+
+// TextEnd is what a producer of text says at its end besides the outcome
+// (relay mode: the upstream's usage and the stop sequence it matched), for
+// the edges that report it.
+type TextEnd struct {
+	// Usage: the producer reported its token counts (the fields below).
+	Usage                                        bool
+	PromptTokens, CompletionTokens, CachedTokens int
+	// StopSequence is the stop string that ended the text ("" for none),
+	// matched here (TextStream.Matched) or by the upstream.
+	StopSequence string
+}

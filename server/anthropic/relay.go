@@ -1,0 +1,124 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Relayed frames a Messages stream whose text an upstream generates (relay
+// mode, server/relay) in the same events as a local stream; the relay's
+// stream writer (stream.PumpText) stands where Pump stands. It holds the
+// message across connections: a resumed stream ends with the same message.
+type Relayed struct{ m *message }
+
+// ParseRelayed validates a Messages request as a local one is validated (one
+// rule for both modes) and returns it with the framer of message id.
+func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) {
+	g, err := parse(body, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, &Relayed{m: &message{ID: id, Model: g.Model}}, nil
+}
+
+// SetModel names the model the response reports.
+func (r *Relayed) SetModel(name string) { r.m.Model = name }
+
+// Start writes what precedes the text: message_start, the text block's start
+// and a ping. The input tokens are the upstream's and arrive with the end
+// (message_delta's usage, which the SDKs read into the final message).
+func (r *Relayed) Start(sse *httpedge.SSE) {
+	em := &emitter{sse: sse}
+	em.event("message_start", map[string]any{"type": "message_start", "message": r.m.body("")})
+	em.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
+		"content_block": map[string]string{"type": "text", "text": ""}})
+	_ = em.KeepAlive()
+}
+
+// Emitter frames text as text_delta events on sse; the keep-alive is a ping.
+func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter { return &emitter{sse: sse} }
+
+// End writes the stream's last events: its ending, or the in-band error.
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+	if out.Err != nil {
+		sse.Event("error", errorBody(out.Err))
+		return
+	}
+	r.end(out, end)
+	em := &emitter{sse: sse}
+	em.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	em.event("message_delta", map[string]any{"type": "message_delta",
+		"delta": map[string]any{"stop_reason": r.m.StopReason, "stop_sequence": r.m.StopSequence},
+		"usage": r.m.usage()})
+	em.event("message_stop", map[string]string{"type": "message_stop"})
+}
+
+// Body is the whole message of a non-streaming request.
+func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
+	r.end(out, end)
+	raw, _ := json.Marshal(r.m.body(text)) // maps of strings and numbers always marshal
+	return raw
+}
+
+// end maps the stream core's finish onto Anthropic's stop reasons, as a
+// local stream's end does.
+func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
+	r.m.InputTokens, r.m.OutputTokens = end.PromptTokens, end.CompletionTokens
+	reason := out.Finish
+	switch {
+	case end.StopSequence != "":
+		reason = "stop_sequence"
+		s := end.StopSequence
+		r.m.StopSequence = &s
+	case out.Finish == "stop":
+		reason = "end_turn"
+	case out.Finish == "length":
+		reason = "max_tokens"
+	}
+	r.m.StopReason = &reason
+}
+
+// WriteUpstreamError sends an upstream's refusal of the client's request
+// (relay mode) as it answered it, in Anthropic's shape; only valid before
+// the first byte. An upstream without the endpoint is a not_found_error.
+func WriteUpstreamError(w http.ResponseWriter, status int, typ, code, message string) {
+	switch {
+	case code == "upstream_endpoint_missing" || typ == "" || typ == "upstream_error":
+		typ = anthropicType(status)
+	case typ == "invalid_request_error" && status == http.StatusNotFound:
+		typ = "not_found_error"
+	}
+	writeJSONStatus(w, status, map[string]any{"type": "error",
+		"error": map[string]string{"type": typ, "message": message, "code": code}})
+}
+
+// anthropicType is Anthropic's error type for an HTTP status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	return "api_error"
+}
+
+func writeJSONStatus(w http.ResponseWriter, status int, v map[string]any) {
+	body, _ := json.Marshal(v) // maps of strings always marshal
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,120 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/anthropic"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/relay"
+	"github.com/sluicehq/sluice/server/responses"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// The Anthropic Messages and OpenAI Responses APIs in relay mode: the
+// request, validated as a local one is, goes to the upstream's same
+// endpoint; its text comes back through the same stream writer as chat's
+// (stream.PumpText) and is framed by the API's own package, so the
+// guarantees are chat's: the client's leaving closes the upstream, the
+// upstream's timeouts and retries, keep-alives (Anthropic's ping event),
+// stop strings held back here, replay from this server's event log, and
+// upstream failures as the API's in-band error events.
+
+// relayFramer is an API's framing of a relayed stream and of its whole
+// (non-streaming) response.
+type relayFramer interface {
+	relayEdge
+	SetModel(name string)
+	Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte
+}
+
+// relayAPIShape is one API as the relay serves it.
+type relayAPIShape struct {
+	path   string
+	prefix string // of the stream ids this server gives
+	parse  func(body []byte, id string) (*stream.GenRequest, relayFramer, error)
+	// refuse answers an error before the first byte in the API's shape.
+	refuse func(http.ResponseWriter, error)
+	header func(id string) map[string]string
+}
+
+var messagesAPI = relayAPIShape{
+	path: relay.PathMessages, prefix: "msg_",
+	parse: func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+		g, f, err := anthropic.ParseRelayed(body, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, f, nil
+	},
+	refuse: func(w http.ResponseWriter, err error) {
+		var se *relay.StatusError
+		if errors.As(err, &se) && se.PassThrough() {
+			anthropic.WriteUpstreamError(w, se.Status, se.Type, se.Code, se.Message)
+			return
+		}
+		anthropic.WriteError(w, err)
+	},
+	header: func(id string) map[string]string { return map[string]string{"request-id": id} },
+}
+
+var responsesAPI = relayAPIShape{
+	path: relay.PathResponses, prefix: "resp_",
+	parse: func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+		g, f, err := responses.ParseRelayed(body, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, f, nil
+	},
+	refuse: writeRelayError,
+	header: func(string) map[string]string { return nil },
+}
+
+// relayAPI serves POST /v1/messages or /v1/responses in relay mode; with
+// X-Sluice-Stream-Id and Last-Event-ID it resumes.
+func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPIShape) {
+	if id := r.Header.Get(streamIDHeader); id != "" && r.Header.Get(lastEventIDHeader) != "" {
+		s.relayResume(w, r, id)
+		return
+	}
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		api.refuse(w, err)
+		return
+	}
+	id := stream.NewID(api.prefix)
+	g, f, err := api.parse(body, id)
+	if err != nil {
+		api.refuse(w, err)
+		return
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		api.refuse(w, stream.InvalidParam("", "request body must be a JSON object"))
+		return
+	}
+	if !s.relay.Serves(g.Model) {
+		api.refuse(w, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, g.Model, strings.Join(s.relay.Models(), ", ")))
+		return
+	}
+	if g.Model == "" {
+		g.Model = s.relay.Models()[0]
+	}
+	f.SetModel(g.Model)
+	req := relay.Request{Path: api.path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}
+	if !g.Stream {
+		s.relayWhole(w, r, g, req, api.refuse, func(text string, out stream.TextOutcome, end stream.TextEnd) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(f.Body(text, out, end))
+		})
+		return
+	}
+	st := newStreamState(id, g, engine.Request{}, chunkFormat{}, stream.NewTextOnlyStream(g.Stop), s.relayLog())
+	st.relay = &relayCursor{model: g.Model, edge: f}
+	s.relayStream(w, r, st, req, api.refuse, api.header(id))
+}

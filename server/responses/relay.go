@@ -1,0 +1,123 @@
+package responses
+
+import (
+	"encoding/json"
+
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Relayed frames a Responses stream whose text an upstream generates (relay
+// mode, server/relay) in the same events as a local stream; the relay's
+// stream writer (stream.PumpText) stands where Pump stands. It holds the
+// response and its event counter across connections, so a resumed stream
+// continues the same sequence numbers.
+type Relayed struct {
+	resp *response
+	em   *emitter
+}
+
+// ParseRelayed validates a Responses request as a local one is validated
+// (one rule for both modes) and returns it with the framer of response id.
+// previous_response_id is refused: the conversation it names is stored by
+// the upstream under the upstream's own id, which the client never saw.
+func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) {
+	var prev struct {
+		ID json.RawMessage `json:"previous_response_id"`
+	}
+	if json.Unmarshal(body, &prev) == nil && httpedge.Present(prev.ID) {
+		return nil, nil, httpedge.Unsupported("previous_response_id",
+			"previous_response_id is not supported in relay mode: the upstream stores the conversation under its own response id")
+	}
+	p, err := parse(body, func(string) ([]stream.ChatMessage, bool) { return nil, false })
+	if err != nil {
+		return nil, nil, err
+	}
+	resp := newResponse(id, p.gen.Model, p.wire, 0)
+	resp.Store = false // nothing is kept here to retrieve
+	return p.gen, &Relayed{resp: resp, em: &emitter{itemID: resp.Output[0].ID}}, nil
+}
+
+// SetModel names the model the response reports.
+func (r *Relayed) SetModel(name string) { r.resp.Model = name }
+
+// Start writes what precedes the text, up to the empty text part.
+func (r *Relayed) Start(sse *httpedge.SSE) {
+	r.em.sse = sse
+	startEvents(r.em, r.resp)
+}
+
+// startEvents announces the response, its message item and its text part.
+// Before its output item is announced the response has no output: the SDKs
+// index items by the output_item.added events.
+func startEvents(em *emitter, resp *response) {
+	empty := *resp
+	empty.Output = []message{}
+	em.event("response.created", map[string]any{"response": &empty})
+	em.event("response.in_progress", map[string]any{"response": &empty})
+	item := resp.Output[0]
+	item.Content = []outputText{}
+	em.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
+	em.event("response.content_part.added", map[string]any{"output_index": 0, "content_index": 0,
+		"item_id": em.itemID, "part": newText("")})
+}
+
+// Emitter frames text as output_text.delta events on sse.
+func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
+	r.em.sse = sse
+	return r.em
+}
+
+// End writes the stream's last events: the done events and
+// response.completed (or .incomplete), or error and response.failed.
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+	r.em.sse = sse
+	if out.Err != nil {
+		c := stream.Classify(out.Err)
+		r.em.event("error", map[string]any{"code": c.Code, "message": out.Err.Error(), "param": nullable(c.Param)})
+		r.resp.fail(c.Code, out.Err.Error(), string(r.em.text))
+		r.em.event("response.failed", map[string]any{"response": r.resp})
+		return
+	}
+	r.end(string(r.em.text), out, end)
+	endEvents(r.em, r.resp)
+}
+
+// endEvents closes the text part and the item, then the response.
+func endEvents(em *emitter, resp *response) {
+	text := resp.Output[0].Content[0]
+	em.event("response.output_text.done", map[string]any{"output_index": 0, "content_index": 0,
+		"item_id": em.itemID, "text": text.Text, "logprobs": []any{}})
+	em.event("response.content_part.done", map[string]any{"output_index": 0, "content_index": 0,
+		"item_id": em.itemID, "part": text})
+	em.event("response.output_item.done", map[string]any{"output_index": 0, "item": resp.Output[0]})
+	final := "response.completed"
+	if resp.Status == "incomplete" {
+		final = "response.incomplete"
+	}
+	em.event(final, map[string]any{"response": resp})
+}
+
+// Body is the whole response of a non-streaming request.
+func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
+	r.end(text, out, end)
+	raw, _ := json.Marshal(r.resp) // the response types always marshal
+	return raw
+}
+
+// end fills in the output and the upstream's usage: completed, or
+// incomplete when the token limit cut it.
+func (r *Relayed) end(text string, out stream.TextOutcome, end stream.TextEnd) {
+	resp := r.resp
+	resp.Status = "completed"
+	if out.Finish == "length" {
+		resp.Status, resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
+	}
+	resp.Output[0].Status = resp.Status
+	resp.Output[0].Content = []outputText{newText(text)}
+	resp.Usage = &usage{
+		InputTokens: end.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": end.CachedTokens},
+		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
+		TotalTokens: end.PromptTokens + end.CompletionTokens,
+	}
+}
