@@ -22,6 +22,9 @@ type Config struct {
 	// been made with the same figures (slot = block*BlockSize + pos%BlockSize).
 	Blocks    int
 	BlockSize int // 0 = kvcache.DefaultBlockSize
+	// Window and WindowBlocks add kvcache's window group, for a model whose
+	// window layers keep their KV apart (window.go); 0 = none.
+	Window, WindowBlocks int
 
 	MaxBatchTokens int // tokens per step (0 = scheduler default)
 	// MaxPrefillTokensWithDecodes caps the prompt tokens of a step that also

@@ -51,6 +51,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 	}
 	pool, err := kvcache.NewPool(kvcache.Config{
 		Blocks: cfg.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: !cfg.DisablePrefixCache, Events: cfg.KVEvents,
+		Window: cfg.windowGroup(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -58,6 +59,9 @@ func New(model Model, cfg Config) (*Engine, error) {
 	sched, err := scheduler.New(cfg.schedulerConfig(), pool)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := cfg.checkWindow(sched.Config().MaxBatchTokens); err != nil {
+		return nil, err
 	}
 	e := &Engine{
 		model: model,

@@ -56,7 +56,7 @@ func owner(q *scheduler.Seq) *Sequence { return q.Owner.(*Sequence) }
 //	logits   for the last row of each sequence whose chunk reaches its end
 func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch {
 	b := &e.batch
-	b.Tokens, b.Positions, b.Slots = b.Tokens[:0], b.Positions[:0], b.Slots[:0]
+	b.Tokens, b.Positions, b.Slots, b.WindowSlots = b.Tokens[:0], b.Positions[:0], b.Slots[:0], b.WindowSlots[:0]
 	clear(b.Seqs) // drop the previous step's block tables
 	b.Seqs, b.LogitRows = b.Seqs[:0], b.LogitRows[:0]
 	bs := int32(e.cfg.BlockSize)
@@ -79,6 +79,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 			b.Slots = append(b.Slots, table[pos/bs]*bs+pos%bs)
 		}
 		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: it.Start + it.N, Blocks: table})
+		windowRows(b, it.Seq, it.Start, it.N, bs)
 		if it.Sample {
 			b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
 		}

@@ -40,6 +40,10 @@ type SeqRows struct {
 	Start, End int     // the sequence's rows in the batch: [Start, End), consecutive positions
 	ContextLen int     // tokens in the cache once this step has written its rows (= last position + 1)
 	Blocks     []int32 // block table: Blocks[p/BlockSize] holds position p
+	// WindowBlocks is the table of the sliding-window layers' own KV store
+	// (kvcache's window group), −1 for blocks no window row reads any more;
+	// nil when those layers share Blocks.
+	WindowBlocks []int32
 }
 
 // Batch is one step's work: every scheduled token of every sequence, one row
@@ -48,6 +52,9 @@ type Batch struct {
 	Tokens    []int32 // [n] token id of each row
 	Positions []int32 // [n] position of each row within its sequence
 	Slots     []int32 // [n] KV slot each row's K and V are written to
+	// WindowSlots are the rows' slots in the window layers' own KV store; nil
+	// when those layers share the global store.
+	WindowSlots []int32
 	Seqs      []SeqRows
 	LogitRows []int32 // rows whose logits the caller needs, in output order
 }

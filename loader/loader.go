@@ -108,17 +108,20 @@ func (m *Model) load(o Options) error {
 	}
 	m.Llama, err = models.Load(m.src, m.be, models.Options{
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
+		WindowKV: true, // window layers keep only their window's KV (kvcache window.go)
 	})
 	if err != nil {
 		return err
 	}
 	mo := m.Llama.Options() // the figures after defaults: the engine must use the same pool
+	window, windowBlocks := m.Llama.KVWindow()
 	var run engine.Model = m.Llama
 	if o.WrapModel != nil {
 		run = o.WrapModel(run)
 	}
 	m.Engine, err = engine.New(run, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
+		Window: window, WindowBlocks: windowBlocks,
 		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
 		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,
 	})

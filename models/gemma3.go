@@ -109,13 +109,14 @@ func (m *Llama) loadGemma3(w *weightLoader) error {
 func (m *Llama) gemma3Layers(b *kernels.Batch, n int) error {
 	c, be, g := &m.cfg, m.be, m.gemma
 	scale := c.QueryScale
-	err := g.ops.Scale(m.x, n, float32(math.Sqrt(float64(c.Hidden))))
+	err := firstErr(m.prepareWindow(b), g.ops.Scale(m.x, n, float32(math.Sqrt(float64(c.Hidden)))))
 	for i := range m.layers {
 		if err != nil {
 			return err
 		}
 		l := &m.layers[i]
 		freq, window := m.invFreq, 0
+		kv, li, lb := m.layerKV(i, b)
 		if c.IsWindowLayer(i) {
 			freq, window = g.localFreq, c.Window
 		}
@@ -129,7 +130,7 @@ func (m *Llama) gemma3Layers(b *kernels.Batch, n int) error {
 			g.ops.HeadRMSNorm(m.k, l.kNorm, n, c.KVHeads, c.RMSEps),
 			be.RoPE(m.q, freq, b.Positions, c.Heads, c.RopeStyle),
 			be.RoPE(m.k, freq, b.Positions, c.KVHeads, c.RopeStyle),
-			g.ops.SlidingAttention(m.att, m.q, m.k, m.v, m.kv, i, b, scale, window),
+			g.ops.SlidingAttention(m.att, m.q, m.k, m.v, kv, li, lb, scale, window),
 			be.MatMul(m.o, m.att, l.wo, nil, n),
 			be.RMSNorm(m.o, m.o, l.postAttnNorm, n, c.RMSEps),
 			be.Add(m.x, m.o, n),

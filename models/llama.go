@@ -20,6 +20,7 @@ type Llama struct {
 	invFreq                  kernels.Tensor // [headDim/2] RoPE frequencies, scaling applied
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
+	win                      *windowKV           // set with Options.WindowKV (gemma3_window.go)
 	gemma                    *gemma3Extras       // nil unless cfg.Arch is gemma3
 	headNorm                 kernels.HeadNormOps // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps      // set when cfg.Experts > 0

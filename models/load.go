@@ -18,6 +18,13 @@ type Options struct {
 	KVBlocks       int // KV blocks; 0 = as many as KVBytes allows
 	KVBytes        int64
 	ContextLen     int // 0 = the model's own; a smaller value caps it
+	// WindowKV keeps a sliding-window model's window layers in a KV store of
+	// their own, of WindowKVBlocks blocks (0 = enough for MaxSeqs sequences
+	// at their windows and one batch), for kvcache's window group: the
+	// engine must be given Window and WindowBlocks to match. Off: every
+	// layer keeps every position (gemma3_window.go).
+	WindowKV       bool
+	WindowKVBlocks int
 }
 
 const defaultKVBytes = 1 << 30
@@ -36,12 +43,13 @@ func (o Options) withDefaults(c Config) Options {
 	if o.ContextLen <= 0 || o.ContextLen > c.ContextLen {
 		o.ContextLen = c.ContextLen
 	}
+	o = o.windowDefaults(c)
 	if o.KVBlocks <= 0 {
 		if o.KVBytes <= 0 {
 			o.KVBytes = defaultKVBytes
 		}
-		perBlock := int64(2*c.Layers*c.KVHeads*c.HeadDim*2) * int64(o.BlockSize) // K and V, F16
-		o.KVBlocks = int(o.KVBytes / perBlock)
+		perBlock := o.kvBlockBytes(c) // K and V, F16, of the layers in the global store
+		o.KVBlocks = int(max(o.KVBytes-o.windowStoreBytes(c), 0) / perBlock)
 		// At least one full-context sequence must fit, or long prompts could never run.
 		o.KVBlocks = max(o.KVBlocks, (o.ContextLen+o.BlockSize-1)/o.BlockSize+1)
 	}
@@ -176,10 +184,7 @@ func (m *Llama) allocate() error {
 		return err
 	}
 	m.host = make([]float32, o.MaxSeqs*c.Vocab)
-	m.kv, err = be.NewKVStore(kernels.KVConfig{
-		Layers: c.Layers, Blocks: o.KVBlocks, BlockSize: o.BlockSize, KVHeads: c.KVHeads, HeadDim: c.HeadDim,
-	})
-	return err
+	return m.allocKV()
 }
 
 func (c Config) validate() error {

@@ -44,6 +44,10 @@ func (q *Seq) NumComputed() int { return q.computed }
 // Blocks is the sequence's block table (valid until the next scheduler call).
 func (q *Seq) Blocks() []int32 { return q.table.Blocks() }
 
+// WindowBlocks is the sequence's window-group block table (kvcache
+// window.go), nil when the pool has no window group.
+func (q *Seq) WindowBlocks() []int32 { return q.table.WindowBlocks() }
+
 // CachedTokens is the number of tokens served from the prefix cache at the
 // sequence's first admission (later readmissions after preemption do not count).
 func (q *Seq) CachedTokens() int { return q.cachedTokens }

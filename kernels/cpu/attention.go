@@ -101,7 +101,11 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		if need := (sq.ContextLen + cfg.BlockSize - 1) / cfg.BlockSize; need > len(sq.Blocks) {
 			return fmt.Errorf("cpu backend: Attention: sequence %d has %d blocks for %d tokens", si, len(sq.Blocks), sq.ContextLen)
 		}
-		for _, blk := range sq.Blocks {
+		lo := 0 // a window row never reads below its window, where a window table holds −1
+		if window > 0 && sq.End > sq.Start {
+			lo = min(max(int(batch.Positions[sq.Start])-window+1, 0)/cfg.BlockSize, len(sq.Blocks))
+		}
+		for _, blk := range sq.Blocks[lo:] {
 			if blk < 0 || int(blk) >= cfg.Blocks {
 				return fmt.Errorf("cpu backend: Attention: block %d out of range [0,%d)", blk, cfg.Blocks)
 			}
