@@ -26,11 +26,30 @@ type hfConfig struct {
 	TieWordEmbeddings     *bool          `json:"tie_word_embeddings"`
 
 	// Gemma 3
-	QueryPreAttnScalar   *float64 `json:"query_pre_attn_scalar"`
-	SlidingWindow        *int     `json:"sliding_window"`
-	SlidingWindowPattern *int     `json:"sliding_window_pattern"`
-	LayerTypes           []string `json:"layer_types"` // "sliding_attention" | "full_attention"
-	RopeLocalBaseFreq    *float64 `json:"rope_local_base_freq"`
+	QueryPreAttnScalar    *float64        `json:"query_pre_attn_scalar"`
+	SlidingWindow         *int            `json:"sliding_window"`
+	SlidingWindowPattern  *int            `json:"sliding_window_pattern"`
+	LayerTypes            []string        `json:"layer_types"` // "sliding_attention" | "full_attention"
+	RopeLocalBaseFreq     *float64        `json:"rope_local_base_freq"`
+	FinalLogitSoftcapping *float64        `json:"final_logit_softcapping"`
+	AttnLogitSoftcapping  *float64        `json:"attn_logit_softcapping"`
+	HiddenActivation      string          `json:"hidden_activation"`
+	TextConfig            json.RawMessage `json:"text_config"` // Gemma3ForConditionalGeneration: the language model's config
+}
+
+// gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
+// values a Gemma 3 config.json leaves out (a multimodal checkpoint's
+// text_config lists only what differs from them).
+func gemma3TextDefaults() hfConfig {
+	f := func(v float64) *float64 { return &v }
+	i := func(v int) *int { return &v }
+	return hfConfig{
+		HiddenSize: 2304, IntermediateSize: 9216, NumHiddenLayers: 26, NumAttentionHeads: 8, NumKeyValueHeads: 4,
+		HeadDim: 256, VocabSize: 262208, MaxPositionEmbeddings: 131072,
+		RMSNormEps: f(1e-6), RopeTheta: f(1e6), QueryPreAttnScalar: f(256),
+		SlidingWindow: i(4096), SlidingWindowPattern: i(gemma3WindowPattern), RopeLocalBaseFreq: f(gemma3RopeThetaLocal),
+		HiddenActivation: "gelu_pytorch_tanh",
+	}
 }
 
 type hfRopeScaling struct {
@@ -49,6 +68,9 @@ var hfArchs = map[string]string{
 	"Qwen2ForCausalLM":   "qwen2",
 	"Qwen3ForCausalLM":   "qwen3",
 	"Gemma3ForCausalLM":  "gemma3",
+	// The multimodal checkpoint: its language model alone (text_config and
+	// the language_model tensors; the vision tower is not loaded).
+	"Gemma3ForConditionalGeneration": "gemma3",
 }
 
 // readHFConfig parses dir/config.json. has tells which (GGUF-named) tensors
@@ -67,8 +89,23 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or Gemma3ForCausalLM): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
+	}
+	if arch == "gemma3" {
+		// Again over transformers' defaults, from text_config when there is one.
+		text := raw
+		if hc.TextConfig != nil {
+			text = hc.TextConfig
+		} else if hc.Architectures[0] == "Gemma3ForConditionalGeneration" {
+			return Config{}, fmt.Errorf("hf config %s: Gemma3ForConditionalGeneration without text_config: %w", path, ErrMissingKey)
+		}
+		archs := hc.Architectures
+		hc = gemma3TextDefaults()
+		if err := json.Unmarshal(text, &hc); err != nil {
+			return Config{}, fmt.Errorf("hf config %s: text_config: %w: %w", path, ErrMalformed, err)
+		}
+		hc.Architectures = archs
 	}
 	cfg := Config{
 		Arch:       arch,
@@ -149,6 +186,16 @@ func (s *hfRopeScaling) config(path string) (*RopeScaling, error) {
 // to the embedding; its norms are stored as w for (1 + w), which the loader
 // shifts (weightLoader.normShift).
 func (hc *hfConfig) gemma3(cfg *Config, path string) error {
+	// Gemma 2's soft-capping survives in Gemma 3's config as null; a value
+	// would change every logit, so it is refused rather than ignored.
+	for key, v := range map[string]*float64{"final_logit_softcapping": hc.FinalLogitSoftcapping, "attn_logit_softcapping": hc.AttnLogitSoftcapping} {
+		if v != nil && *v != 0 {
+			return fmt.Errorf("hf config %s: %s = %g (logit soft-capping, Gemma 2's) is not implemented: %w", path, key, *v, ErrUnsupported)
+		}
+	}
+	if hc.HiddenActivation != "gelu_pytorch_tanh" {
+		return fmt.Errorf("hf config %s: hidden_activation %q (Gemma 3's feed-forward is gelu_pytorch_tanh): %w", path, hc.HiddenActivation, ErrUnsupported)
+	}
 	cfg.TiedEmbeddings = true
 	cfg.RopeThetaLocal = gemma3RopeThetaLocal
 	if hc.RopeLocalBaseFreq != nil {
@@ -170,6 +217,9 @@ func (hc *hfConfig) gemma3(cfg *Config, path string) error {
 			return fmt.Errorf("hf config %s: %d layer_types for %d layers: %w", path, len(hc.LayerTypes), cfg.Layers, ErrMalformed)
 		}
 		for i, t := range hc.LayerTypes {
+			if t != "sliding_attention" && t != "full_attention" {
+				return fmt.Errorf("hf config %s: layer_types[%d] = %q (want sliding_attention or full_attention): %w", path, i, t, ErrMalformed)
+			}
 			cfg.WindowLayers[i] = t == "sliding_attention"
 		}
 	case hc.SlidingWindowPattern != nil:

@@ -262,6 +262,14 @@ var hfTopNames = map[string]string{
 
 // hfToGGUF renames a checkpoint tensor; names it does not know keep their own.
 func hfToGGUF(name string) string {
+	// Gemma3ForConditionalGeneration nests the language model:
+	// language_model.model.* before transformers 4.52, model.language_model.*
+	// since. Its vision tower keeps its own names and is never loaded.
+	if rest, ok := strings.CutPrefix(name, "model.language_model."); ok {
+		name = "model." + rest
+	} else if rest, ok := strings.CutPrefix(name, "language_model."); ok {
+		name = rest
+	}
 	if g, ok := hfTopNames[name]; ok {
 		return g
 	}

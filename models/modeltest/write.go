@@ -162,8 +162,7 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	if spec.Experts > 0 || spec.Phi3 {
 		return fmt.Errorf("modeltest: mixture-of-experts and Phi-3 specs are written as GGUF only")
 	}
-	dtName, ok := hfDTypes[dtype]
-	if !ok {
+	if _, ok := hfDTypes[dtype]; !ok {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -190,7 +189,7 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 			weightMap[hfName(t.name, spec.Gemma)] = file
 			total += len(data)
 		}
-		if err := writeSafetensors(filepath.Join(dir, file), ts, dtName); err != nil {
+		if err := WriteSafetensors(filepath.Join(dir, file), ts); err != nil {
 			return err
 		}
 	}
@@ -265,6 +264,8 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 		cfg["hidden_activation"] = "gelu_pytorch_tanh"
 		cfg["query_pre_attn_scalar"] = spec.HeadDim()
 		cfg["rope_local_base_freq"] = 10000
+		// null, not absent: transformers' Gemma3TextConfig defaults to 4096.
+		cfg["sliding_window"] = nil
 		if spec.Window > 0 {
 			cfg["sliding_window"] = spec.Window
 			cfg["sliding_window_pattern"] = spec.WindowPattern
@@ -282,12 +283,17 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	return cfg
 }
 
-// writeSafetensors writes one safetensors file; the header is padded with
-// spaces to 8 bytes, as the Python library does, so tensor data stays aligned.
-func writeSafetensors(path string, tensors []Tensor, dtName string) error {
+// WriteSafetensors writes tensors (F32, F16 or BF16, each in its own) as one
+// safetensors file; the header is padded with spaces to 8 bytes, as the
+// Python library does, so tensor data stays aligned.
+func WriteSafetensors(path string, tensors []Tensor) error {
 	header := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	var off int
 	for _, t := range tensors {
+		dtName, ok := hfDTypes[t.DType]
+		if !ok {
+			return fmt.Errorf("modeltest: %s: safetensors dtype %v (want F32, F16 or BF16)", t.Name, t.DType)
+		}
 		header[t.Name] = map[string]any{"dtype": dtName, "shape": t.Shape, "data_offsets": []int{off, off + len(t.Data)}}
 		off += len(t.Data)
 	}
