@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/relay"
+)
+
+// pyScript runs a tests/ script with env and returns its JSON report and
+// whether it passed (its "ok").
+func pyScript(t *testing.T, python, script string, env ...string) (map[string]any, bool) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", script))
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	var res map[string]any
+	if jerr := json.Unmarshal(out, &res); jerr != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("%s: %v\n%s\n%s", script, err, out, stderr)
+	}
+	return res, err == nil && res["ok"] == true
+}
+
+// TestRelayAnthropicSDK: the Anthropic Python SDK's client.messages.stream
+// through a relay whose upstream is the rig's Sluice sees what a direct
+// client sees (tests/anthropic-python/relay.py), and the upstream is idle
+// after it.
+func TestRelayAnthropicSDK(t *testing.T) {
+	r := getRig(t)
+	front := startRelay(t, r)
+	python := pyVenv(t, "anthropic", "anthropic==2.14.0")
+	res, ok := pyScript(t, python, "anthropic-python/relay.py", "SLUICE_URL="+front.url, "SLUICE_DIRECT="+r.url)
+	if !ok {
+		t.Fatalf("relay.py: %v", res)
+	}
+	t.Logf("%v", res)
+	r.waitIdle(t, 5*time.Second)
+}
+
+// TestRelayResponsesSDK: the OpenAI Python SDK's client.responses.stream
+// through the relay sees what a direct client sees
+// (tests/openai-python/relay.py).
+func TestRelayResponsesSDK(t *testing.T) {
+	r := getRig(t)
+	front := startRelay(t, r)
+	python := pyVenv(t, "openai", "openai==3.57.0")
+	res, ok := pyScript(t, python, "openai-python/relay.py", "SLUICE_URL="+front.url, "SLUICE_DIRECT="+r.url)
+	if !ok {
+		t.Fatalf("relay.py: %v", res)
+	}
+	t.Logf("%v", res)
+	r.waitIdle(t, 5*time.Second)
+}
+
+// dripChat is an upstream that sends a chat chunk every pause: the relay in
+// front of it sends keep-alives between its own id'd events.
+func dripChat(pause time.Duration, pieces ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, p := range pieces {
+			time.Sleep(pause)
+			fmt.Fprintf(w, "id: %d\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q},\"finish_reason\":null}]}\n\n", i+1, p)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}
+}
+
+// TestKeepAliveBetweenIDsPythonSDK: the OpenAI Python SDK reads a stream
+// whose keep-alives arrive between id'd events. Its decoder keeps the last
+// id, so a keep-alive framed as a comment plus a blank line became an event
+// with empty data, which it failed to parse; Sluice's keep-alive is one
+// comment line inside the next event's block. The same script against the
+// old framing must fail, so the check can tell the two apart.
+func TestKeepAliveBetweenIDsPythonSDK(t *testing.T) {
+	python := pyVenv(t, "openai", "openai==3.57.0")
+	up := httptest.NewServer(dripChat(150*time.Millisecond, "a", "b", "c", "d"))
+	t.Cleanup(up.Close)
+	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: up.URL, Models: []string{"m"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.ModelID, cfg.KeepAlive = "m", 20*time.Millisecond
+	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetRelay(rl); err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { front.Close(); rl.Close() })
+
+	resp, err := http.Post(front.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), "\n\n: keep-alive\n") || !strings.Contains(string(raw), ": keep-alive\nid: ") {
+		t.Fatalf("no keep-alive between id'd events in\n%s", raw)
+	}
+	res, ok := pyScript(t, python, "openai-python/keepalive.py", "SLUICE_URL="+front.URL)
+	if !ok || res["text"] != "abcd" {
+		t.Errorf("the SDK through keep-alives: %v, want ok and text abcd", res)
+	}
+
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 1\ndata: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n")
+		fmt.Fprint(w, ": keep-alive\n\n")
+		fmt.Fprint(w, "id: 2\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(old.Close)
+	res, ok = pyScript(t, python, "openai-python/keepalive.py", "SLUICE_URL="+old.URL)
+	if ok || !strings.Contains(fmt.Sprint(res["error"]), "JSONDecodeError") {
+		t.Errorf("the old framing (a comment and a blank line after an id'd event): %v; the SDK must fail on it, or this test proves nothing", res)
+	}
+}
