@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -251,19 +252,54 @@ func TestRelayFaults(t *testing.T) {
 	}
 }
 
-// TestRelayClientLeaves: a never-ending upstream stream, a client that hangs
-// up: the upstream sees its connection close at once and nothing it sends
-// afterwards is read.
+// TestRelayClientLeaves: an upstream stream that would run on for 20,000
+// chunks, a client that hangs up after 3: the upstream sees its connection
+// close at once and nothing it sends afterwards is read.
 func TestRelayClientLeaves(t *testing.T) {
 	leakCheck(t)
+	if problems := clientLeaves(t); len(problems) > 0 {
+		t.Error(strings.Join(problems, "\n"))
+	}
+}
+
+// TestRelayClientLeavesCheckCanFail is the mutation check of the test
+// above: the same scenario and checker, through a relay whose upstream
+// request is detached from its client (serve --abort-on-disconnect=false:
+// the context is not cancelled and the body is read to its end), must be
+// found wrong on each count — else the checker could pass a relay that
+// never cancels.
+func TestRelayClientLeavesCheckCanFail(t *testing.T) {
+	leakCheck(t)
+	problems := clientLeaves(t, func(c *server.Config) { c.AbortOnDisconnect = false })
+	want := []string{"never saw the relay leave", "cancelled upstream streams", "chunks read after the client left"}
+	if len(problems) != len(want) {
+		t.Fatalf("the checker found %d problems with a detached relay, want %d:\n%s", len(problems), len(want), strings.Join(problems, "\n"))
+	}
+	t.Logf("with the relay detached the checker reports:\n%s", strings.Join(problems, "\n"))
+	for i, w := range want {
+		if !strings.Contains(problems[i], w) {
+			t.Errorf("problem %d %q, want one about %q", i, problems[i], w)
+		}
+	}
+}
+
+// clientLeaves runs the scenario and returns what its checker found wrong.
+func clientLeaves(t *testing.T, cfgs ...func(*server.Config)) (problems []string) {
+	t.Helper()
+	ended := make(chan struct{}, 1)
 	up := newFake(t, func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
 		sseStart(w)
-		for i := 2; r.Context().Err() == nil; i++ {
+		for i := 2; i < 20000 && r.Context().Err() == nil; i++ {
 			chunk(w, i, "x")
 		}
-		f.gone <- struct{}{}
+		if r.Context().Err() != nil {
+			f.gone <- struct{}{}
+			return
+		}
+		finish(w, "length")
+		ended <- struct{}{}
 	})
-	rig := newRelay(t, up, fast)
+	rig := newRelay(t, up, fast, cfgs...)
 	ctx, cancel := context.WithCancel(t.Context())
 	res := post(t, ctx, rig.url, chatBody, 3)
 	cancel()
@@ -272,15 +308,25 @@ func TestRelayClientLeaves(t *testing.T) {
 	}
 	select {
 	case <-up.gone:
+	case <-ended:
+		problems = append(problems, "the upstream never saw the relay leave: it sent its whole stream")
 	case <-time.After(5 * time.Second):
-		t.Fatal("the upstream never saw the relay leave")
+		problems = append(problems, "the upstream never saw the relay leave within 5 s")
 	}
-	waitFor(t, func() bool { return counter(t, rig.reg, "sluice_relay_upstream_cancelled_total") == 1 })
+	cancelled := func() float64 { return counter(t, rig.reg, "sluice_relay_upstream_cancelled_total") }
+	deadline := time.Now().Add(5 * time.Second)
+	for cancelled() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := cancelled(); n != 1 {
+		problems = append(problems, fmt.Sprintf("cancelled upstream streams %v, want 1", n))
+	}
 	// What was in flight when the client left (socket buffers) may still be read; a relay that
 	// kept reading would count thousands here.
 	if got := counter(t, rig.reg, "sluice_relay_tokens_after_client_left_total"); got > 64 {
-		t.Errorf("%v chunks read after the client left", got)
+		problems = append(problems, fmt.Sprintf("%v chunks read after the client left", got))
 	}
+	return problems
 }
 
 // TestRelayStopClosesUpstream: a stop string given by the client is
