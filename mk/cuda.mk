@@ -22,9 +22,10 @@ cuda-check: cuda-emu-torch
 cuda-emu: $(CUDA_EMU_LIB)
 
 # The device sampler (kernels/cuda/sample.cu) against the engine's own host
-# sampler, token for token over seeded generations, on the emulator.
+# sampler, token for token over seeded generations, on the emulator; and
+# constraint masks applied on the device (mask.cu) against the host path.
 .PHONY: cuda-emu-sample
 cuda-emu-sample: $(TOKENIZERS_LIB)
-	$(GO) test -tags cudaemu -count=1 -run TestDeviceSamplerMatchesHost ./engine/
+	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost' ./engine/
 
 cuda-check: cuda-emu-sample

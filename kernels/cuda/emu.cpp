@@ -10,6 +10,7 @@
 #include "attention.cu"
 #include "blas.cu"
 #include "elementwise.cu"
+#include "mask.cu"
 #include "matmul.cu"
 #include "sample.cu"
 
@@ -78,6 +79,7 @@ const std::map<std::string, Kernel>& registry() {
         GEMV(f32) GEMV(f16) GEMV(bf16) GEMV(q4_0) GEMV(q4_1) GEMV(q5_0) GEMV(q5_1) GEMV(q8_0) GEMV(q4_k) GEMV(q5_k) GEMV(q6_k)
         TYPES(mma_) K(paged_attention) K(sample)
         K(to_half_bf16) K(to_half_f16) K(bias_rows) // blas.cu
+        K(mask_logits) // mask.cu
     };
     return r;
 }
