@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -138,30 +137,17 @@ func (s *Server) handleStreamGet(w http.ResponseWriter, r *http.Request) {
 // answered the request itself; otherwise the caller calls release.
 func (s *Server) openResume(w http.ResponseWriter, r *http.Request, id string, relayed bool) (
 	st *streamState, last int64, ctx context.Context, release func(), ok bool) {
-	if s.store != nil {
-		st = s.store.get(id)
-	}
-	if st == nil || (relayed && st.relay == nil) {
-		writeError(w, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id))
-		return nil, 0, nil, nil, false
-	}
-	if h := r.Header.Get(lastEventIDHeader); h != "" {
-		var err error
-		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
-			writeError(w, stream.InvalidParam(lastEventIDHeader, "Last-Event-ID must be an event id, got %q", h))
-			return nil, 0, nil, nil, false
-		}
-	}
-	ctx, release, err := st.acquire(r.Context())
+	rc, err := s.store.shared().Open(r, id, func(o httpedge.Resumable) bool {
+		st, ok := o.(*streamState)
+		return ok && (!relayed || st.relay != nil)
+	})
 	if err != nil {
+		if r.Context().Err() == nil { // else the client left while waiting for the stream
+			writeError(w, err)
+		}
 		return nil, 0, nil, nil, false
 	}
-	if _, err := st.log.After(last); err != nil {
-		release()
-		writeError(w, err)
-		return nil, 0, nil, nil, false
-	}
-	return st, last, ctx, release, true
+	return rc.State.(*streamState), rc.Last, rc.Ctx, rc.Release, true
 }
 
 // resume replays the events after Last-Event-ID and, when the generation was
@@ -173,24 +159,17 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	defer release()
 	// The abort can race the last token: a stream cut with every token
-	// already produced only lacks its ending.
-	limitReached := st.req.MaxTokens > 0 && len(st.ts.IDs()) >= st.req.MaxTokens
+	// already produced only lacks its ending (Continue gives no generation).
 	var gen *stream.Generation
-	if !st.done && !limitReached {
+	if !st.done {
 		var err error
-		req := st.req
-		req.Resume = append([]int32(nil), st.ts.IDs()...)
-		if req.Constraint != nil { // the old one may have run ahead of what the client got
-			if req.Constraint, err = stream.ConstraintAfter(s.backend.Load(), st.gen, req.Resume); err != nil {
-				writeError(w, err)
-				return
-			}
-		}
-		if gen, err = stream.Submit(ctx, s.backend.Load().Engine, req, s.cfg.AbortOnDisconnect); err != nil {
+		if gen, err = stream.Continue(ctx, s.backend.Load(), st.gen, st.req, st.ts.IDs(), s.cfg.AbortOnDisconnect); err != nil {
 			writeError(w, err)
 			return
 		}
-		ctx = gen.Context()
+		if gen != nil {
+			ctx = gen.Context()
+		}
 	}
 	setSSEHeaders(w, id)
 	sw := newSSEWriter(ctx, w, st.log, &st.format, s.cfg.WriteTimeout, last)
@@ -198,7 +177,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case gen != nil:
 		s.pumpStream(st, gen, sw)
-	case !st.done: // limitReached
+	case !st.done: // every token was produced before the cut
 		_ = st.tools.Use(sw).Text(st.ts.Finish(), nil)
 		s.endStream(st, sw, st.tools.End(stream.Outcome{Finish: "length"}))
 	}

@@ -24,6 +24,8 @@ func (s *Server) edgeEnv() *httpedge.Env {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		AbortOnDisconnect: s.cfg.AbortOnDisconnect,
 		WriteError:        writeError,
+		Streams:           s.store.shared(),
+		StreamBytes:       s.cfg.ResumeStreamBytes,
 	}
 }
 

@@ -35,7 +35,13 @@ type Handler struct{ env *httpedge.Env }
 func New(env *httpedge.Env) *Handler { return &Handler{env: env} }
 
 // Messages serves POST /v1/messages.
+// The same POST carrying X-Sluice-Stream-Id and Last-Event-ID resumes a
+// stream (resume.go).
 func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(httpedge.StreamIDHeader); id != "" && r.Header.Get(httpedge.LastEventIDHeader) != "" {
+		h.resume(w, r, id)
+		return
+	}
 	b, g, err := h.request(w, r, false)
 	if err != nil {
 		WriteError(w, err)
@@ -47,15 +53,15 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.ID = stream.NewID("msg_")
-	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
 	m := &message{ID: req.ID, Model: h.env.ModelName(g.Model), InputTokens: len(req.Prompt)}
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
 	if g.Stream {
-		h.stream(w, gen, ts, m)
+		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), g: g, req: req, ts: ts, m: m})
+		return
+	}
+	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
+	if err != nil {
+		WriteError(w, err)
 		return
 	}
 	var c collector
@@ -112,31 +118,60 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, count bool) (*
 }
 
 // stream serves a streaming response. message_start, the text block's start
-// and a ping go out at once: the client knows it was accepted.
-func (h *Handler) stream(w http.ResponseWriter, gen *stream.Generation, ts *stream.TextStream, m *message) {
-	sse := httpedge.StartSSE(gen.Context(), w, h.env.WriteTimeout, map[string]string{"request-id": m.ID})
-	em := &emitter{sse: sse}
-	em.event("message_start", map[string]any{"type": "message_start", "message": m.body("")})
+// and a ping go out at once: the client knows it was accepted. The stream is
+// retained for a reconnect (resume.go) when the server keeps streams.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
+	ctx, release, err := st.Acquire(r.Context())
+	if err != nil {
+		return // the client left before we started
+	}
+	defer release()
+	gen, err := stream.Submit(ctx, b.Engine, st.req, h.env.AbortOnDisconnect)
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if h.env.Streams != nil {
+		h.env.Streams.Add(st)
+	}
+	st.em.sse = h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID})
+	em := &st.em
+	em.event("message_start", map[string]any{"type": "message_start", "message": st.m.body("")})
 	em.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]string{"type": "text", "text": ""}})
 	_ = em.KeepAlive()
-	_ = sse.Flush() // a failure shows in the emitter's next call, which Pump sees
-	out := stream.Pump(gen, ts, em, h.env.PumpConfig(true), h.env.Drain)
-	if out.ClientGone {
+	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
+	h.pump(st, gen)
+}
+
+// pump drains gen into the stream and ends it, unless the client left
+// before the generation finished: then the stream stays resumable.
+func (h *Handler) pump(st *streamState, gen *stream.Generation) {
+	out := stream.Pump(gen, st.ts, &st.em, h.env.PumpConfig(true), h.env.Drain)
+	if out.CutShort {
 		return
 	}
+	h.end(st, out)
+}
+
+// end writes the stream's last events (recorded for a replay even when the
+// client is gone): the error event, or the block's stop, message_delta and
+// message_stop.
+func (h *Handler) end(st *streamState, out stream.Outcome) {
+	em, m := &st.em, st.m
+	st.done = true
 	if out.Err != nil {
-		sse.Event("error", errorBody(out.Err))
-		_ = sse.Flush()
+		em.sse.Event("error", errorBody(out.Err))
+		_ = em.sse.Flush()
 		return
 	}
-	m.end(out, ts)
+	m.end(out, st.ts)
 	em.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	em.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
 		"usage": m.usage()})
 	em.event("message_stop", map[string]string{"type": "message_stop"})
-	_ = sse.Flush()
+	_ = em.sse.Flush()
 }
 
 // message is the Messages API's response object, built up as the stream goes.

@@ -37,7 +37,13 @@ type Handler struct {
 func New(env *httpedge.Env, store *Store) *Handler { return &Handler{env: env, store: store} }
 
 // Create serves POST /v1/responses.
+// The same POST carrying X-Sluice-Stream-Id and Last-Event-ID resumes a
+// stream (resume.go).
 func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(httpedge.StreamIDHeader); id != "" && r.Header.Get(httpedge.LastEventIDHeader) != "" {
+		h.resume(w, r, id)
+		return
+	}
 	b, err := h.env.LoadBackend()
 	if err != nil {
 		h.env.WriteError(w, err)
@@ -64,15 +70,15 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.ID = stream.NewID("resp_")
-	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
-	if err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
 	resp := newResponse(req.ID, h.env.ModelName(g.Model), p.wire, len(req.Prompt))
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
 	if g.Stream {
-		h.stream(w, gen, ts, resp, p)
+		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), p: p, req: req, ts: ts, resp: resp})
+		return
+	}
+	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
+	if err != nil {
+		h.env.WriteError(w, err)
 		return
 	}
 	var c collector
@@ -128,10 +134,25 @@ func notFound(id string) error {
 }
 
 // stream serves a streaming response. Everything up to the empty text
-// part goes out at once: the client knows it was accepted.
-func (h *Handler) stream(w http.ResponseWriter, gen *stream.Generation, ts *stream.TextStream, resp *response, p *parsed) {
-	sse := httpedge.StartSSE(gen.Context(), w, h.env.WriteTimeout, nil)
-	em := &emitter{sse: sse, itemID: resp.Output[0].ID}
+// part goes out at once: the client knows it was accepted. The stream is
+// retained for a reconnect (resume.go) when the server keeps streams.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
+	ctx, release, err := st.Acquire(r.Context())
+	if err != nil {
+		return // the client left before we started
+	}
+	defer release()
+	gen, err := stream.Submit(ctx, b.Engine, st.req, h.env.AbortOnDisconnect)
+	if err != nil {
+		h.env.WriteError(w, err)
+		return
+	}
+	if h.env.Streams != nil {
+		h.env.Streams.Add(st)
+	}
+	resp := st.resp
+	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), itemID: resp.Output[0].ID}
+	em := &st.em
 	// Before its output item is announced the response has no output: the
 	// SDKs index items by the output_item.added events.
 	empty := *resp
@@ -143,33 +164,47 @@ func (h *Handler) stream(w http.ResponseWriter, gen *stream.Generation, ts *stre
 	em.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 	em.event("response.content_part.added", map[string]any{"output_index": 0, "content_index": 0,
 		"item_id": em.itemID, "part": newText("")})
-	_ = sse.Flush() // a failure shows in the emitter's next call, which Pump sees
-	out := stream.Pump(gen, ts, em, h.env.PumpConfig(true), h.env.Drain)
-	if out.ClientGone {
+	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
+	h.pump(st, gen)
+}
+
+// pump drains gen into the stream and ends it, unless the client left
+// before the generation finished: then the stream stays resumable.
+func (h *Handler) pump(st *streamState, gen *stream.Generation) {
+	out := stream.Pump(gen, st.ts, &st.em, h.env.PumpConfig(true), h.env.Drain)
+	if out.CutShort {
 		return
 	}
+	h.end(st, out)
+}
+
+// end writes the stream's last events (recorded for a replay even when the
+// client is gone) and stores the response.
+func (h *Handler) end(st *streamState, out stream.Outcome) {
+	em, resp := &st.em, st.resp
+	st.done = true
 	if out.Err != nil {
 		c := stream.Classify(out.Err)
 		em.event("error", map[string]any{"code": c.Code, "message": out.Err.Error(), "param": nullable(c.Param)})
 		resp.fail(c.Code, out.Err.Error(), string(em.text))
 		em.event("response.failed", map[string]any{"response": resp})
-		_ = sse.Flush()
+		_ = em.sse.Flush()
 		return
 	}
-	resp.end(out, ts, string(em.text))
+	resp.end(out, st.ts, string(em.text))
 	text := resp.Output[0].Content[0]
 	em.event("response.output_text.done", map[string]any{"output_index": 0, "content_index": 0,
 		"item_id": em.itemID, "text": text.Text, "logprobs": []any{}})
 	em.event("response.content_part.done", map[string]any{"output_index": 0, "content_index": 0,
 		"item_id": em.itemID, "part": text})
 	em.event("response.output_item.done", map[string]any{"output_index": 0, "item": resp.Output[0]})
-	h.keep(resp, p)
+	h.keep(resp, st.p)
 	final := "response.completed"
 	if resp.Status == "incomplete" {
 		final = "response.incomplete"
 	}
 	em.event(final, map[string]any{"response": resp})
-	_ = sse.Flush()
+	_ = em.sse.Flush()
 }
 
 func nullable(s string) *string {

@@ -40,6 +40,11 @@ type Env struct {
 	MaxBodyBytes      int64
 	WriteTimeout      time.Duration
 	AbortOnDisconnect bool
+	// Streams retains streams for a reconnect (retain.go), shared by every
+	// HTTP API; nil: resume is off. StreamBytes caps one stream's retained
+	// events.
+	Streams     *Store
+	StreamBytes int
 	// WriteError answers an error in OpenAI's shape before the first byte
 	// (the server's own writer, so the shape has one definition).
 	WriteError func(http.ResponseWriter, error)

@@ -1,0 +1,238 @@
+package httpedge
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Headers of the resume protocol every HTTP stream speaks: a client that
+// lost its connection sends the same POST again with the stream's id and the
+// last event id it saw, and gets the events after it (then the rest of the
+// generation, continued from the tokens already produced, never started
+// over).
+const (
+	StreamIDHeader    = "X-Sluice-Stream-Id"
+	LastEventIDHeader = "Last-Event-ID"
+)
+
+// Retained is the part of a resumable stream every adapter shares: its id,
+// its event log, and the lease that lets one request at a time write it.
+// An adapter's stream state embeds it, which makes that state Resumable.
+type Retained struct {
+	ID  string
+	Log *EventLog
+
+	lease chan struct{} // holds a value while no request holds the stream
+
+	mu      sync.Mutex
+	held    bool
+	cancel  context.CancelFunc // ends the current holder, for a takeover
+	lastUse time.Time
+}
+
+// NewRetained is a stream nobody holds yet.
+func NewRetained(id string, log *EventLog) *Retained {
+	r := &Retained{ID: id, Log: log, lease: make(chan struct{}, 1)}
+	r.lease <- struct{}{}
+	return r
+}
+
+// Retention implements Resumable.
+func (r *Retained) Retention() *Retained { return r }
+
+// Acquire takes the stream's lease for a request. A request still holding
+// it (its client vanished without the server noticing yet) is cancelled:
+// the newest connection wins. The returned context ends when ctx does or
+// when another request takes over; release must be called once.
+func (r *Retained) Acquire(ctx context.Context) (context.Context, func(), error) {
+	r.mu.Lock()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.lease:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	r.mu.Lock()
+	r.held, r.cancel = true, cancel
+	r.mu.Unlock()
+	release := func() {
+		cancel()
+		r.mu.Lock()
+		r.held, r.cancel, r.lastUse = false, nil, time.Now()
+		r.mu.Unlock()
+		r.lease <- struct{}{}
+	}
+	return hctx, release, nil
+}
+
+// idleSince returns when the stream was last released and whether nobody
+// holds it now.
+func (r *Retained) idleSince() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastUse, !r.held
+}
+
+// Resumable is an adapter's stream state kept in a Store.
+type Resumable interface{ Retention() *Retained }
+
+// Store keeps recent streams of every HTTP API replayable for a bounded
+// window and within a total byte cap; the oldest idle streams are dropped
+// first. The ids' prefixes (chatcmpl-, msg_, resp_) keep the APIs apart;
+// an adapter finds its own states by type.
+type Store struct {
+	window   time.Duration
+	maxBytes int64
+	now      func() time.Time
+
+	mu        sync.Mutex
+	streams   map[string]Resumable
+	lastSweep time.Time
+}
+
+// NewStore keeps each stream for window after its last use, and all
+// streams' events within maxBytes.
+func NewStore(window time.Duration, maxBytes int) *Store {
+	return &Store{window: window, maxBytes: int64(maxBytes), now: time.Now, streams: map[string]Resumable{}}
+}
+
+// Add retains st under its id.
+func (s *Store) Add(st Resumable) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streams[st.Retention().ID] = st
+	s.sweepLocked(false)
+}
+
+// Get is the stream id names, nil when none is retained.
+func (s *Store) Get(id string) Resumable {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked(true)
+	return s.streams[id]
+}
+
+// Len is the number of retained streams.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
+
+// sweepLocked drops expired streams, then the oldest idle ones while the
+// total retained bytes exceed the cap. It runs at most once a second unless
+// forced, so a burst of new streams does not rescan the map each time.
+func (s *Store) sweepLocked(force bool) {
+	now := s.now()
+	if !force && now.Sub(s.lastSweep) < time.Second {
+		return
+	}
+	s.lastSweep = now
+	type idle struct {
+		id   string
+		at   time.Time
+		size int64
+	}
+	var total int64
+	var idles []idle
+	for id, st := range s.streams {
+		r := st.Retention()
+		size := r.Log.Retained()
+		last, free := r.idleSince()
+		if free && now.Sub(last) > s.window {
+			delete(s.streams, id)
+			continue
+		}
+		total += size
+		if free {
+			idles = append(idles, idle{id, last, size})
+		}
+	}
+	if total <= s.maxBytes {
+		return
+	}
+	sort.Slice(idles, func(i, j int) bool { return idles[i].at.Before(idles[j].at) })
+	for _, it := range idles {
+		if total <= s.maxBytes {
+			break
+		}
+		delete(s.streams, it.id)
+		total -= it.size
+	}
+}
+
+// Reconnect is a resume request that holds its stream: the events after
+// Last reach the client first. Release must be called once.
+type Reconnect struct {
+	State   Resumable
+	Last    int64
+	Ctx     context.Context
+	Release func()
+}
+
+// Open finds the stream id names (match picks the adapter's own states),
+// reads Last-Event-ID, takes the stream's lease for r and checks the log
+// still holds what follows that id. A nil Store retains nothing.
+func (s *Store) Open(r *http.Request, id string, match func(Resumable) bool) (*Reconnect, error) {
+	var st Resumable
+	if s != nil {
+		st = s.Get(id)
+	}
+	if st == nil || !match(st) {
+		return nil, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id)
+	}
+	var last int64
+	if h := r.Header.Get(LastEventIDHeader); h != "" {
+		var err error
+		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
+			return nil, stream.InvalidParam(LastEventIDHeader, "Last-Event-ID must be an event id, got %q", h)
+		}
+	}
+	ret := st.Retention()
+	ctx, release, err := ret.Acquire(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ret.Log.After(last); err != nil {
+		release()
+		return nil, err
+	}
+	return &Reconnect{State: st, Last: last, Ctx: ctx, Release: release}, nil
+}
+
+// OpenSSE sends the streaming headers of a new stream and returns its
+// writer. When the server retains streams (Streams set) the stream is
+// resumable: its events carry ids and stay in st's log, and the
+// StreamIDHeader names it; otherwise it is StartSSE's, ids off.
+func (e *Env) OpenSSE(ctx context.Context, w http.ResponseWriter, st *Retained, header map[string]string) *SSE {
+	if e.Streams == nil {
+		return StartSSE(ctx, w, e.WriteTimeout, header)
+	}
+	h := map[string]string{StreamIDHeader: st.ID}
+	for k, v := range header {
+		h[k] = v
+	}
+	SetHeaders(w, h)
+	return NewSSE(ctx, w, st.Log, e.WriteTimeout, 0)
+}
+
+// NewRetainedFor is the Retained of a new stream under e's per-stream cap
+// (nothing kept beyond what is unsent when resume is off).
+func (e *Env) NewRetainedFor(id string) *Retained {
+	n := 0
+	if e.Streams != nil {
+		n = e.StreamBytes
+	}
+	return NewRetained(id, NewEventLog(n))
+}

@@ -1,0 +1,61 @@
+package responses
+
+import (
+	"net/http"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// streamState is a Responses stream kept for a reconnect: the parsed
+// request, the engine request as submitted (seed fixed), the TextStream
+// holding every token consumed, the response being built and the emitter
+// (its sequence numbers and text go on across connections; its writer
+// changes with each). The holder of Retained's lease owns it.
+type streamState struct {
+	*httpedge.Retained
+	p    *parsed
+	req  engine.Request
+	ts   *stream.TextStream
+	resp *response
+	em   emitter
+	done bool // the log ends with the final event: nothing left to generate
+}
+
+// resume replays the events after Last-Event-ID and, when the generation
+// was cut short by a disconnect, continues it from the tokens already
+// produced (stream.Continue): the client sees one response, generated once.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, id string) {
+	rc, err := h.env.Streams.Open(r, id, func(s httpedge.Resumable) bool { _, ok := s.(*streamState); return ok })
+	if err != nil {
+		h.env.WriteError(w, err)
+		return
+	}
+	defer rc.Release()
+	st, ctx := rc.State.(*streamState), rc.Ctx
+	var gen *stream.Generation
+	if !st.done {
+		b, err := h.env.LoadBackend()
+		if err == nil {
+			gen, err = stream.Continue(ctx, b, st.p.gen, st.req, st.ts.IDs(), h.env.AbortOnDisconnect)
+		}
+		if err != nil {
+			h.env.WriteError(w, err)
+			return
+		}
+		if gen != nil {
+			ctx = gen.Context()
+		}
+	}
+	httpedge.SetHeaders(w, map[string]string{httpedge.StreamIDHeader: st.ID})
+	st.em.sse = httpedge.NewSSE(ctx, w, st.Log, h.env.WriteTimeout, rc.Last)
+	_ = st.em.sse.Flush() // the replay
+	switch {
+	case gen != nil:
+		h.pump(st, gen)
+	case !st.done: // every token was produced before the cut: only the ending is missing
+		_ = st.em.Text(st.ts.Finish(), nil)
+		h.end(st, stream.Outcome{Finish: "length"})
+	}
+}
