@@ -46,16 +46,14 @@ type Outcome struct {
 // sequence's blocks are free (or, when Submit hid the cancellation, its
 // generation complete) when it returns.
 func Pump(g *Generation, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) Outcome {
-	p := pump{gen: g, ts: ts, em: em, cfg: cfg}
+	p := pump{writer: writer{em: em, cfg: cfg}, gen: g, ts: ts}
 	return p.run(shutdown)
 }
 
 type pump struct {
+	writer
 	gen     *Generation
 	ts      *TextStream
-	em      Emitter
-	cfg     PumpConfig
-	pending []byte           // text waiting for the flush timer
 	ids     []int32          // tokens consumed since the last Text
 	lps     []engine.Logprob // their logprobs, when the request asked
 	out     Outcome
@@ -63,61 +61,121 @@ type pump struct {
 }
 
 func (p *pump) run(shutdown <-chan struct{}) Outcome {
-	keep := newTimer(p.cfg.KeepAlive)
-	stall := newTimer(0) // armed at admission
-	flush := newTimer(0)
-	defer keep.Stop()
+	p.flushText = p.emit
+	p.leave = func() { p.gen.cancel(errClientGone) } // the engine watches the context and aborts
+	seq := p.gen.Seq
+	drain(&p.writer, seq.Tokens(), p.take, loopEvents{
+		admitted: seq.Admitted(), progress: seq.Progress(), done: p.gen.ctx.Done(), shutdown: shutdown,
+		stall: func() {
+			p.abort(engine.CauseStall, fmt.Errorf("%w: no progress for %v", ErrStall, p.cfg.StallTimeout))
+		},
+		shutdownNow: func() { p.abort(engine.CauseShutdown, ErrShutdown) },
+		clientDone:  func() { p.gone = true }, // the engine saw it too, and aborts
+	})
+	return p.finish()
+}
+
+// writer is what Pump and PumpText share: the emitter, the timing rules,
+// the text waiting for the flush timer, and whether the client is gone.
+type writer struct {
+	em        Emitter
+	cfg       PumpConfig
+	pending   []byte
+	gone      bool   // the client left (context done or a failed write)
+	keep      *timer // the keep-alive clock, reset by every write
+	flushText func() // hands pending to the emitter (with the source's extras)
+	leave     func() // a write failed: stop the producer
+}
+
+// loopEvents are the loop's inputs besides its items, and what each does.
+type loopEvents struct {
+	// admitted and progress are the engine's (nil for a text source): the
+	// stall clock starts at admission and prompt progress resets it. With
+	// admitted nil the clock runs from the start.
+	admitted, progress <-chan struct{}
+	done, shutdown     <-chan struct{}
+	stall              func() // the stall timeout fired
+	shutdownNow        func() // shutdown closed
+	clientDone         func() // done closed: the client left
+}
+
+// drain is the one stream-writer loop, over tokens (Pump) or upstream
+// events (PumpText): it feeds items to take until the channel closes, and
+// runs the coalescing, keep-alive and stall clocks between them.
+func drain[T any](w *writer, items <-chan T, take func(T), ev loopEvents) {
+	w.keep = newTimer(w.cfg.KeepAlive)
+	stall, flush := newTimer(0), newTimer(0)
+	if ev.admitted == nil {
+		stall.reset(w.cfg.StallTimeout)
+	}
+	defer w.keep.Stop()
 	defer stall.Stop()
 	defer flush.Stop()
-	seq := p.gen.Seq
-	tokens, admitted, progress := seq.Tokens(), seq.Admitted(), seq.Progress()
-	done := p.gen.ctx.Done()
-	for tokens != nil {
+	for items != nil {
 		select {
-		case <-admitted:
-			admitted = nil
-			stall.reset(p.cfg.StallTimeout)
-		case <-progress:
-			if admitted == nil {
-				stall.reset(p.cfg.StallTimeout)
+		case <-ev.admitted:
+			ev.admitted = nil
+			stall.reset(w.cfg.StallTimeout)
+		case <-ev.progress:
+			if ev.admitted == nil {
+				stall.reset(w.cfg.StallTimeout)
 			}
-		case tok, ok := <-tokens:
+		case it, ok := <-items:
 			if !ok {
-				tokens = nil
+				items = nil
 				break
 			}
-			p.take(tok)
-			if !takeReady(tokens, p.take) {
-				tokens = nil
+			take(it)
+			if !takeReady(items, take) {
+				items = nil
 			}
-			stall.reset(p.cfg.StallTimeout)
-			if p.cfg.FlushInterval == 0 {
-				p.send(keep)
-			} else if len(p.pending) > 0 && !flush.armed {
-				flush.reset(p.cfg.FlushInterval)
+			stall.reset(w.cfg.StallTimeout)
+			if w.cfg.FlushInterval == 0 {
+				w.send()
+			} else if len(w.pending) > 0 && !flush.armed {
+				flush.reset(w.cfg.FlushInterval)
 			}
 		case <-flush.C():
 			flush.armed = false
-			p.send(keep)
-		case <-keep.C():
-			keep.armed = false
-			if !p.out.ClientGone {
-				p.fail(p.em.KeepAlive())
-				p.fail(p.em.Flush())
+			w.send()
+		case <-w.keep.C():
+			w.keep.armed = false
+			if !w.gone {
+				w.fail(w.em.KeepAlive())
+				w.fail(w.em.Flush())
 			}
-			keep.reset(p.cfg.KeepAlive)
+			w.keep.reset(w.cfg.KeepAlive)
 		case <-stall.C():
 			stall.armed = false
-			p.abort(engine.CauseStall, fmt.Errorf("%w: no progress for %v", ErrStall, p.cfg.StallTimeout))
-		case <-shutdown:
-			shutdown = nil
-			p.abort(engine.CauseShutdown, ErrShutdown)
-		case <-done:
-			done = nil
-			p.out.ClientGone = true // the engine saw it too, and aborts
+			ev.stall()
+		case <-ev.shutdown:
+			ev.shutdown = nil
+			ev.shutdownNow()
+		case <-ev.done:
+			ev.done = nil
+			ev.clientDone()
 		}
 	}
-	return p.finish()
+}
+
+// send hands pending text to the emitter and flushes it.
+func (w *writer) send() {
+	if len(w.pending) == 0 {
+		return
+	}
+	w.flushText()
+	if !w.gone {
+		w.fail(w.em.Flush())
+		w.keep.reset(w.cfg.KeepAlive)
+	}
+}
+
+// fail records a write error: the client is gone, and so is its producer.
+func (w *writer) fail(err error) {
+	if err != nil && !w.gone {
+		w.gone = true
+		w.leave()
+	}
 }
 
 // takeReady passes take every value already waiting on ch, so a reader that
@@ -155,18 +213,6 @@ func (p *pump) take(tok engine.Token) {
 	}
 }
 
-// send hands pending text to the emitter and flushes it.
-func (p *pump) send(keep *timer) {
-	if len(p.pending) == 0 {
-		return
-	}
-	p.emit()
-	if !p.out.ClientGone {
-		p.fail(p.em.Flush())
-		keep.reset(p.cfg.KeepAlive)
-	}
-}
-
 func (p *pump) emit() {
 	if le, ok := p.em.(LogprobEmitter); ok && len(p.lps) > 0 {
 		le.Logprobs(p.lps)
@@ -175,17 +221,8 @@ func (p *pump) emit() {
 	p.pending, p.ids, p.lps = p.pending[:0], p.ids[:0], p.lps[:0]
 }
 
-// fail records a write error: the client is gone, and cancelling the
-// generation's context tells the engine so.
-func (p *pump) fail(err error) {
-	if err != nil && !p.out.ClientGone {
-		p.out.ClientGone = true
-		p.gen.cancel(errClientGone)
-	}
-}
-
 func (p *pump) abort(cause engine.AbortCause, err error) {
-	if p.out.Err == nil && p.out.Finish == "" && !p.out.ClientGone {
+	if p.out.Err == nil && p.out.Finish == "" && !p.gone {
 		p.out.Err = err
 	}
 	p.abortSeq(cause)
@@ -201,6 +238,7 @@ func (p *pump) abortSeq(cause engine.AbortCause) {
 // finish runs after the token channel closed: the last text goes out and the
 // engine's result decides the outcome.
 func (p *pump) finish() Outcome {
+	p.out.ClientGone = p.gone
 	p.out.Result = p.gen.Seq.Result()
 	res := p.out.Result
 	switch {
@@ -226,6 +264,7 @@ func (p *pump) finish() Outcome {
 	if len(p.pending) > 0 || len(p.ids) > 0 {
 		p.emit()
 	}
+	p.out.ClientGone = p.out.ClientGone || p.gone // the last write may have failed
 	return p.out
 }
 

@@ -62,68 +62,33 @@ type TextOutcome struct {
 // a stall, shutdown — closes src at once, so no upstream bytes are paid for
 // after that. PumpText returns only after src's events are closed.
 func PumpText(ctx context.Context, src TextSource, ts *TextStream, em Emitter, cfg PumpConfig, shutdown <-chan struct{}) TextOutcome {
-	p := textPump{src: src, ts: ts, em: em, cfg: cfg}
+	p := textPump{writer: writer{em: em, cfg: cfg}, src: src, ts: ts}
 	return p.run(ctx, shutdown)
 }
 
 type textPump struct {
-	src     TextSource
-	ts      *TextStream
-	em      Emitter
-	cfg     PumpConfig
-	pending []byte
-	finish  string // the upstream's finish_reason
-	out     TextOutcome
-	closed  bool
+	writer
+	src    TextSource
+	ts     *TextStream
+	finish string // the upstream's finish_reason
+	out    TextOutcome
+	closed bool
 }
 
 func (p *textPump) run(ctx context.Context, shutdown <-chan struct{}) TextOutcome {
-	keep := newTimer(p.cfg.KeepAlive)
-	stall := newTimer(p.cfg.StallTimeout)
-	flush := newTimer(0)
-	defer keep.Stop()
-	defer stall.Stop()
-	defer flush.Stop()
-	events, done := p.src.Events(), ctx.Done()
-	for events != nil {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				break
-			}
-			p.take(ev)
-			if !takeReady(events, p.take) {
-				events = nil
-			}
-			stall.reset(p.cfg.StallTimeout)
-			if p.cfg.FlushInterval == 0 {
-				p.send(keep)
-			} else if len(p.pending) > 0 && !flush.armed {
-				flush.reset(p.cfg.FlushInterval)
-			}
-		case <-flush.C():
-			flush.armed = false
-			p.send(keep)
-		case <-keep.C():
-			keep.armed = false
-			if !p.out.ClientGone {
-				p.fail(p.em.KeepAlive())
-				p.fail(p.em.Flush())
-			}
-			keep.reset(p.cfg.KeepAlive)
-		case <-stall.C():
-			stall.armed = false
+	p.flushText = p.emit
+	p.leave = p.close
+	drain(&p.writer, p.src.Events(), p.take, loopEvents{
+		done: ctx.Done(), shutdown: shutdown,
+		stall: func() {
 			p.abort(fmt.Errorf("%w: the upstream sent nothing for %v", ErrStall, p.cfg.StallTimeout))
-		case <-shutdown:
-			shutdown = nil
-			p.abort(ErrShutdown)
-		case <-done:
-			done = nil
-			p.out.ClientGone = true
+		},
+		shutdownNow: func() { p.abort(ErrShutdown) },
+		clientDone: func() {
+			p.gone = true
 			p.close()
-		}
-	}
+		},
+	})
 	return p.end()
 }
 
@@ -148,32 +113,13 @@ func (p *textPump) take(ev TextEvent) {
 	}
 }
 
-func (p *textPump) send(keep *timer) {
-	if len(p.pending) == 0 {
-		return
-	}
-	p.emit()
-	if !p.out.ClientGone {
-		p.fail(p.em.Flush())
-		keep.reset(p.cfg.KeepAlive)
-	}
-}
-
 func (p *textPump) emit() {
 	p.fail(p.em.Text(string(p.pending), nil))
 	p.pending = p.pending[:0]
 }
 
-// fail records a write error: the client is gone, and so is the upstream.
-func (p *textPump) fail(err error) {
-	if err != nil && !p.out.ClientGone {
-		p.out.ClientGone = true
-		p.close()
-	}
-}
-
 func (p *textPump) abort(err error) {
-	if p.out.Err == nil && p.out.Finish == "" && !p.out.ClientGone {
+	if p.out.Err == nil && p.out.Finish == "" && !p.gone {
 		p.out.Err = err
 	}
 	p.close()
@@ -189,6 +135,7 @@ func (p *textPump) close() {
 // end runs after the events closed: the source's verdict decides the outcome
 // unless the pump decided it first.
 func (p *textPump) end() TextOutcome {
+	p.out.ClientGone = p.gone
 	switch {
 	case p.out.Finish != "" || p.out.Err != nil || p.out.ClientGone:
 	case p.src.Err() != nil:
@@ -205,6 +152,7 @@ func (p *textPump) end() TextOutcome {
 	if len(p.pending) > 0 {
 		p.emit()
 	}
+	p.out.ClientGone = p.gone // the last write may have failed
 	return p.out
 }
 
