@@ -184,3 +184,294 @@ extern "C" __global__ void __launch_bounds__(NT)
         }
     }
 }
+
+// ---- paged_decode_<hd> ------------------------------------------------------
+//
+// Paged decode attention, flash-decoding at every batch size (the kernel
+// above keeps the multi-row prefill chunks of head sizes up to 128).
+//
+// Work item = up to NQ query vectors of one sequence and one KV head (the
+// query heads that read that KV head, row after row: query vector v is row
+// v / group, head g·group + v % group). Grid: (items, kvHeads, partitions),
+// 128 threads. Partition z covers the fixed context range
+//
+//	[z·DP, min((z+1)·DP, ctx))          ctx = last query row's position + 1
+//
+// and a block past its item's context returns at once. Inside a partition:
+//
+//	scores   thread groups of TG lanes take one position each; a lane holds
+//	         NV 16-byte K vectors (8 halves) of it and the matching slices of
+//	         the NQ query vectors in registers; the TG partial dots meet by
+//	         shuffles, and the scores of the partition wait in shared memory
+//	softmax  one warp per query vector: exact max and sum over the partition
+//	PV       the same lanes read V in 16-byte vectors and accumulate P·V in
+//	         registers; groups meet by shuffles, warps through shared memory
+//
+// K and V are never staged in shared memory: each 16-byte vector is read
+// once from global memory by the lane that uses it. A single-partition item
+// writes its output; otherwise each partition writes its unnormalised
+// accumulator and (m, l), and the last partition of the item to finish (an
+// atomic count per item and KV head, reset by that block) merges them:
+//
+//	out = Σ_z e^(m_z − M)·acc_z / Σ_z e^(m_z − M)·l_z,   M = max_z m_z
+//
+// Fused kv_write (fused = 1): this step's K and V rows are read from k and v
+// (F32, rounded to the cache's F16) instead of the cache, and the item that
+// holds a row's first query vector writes them into the cache from its
+// partition 0. The host fuses only when every sequence's rows have
+// consecutive positions and their slots are the block table's, so that
+//
+//	position p ≥ first new position P0  ⇔  row first + (p − P0) of the step.
+#define DP 256 // positions per partition (decodePart in attention.go)
+#define DNT 128
+
+template <int HD, int TG>
+struct kvLanes {
+    static constexpr int vecs = HD / 8;            // 16-byte vectors of one head's row
+    static constexpr int nv = (vecs + TG - 1) / TG; // vectors per lane
+};
+
+// load_row8 reads 8 halves of one K or V row: from the F16 cache at slot,
+// or, for a position of this step (row ≥ 0 when fused), the F32 input
+// rounded as kv_write would store it.
+static __device__ __forceinline__ void load_row8(float* f, const uint16_t* cache, const float* in, size_t slot, int row,
+                                                 int kvCols, int col) {
+    if (row >= 0) {
+        const float4* p = (const float4*)(in + (size_t)row * kvCols + col);
+        const float4 a = p[0], b = p[1];
+        const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = h2f(f2h(x[j]));
+        return;
+    }
+    const uint4 w = *(const uint4*)(cache + slot * kvCols + col);
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        f[2 * j] = h2f(u[j] & 0xffff);
+        f[2 * j + 1] = h2f(u[j] >> 16);
+    }
+}
+
+template <int HD, int TG, int NQ>
+static __device__ __forceinline__ void paged_decode(
+    float* out, const float* q, uint16_t* kc, uint16_t* vc, const float* kin, const float* vin, int fused,
+    const int* items,     // [items][4]: sequence, first query vector, query vectors, first partial
+    const int* seqs,      // [seqs][3]: block-table offset in blocks, first row, rows
+    const int* blocks, const int* positions, int heads, int kvHeads, int blockSize, float scale, float* part,
+    int* counters) {
+    constexpr int NV = kvLanes<HD, TG>::nv, VECS = kvLanes<HD, TG>::vecs, GPB = DNT / TG, PF = NQ * HD + 2 * NQ;
+    __shared__ float sc[NQ][DP];
+    __shared__ float red[DNT / 32][NQ][HD];
+    __shared__ float mS[NQ], lS[NQ];
+    __shared__ int last;
+
+    const int* it = items + 4 * blockIdx.x;
+    const int sqi = it[0], qv0 = it[1], nqv = it[2], poff = it[3];
+    const int g = blockIdx.y, group = heads / kvHeads, z = blockIdx.z;
+    const int* sq = seqs + 3 * sqi;
+    const int* bt = blocks + sq[0];
+    const int qCols = heads * HD, kvCols = kvHeads * HD;
+    const int ctx = positions[(qv0 + nqv - 1) / group] + 1, nparts = (ctx + DP - 1) / DP;
+    if (z >= nparts) return; // the whole block: no barrier is passed
+    const int lo = z * DP, hi = min(ctx, lo + DP);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, grp = tid / TG, li = tid % TG;
+    const int newRow0 = sq[1], newLo = fused ? positions[newRow0] : 0x7fffffff;
+
+    if (fused && z == 0) {
+        // this item's rows (those whose first query vector it holds) into the cache
+        for (int idx = tid; idx < nqv * VECS; idx += DNT) {
+            const int i = idx / VECS, v = idx % VECS;
+            if ((qv0 + i) % group != 0) continue;
+            const int r = (qv0 + i) / group, pos = positions[r];
+            const size_t slot = (size_t)bt[pos / blockSize] * blockSize + pos % blockSize;
+            const size_t src = (size_t)r * kvCols + g * HD + 8 * v, dst = slot * kvCols + g * HD + 8 * v;
+            uint32_t kw[4], vw[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                kw[j] = f2h(kin[src + 2 * j]) | (uint32_t)f2h(kin[src + 2 * j + 1]) << 16;
+                vw[j] = f2h(vin[src + 2 * j]) | (uint32_t)f2h(vin[src + 2 * j + 1]) << 16;
+            }
+            *(uint4*)(kc + dst) = make_uint4(kw[0], kw[1], kw[2], kw[3]);
+            *(uint4*)(vc + dst) = make_uint4(vw[0], vw[1], vw[2], vw[3]);
+        }
+    }
+
+    // q in registers: lane li holds vectors li, li+TG, ... of each query vector, pre-scaled
+    float qr[NQ][NV * 8];
+    int qpos[NQ];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) {
+        qpos[i] = -1;
+        const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+        if (i < nqv) qpos[i] = positions[r];
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = li + TG * j;
+            if (i < nqv && v < VECS) {
+                const float4* p = (const float4*)(q + (size_t)r * qCols + (size_t)h * HD + 8 * v);
+                const float4 a = p[0], b = p[1];
+                qr[i][8 * j] = a.x * scale, qr[i][8 * j + 1] = a.y * scale, qr[i][8 * j + 2] = a.z * scale;
+                qr[i][8 * j + 3] = a.w * scale, qr[i][8 * j + 4] = b.x * scale, qr[i][8 * j + 5] = b.y * scale;
+                qr[i][8 * j + 6] = b.z * scale, qr[i][8 * j + 7] = b.w * scale;
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; e++) qr[i][8 * j + e] = 0.f;
+            }
+        }
+    }
+
+    // scores: the loop bound is the block's, so every lane reaches each shuffle
+    for (int p0 = lo; p0 < hi; p0 += GPB) {
+        const int pos = p0 + grp;
+        float s[NQ];
+#pragma unroll
+        for (int i = 0; i < NQ; i++) s[i] = 0.f;
+        if (pos < hi) {
+            const size_t slot = (size_t)bt[pos / blockSize] * blockSize + pos % blockSize;
+            const int row = pos >= newLo ? newRow0 + pos - newLo : -1;
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int v = li + TG * j;
+                if (v >= VECS) break;
+                float kf[8];
+                load_row8(kf, kc, kin, slot, row, kvCols, g * HD + 8 * v);
+#pragma unroll
+                for (int i = 0; i < NQ; i++)
+#pragma unroll
+                    for (int e = 0; e < 8; e++) s[i] += qr[i][8 * j + e] * kf[e];
+            }
+        }
+#pragma unroll
+        for (int o = TG / 2; o > 0; o >>= 1)
+#pragma unroll
+            for (int i = 0; i < NQ; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+        if (li == 0 && pos < hi)
+#pragma unroll
+            for (int i = 0; i < NQ; i++) sc[i][pos - lo] = pos <= qpos[i] ? s[i] : -CUDART_INF_F;
+    }
+    __syncthreads();
+
+    // softmax over the partition, one warp per query vector
+    const int n = hi - lo;
+    for (int i = warp; i < NQ; i += DNT / 32) {
+        float m = -CUDART_INF_F;
+        for (int p = lane; p < n; p += 32) m = fmaxf(m, sc[i][p]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int p = lane; p < n; p += 32) {
+            const float e = m == -CUDART_INF_F ? 0.f : __expf(sc[i][p] - m);
+            sc[i][p] = e;
+            l += e;
+        }
+        l = warp_sum(l);
+        if (lane == 0) mS[i] = m, lS[i] = l;
+    }
+    __syncthreads();
+
+    // P·V: each lane accumulates its vectors over its group's positions
+    float acc[NQ][NV * 8];
+#pragma unroll
+    for (int i = 0; i < NQ; i++)
+#pragma unroll
+        for (int e = 0; e < NV * 8; e++) acc[i][e] = 0.f;
+    for (int pos = lo + grp; pos < hi; pos += GPB) {
+        const size_t slot = (size_t)bt[pos / blockSize] * blockSize + pos % blockSize;
+        const int row = pos >= newLo ? newRow0 + pos - newLo : -1;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = li + TG * j;
+            if (v >= VECS) break;
+            float vf[8];
+            load_row8(vf, vc, vin, slot, row, kvCols, g * HD + 8 * v);
+#pragma unroll
+            for (int i = 0; i < NQ; i++) {
+                const float w = sc[i][pos - lo];
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[i][8 * j + e] += w * vf[e];
+            }
+        }
+    }
+    // the groups of one warp meet by shuffles, the warps in shared memory
+#pragma unroll
+    for (int o = TG; o < 32; o <<= 1)
+#pragma unroll
+        for (int i = 0; i < NQ; i++)
+#pragma unroll
+            for (int e = 0; e < NV * 8; e++) acc[i][e] += __shfl_xor_sync(0xffffffffu, acc[i][e], o);
+    if (lane < TG) {
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = li + TG * j;
+            if (v >= VECS) break;
+#pragma unroll
+            for (int i = 0; i < NQ; i++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) red[warp][i][8 * v + e] = acc[i][8 * j + e];
+        }
+    }
+    __syncthreads();
+
+    float* pp = part + ((size_t)(poff + z) * kvHeads + g) * PF;
+    for (int idx = tid; idx < nqv * HD; idx += DNT) {
+        const int i = idx / HD, d = idx % HD;
+        float a = 0.f;
+#pragma unroll
+        for (int w = 0; w < DNT / 32; w++) a += red[w][i][d];
+        if (nparts == 1) {
+            const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+            out[(size_t)r * qCols + (size_t)h * HD + d] = a / lS[i];
+        } else {
+            pp[i * HD + d] = a;
+        }
+    }
+    if (nparts == 1) return;
+    if (tid < nqv) {
+        pp[NQ * HD + tid] = mS[tid];
+        pp[NQ * HD + NQ + tid] = lS[tid];
+    }
+    // publish the partials, then count this partition in; the last one merges
+    __threadfence();
+    __syncthreads();
+    int* cnt = counters + (size_t)blockIdx.x * kvHeads + g;
+    if (tid == 0) last = atomicAdd(cnt, 1) == nparts - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const float* p0 = part + ((size_t)poff * kvHeads + g) * PF;
+    const size_t zs = (size_t)kvHeads * PF; // from one partition's partial to the next
+    for (int idx = tid; idx < nqv * HD; idx += DNT) {
+        const int i = idx / HD, d = idx % HD;
+        float M = -CUDART_INF_F;
+        for (int zz = 0; zz < nparts; zz++) M = fmaxf(M, __ldcg(p0 + zz * zs + NQ * HD + i));
+        float num = 0.f, den = 0.f;
+        for (int zz = 0; zz < nparts; zz++) {
+            const float* pz = p0 + zz * zs;
+            const float m = __ldcg(pz + NQ * HD + i);
+            if (m == -CUDART_INF_F) continue; // the partition is past this query vector's position
+            const float w = __expf(m - M);
+            num += w * __ldcg(pz + i * HD + d);
+            den += w * __ldcg(pz + NQ * HD + NQ + i);
+        }
+        const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+        out[(size_t)r * qCols + (size_t)h * HD + d] = num / den;
+    }
+    if (tid == 0) *cnt = 0;
+}
+
+// One entry point per head size: HD, lanes per position (TG) and query
+// vectors per item (NQ) are chosen so that a lane's query slices take at
+// most 64 registers (NQ·8·NV); attention.go's decodeShape mirrors this table.
+#define PAGED_DECODE(hd, tg, nq)                                                                                        \
+    extern "C" __global__ void __launch_bounds__(DNT)                                                                    \
+        paged_decode_##hd(float* out, const float* q, uint16_t* kc, uint16_t* vc, const float* kin, const float* vin,   \
+                          int fused, const int* items, const int* seqs, const int* blocks, const int* positions,       \
+                          int heads, int kvHeads, int blockSize, float scale, float* part, int* counters) {            \
+        paged_decode<hd, tg, nq>(out, q, kc, vc, kin, vin, fused, items, seqs, blocks, positions, heads, kvHeads,       \
+                                 blockSize, scale, part, counters);                                                    \
+    }
+PAGED_DECODE(64, 8, 8)
+PAGED_DECODE(80, 8, 4)
+PAGED_DECODE(96, 8, 4)
+PAGED_DECODE(128, 16, 8)
+PAGED_DECODE(256, 16, 4)

@@ -16,6 +16,38 @@ const qMax = 16
 // partFloats is one split's partial result (PART in attention.cu).
 const partFloats = qMax*128 + 2*qMax
 
+// decodePart is paged_decode's partition: positions per block (DP in
+// attention_decode.cu).
+const decodePart = 256
+
+// decodeCounters is how many (item, KV head) pairs one paged_decode launch
+// may count partitions for (the store's decCounters).
+const decodeCounters = 1 << 14
+
+// decodeShape mirrors attention_decode.cu's entry points: the query vectors
+// one work item of paged_decode_<hd> holds in registers; ok is false for a
+// head size it was not built for.
+func decodeShape(hd int) (nq int, ok bool) {
+	switch hd {
+	case 64, 128:
+		return 8, true
+	case 80, 96, 256:
+		return 4, true
+	}
+	return 0, false
+}
+
+// decodeScratch sizes a store's paged_decode scratch: partial results per
+// KV head (twice the pool's partitions, plus room for the rounding of short
+// contexts and for GQA items sharing a row) and the floats of one.
+func decodeScratch(cfg kernels.KVConfig) (parts, floats int) {
+	nq, ok := decodeShape(cfg.HeadDim)
+	if !ok {
+		return 0, 0
+	}
+	return 2*cfg.Blocks*cfg.BlockSize/decodePart + 1024, nq*cfg.HeadDim + 2*nq
+}
+
 // minSplit is the fewest positions worth a split of their own.
 const minSplit = 64
 
@@ -58,9 +90,6 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		return fmt.Errorf("cuda backend: Attention: %d query heads over %d KV heads", heads, cfg.KVHeads)
 	}
 	group := heads / cfg.KVHeads
-	if group > qMax {
-		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; the kernel takes at most %d", group, qMax)
-	}
 	if len(batch.Positions) < n || len(batch.Slots) < n {
 		return fmt.Errorf("cuda backend: Attention: %d rows with %d positions and %d slots", n, len(batch.Positions), len(batch.Slots))
 	}
@@ -70,23 +99,46 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	if n == 0 {
 		return nil
 	}
-	off, items := b.attentionTables(batch, n, max(1, qMax/group))
+	nq, fast := decodeShape(cfg.HeadDim)
+	plan := decodePlan{nq: nq, group: group, parts: store.decParts, items: decodeCounters / cfg.KVHeads}
+	// paged_decode takes single rows, and every row where paged_attention
+	// cannot take the head size; the multi-row (prefill) items stay there.
+	plan.takes = func(sq kernels.SeqRows) bool { return fast && (sq.End-sq.Start == 1 || cfg.HeadDim > 128) }
+	t := b.attentionTables(batch, n, max(1, qMax/group), &plan)
+	if t.items > 0 && group > qMax {
+		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; paged_attention takes at most %d", group, qMax)
+	}
 	kc, vc := store.layer(layer)
-	slotsOff, posOff, itemsOff := off, off+n, off+2*n
-	seqOff, blocksOff := itemsOff+3*items, itemsOff+3*items+len(batch.Seqs)
+	slotsOff, posOff, itemsOff := t.off, t.off+n, t.off+2*n
+	seqOff, blocksOff := itemsOff+3*t.items, itemsOff+3*t.items+len(batch.Seqs)
+	// K and V reach the cache in rope_kv, else inside paged_decode when it
+	// runs alone and the rows allow (kvFusible), else in kv_write.
+	fused := 0
 	if !b.fuseRoPEKV(kt, vt, kc, vc, slotsOff, kvCols, batch.Positions[:n]) {
-		if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
+		if t.items == 0 && t.decItems > 0 && kvFusible(batch, cfg, n) {
+			fused = 1
+		} else if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
 			ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
 			return err
 		}
 	}
-	if items == 0 {
+	// one launch per range of decode items that fits the store's scratch
+	cuts := b.step.decCuts
+	for i := 0; i+1 < len(cuts); i++ {
+		if err := b.launch(fmt.Sprintf("paged_decode_%d", cfg.HeadDim), [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, t.decZ[i]}, [3]int{128, 1, 1},
+			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), intArg(fused),
+			tabArg(t.decOff+4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
+			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters)); err != nil {
+			return err
+		}
+	}
+	if t.items == 0 {
 		return nil
 	}
 	// With splits, the last block of each work item to finish merges them
 	// (attention.cu): one launch either way.
-	splits, splitLen := b.splits(items*cfg.KVHeads, batch)
-	return b.launch("paged_attention", [3]int{items, cfg.KVHeads, splits}, [3]int{128, 1, 1},
+	splits, splitLen := b.splits(t.items*cfg.KVHeads, batch)
+	return b.launch("paged_attention", [3]int{t.items, cfg.KVHeads, splits}, [3]int{128, 1, 1},
 		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(itemsOff), tabArg(seqOff), tabArg(blocksOff),
 		tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), intArg(cfg.BlockSize), f32Arg(scale),
 		ptrArg(store.part), intArg(splitLen), ptrArg(store.counters))
@@ -171,22 +223,50 @@ func checkBatch(batch *kernels.Batch, cfg kernels.KVConfig, n int) error {
 	return nil
 }
 
-// attentionTables pushes one table block for the step and returns its offset
-// and the number of work items:
+// attnTables is where attentionTables put one step's tables in the arena.
+type attnTables struct {
+	off       int   // slots n | positions n | items 3·items | block-table offsets | block tables
+	items     int   // paged_attention's work items
+	decOff    int   // paged_decode's items, 4 int32 each
+	decSeqOff int   // paged_decode's sequences, 3 int32 each
+	decItems  int   // paged_decode's work items
+	decZ      []int // per launch (step.decCuts): the most partitions of one of its items
+}
+
+// decodePlan is how attentionTables cuts rows into paged_decode items.
+type decodePlan struct {
+	nq, group int                        // query vectors per item; query heads per KV head
+	parts     int                        // partial results the store's scratch holds per KV head
+	items     int                        // items per launch, as the store has counters
+	takes     func(kernels.SeqRows) bool // the sequences paged_decode serves
+}
+
+// attentionTables pushes one table block for the step:
 //
-//	[ slots n | positions n | items 3·items | block-table offsets seqs | block tables ]
+//	[ slots n | positions n | items 3·items | block-table offsets seqs | block tables
+//	  | decode items 4·decItems | decode seqs 3·seqs ]
+//
+// A paged_attention item is (sequence, first row, rows); a paged_decode item
+// is (sequence, first query vector, query vectors, first partial) and its
+// sequence entry (block-table offset, first row, rows). Decode items are cut
+// into launches (step.decCuts) whose partials (items of more than one
+// partition) fit the store's scratch, numbered from 0 in each launch.
 //
 // Every layer's call of one forward pass gets the same tables: an identical
 // last copy is reused (its contents are compared, so a Batch reused and
 // refilled before the step is flushed is still seen afresh).
-func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int) (off, items int) {
+func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int, plan *decodePlan) attnTables {
 	s := &b.step
+	var t attnTables
 	tab := append(s.scratch[:0], batch.Slots[:n]...)
 	tab = append(tab, batch.Positions[:n]...)
 	for si, sq := range batch.Seqs {
+		if plan.takes(sq) {
+			continue
+		}
 		for r := sq.Start; r < sq.End; r += rowsPerItem {
 			tab = append(tab, int32(si), int32(r), int32(min(rowsPerItem, sq.End-r)))
-			items++
+			t.items++
 		}
 	}
 	nb := 0
@@ -197,12 +277,80 @@ func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int) (off
 	for _, sq := range batch.Seqs {
 		tab = append(tab, sq.Blocks...)
 	}
-	s.scratch = tab
-	if s.lastAttn != nil && s.lastRows == n && s.lastItems == items && slices.Equal(s.lastAttn, tab) {
-		return s.lastAttnOff, items
+	decOff := len(tab)
+	s.decCuts = append(s.decCuts[:0], 0)
+	s.decZ = s.decZ[:0]
+	parts, z := 0, 0
+	for si, sq := range batch.Seqs {
+		if !plan.takes(sq) {
+			continue
+		}
+		for qv := sq.Start * plan.group; qv < sq.End*plan.group; qv += plan.nq {
+			nqv := min(plan.nq, sq.End*plan.group-qv)
+			np := ceilDiv(int(batch.Positions[(qv+nqv-1)/plan.group])+1, decodePart)
+			own := 0 // partials of its own: an item of one partition writes out directly
+			if np > 1 {
+				own = np
+			}
+			if t.decItems > s.decCuts[len(s.decCuts)-1] && (parts+own > plan.parts || t.decItems-s.decCuts[len(s.decCuts)-1] >= plan.items) {
+				s.decCuts = append(s.decCuts, t.decItems)
+				s.decZ = append(s.decZ, z)
+				parts, z = 0, 0
+			}
+			tab = append(tab, int32(si), int32(qv), int32(nqv), int32(parts))
+			parts += own
+			z = max(z, np)
+			t.decItems++
+		}
 	}
-	s.lastAttnOff = s.push(tab)
-	s.lastAttn = s.tab[s.lastAttnOff : s.lastAttnOff+len(tab) : s.lastAttnOff+len(tab)]
-	s.lastRows, s.lastItems = n, items
-	return s.lastAttnOff, items
+	if t.decItems > 0 {
+		s.decCuts = append(s.decCuts, t.decItems)
+		s.decZ = append(s.decZ, z)
+	} else {
+		s.decCuts = s.decCuts[:0]
+	}
+	decSeqOff := len(tab)
+	nb = 0
+	for _, sq := range batch.Seqs {
+		tab = append(tab, int32(nb), int32(sq.Start), int32(sq.End-sq.Start))
+		nb += len(sq.Blocks)
+	}
+	s.scratch = tab
+	t.decZ = s.decZ
+	if s.lastAttn == nil || s.lastRows != n || s.lastItems != t.items || !slices.Equal(s.lastAttn, tab) {
+		s.lastAttnOff = s.push(tab)
+		s.lastAttn = s.tab[s.lastAttnOff : s.lastAttnOff+len(tab) : s.lastAttnOff+len(tab)]
+		s.lastRows, s.lastItems = n, t.items
+	}
+	t.off = s.lastAttnOff
+	t.decOff, t.decSeqOff = t.off+decOff, t.off+decSeqOff
+	return t
+}
+
+// kvFusible reports whether paged_decode may write this step's K and V
+// itself: every row belongs to one sequence, in order, at consecutive
+// positions, in the slot its block table gives (then a position of this
+// step maps to its row, attention_decode.cu).
+func kvFusible(batch *kernels.Batch, cfg kernels.KVConfig, n int) bool {
+	bs := int32(cfg.BlockSize)
+	next := 0
+	for _, sq := range batch.Seqs {
+		if sq.End == sq.Start {
+			continue
+		}
+		if sq.Start != next {
+			return false
+		}
+		next = sq.End
+		for r := sq.Start; r < sq.End; r++ {
+			p := batch.Positions[r]
+			if r > sq.Start && p != batch.Positions[r-1]+1 {
+				return false
+			}
+			if batch.Slots[r] != sq.Blocks[p/bs]*bs+p%bs {
+				return false
+			}
+		}
+	}
+	return next == n
 }

@@ -274,16 +274,21 @@ func (b *Backend) Alloc(shape ...int) (kernels.Tensor, error) {
 // kvStore keeps, per layer, K and V as [Blocks*BlockSize, KVHeads*HeadDim]
 // F16 — the CPU layout at half the bytes — in one allocation:
 //
-//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... | split partials | counters ]
+//	[ layer 0 K | layer 0 V | layer 1 K | layer 1 V | ... | split partials | counters
+//	  | decode partials | decode counters ]
 //
 // The tail holds the split-context attention's partial results (partBytes)
-// and its per-item counters of finished splits (counterBytes).
+// and its per-item counters of finished splits (counterBytes), then the
+// same for paged_decode's partitions (decodeScratch, decodeCounters).
 type kvStore struct {
 	cfg      kernels.KVConfig
 	base     devPtr
 	perLayer int64 // bytes of one layer's K (or V)
 	part     devPtr
 	counters devPtr // int32 per work item × KV head: splits finished (zero between launches)
+	// paged_decode's partials and counters (decodeScratch, decodeCounters)
+	decPart, decCounters devPtr
+	decParts             int
 }
 
 // partBytes is the split-context scratch: 1,000 partial results of
@@ -306,18 +311,23 @@ func (b *Backend) NewKVStore(cfg kernels.KVConfig) (kernels.KVStore, error) {
 	if cfg.Layers <= 0 || cfg.Blocks <= 0 || cfg.BlockSize <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 {
 		return nil, fmt.Errorf("cuda backend: invalid KV config %+v", cfg)
 	}
-	if cfg.HeadDim%8 != 0 || cfg.HeadDim > 128 {
-		return nil, fmt.Errorf("cuda backend: head size %d: the attention kernel takes multiples of 8 up to 128", cfg.HeadDim)
+	if _, dec := decodeShape(cfg.HeadDim); cfg.HeadDim%8 != 0 || (cfg.HeadDim > 128 && !dec) {
+		return nil, fmt.Errorf("cuda backend: head size %d: the attention kernels take multiples of 8 up to 128, and 256", cfg.HeadDim)
 	}
 	s := &kvStore{cfg: cfg, perLayer: 2 * int64(cfg.Blocks) * int64(cfg.BlockSize) * int64(cfg.KVHeads*cfg.HeadDim)}
+	parts, floats := decodeScratch(cfg)
+	s.decParts = parts
+	decBytes := 4 * int64(parts) * int64(cfg.KVHeads) * int64(floats)
 	err := b.do(func() error {
-		total := 2*int64(cfg.Layers)*s.perLayer + partBytes + counterBytes
+		total := 2*int64(cfg.Layers)*s.perLayer + partBytes + counterBytes + decBytes + 4*decodeCounters
 		p, err := b.alloc(total)
 		if err != nil {
 			return fmt.Errorf("KV pool: %w", err)
 		}
-		s.base, s.part = p, p+devPtr(total-partBytes-counterBytes)
+		s.base, s.part = p, p+devPtr(2*int64(cfg.Layers)*s.perLayer)
 		s.counters = s.part + devPtr(partBytes)
+		s.decPart = s.counters + devPtr(counterBytes)
+		s.decCounters = s.decPart + devPtr(decBytes)
 		return b.drv.zero(p, total)
 	})
 	if err != nil {

@@ -60,5 +60,7 @@
 // graph, replayed while the launches repeat (cudrv.go).
 //
 // Limits: matmul rows must be a multiple of 32 elements, head size a
-// multiple of 8 up to 128, at most 16 query heads per KV head.
+// multiple of 8 up to 128, or 256; prefill chunks take at most 16 query
+// heads per KV head (decode rows of head size 64, 80, 96, 128 and 256, and
+// every row of 256, go to paged_decode, which has no such limit).
 package cuda

@@ -73,7 +73,7 @@ func testDecodeLayerFusion(t *testing.T, dt kernels.DType) {
 		fns = append(fns, l.fn)
 	}
 	suffix := kernelSuffix[dt]
-	want := []string{"gemv_" + suffix + "_1", "rope_kv", "paged_attention", "gemv_" + suffix + "_1",
+	want := []string{"gemv_" + suffix + "_1", "rope_kv", fmt.Sprintf("paged_decode_%d", hd), "gemv_" + suffix + "_1",
 		"gemv_glu_" + suffix + "_1", "gemv_" + suffix + "_1"}
 	if fmt.Sprint(fns) != fmt.Sprint(want) {
 		t.Errorf("a decode layer recorded %v, want %v", fns, want)

@@ -27,6 +27,7 @@ type step struct {
 	lastAttnOff         int
 	lastItems, lastRows int
 	scratch             []int32 // attention tables being built
+	decCuts, decZ       []int   // paged_decode's launches: item boundaries, partitions (attentionTables)
 	blas                blasStep
 }
 
