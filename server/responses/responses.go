@@ -107,7 +107,12 @@ func (h *Handler) keep(resp *response, p *parsed) []byte {
 }
 
 // Get serves GET /v1/responses/{id}: a stored response.
+// With stream=true it is the stream instead (resume.go).
 func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("stream") == "true" {
+		h.streamGet(w, r, r.PathValue("id"))
+		return
+	}
 	st, ok := h.store.get(r.PathValue("id"))
 	if !ok {
 		h.env.WriteError(w, notFound(r.PathValue("id")))

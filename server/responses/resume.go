@@ -2,6 +2,7 @@ package responses
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
@@ -27,7 +28,33 @@ type streamState struct {
 // was cut short by a disconnect, continues it from the tokens already
 // produced (stream.Continue): the client sees one response, generated once.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request, id string) {
-	rc, err := h.env.Streams.Open(r, id, func(s httpedge.Resumable) bool { _, ok := s.(*streamState); return ok })
+	rc, err := h.env.Streams.Open(r, id, ours)
+	h.reconnect(w, rc, err)
+}
+
+// streamGet serves GET /v1/responses/{id}?stream=true&starting_after=N,
+// the Responses API's own way back into a stream (the SDKs'
+// responses.retrieve(id, {stream: true, starting_after})): the events
+// after sequence number N, all of them without it. Event ids are sequence
+// numbers + 1.
+func (h *Handler) streamGet(w http.ResponseWriter, r *http.Request, id string) {
+	last := int64(0)
+	if v := r.URL.Query().Get("starting_after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			h.env.WriteError(w, stream.InvalidParam("starting_after", "starting_after must be an event's sequence_number, got %q", v))
+			return
+		}
+		last = n + 1
+	}
+	rc, err := h.env.Streams.OpenAfter(r, id, last, ours)
+	h.reconnect(w, rc, err)
+}
+
+func ours(s httpedge.Resumable) bool { _, ok := s.(*streamState); return ok }
+
+// reconnect replays and continues the stream rc holds (see resume).
+func (h *Handler) reconnect(w http.ResponseWriter, rc *httpedge.Reconnect, err error) {
 	if err != nil {
 		h.env.WriteError(w, err)
 		return

@@ -1,8 +1,9 @@
 // The newer features through the official OpenAI Node SDK on a live Sluice
 // server: logprobs in a stream, a json_schema response_format, a required
-// tool call accumulated from the stream, and the Responses streaming helper
-// (client.responses.stream). Exit status 0 when every check passes; one
-// JSON line of results on stdout either way.
+// tool call accumulated from the stream, the Responses streaming helper
+// (client.responses.stream), and back into a dropped Responses stream
+// (responses.retrieve with starting_after). Exit status 0 when every check
+// passes; one JSON line of results on stdout either way.
 //
 //   SLUICE_URL=http://127.0.0.1:8080 node features.mjs
 import OpenAI from "openai";
@@ -109,6 +110,33 @@ const results = {};
   check(ended?.status === "completed" || (ended?.status === "incomplete" && ended.incomplete_details?.reason === "max_output_tokens"),
     `responses: status ${ended?.status}`);
   results.responses = { text, status: ended?.status, usage: u, events: types };
+}
+
+// 5. Back into a dropped Responses stream the SDK's own way:
+// responses.retrieve(id, {stream: true, starting_after}) after the client
+// broke off at the third delta gives the events after it, their sequence
+// numbers going on, and the text of an uninterrupted greedy run.
+{
+  const params = { input: "Tell me a story about a cat.", max_output_tokens: 40, temperature: 0, store: false, stream: true };
+  let whole = "";
+  for await (const e of await client.responses.create(params)) if (e.type === "response.output_text.delta") whole += e.delta;
+  let id = null, seq = -1, text = "", deltas = 0;
+  for await (const e of await client.responses.create(params)) {
+    if (e.type === "response.created") id = e.response.id;
+    check(e.sequence_number === seq + 1, `resume: sequence_number ${e.sequence_number} after ${seq}`);
+    seq = e.sequence_number;
+    if (e.type === "response.output_text.delta") { text += e.delta; if (++deltas === 3) break; } // the SDK aborts the request
+  }
+  let lastType = null;
+  for await (const e of await client.responses.retrieve(id, { stream: true, starting_after: seq })) {
+    check(e.sequence_number === seq + 1, `resume: sequence_number ${e.sequence_number} after ${seq}`);
+    seq = e.sequence_number;
+    lastType = e.type;
+    if (e.type === "response.output_text.delta") text += e.delta;
+  }
+  check(text === whole && whole.length > 0, `resume: ${JSON.stringify(text)}, uninterrupted ${JSON.stringify(whole)}`);
+  check(lastType === "response.completed" || lastType === "response.incomplete", `resume: last event ${lastType}`);
+  results.resume = { id, events: seq + 1, text };
 }
 
 console.log(JSON.stringify({ ok: failures.length === 0, failures, ...results }));

@@ -185,6 +185,30 @@ type Reconnect struct {
 // reads Last-Event-ID, takes the stream's lease for r and checks the log
 // still holds what follows that id. A nil Store retains nothing.
 func (s *Store) Open(r *http.Request, id string, match func(Resumable) bool) (*Reconnect, error) {
+	st, err := s.find(id, match)
+	if err != nil {
+		return nil, err
+	}
+	var last int64
+	if h := r.Header.Get(LastEventIDHeader); h != "" {
+		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
+			return nil, stream.InvalidParam(LastEventIDHeader, "Last-Event-ID must be an event id, got %q", h)
+		}
+	}
+	return open(r, st, last)
+}
+
+// OpenAfter is Open for a client that names the last event it has
+// itself (the Responses API's starting_after) instead of Last-Event-ID.
+func (s *Store) OpenAfter(r *http.Request, id string, last int64, match func(Resumable) bool) (*Reconnect, error) {
+	st, err := s.find(id, match)
+	if err != nil {
+		return nil, err
+	}
+	return open(r, st, last)
+}
+
+func (s *Store) find(id string, match func(Resumable) bool) (Resumable, error) {
 	var st Resumable
 	if s != nil {
 		st = s.Get(id)
@@ -192,13 +216,10 @@ func (s *Store) Open(r *http.Request, id string, match func(Resumable) bool) (*R
 	if st == nil || !match(st) {
 		return nil, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id)
 	}
-	var last int64
-	if h := r.Header.Get(LastEventIDHeader); h != "" {
-		var err error
-		if last, err = strconv.ParseInt(h, 10, 64); err != nil || last < 0 {
-			return nil, stream.InvalidParam(LastEventIDHeader, "Last-Event-ID must be an event id, got %q", h)
-		}
-	}
+	return st, nil
+}
+
+func open(r *http.Request, st Resumable, last int64) (*Reconnect, error) {
 	ret := st.Retention()
 	ctx, release, err := ret.Acquire(r.Context())
 	if err != nil {
