@@ -136,10 +136,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 	}
 	st.em.sse = h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID})
 	em := &st.em
-	em.event("message_start", map[string]any{"type": "message_start", "message": st.m.body("")})
-	em.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": map[string]string{"type": "text", "text": ""}})
-	_ = em.KeepAlive()
+	startEvents(em, st.m)
 	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
 	h.pump(st, gen)
 }
@@ -166,11 +163,7 @@ func (h *Handler) end(st *streamState, out stream.Outcome) {
 		return
 	}
 	m.end(out, st.ts)
-	em.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
-	em.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
-		"usage": m.usage()})
-	em.event("message_stop", map[string]string{"type": "message_stop"})
+	endEvents(em, m)
 	_ = em.sse.Flush()
 }
 

@@ -31,9 +31,11 @@ func (r *Relayed) SetModel(name string) { r.m.Model = name }
 // Start writes what precedes the text: message_start, the text block's start
 // and a ping. The input tokens are the upstream's and arrive with the end
 // (message_delta's usage, which the SDKs read into the final message).
-func (r *Relayed) Start(sse *httpedge.SSE) {
-	em := &emitter{sse: sse}
-	em.event("message_start", map[string]any{"type": "message_start", "message": r.m.body("")})
+func (r *Relayed) Start(sse *httpedge.SSE) { startEvents(&emitter{sse: sse}, r.m) }
+
+// startEvents writes a stream's first events, local or relayed.
+func startEvents(em *emitter, m *message) {
+	em.event("message_start", map[string]any{"type": "message_start", "message": m.body("")})
 	em.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
 		"content_block": map[string]string{"type": "text", "text": ""}})
 	_ = em.KeepAlive()
@@ -49,11 +51,16 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		return
 	}
 	r.end(out, end)
-	em := &emitter{sse: sse}
+	endEvents(&emitter{sse: sse}, r.m)
+}
+
+// endEvents writes a finished stream's last events: the block's stop,
+// message_delta with the stop reason and usage, message_stop.
+func endEvents(em *emitter, m *message) {
 	em.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	em.event("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": r.m.StopReason, "stop_sequence": r.m.StopSequence},
-		"usage": r.m.usage()})
+		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
+		"usage": m.usage()})
 	em.event("message_stop", map[string]string{"type": "message_stop"})
 }
 

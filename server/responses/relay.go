@@ -73,14 +73,20 @@ func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
 func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
 	r.em.sse = sse
 	if out.Err != nil {
-		c := stream.Classify(out.Err)
-		r.em.event("error", map[string]any{"code": c.Code, "message": out.Err.Error(), "param": nullable(c.Param)})
-		r.resp.fail(c.Code, out.Err.Error(), string(r.em.text))
-		r.em.event("response.failed", map[string]any{"response": r.resp})
+		failEvents(r.em, r.resp, out.Err)
 		return
 	}
 	r.end(string(r.em.text), out, end)
 	endEvents(r.em, r.resp)
+}
+
+// failEvents ends a stream with err: the error event, then response.failed
+// keeping the text sent before it.
+func failEvents(em *emitter, resp *response, err error) {
+	c := stream.Classify(err)
+	em.event("error", map[string]any{"code": c.Code, "message": err.Error(), "param": nullable(c.Param)})
+	resp.fail(c.Code, err.Error(), string(em.text))
+	em.event("response.failed", map[string]any{"response": resp})
 }
 
 // endEvents closes the text part and the item, then the response.

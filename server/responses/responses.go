@@ -158,17 +158,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 	resp := st.resp
 	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), itemID: resp.Output[0].ID}
 	em := &st.em
-	// Before its output item is announced the response has no output: the
-	// SDKs index items by the output_item.added events.
-	empty := *resp
-	empty.Output = []message{}
-	em.event("response.created", map[string]any{"response": &empty})
-	em.event("response.in_progress", map[string]any{"response": &empty})
-	item := resp.Output[0]
-	item.Content = []outputText{}
-	em.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
-	em.event("response.content_part.added", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "part": newText("")})
+	startEvents(em, resp)
 	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
 	h.pump(st, gen)
 }
@@ -189,26 +179,13 @@ func (h *Handler) end(st *streamState, out stream.Outcome) {
 	em, resp := &st.em, st.resp
 	st.done = true
 	if out.Err != nil {
-		c := stream.Classify(out.Err)
-		em.event("error", map[string]any{"code": c.Code, "message": out.Err.Error(), "param": nullable(c.Param)})
-		resp.fail(c.Code, out.Err.Error(), string(em.text))
-		em.event("response.failed", map[string]any{"response": resp})
+		failEvents(em, resp, out.Err)
 		_ = em.sse.Flush()
 		return
 	}
 	resp.end(out, st.ts, string(em.text))
-	text := resp.Output[0].Content[0]
-	em.event("response.output_text.done", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "text": text.Text, "logprobs": []any{}})
-	em.event("response.content_part.done", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "part": text})
-	em.event("response.output_item.done", map[string]any{"output_index": 0, "item": resp.Output[0]})
 	h.keep(resp, st.p)
-	final := "response.completed"
-	if resp.Status == "incomplete" {
-		final = "response.incomplete"
-	}
-	em.event(final, map[string]any{"response": resp})
+	endEvents(em, resp)
 	_ = em.sse.Flush()
 }
 
