@@ -160,24 +160,36 @@ func (s *Server) relayRequest(body []byte, chat bool) (*stream.GenRequest, relay
 	if err != nil {
 		return nil, relay.Request{}, err
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, relay.Request{}, stream.InvalidParam("", "request body must be a JSON object")
-	}
-	for _, f := range relayRefused {
-		if v, ok := fields[f]; ok && string(v) != "null" && string(v) != "false" {
-			return nil, relay.Request{}, &stream.ParamError{Param: f, Sentinel: stream.ErrUnsupported,
-				Message: fmt.Sprintf("%s is not supported in relay mode: the relay re-frames the upstream's text and would drop it", f)}
-		}
-	}
-	if !s.relay.Serves(g.Model) {
-		return nil, relay.Request{}, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, g.Model, strings.Join(s.relay.Models(), ", "))
-	}
 	path := relay.PathCompletions
 	if chat {
 		path = relay.PathChat
 	}
-	return g, relay.Request{Path: path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}, nil
+	req, err := s.relayForward(body, g, path, relayRefused)
+	return g, req, err
+}
+
+// relayForward is what the relay sends for the validated request g: the
+// client's fields as it wrote them, to its served model (g.Model is set to
+// the first served name when the client gave none). A field in refused is
+// refused, never dropped.
+func (s *Server) relayForward(body []byte, g *stream.GenRequest, path string, refused []string) (relay.Request, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return relay.Request{}, stream.InvalidParam("", "request body must be a JSON object")
+	}
+	for _, f := range refused {
+		if v, ok := fields[f]; ok && string(v) != "null" && string(v) != "false" {
+			return relay.Request{}, &stream.ParamError{Param: f, Sentinel: stream.ErrUnsupported,
+				Message: fmt.Sprintf("%s is not supported in relay mode: the relay re-frames the upstream's text and would drop it", f)}
+		}
+	}
+	if !s.relay.Serves(g.Model) {
+		return relay.Request{}, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, g.Model, strings.Join(s.relay.Models(), ", "))
+	}
+	if g.Model == "" {
+		g.Model = s.relay.Models()[0]
+	}
+	return relay.Request{Path: path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}, nil
 }
 
 // relayGenerate serves POST /v1/chat/completions and /v1/completions in
@@ -196,9 +208,6 @@ func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	if g.Model == "" {
-		g.Model = s.relay.Models()[0]
 	}
 	if !g.Stream {
 		s.relayWhole(w, r, g, req, writeRelayError, func(text string, out stream.TextOutcome, end stream.TextEnd) {

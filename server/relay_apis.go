@@ -1,11 +1,8 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/anthropic"
@@ -42,15 +39,20 @@ type relayAPIShape struct {
 	header func(id string) map[string]string
 }
 
-var messagesAPI = relayAPIShape{
-	path: relay.PathMessages, prefix: "msg_",
-	parse: func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
-		g, f, err := anthropic.ParseRelayed(body, id)
+// framing adapts an API's parser to relayAPIShape.parse (a failed parse
+// returns a nil framer, not a typed nil in the interface).
+func framing[F relayFramer](parse func([]byte, string) (*stream.GenRequest, F, error)) func([]byte, string) (*stream.GenRequest, relayFramer, error) {
+	return func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+		g, f, err := parse(body, id)
 		if err != nil {
 			return nil, nil, err
 		}
 		return g, f, nil
-	},
+	}
+}
+
+var messagesAPI = relayAPIShape{
+	path: relay.PathMessages, prefix: "msg_", parse: framing(anthropic.ParseRelayed),
 	refuse: func(w http.ResponseWriter, err error) {
 		var se *relay.StatusError
 		if errors.As(err, &se) && se.PassThrough() {
@@ -63,14 +65,7 @@ var messagesAPI = relayAPIShape{
 }
 
 var responsesAPI = relayAPIShape{
-	path: relay.PathResponses, prefix: "resp_",
-	parse: func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
-		g, f, err := responses.ParseRelayed(body, id)
-		if err != nil {
-			return nil, nil, err
-		}
-		return g, f, nil
-	},
+	path: relay.PathResponses, prefix: "resp_", parse: framing(responses.ParseRelayed),
 	refuse: writeRelayError,
 	header: func(string) map[string]string { return nil },
 }
@@ -93,20 +88,12 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 		api.refuse(w, err)
 		return
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		api.refuse(w, stream.InvalidParam("", "request body must be a JSON object"))
+	req, err := s.relayForward(body, g, api.path, nil)
+	if err != nil {
+		api.refuse(w, err)
 		return
-	}
-	if !s.relay.Serves(g.Model) {
-		api.refuse(w, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, g.Model, strings.Join(s.relay.Models(), ", ")))
-		return
-	}
-	if g.Model == "" {
-		g.Model = s.relay.Models()[0]
 	}
 	f.SetModel(g.Model)
-	req := relay.Request{Path: api.path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}
 	if !g.Stream {
 		s.relayWhole(w, r, g, req, api.refuse, func(text string, out stream.TextOutcome, end stream.TextEnd) {
 			w.Header().Set("Content-Type", "application/json")

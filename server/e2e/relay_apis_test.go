@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/relay"
 )
 
@@ -36,35 +34,28 @@ func pyScript(t *testing.T, python, script string, env ...string) (map[string]an
 	return res, err == nil && res["ok"] == true
 }
 
-// TestRelayAnthropicSDK: the Anthropic Python SDK's client.messages.stream
-// through a relay whose upstream is the rig's Sluice sees what a direct
-// client sees (tests/anthropic-python/relay.py), and the upstream is idle
-// after it.
-func TestRelayAnthropicSDK(t *testing.T) {
-	r := getRig(t)
-	front := startRelay(t, r)
-	python := pyVenv(t, "anthropic", "anthropic==2.14.0")
-	res, ok := pyScript(t, python, "anthropic-python/relay.py", "SLUICE_URL="+front.url, "SLUICE_DIRECT="+r.url)
-	if !ok {
-		t.Fatalf("relay.py: %v", res)
+// TestRelaySDKs: the Anthropic Python SDK's client.messages.stream
+// (tests/anthropic-python/relay.py) and the OpenAI Python SDK's
+// client.responses.stream (tests/openai-python/relay.py) through a relay
+// whose upstream is the rig's Sluice see what a direct client sees, and the
+// upstream is idle after each.
+func TestRelaySDKs(t *testing.T) {
+	for _, sdk := range []struct{ venv, pin, script string }{
+		{"anthropic", "anthropic==2.14.0", "anthropic-python/relay.py"},
+		{"openai", "openai==3.57.0", "openai-python/relay.py"},
+	} {
+		t.Run(sdk.venv, func(t *testing.T) {
+			r := getRig(t)
+			front := startRelay(t, r)
+			python := pyVenv(t, sdk.venv, sdk.pin)
+			res, ok := pyScript(t, python, sdk.script, "SLUICE_URL="+front.url, "SLUICE_DIRECT="+r.url)
+			if !ok {
+				t.Fatalf("%s: %v", sdk.script, res)
+			}
+			t.Logf("%v", res)
+			r.waitIdle(t, 5*time.Second)
+		})
 	}
-	t.Logf("%v", res)
-	r.waitIdle(t, 5*time.Second)
-}
-
-// TestRelayResponsesSDK: the OpenAI Python SDK's client.responses.stream
-// through the relay sees what a direct client sees
-// (tests/openai-python/relay.py).
-func TestRelayResponsesSDK(t *testing.T) {
-	r := getRig(t)
-	front := startRelay(t, r)
-	python := pyVenv(t, "openai", "openai==3.57.0")
-	res, ok := pyScript(t, python, "openai-python/relay.py", "SLUICE_URL="+front.url, "SLUICE_DIRECT="+r.url)
-	if !ok {
-		t.Fatalf("relay.py: %v", res)
-	}
-	t.Logf("%v", res)
-	r.waitIdle(t, 5*time.Second)
 }
 
 // dripChat is an upstream that sends a chat chunk every pause: the relay in
@@ -91,23 +82,9 @@ func TestKeepAliveBetweenIDsPythonSDK(t *testing.T) {
 	python := pyVenv(t, "openai", "openai==3.57.0")
 	up := httptest.NewServer(dripChat(150*time.Millisecond, "a", "b", "c", "d"))
 	t.Cleanup(up.Close)
-	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: up.URL, Models: []string{"m"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.DefaultConfig()
-	cfg.ModelID, cfg.KeepAlive = "m", 20*time.Millisecond
-	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SetRelay(rl); err != nil {
-		t.Fatal(err)
-	}
-	front := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { front.Close(); rl.Close() })
+	front := relayTo(t, relay.Upstream{URL: up.URL, Models: []string{"m"}}, 20*time.Millisecond)
 
-	resp, err := http.Post(front.URL+"/v1/chat/completions", "application/json",
+	resp, err := http.Post(front.url+"/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +94,7 @@ func TestKeepAliveBetweenIDsPythonSDK(t *testing.T) {
 	if !strings.Contains(string(raw), "\n\n: keep-alive\n") || !strings.Contains(string(raw), ": keep-alive\nid: ") {
 		t.Fatalf("no keep-alive between id'd events in\n%s", raw)
 	}
-	res, ok := pyScript(t, python, "openai-python/keepalive.py", "SLUICE_URL="+front.URL)
+	res, ok := pyScript(t, python, "openai-python/keepalive.py", "SLUICE_URL="+front.url)
 	if !ok || res["text"] != "abcd" {
 		t.Errorf("the SDK through keep-alives: %v, want ok and text abcd", res)
 	}

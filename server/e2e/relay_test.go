@@ -26,15 +26,21 @@ type relayFront struct {
 
 func startRelay(t *testing.T, r *rig) *relayFront {
 	t.Helper()
-	reg := prometheus.NewRegistry()
 	// No Models: the relay asks the upstream's /v1/models, as --upstream URL does.
-	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: r.url}}, reg)
+	return relayTo(t, relay.Upstream{URL: r.url}, keepAlive)
+}
+
+// relayTo is a relay-mode Sluice in front of up, with keep-alives every keep.
+func relayTo(t *testing.T, up relay.Upstream, keep time.Duration) *relayFront {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	rl, err := relay.New(t.Context(), []relay.Upstream{up}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := server.DefaultConfig()
 	cfg.ModelID = rl.Models()[0]
-	cfg.KeepAlive = keepAlive
+	cfg.KeepAlive = keep
 	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -258,6 +258,29 @@ func readShape(t *testing.T, req *http.Request, limit int) (r shapeRead) {
 	}
 }
 
+// shapeScript is a fake upstream's answer in a shape.
+type shapeScript func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream)
+
+// afterA starts a stream, sends the text "a", then runs then.
+func afterA(then shapeScript) shapeScript {
+	return func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+		sh.start(w)
+		sh.text(w, "a")
+		then(sh, w, r, f)
+	}
+}
+
+// endless streams "x" until the relay closes the connection.
+func endless(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+	return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+		sh.start(w)
+		for r.Context().Err() == nil {
+			sh.text(w, "x")
+		}
+		f.gone <- struct{}{}
+	}
+}
+
 // TestRelayAPIsFaults: the Messages and Responses APIs through the relay
 // against a fake upstream of the same API: a clean stream, each fault the
 // chat tests cover (a stall mid-stream, truncation, a malformed event, an
@@ -267,20 +290,18 @@ func TestRelayAPIsFaults(t *testing.T) {
 	type fault struct {
 		name   string
 		up     relay.Upstream
-		script func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream)
+		script shapeScript
 		check  func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig)
 	}
 	faults := []fault{
 		{
 			name: "a clean stream", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					sh.start(w)
-					sh.text(w, "Hel")
-					sh.text(w, "lo \xe2\x82") // a character split across events
-					sh.text(w, "\xac!")
-					sh.end(w)
-				}
+			script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+				sh.start(w)
+				sh.text(w, "Hel")
+				sh.text(w, "lo \xe2\x82") // a character split across events
+				sh.text(w, "\xac!")
+				sh.end(w)
 			},
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				want := map[string]string{"messages": "max_tokens", "responses": "incomplete"}[sh.name]
@@ -295,13 +316,7 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "a stall mid-stream", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					sh.start(w)
-					sh.text(w, "a")
-					f.waitGone(r)
-				}
-			},
+			script: afterA(func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) { f.waitGone(r) }),
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if res.text != "a" || res.errCode != "stall_timeout" || res.ended {
 					t.Errorf("got %+v, want the text then stall_timeout", res)
@@ -311,12 +326,7 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "truncated", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					sh.start(w)
-					sh.text(w, "a")
-				}
-			},
+			script: afterA(func(shape, http.ResponseWriter, *http.Request, *fakeUpstream) {}),
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if res.text != "a" || res.errCode != "upstream_truncated" {
 					t.Errorf("got %+v, want upstream_truncated", res)
@@ -328,15 +338,11 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "a malformed event", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					sh.start(w)
-					sh.text(w, "a")
-					fmt.Fprint(w, "data: {\"type\":\n\n")
-					flush(w)
-					f.waitGone(r)
-				}
-			},
+			script: afterA(func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+				fmt.Fprint(w, "data: {\"type\":\n\n")
+				flush(w)
+				f.waitGone(r)
+			}),
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if res.text != "a" || res.errCode != "upstream_malformed" {
 					t.Errorf("got %+v, want upstream_malformed", res)
@@ -346,13 +352,7 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "an in-band upstream error", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					sh.start(w)
-					sh.text(w, "a")
-					sh.fail(w)
-				}
-			},
+			script: afterA(func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) { sh.fail(w) }),
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if res.text != "a" || res.errCode != "upstream_error" || res.ended {
 					t.Errorf("got %+v, want upstream_error", res)
@@ -361,10 +361,8 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "5xx before the first byte, retried", up: withRetries(fast, 1),
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-					w.WriteHeader(http.StatusServiceUnavailable)
-				}
+			script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+				w.WriteHeader(http.StatusServiceUnavailable)
 			},
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if status != http.StatusBadGateway || rig.up.requests.Load() != 2 || !strings.Contains(raw, "upstream_unavailable") {
@@ -375,9 +373,7 @@ func TestRelayAPIsFaults(t *testing.T) {
 		},
 		{
 			name: "an upstream without the endpoint", up: fast,
-			script: func(sh shape) func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				return func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) { http.NotFound(w, r) }
-			},
+			script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) { http.NotFound(w, r) },
 			check: func(t *testing.T, sh shape, status int, raw string, res apiResult, rig *relayRig) {
 				if status != http.StatusNotFound || !strings.Contains(raw, "has no "+sh.path+" endpoint") || !strings.Contains(raw, "upstream_endpoint_missing") {
 					t.Errorf("status %d: %s", status, raw)
@@ -390,7 +386,7 @@ func TestRelayAPIsFaults(t *testing.T) {
 		for _, ft := range faults {
 			t.Run(sh.name+"/"+ft.name, func(t *testing.T) {
 				leakCheck(t)
-				rig := newRelay(t, newFake(t, ft.script(sh)), ft.up)
+				rig := newRelay(t, newFake(t, func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) { ft.script(sh, w, r, f) }), ft.up)
 				status, raw, evs, _ := postShape(t, t.Context(), rig.url, sh, sh.body, 0)
 				var res apiResult
 				if status == http.StatusOK {
@@ -432,13 +428,7 @@ func TestRelayAPIsGuarantees(t *testing.T) {
 	for _, sh := range shapes {
 		t.Run(sh.name+"/client leaves", func(t *testing.T) {
 			leakCheck(t)
-			up := newFake(t, func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				sh.start(w)
-				for r.Context().Err() == nil {
-					sh.text(w, "x")
-				}
-				f.gone <- struct{}{}
-			})
+			up := newFake(t, endless(sh))
 			rig := newRelay(t, up, fast)
 			ctx, cancel := context.WithCancel(t.Context())
 			_, _, evs, _ := postShape(t, ctx, rig.url, sh, sh.body, 3)
@@ -451,13 +441,7 @@ func TestRelayAPIsGuarantees(t *testing.T) {
 		})
 		t.Run(sh.name+"/resume", func(t *testing.T) {
 			leakCheck(t)
-			up := newFake(t, func(w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
-				sh.start(w)
-				for r.Context().Err() == nil {
-					sh.text(w, "x")
-				}
-				f.gone <- struct{}{}
-			})
+			up := newFake(t, endless(sh))
 			rig := newRelay(t, up, fast)
 			ctx, cancel := context.WithCancel(t.Context())
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, rig.url+sh.path, strings.NewReader(sh.body))
