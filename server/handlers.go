@@ -37,6 +37,10 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, chat boo
 		writeError(w, err)
 		return
 	}
+	if g.NumChoices() > 1 {
+		s.generateChoices(w, r, b, g) // choices.go
+		return
+	}
 	req, err := stream.Prepare(b, g)
 	if err != nil {
 		writeError(w, err)

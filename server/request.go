@@ -210,12 +210,14 @@ func messageText(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// setPrompt accepts a string, a one-element list of strings, or a list of token ids.
+// setPrompt accepts a string, a list of token ids, or a list of either
+// (strings or token-id lists: one set of choices per prompt).
 func setPrompt(g *stream.GenRequest, raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return stream.InvalidParam("prompt", "prompt is required")
 	}
+	const want = "prompt must be a string, a list of token ids, or a non-empty list of strings or of token-id lists"
 	switch raw[0] {
 	case '"':
 		if err := json.Unmarshal(raw, &g.Prompt); err != nil {
@@ -223,20 +225,26 @@ func setPrompt(g *stream.GenRequest, raw json.RawMessage) error {
 		}
 		return nil
 	case '[':
-		var ss []string
-		if json.Unmarshal(raw, &ss) == nil {
-			if len(ss) != 1 {
-				return stream.InvalidParam("prompt", "prompt lists must hold exactly one prompt, got %d", len(ss))
-			}
-			g.Prompt = ss[0]
-			return nil
-		}
 		var ids []int32
-		if json.Unmarshal(raw, &ids) == nil {
+		if json.Unmarshal(raw, &ids) == nil && len(ids) > 0 {
 			return g.SetPromptIDs(ids)
 		}
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			return stream.InvalidParam("prompt", want)
+		}
+		batch := make([]stream.BatchPrompt, len(elems))
+		for i, e := range elems {
+			if json.Unmarshal(e, &batch[i].Text) == nil && len(e) > 0 && e[0] == '"' {
+				continue
+			}
+			if json.Unmarshal(e, &batch[i].IDs) != nil || batch[i].IDs == nil {
+				return stream.InvalidParam(fmt.Sprintf("prompt[%d]", i), "prompt[%d] must be a string or a list of token ids", i)
+			}
+		}
+		return g.SetBatch(batch)
 	}
-	return stream.InvalidParam("prompt", "prompt must be a string, a list of one string, or a non-empty list of token ids")
+	return stream.InvalidParam("prompt", want)
 }
 
 // params restates the body's generation fields for the stream core.

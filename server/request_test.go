@@ -25,7 +25,6 @@ func TestParseRequestRejects(t *testing.T) {
 		{"image part", true, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content"},
 		{"content number", true, `{"messages":[{"role":"user","content":3}]}`, "messages[0].content"},
 		{"prompt missing", false, `{}`, "prompt"},
-		{"prompt two strings", false, `{"prompt":["a","b"]}`, "prompt"},
 		{"prompt object", false, `{"prompt":{}}`, "prompt"},
 		{"max_tokens string", false, `{"prompt":"x","max_tokens":"5"}`, "max_tokens"},
 		{"max_tokens zero", false, `{"prompt":"x","max_tokens":0}`, "max_tokens"},
@@ -47,7 +46,11 @@ func TestParseRequestRejects(t *testing.T) {
 		{"stream string", false, `{"prompt":"x","stream":"yes"}`, "stream"},
 		{"stream_options without stream", false, `{"prompt":"x","stream_options":{"include_usage":true}}`, "stream_options"},
 		{"include_usage wrong type", false, `{"prompt":"x","stream":true,"stream_options":{"include_usage":1}}`, "stream_options.include_usage"},
-		{"n two", false, `{"prompt":"x","n":2}`, "n"},
+		{"n zero", false, `{"prompt":"x","n":0}`, "n"},
+		{"n above 16", false, `{"prompt":"x","n":17}`, "n"},
+		{"empty prompt list", false, `{"prompt":[]}`, "prompt"},
+		{"empty token list in a list", false, `{"prompt":["a",[]]}`, "prompt[1]"},
+		{"prompt list of objects", false, `{"prompt":[{"a":1}]}`, "prompt[0]"},
 		{"user number", false, `{"prompt":"x","user":5}`, "user"},
 		{"role number", true, `{"messages":[{"role":"user","content":"x"},{"role":5}]}`, "messages[1].role"},
 		{"message not an object", true, `{"messages":["hi"]}`, "messages[0]"},
@@ -114,6 +117,8 @@ func TestParseRequestAccepts(t *testing.T) {
 		{"developer is the system role", true, `{"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"x"}]}`,
 			stream.GenRequest{Chat: true, Messages: []stream.ChatMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "x"}}}},
 		{"prompt as token ids", false, `{"prompt":[1,2,3]}`, stream.GenRequest{PromptIDs: []int32{1, 2, 3}}},
+		{"prompt list, n", false, `{"prompt":["a",[1,2]],"n":3}`, stream.GenRequest{N: 3, Batch: []stream.BatchPrompt{{Text: "a"}, {IDs: []int32{1, 2}}}}},
+		{"list of one token-id list", false, `{"prompt":[[5,6]]}`, stream.GenRequest{PromptIDs: []int32{5, 6}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,6 +27,11 @@ type GenRequest struct {
 	Messages  []ChatMessage // Chat
 	Prompt    string        // !Chat, text prompt
 	PromptIDs []int32       // !Chat, token-id prompt (used instead of Prompt when set)
+	// Batch, when set, is a completions list of prompts used instead of
+	// Prompt and PromptIDs; N is the choices per prompt, 0 meaning 1
+	// (choices.go: PrepareChoices, SubmitChoices, PumpChoices).
+	Batch []BatchPrompt
+	N     int
 	// MaxTokens bounds the output; 0 means up to the context length.
 	MaxTokens    int
 	Sampling     engine.SamplingParams
@@ -109,7 +114,7 @@ func (g *GenRequest) SetMessages(msgs []ChatMessage) error {
 // SetPromptIDs stores a token-id prompt.
 func (g *GenRequest) SetPromptIDs(ids []int32) error {
 	if len(ids) == 0 {
-		return InvalidParam("prompt", "prompt must be a string, a list of one string, or a non-empty list of token ids")
+		return InvalidParam("prompt", "prompt must be a string, a non-empty list of token ids, or a list of those")
 	}
 	g.PromptIDs = ids
 	return nil
@@ -136,10 +141,7 @@ func (g *GenRequest) setLimits(p Params) error {
 		}
 		g.MaxTokens = *p.MaxTokens
 	}
-	if p.N != nil && *p.N != 1 {
-		return InvalidParam("n", "n must be 1 (one choice per request), got %d", *p.N)
-	}
-	return nil
+	return g.setN(p) // choices.go
 }
 
 // inRange checks an optional float field against [lo, hi].

@@ -1,0 +1,248 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Limits on a request's choices: n per prompt (OpenAI's n; the engine forks
+// at most engine.MaxChoices sequences from one prefill), prompts in a
+// completions list, and choices in all.
+const (
+	MaxN       = engine.MaxChoices
+	MaxPrompts = 64
+	MaxChoices = 64
+)
+
+// BatchPrompt is one prompt of a completions request's list: token ids when
+// IDs is set, else Text.
+type BatchPrompt struct {
+	Text string
+	IDs  []int32
+}
+
+// NumChoices is how many choices g asks for: N for each of its prompts.
+func (g *GenRequest) NumChoices() int { return max(g.N, 1) * max(len(g.Batch), 1) }
+
+// SetBatch stores a completions request's list of prompts (one choice set
+// per prompt; a list of one is a single prompt).
+func (g *GenRequest) SetBatch(prompts []BatchPrompt) error {
+	switch {
+	case len(prompts) == 0:
+		return InvalidParam("prompt", "prompt must not be an empty list")
+	case len(prompts) > MaxPrompts:
+		return InvalidParam("prompt", "at most %d prompts in a list, got %d", MaxPrompts, len(prompts))
+	}
+	for i, p := range prompts {
+		if p.IDs != nil && len(p.IDs) == 0 {
+			return InvalidParam(fmt.Sprintf("prompt[%d]", i), "prompt[%d] is an empty list of token ids", i)
+		}
+	}
+	if len(prompts) == 1 {
+		g.Prompt, g.PromptIDs = prompts[0].Text, prompts[0].IDs
+		return nil
+	}
+	g.Batch = prompts
+	return nil
+}
+
+// setN reads n: 1 to MaxN choices per prompt.
+func (g *GenRequest) setN(p Params) error {
+	if p.N == nil {
+		return nil
+	}
+	if n := *p.N; n < 1 || n > MaxN {
+		return InvalidParam("n", "n must be between 1 and %d, got %d", MaxN, n)
+	}
+	if *p.N > 1 { // 1 stays the zero value: one choice
+		g.N = *p.N
+	}
+	return nil
+}
+
+// PrepareChoices is Prepare for every choice of g, in response order: choice
+// prompt*N + j (OpenAI's index) is the j-th of its prompt's N. The choices of
+// one prompt share its tokens and differ in their seed (the request's seed,
+// or the one Prepare drew, + j, so a seeded request gives the same choices
+// every time) and in their constraint, one instance each.
+func PrepareChoices(b *Backend, g *GenRequest) ([]engine.Request, error) {
+	if n := g.NumChoices(); n > MaxChoices {
+		return nil, InvalidParam("n", "at most %d choices in all (n times the prompts), got %d", MaxChoices, n)
+	}
+	prompts := g.Batch
+	if len(prompts) == 0 {
+		prompts = []BatchPrompt{{Text: g.Prompt, IDs: g.PromptIDs}}
+	}
+	n := max(g.N, 1)
+	reqs := make([]engine.Request, 0, len(prompts)*n)
+	for i, p := range prompts {
+		gi := *g
+		gi.Batch, gi.Prompt, gi.PromptIDs = nil, p.Text, p.IDs
+		req, err := Prepare(b, &gi)
+		if err != nil {
+			if pe, ok := err.(*ParamError); ok && len(prompts) > 1 && pe.Param == "prompt" {
+				pe.Param = fmt.Sprintf("prompt[%d]", i)
+			}
+			return nil, err
+		}
+		for j := range n {
+			c := req
+			seed := *req.Sampling.Seed + uint64(j)
+			c.Sampling.Seed = &seed
+			if j > 0 && req.Constraint != nil {
+				if c.Constraint, err = b.constraint(g, nil); err != nil {
+					return nil, err
+				}
+			}
+			reqs = append(reqs, c)
+		}
+	}
+	return reqs, nil
+}
+
+// GroupEngine is an Engine that prefills a prompt once for several choices
+// (*engine.Engine's SubmitGroup). Found by type assertion; without it each
+// choice is submitted alone.
+type GroupEngine interface {
+	SubmitGroup(ctx context.Context, reqs []engine.Request) ([]Sequence, error)
+}
+
+// SubmitChoices submits reqs, consecutive runs of n sharing a prompt
+// (PrepareChoices' order), under one context derived from ctx: the choices
+// answer one client, so its leaving, or a failed write through any of them,
+// ends them all. On an error nothing is left running: what was submitted is
+// cancelled and the engine frees it.
+func SubmitChoices(ctx context.Context, e Engine, reqs []engine.Request, n int, abortOnDisconnect bool) ([]*Generation, error) {
+	if len(reqs) == 0 || n < 1 {
+		return nil, fmt.Errorf("%w: %d requests in groups of %d", engine.ErrInvalidRequest, len(reqs), n)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	shared := Generation{ctx: ctx, cancel: cancel} // one context for every choice
+	engCtx := ctx
+	if !abortOnDisconnect {
+		engCtx = context.WithoutCancel(ctx)
+	}
+	gens := make([]*Generation, 0, len(reqs))
+	for i := 0; i < len(reqs); i += n {
+		seqs, err := submitGroup(engCtx, e, reqs[i:min(i+n, len(reqs))])
+		if err != nil {
+			for _, g := range gens {
+				g.Seq.Abort(engine.CauseClientDisconnect) // engCtx may not show the cancel
+			}
+			shared.cancel(nil)
+			return nil, fmt.Errorf("submit: %w", err)
+		}
+		for _, s := range seqs {
+			g := shared
+			g.Seq = s
+			gens = append(gens, &g)
+		}
+	}
+	return gens, nil
+}
+
+func submitGroup(ctx context.Context, e Engine, reqs []engine.Request) ([]Sequence, error) {
+	if ge, ok := e.(GroupEngine); ok && len(reqs) > 1 {
+		return ge.SubmitGroup(ctx, reqs)
+	}
+	seqs := make([]Sequence, 0, len(reqs))
+	for _, req := range reqs {
+		s, err := e.Submit(ctx, req)
+		if err != nil {
+			for _, s := range seqs {
+				s.Abort(engine.CauseClientDisconnect)
+			}
+			return nil, err
+		}
+		seqs = append(seqs, s)
+	}
+	return seqs, nil
+}
+
+// ChoiceStream is one choice's share of a multi-choice response.
+type ChoiceStream struct {
+	Gen   *Generation
+	Text  *TextStream
+	Tools *ToolStream // nil unless the reply is parsed for tool calls
+	Out   ToolEmitter // the transport's emitter for this choice (its index)
+	// End, when set, runs once the choice has ended, with its outcome
+	// (tool calls counted in): a streaming transport writes the choice's
+	// finish there, so each choice finishes when it ends.
+	End func(Outcome)
+}
+
+// PumpChoices pumps every choice at once, each through its own TextStream
+// and stop handling (Pump), and returns their outcomes by index once all
+// have ended. The emitters write one connection, so every call into them
+// (Text with its Logprobs, tool calls, Flush, End) is made under one lock:
+// chunks of different choices interleave, never a chunk inside another. A
+// stop string or stall ends only its own choice; a failed write cancels the
+// shared context and so ends them all.
+func PumpChoices(cs []ChoiceStream, cfg PumpConfig, shutdown <-chan struct{}) []Outcome {
+	var mu sync.Mutex
+	outs := make([]Outcome, len(cs))
+	var wg sync.WaitGroup
+	for i := range cs {
+		c := &cs[i]
+		em := &lockedEmitter{mu: &mu, em: c.Tools.Use(c.Out)}
+		wg.Go(func() {
+			out := Pump(c.Gen, c.Text, em, cfg, shutdown)
+			mu.Lock()
+			defer mu.Unlock()
+			out = c.Tools.End(out)
+			if c.End != nil {
+				c.End(out)
+			}
+			outs[i] = out
+		})
+	}
+	wg.Wait()
+	return outs
+}
+
+// lockedEmitter serializes one choice's calls with the other choices'.
+// Logprobs are held until their Text, so the pair goes out together.
+type lockedEmitter struct {
+	mu  *sync.Mutex
+	em  Emitter
+	lps []engine.Logprob
+}
+
+func (l *lockedEmitter) Logprobs(lps []engine.Logprob) { l.lps = append(l.lps[:0], lps...) }
+
+func (l *lockedEmitter) Text(text string, ids []int32) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if le, ok := l.em.(LogprobEmitter); ok && len(l.lps) > 0 {
+		le.Logprobs(l.lps)
+	}
+	l.lps = l.lps[:0]
+	return l.em.Text(text, ids)
+}
+
+func (l *lockedEmitter) KeepAlive() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.em.KeepAlive()
+}
+
+func (l *lockedEmitter) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.em.Flush()
+}
+
+func (l localEngine) SubmitGroup(ctx context.Context, reqs []engine.Request) ([]Sequence, error) {
+	seqs, err := l.e.SubmitGroup(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Sequence, len(seqs))
+	for i, s := range seqs {
+		out[i] = s
+	}
+	return out, nil
+}
