@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/anthropic"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
@@ -63,11 +62,38 @@ func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
 	return e
 }
 
-// chatEdge frames chat and completions streams.
+// chatEdge frames chat and completions streams and their whole responses.
 type chatEdge struct {
 	chat         bool
 	includeUsage bool
-	format       *chunkFormat
+	id, model    string
+	format       chunkFormat
+}
+
+// chatAPI is chat (or completions) as relayAPI serves it.
+func chatAPI(chat bool) relayAPIShape {
+	api := relayAPIShape{path: relay.PathCompletions, prefix: "cmpl-", refused: relayRefused, refuse: writeRelayError}
+	if chat {
+		api.path, api.prefix = relay.PathChat, "chatcmpl-"
+	}
+	api.parse = func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+		g, err := ParseRequest(body, chat)
+		if err != nil {
+			return nil, nil, err
+		}
+		return g, &chatEdge{chat: chat, includeUsage: g.IncludeUsage, id: id}, nil
+	}
+	return api
+}
+
+func (e *chatEdge) SetModel(name string) {
+	e.model, e.format = name, newChunkFormat(e.chat, e.id, name, time.Now().Unix())
+}
+
+// Body is the whole completion of a non-streaming request.
+func (e *chatEdge) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
+	raw, _ := json.Marshal(completionBody(e.chat, e.id, e.model, text, out.Finish, usageOf(end))) // always marshals
+	return raw
 }
 
 func (e *chatEdge) Start(sse *httpedge.SSE) {
@@ -79,7 +105,7 @@ func (e *chatEdge) Start(sse *httpedge.SSE) {
 func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter { return e.writer(sse) }
 
 func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
-	return &sseWriter{SSE: sse, ctx: sse.Context(), format: e.format}
+	return &sseWriter{SSE: sse, ctx: sse.Context(), format: &e.format}
 }
 
 // End writes the finish and usage chunks, or the in-band error; then [DONE].
@@ -112,10 +138,10 @@ func (s *Server) relayHandler() *http.ServeMux {
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ready", s.relayReady)
 	mux.Handle("GET /v1/models", s.api(s.relayModels))
-	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayGenerate(w, r, true) }))
-	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayGenerate(w, r, false) }))
+	for _, api := range []relayAPIShape{chatAPI(true), chatAPI(false), responsesAPI} {
+		mux.Handle("POST "+api.path, s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, api) }))
+	}
 	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, messagesAPI) }, anthropic.WriteError))
-	mux.Handle("POST /v1/responses", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, responsesAPI) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayResume(w, r, r.PathValue("id")) }))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
@@ -153,21 +179,6 @@ func (s *Server) relayModels(w http.ResponseWriter, _ *http.Request) {
 // refused, never silently dropped.
 var relayRefused = []string{"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logprobs", "top_logprobs", "echo", "best_of", "suffix"}
 
-// relayRequest validates a body as a local request would be (one rule for
-// both modes) and returns what the relay forwards.
-func (s *Server) relayRequest(body []byte, chat bool) (*stream.GenRequest, relay.Request, error) {
-	g, err := ParseRequest(body, chat)
-	if err != nil {
-		return nil, relay.Request{}, err
-	}
-	path := relay.PathCompletions
-	if chat {
-		path = relay.PathChat
-	}
-	req, err := s.relayForward(body, g, path, relayRefused)
-	return g, req, err
-}
-
 // relayForward is what the relay sends for the validated request g: the
 // client's fields as it wrote them, to its served model (g.Model is set to
 // the first served name when the client gave none). A field in refused is
@@ -192,36 +203,6 @@ func (s *Server) relayForward(body []byte, g *stream.GenRequest, path string, re
 	return relay.Request{Path: path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}, nil
 }
 
-// relayGenerate serves POST /v1/chat/completions and /v1/completions in
-// relay mode; with X-Sluice-Stream-Id and Last-Event-ID it resumes.
-func (s *Server) relayGenerate(w http.ResponseWriter, r *http.Request, chat bool) {
-	if id := r.Header.Get(streamIDHeader); id != "" && r.Header.Get(lastEventIDHeader) != "" {
-		s.relayResume(w, r, id)
-		return
-	}
-	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	g, req, err := s.relayRequest(body, chat)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !g.Stream {
-		s.relayWhole(w, r, g, req, writeRelayError, func(text string, out stream.TextOutcome, end stream.TextEnd) {
-			writeJSON(w, completionBody(chat, responseID(chat), g.Model, text, out.Finish, usageOf(end)))
-		})
-		return
-	}
-	id := responseID(chat)
-	f := newChunkFormat(chat, id, g.Model, time.Now().Unix())
-	st := newStreamState(id, g, engine.Request{}, f, stream.NewTextOnlyStream(g.Stop), s.relayLog())
-	st.relay = &relayCursor{model: g.Model, edge: &chatEdge{chat: chat, includeUsage: g.IncludeUsage, format: &st.format}}
-	s.relayStream(w, r, st, req, writeRelayError, nil)
-}
-
 // relayLog is a relayed stream's event log: retained for a resume when the
 // server keeps resumable streams.
 func (s *Server) relayLog() *httpedge.EventLog {
@@ -232,9 +213,8 @@ func (s *Server) relayLog() *httpedge.EventLog {
 }
 
 // relayStream opens the upstream stream and relays it to the client in
-// st's edge. refuse answers a failure before the first byte in the
-// client's API; header adds to the streaming headers.
-func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamState, req relay.Request, refuse func(http.ResponseWriter, error), header map[string]string) {
+// st's edge; a failure before the first byte is answered in api's shape.
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamState, req relay.Request, api relayAPIShape) {
 	ctx, release, err := st.acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
@@ -242,7 +222,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamS
 	defer release()
 	src, err := s.relay.Open(ctx, req)
 	if err != nil {
-		refuse(w, err)
+		api.refuse(w, err)
 		return
 	}
 	st.relay.upstreamID = src.UpstreamID()
@@ -250,8 +230,8 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamS
 		s.store.add(st)
 	}
 	h := map[string]string{streamIDHeader: st.id}
-	for k, v := range header {
-		h[k] = v
+	if api.requestID {
+		h["request-id"] = st.id
 	}
 	httpedge.SetHeaders(w, h)
 	sse := httpedge.NewSSE(ctx, w, st.log, s.cfg.WriteTimeout, 0)

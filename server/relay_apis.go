@@ -31,12 +31,15 @@ type relayFramer interface {
 
 // relayAPIShape is one API as the relay serves it.
 type relayAPIShape struct {
-	path   string
-	prefix string // of the stream ids this server gives
-	parse  func(body []byte, id string) (*stream.GenRequest, relayFramer, error)
+	path    string
+	prefix  string   // of the stream ids this server gives
+	refused []string // request fields the relay cannot carry (relayForward)
+	parse   func(body []byte, id string) (*stream.GenRequest, relayFramer, error)
 	// refuse answers an error before the first byte in the API's shape.
 	refuse func(http.ResponseWriter, error)
-	header func(id string) map[string]string
+	// requestID: the streaming headers name the stream in request-id too,
+	// as Anthropic's do.
+	requestID bool
 }
 
 // framing adapts an API's parser to relayAPIShape.parse (a failed parse
@@ -61,17 +64,16 @@ var messagesAPI = relayAPIShape{
 		}
 		anthropic.WriteError(w, err)
 	},
-	header: func(id string) map[string]string { return map[string]string{"request-id": id} },
+	requestID: true,
 }
 
 var responsesAPI = relayAPIShape{
 	path: relay.PathResponses, prefix: "resp_", parse: framing(responses.ParseRelayed),
 	refuse: writeRelayError,
-	header: func(string) map[string]string { return nil },
 }
 
-// relayAPI serves POST /v1/messages or /v1/responses in relay mode; with
-// X-Sluice-Stream-Id and Last-Event-ID it resumes.
+// relayAPI serves an API's POST in relay mode; with X-Sluice-Stream-Id and
+// Last-Event-ID it resumes.
 func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPIShape) {
 	if id := r.Header.Get(streamIDHeader); id != "" && r.Header.Get(lastEventIDHeader) != "" {
 		s.relayResume(w, r, id)
@@ -88,7 +90,7 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 		api.refuse(w, err)
 		return
 	}
-	req, err := s.relayForward(body, g, api.path, nil)
+	req, err := s.relayForward(body, g, api.path, api.refused)
 	if err != nil {
 		api.refuse(w, err)
 		return
@@ -103,5 +105,5 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 	}
 	st := newStreamState(id, g, engine.Request{}, chunkFormat{}, stream.NewTextOnlyStream(g.Stop), s.relayLog())
 	st.relay = &relayCursor{model: g.Model, edge: f}
-	s.relayStream(w, r, st, req, api.refuse, api.header(id))
+	s.relayStream(w, r, st, req, api)
 }
