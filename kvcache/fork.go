@@ -17,19 +17,58 @@ package kvcache
 //
 // The child inherits src's prefix-cache state for the shared blocks (their
 // hashes, and uncacheable after a collision), so its later blocks chain on
-// from them. Fork takes nothing off the free list: shared blocks are held by
-// src already, so it needs no room. n beyond src's blocks is clamped to
-// them. It returns false, changing nothing, when dst is not empty.
+// from them. With a window group the child shares src's window blocks too,
+// those src has released staying released in the child. Fork takes nothing
+// off the free list: shared blocks are held by src already, so it needs no
+// room. n beyond src's blocks is clamped to them. It returns false,
+// changing nothing, when dst is not empty, or when src has already released
+// a window block the child's first rows would read (src computed past the
+// fork point by more than the window): the child then needs its prompt
+// computed afresh (or found in the prefix cache).
 func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
-	if len(dst.blocks) != 0 || dst == src {
+	full := min(max(n, 0)/p.bs, len(src.blocks))
+	if len(dst.blocks) != 0 || dst == src || !p.winForkable(src, full) {
 		return 0, false
 	}
-	full := min(max(n, 0)/p.bs, len(src.blocks))
 	for _, id := range src.blocks[:full] {
 		p.blocks[id].ref++
 	}
 	dst.blocks = append(dst.blocks, src.blocks[:full]...)
 	dst.hashes = append(dst.hashes, src.hashes[:min(full, len(src.hashes))]...)
 	dst.uncacheable = src.uncacheable
+	p.winFork(dst, src, full)
 	return full * p.bs, true
+}
+
+// winForkable reports whether src still holds every window block that rows
+// from position full*BlockSize on read.
+func (p *Pool) winForkable(src *Table, full int) bool {
+	if p.win == nil || full == 0 {
+		return true
+	}
+	return src.win != nil && p.win.first(full*p.bs, p.bs) >= src.win.lo
+}
+
+// winFork is Fork's part for the window group: dst's window table shares
+// src's first full entries (none below src's released mark).
+func (p *Pool) winFork(dst, src *Table, full int) {
+	if p.win == nil {
+		return
+	}
+	if dst.win == nil {
+		dst.win = new(windowTable)
+	}
+	if full == 0 {
+		return
+	}
+	sw, wt := src.win, dst.win
+	for _, id := range sw.blocks[:full] {
+		if id != none {
+			p.win.pool.blocks[id].ref++
+		}
+	}
+	wt.blocks = append(wt.blocks, sw.blocks[:full]...)
+	wt.hashes = append(wt.hashes, sw.hashes[:min(full, len(sw.hashes))]...)
+	wt.uncacheable = sw.uncacheable
+	wt.lo = sw.lo
 }

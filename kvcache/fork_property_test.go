@@ -105,3 +105,72 @@ func FuzzPoolForks(f *testing.F) {
 		runForkEvents(t, newSim(t, 10, 3, true), events)
 	})
 }
+
+// wfork is fork with a window group: the child's rows must read their whole
+// window, in shared blocks and their own (wsim.compute checks every read).
+// A refused fork must be one whose window blocks src has released.
+func (s *wsim) wfork(arg byte) (shared int, refused bool, err error) {
+	q := s.seqs[int(arg)%len(s.seqs)]
+	if q.computed == 0 {
+		return 0, false, nil
+	}
+	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...)}
+	for range 1 + int(arg)%3 {
+		child.tokens = append(child.tokens, int32(arg%4))
+	}
+	n := min(q.computed, len(child.tokens)-1)
+	shared, ok := s.p.Fork(&child.table, &q.table, n)
+	if !ok {
+		if first := max(n/s.p.bs*s.p.bs-s.window+1, 0) / s.p.bs; n/s.p.bs > 0 && first >= q.table.win.lo {
+			return 0, true, fmt.Errorf("fork refused with every window block the child reads still held")
+		}
+		return 0, true, nil
+	}
+	s.seqs = append(s.seqs, child)
+	child.computed = shared
+	return shared, false, s.compute(child, len(child.tokens)-shared)
+}
+
+func TestWindowRandomForksConserveBlocks(t *testing.T) {
+	for _, tc := range []struct {
+		blocks, winBlocks, bs, window int
+		cache                         bool
+	}{
+		{40, 20, 4, 9, true}, {40, 20, 4, 9, false}, {60, 30, 4, 16, true}, {40, 40, 4, 64, true},
+	} {
+		t.Run(fmt.Sprintf("%+v", tc), func(t *testing.T) {
+			sharing, refused := 0, 0
+			for seed := range uint64(4) {
+				r := rand.New(rand.NewPCG(seed, 11))
+				s := newWSim(t, tc.blocks, tc.winBlocks, tc.bs, tc.window, tc.cache)
+				for i := range 3000 {
+					op, arg := byte(r.UintN(256)), byte(r.UintN(256))
+					var err error
+					if op >= 192 && len(s.seqs) > 0 {
+						n, no, ferr := s.wfork(arg)
+						sharing, refused, err = sharing+min(n, 1), refused+map[bool]int{true: 1}[no], ferr
+					} else {
+						err = s.apply(op, arg)
+					}
+					if err != nil {
+						t.Fatalf("seed %d event %d: %v", seed, i, err)
+					}
+					if err := s.p.CheckRefs(s.tables()); err != nil {
+						t.Fatalf("seed %d event %d: %v", seed, i, err)
+					}
+				}
+				for _, q := range s.seqs {
+					s.p.Free(&q.table)
+				}
+				wu, _ := s.p.WindowUsage()
+				if err := s.p.CheckRefs(nil); err != nil || s.p.Usage().Used != 0 || wu.Used != 0 {
+					t.Fatalf("after all ended: %v, global %+v window %+v", err, s.p.Usage(), wu)
+				}
+			}
+			if sharing < 10 {
+				t.Fatalf("%d forks shared a block (%d refused); the test exercises too little", sharing, refused)
+			}
+			t.Logf("%d sharing forks, %d refused for released window blocks", sharing, refused)
+		})
+	}
+}
