@@ -1,7 +1,10 @@
-// Package relay forwards OpenAI-compatible requests to an upstream server
-// (another Sluice, vLLM, llama.cpp's server, a hosted API) and hands its
-// stream back as text for the stream core (stream.TextSource), so the
-// client gets Sluice's streaming guarantees whoever generates.
+// Package relay forwards OpenAI-compatible requests (chat, completions,
+// Responses) and Anthropic Messages requests to the same endpoint of an
+// upstream server (another Sluice, vLLM, llama.cpp's server, a hosted API)
+// and hands its stream back as text for the stream core (stream.TextSource),
+// so the client gets Sluice's streaming guarantees whoever generates. Each
+// API's stream is read in its own shape (shapes.go): its text deltas, its
+// finish, its usage and the event that ends it properly.
 //
 //	client ─▶ server (parse, SSE, event log, resume) ─▶ Relay.Open ─HTTP/SSE─▶ upstream
 //	        ◀─ PumpText (keep-alive, stop hold-back, stall, coalescing) ◀─ Stream (TextSource)

@@ -102,10 +102,10 @@ func (s *SSE) Event(name string, payload []byte) {
 // Comment sends an SSE comment with the next Flush, after the events, which
 // clients ignore and proxies see (the keep-alive). It is one line with no
 // blank line after it: a blank line ends an event, and a decoder that keeps
-// the last event id (the OpenAI and Anthropic Python SDKs) dispatches a
-// blank line after an id'd event as an event with empty data, which the
-// SDK then fails to parse as JSON. The comment becomes part of the next
-// event's block instead, where every decoder skips it.
+// the last event id (the OpenAI and Anthropic Python SDKs share one)
+// dispatches a blank line after an id'd event as an event with empty data,
+// which the OpenAI SDK then fails to parse as JSON. The comment becomes part
+// of the next event's block instead, where every decoder skips it.
 func (s *SSE) Comment(text string) { s.comment = text }
 
 // Err is the first write failure, nil while the client reads.
