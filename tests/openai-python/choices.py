@@ -60,6 +60,27 @@ for chunk in client.completions.create(model="", prompt=["The sky is", "Grass is
         st[ch.index] = st.get(ch.index, "") + ch.text
 check([st.get(i) for i in range(4)] == [ch.text for ch in c.choices], f"streamed completions {st}")
 
+# Logprobs per choice: each choice's own tokens, offsets from its own text.
+lc = client.completions.create(model="", prompt=["The sky is", "Grass is"], n=2, max_tokens=4, temperature=1.0, seed=7, logprobs=2)
+for ch in lc.choices:
+    lp = ch.logprobs
+    check("".join(lp.tokens) == ch.text and lp.text_offset[:1] == [0] and len(lp.token_logprobs) == len(lp.tokens),
+          f"completions choice {ch.index} logprobs {lp.tokens} for {ch.text!r}")
+lr = client.chat.completions.create(n=2, logprobs=True, top_logprobs=2, **kw)
+for ch in lr.choices:
+    joined = b"".join(bytes(e.bytes) for e in ch.logprobs.content).decode("utf-8", "replace")
+    check(joined == ch.message.content, f"chat choice {ch.index} logprobs join to {joined!r}, content {ch.message.content!r}")
+
+# Constrained choices: each has its own constraint state and still validates.
+schema = {"type": "object", "properties": {"c": {"enum": ["red", "blue", "green"]}}, "required": ["c"], "additionalProperties": False}
+sr = client.chat.completions.create(model="", messages=ask, n=3, max_tokens=40, temperature=1.0, seed=3,
+                                    response_format={"type": "json_schema", "json_schema": {"name": "c", "schema": schema}})
+for ch in sr.choices:
+    try:
+        check(json.loads(ch.message.content)["c"] in ("red", "blue", "green"), f"choice {ch.index}: {ch.message.content!r}")
+    except (ValueError, KeyError, TypeError) as e:
+        failures.append(f"constrained choice {ch.index} {ch.finish_reason}: {ch.message.content!r}: {e}")
+
 for bad in (0, 17):
     try:
         client.chat.completions.create(n=bad, **kw)
