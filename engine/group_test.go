@@ -231,3 +231,24 @@ func TestSubmitGroupRefusals(t *testing.T) {
 		t.Fatalf("a refused group left sequences: %+v", st)
 	}
 }
+
+// On the real Llama forward pass, greedy choices forked from one prefill
+// give the solo greedy output: the shared blocks' KV and the recomputed
+// partial block are exactly what the lone run attends to.
+func testGroupOn(t *testing.T, path string, vocab int) {
+	m := loadModel(t, path, 2, 64, 16, 128, 8)
+	p := prompt(37, 5, vocab)
+	solo, margins := soloRuns(t, m, newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 128, MaxSeqs: 8}), [][]int32{p}, 8)
+	e := newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 128, MaxSeqs: 8, DisablePrefixCache: true})
+	for i, s := range submitGroup(t, e, bg, choices(4, Request{Prompt: p, MaxTokens: 8})) {
+		got, _ := collect(t, s, 0)
+		sameGreedy(t, "choice "+string(rune('0'+i)), got, solo[0], margins[0])
+	}
+	if got, want := e.Stats().PromptTokens, int64(37+3*5); got != want {
+		t.Fatalf("%d prompt tokens computed, want %d (one prefill, 5 recomputed per other choice)", got, want)
+	}
+}
+
+func TestTinyModelGroup(t *testing.T) { testGroupOn(t, tinyModelPath(t), tinySpec.Vocab) }
+
+func TestSmolLM2Group(t *testing.T) { testGroupOn(t, smolPath(t), 49152) }
