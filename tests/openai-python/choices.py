@@ -81,6 +81,27 @@ for ch in sr.choices:
     except (ValueError, KeyError, TypeError) as e:
         failures.append(f"constrained choice {ch.index} {ch.finish_reason}: {ch.message.content!r}: {e}")
 
+# Forced tool calls: each choice parses its own calls (its own ToolStream and constraint).
+tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}}}]
+tkw = dict(model="", messages=[{"role": "user", "content": "What is the weather in Paris?"}], tools=tools,
+           tool_choice="required", parallel_tool_calls=False, n=2, max_tokens=120, temperature=1.0, seed=11)
+tr = client.chat.completions.create(**tkw)
+for ch in tr.choices:
+    calls = ch.message.tool_calls or []
+    check(ch.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name == "get_weather"
+          and "city" in json.loads(calls[0].function.arguments), f"tool choice {ch.index}: {ch.finish_reason} {calls}")
+args, tfinish = {}, {}
+for chunk in client.chat.completions.create(stream=True, **tkw):
+    for ch in chunk.choices:
+        for tc in ch.delta.tool_calls or []:
+            args[ch.index] = args.get(ch.index, "") + (tc.function.arguments or "")
+        if ch.finish_reason:
+            tfinish[ch.index] = ch.finish_reason
+check(tfinish == {0: "tool_calls", 1: "tool_calls"}, f"streamed tool finishes {tfinish}")
+check([args.get(i) for i in range(2)] == [c.message.tool_calls[0].function.arguments for c in tr.choices],
+      f"streamed tool arguments {args}")
+
 for bad in (0, 17):
     try:
         client.chat.completions.create(n=bad, **kw)
