@@ -138,3 +138,45 @@ func BenchmarkCompile(b *testing.B) {
 const toolsGrammar = `start: block ("\n" block)*
 block: "<tool_call>\n" call "\n</tool_call>"
 call: %json {"x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": "},"anyOf":[{"type":"object","properties":{"name":{"const":"get_weather"},"arguments":{"type":"object","properties":{"city":{"type":"string","maxLength":30},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city","unit"],"additionalProperties":false}},"required":["name","arguments"],"additionalProperties":false},{"type":"object","properties":{"name":{"const":"get_time"},"arguments":{"type":"object","properties":{"tz":{"type":"string","maxLength":30}},"required":["tz"],"additionalProperties":false}},"required":["name","arguments"],"additionalProperties":false}]}`
+
+// BenchmarkMaskNoCall is the mask a tool_choice "none" reply pays per
+// token (server/stream's noCallGrammar for the Hermes format): free text,
+// so nearly every token is allowed, the dense case of the trie walk.
+func BenchmarkMaskNoCall(b *testing.B) {
+	tok, v := smolVocab(b)
+	ids := tok.Encode(`I can't call tools here, but Paris is usually mild in spring: 12-18 °C, some rain. `+
+		`Pack a light jacket; evenings cool down quickly. Would you like tips for <museums> or <cafés> near the Seine?`, false)
+	g := constrain.TextWithout([]string{"<tool_call"}, nil)
+	mask := make([]uint32, v.MaskWords())
+	var lat []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		m, err := v.NewMatcher(g)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for _, id := range ids {
+			t0 := time.Now()
+			if err := m.Mask(mask); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+			if mask[id/32]>>(id%32)&1 == 0 {
+				b.Fatalf("the reply's token %d is not allowed", id)
+			}
+			if err := m.Commit(id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	b.ReportMetric(float64(sum.Microseconds())/float64(len(lat)), "us/mask-mean")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "us/mask-p99")
+	b.ReportMetric(float64(len(ids)), "tokens/doc")
+}
