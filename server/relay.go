@@ -81,6 +81,13 @@ func chatAPI(chat bool) relayAPIShape {
 		if err != nil {
 			return nil, nil, err
 		}
+		if g.NumChoices() > 1 { // the relay re-frames one upstream choice
+			param := "n"
+			if len(g.Batch) > 0 {
+				param = "prompt"
+			}
+			return nil, nil, httpedge.Unsupported(param, param+": several choices (n > 1, a list of prompts) are not supported in relay mode")
+		}
 		return g, &chatEdge{chat: chat, includeUsage: g.IncludeUsage, id: id}, nil
 	}
 	return api
