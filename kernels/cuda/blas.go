@@ -129,14 +129,14 @@ func (b *Backend) closeBLAS() {
 // GEMV takes: cuBLAS (which library, which version) or the mma tiles.
 func (b *Backend) GEMMPath() string {
 	if b.blas == nil {
-		return fmt.Sprintf("mma tiles above %d rows (%s)", b.opts.GEMVMaxRows, b.blasWhy)
+		return fmt.Sprintf("skinny tiles for %d–%d rows, mma tiles above (%s)", b.opts.GEMVMaxRows+1, skinnyMaxRows, b.blasWhy)
 	}
 	v, ver := b.blas.version, "of no release"
 	if v > 0 {
 		ver = fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
 	}
-	return fmt.Sprintf("cuBLAS %s (%s) for f16/bf16 above %d rows, mma tiles for quantized weights",
-		ver, b.blas.path, b.opts.GEMVMaxRows)
+	return fmt.Sprintf("cuBLAS %s (%s) for f16/bf16 above %d rows; skinny tiles (up to %d rows) and mma tiles for quantized weights",
+		ver, b.blas.path, b.opts.GEMVMaxRows, skinnyMaxRows)
 }
 
 func (b *Backend) logGEMMPath() {

@@ -18,6 +18,8 @@
 //             glu  gate and up as segments 0 and 1: each block takes the
 //                  same rows of both and also writes glu = silu(gate)·up
 //           Bandwidth-bound: only the weight stream should count.
+//   skinny* 9–64 rows: a warp per 8 weight rows against every row of x, each
+//           weight read once (below).
 //   mma_*   prefill and large batches: 64×64 output tiles, k-steps of 32,
 //           tensor cores through mma.sync m16n8k16 (bf16 for BF16 weights,
 //           f16 for the rest: quantized blocks are dequantized into the
@@ -480,3 +482,117 @@ MMA(q8_0, T_Q8_0, false)
 MMA(q4_k, T_Q4_K, false)
 MMA(q5_k, T_Q5_K, false)
 MMA(q6_k, T_Q6_K, false)
+
+// ---- the 9–64-row middle: skinny tensor-core GEMM -------------------------
+//
+// skinny<M>_*: batches of 9 to 64 rows, too many for the GEMV (its cost
+// grows with every row of x it re-reads per weight row) and too few for the
+// 64×64 tiles above (out/64 blocks leave most SMs idle). A block of 4 warps
+// takes 32 weight rows, each warp 8 of them (one n8 mma tile) against all M
+// rows of x (M/16 m16 tiles), over the whole k:
+//
+//	per chunk of SK_KC k:  W fragments  global → registers (16 k-steps'
+//	                       worth, all issued before the block waits)
+//	                       x rows       global → 16-bit shared tile, shared
+//	                                    by the 4 warps
+//	                       mma.sync m16n8k16 per m tile and k-step
+//
+// so every weight byte is read once, straight into the fragment that uses
+// it (B fragment of lane (g, t): row g, k pairs 2t and 2t+8; quantized rows
+// are dequantized 16 elements at a time and the lane keeps its four), and
+// out/32 blocks (128 for a 4096-row matrix) carry 4 KB of loads in flight a
+// warp. Results depend only on the row's own products (no split k).
+#define SK_KC 256
+#define SK_STEPS (SK_KC / 16)
+
+template <int T, bool BF>
+static __device__ __forceinline__ void skinny_b(uint32_t* b, const uint8_t* row, int k, int t) {
+    if (T == T_F16 || T == T_BF16) {
+        const uint32_t* p = (const uint32_t*)(row + 2 * (size_t)k);
+        b[0] = p[t];
+        b[1] = p[t + 4];
+    } else {
+        float f[16];
+        dequant16<T>(row, k, f);
+        // selects, not f[2t]: a register array indexed at run time would live in local memory
+        float a0 = f[0], a1 = f[1], a8 = f[8], a9 = f[9];
+#pragma unroll
+        for (int j = 1; j < 4; j++)
+            if (t == j) a0 = f[2 * j], a1 = f[2 * j + 1], a8 = f[2 * j + 8], a9 = f[2 * j + 9];
+        b[0] = pack2<BF>(a0, a1);
+        b[1] = pack2<BF>(a8, a9);
+    }
+}
+
+template <int T, bool BF, int MT>
+static __device__ void skinny_gemm(float* dst, const float* x, const uint8_t* w, const float* bias, int n, int in,
+                                   int out, long long rowBytes) {
+    __shared__ __align__(16) uint16_t xs[16 * MT][SK_KC + 8]; // +8: fragment rows on distinct banks
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int o0 = blockIdx.x * 32 + warp * 8;
+    const uint8_t* row = w + (size_t)min(o0 + g, out - 1) * rowBytes; // clamped: its products are dropped
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[mt][e] = 0.f;
+    for (int kc = 0; kc < in; kc += SK_KC) {
+        const int steps = min(SK_KC, in - kc) / 16;
+        uint32_t b[SK_STEPS][2];
+#pragma unroll
+        for (int s = 0; s < SK_STEPS; s++)
+            if (s < steps) skinny_b<T, BF>(b[s], row, kc + 16 * s, t);
+        const int c4s = 4 * steps; // float4 per row of this chunk
+        for (int idx = threadIdx.x; idx < 16 * MT * c4s; idx += 128) {
+            const int r = idx / c4s, c4 = idx % c4s;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (r < n) v = *(const float4*)(x + (size_t)r * in + kc + 4 * c4);
+            *(uint2*)&xs[r][4 * c4] = make_uint2(pack2<BF>(v.x, v.y), pack2<BF>(v.z, v.w));
+        }
+        __syncthreads();
+#pragma unroll
+        for (int s = 0; s < SK_STEPS; s++) {
+            if (s >= steps) break;
+            const int ks = 16 * s;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                uint32_t a[4];
+                a[0] = *(const uint32_t*)&xs[16 * mt + g][ks + 2 * t];
+                a[1] = *(const uint32_t*)&xs[16 * mt + g + 8][ks + 2 * t];
+                a[2] = *(const uint32_t*)&xs[16 * mt + g][ks + 2 * t + 8];
+                a[3] = *(const uint32_t*)&xs[16 * mt + g + 8][ks + 2 * t + 8];
+                mma16816<BF>(acc[mt], a, b[s]);
+            }
+        }
+        __syncthreads();
+    }
+    // C fragment: c0,c1 at (x row g, weight rows 2t, 2t+1); c2,c3 at x row g+8
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int i = 16 * mt + g + (e >= 2 ? 8 : 0), o = o0 + 2 * t + (e & 1);
+            if (i < n && o < out) dst[(size_t)i * out + o] = acc[mt][e] + (bias ? bias[o] : 0.f);
+        }
+}
+
+#define SKINNY(M, name, T, BF)                                                                                     \
+    extern "C" __global__ void __launch_bounds__(128)                                                              \
+        skinny##M##_##name(float* dst, const float* x, const uint8_t* w, const float* bias, int n, int in, int out, \
+                           long long rowBytes) {                                                                   \
+        skinny_gemm<T, BF, M / 16>(dst, x, w, bias, n, in, out, rowBytes);                                         \
+    }
+#define SKINNY_ALL(M)                                                                                              \
+    SKINNY(M, f16, T_F16, false)                                                                                   \
+    SKINNY(M, bf16, T_BF16, true)                                                                                  \
+    SKINNY(M, q4_0, T_Q4_0, false)                                                                                 \
+    SKINNY(M, q4_1, T_Q4_1, false)                                                                                 \
+    SKINNY(M, q5_0, T_Q5_0, false)                                                                                 \
+    SKINNY(M, q5_1, T_Q5_1, false)                                                                                 \
+    SKINNY(M, q8_0, T_Q8_0, false)                                                                                 \
+    SKINNY(M, q4_k, T_Q4_K, false)                                                                                 \
+    SKINNY(M, q5_k, T_Q5_K, false)                                                                                 \
+    SKINNY(M, q6_k, T_Q6_K, false)
+SKINNY_ALL(16)
+SKINNY_ALL(32)
+SKINNY_ALL(64)

@@ -138,6 +138,10 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 		return err
 	}
 	rowBytes := intArg(wt.dtype.RowBytes(in))
+	if n > b.opts.GEMVMaxRows && n <= skinnyMaxRows && wt.dtype != kernels.F32 {
+		return b.launch(skinnyKernel(n, suffix), [3]int{ceilDiv(out, 32), 1, 1}, [3]int{128, 1, 1},
+			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(wt.ptr), biasArg, intArg(n), intArg(in), intArg(out), rowBytes)
+	}
 	if n > b.opts.GEMVMaxRows && wt.dtype != kernels.F32 {
 		return b.launch("mma_"+suffix, [3]int{ceilDiv(out, 64), ceilDiv(n, 64), 1}, [3]int{128, 1, 1},
 			ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(wt.ptr), biasArg, intArg(n), intArg(in), intArg(out), rowBytes)
