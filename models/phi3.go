@@ -36,6 +36,7 @@ func (m *metaReader) phi3(cfg *Config) error {
 	cfg.RopeAttnFactor = m.floatOr("rope.scaling.attn_factor", 1)
 	if w := m.intOr("attention.sliding_window", 0); w > 0 {
 		cfg.Window = w
+		cfg.RopeThetaLocal = cfg.RopeTheta // one RoPE for all layers, window or not
 		cfg.WindowLayers = make([]bool, max(cfg.Layers, 0))
 		setWindowPattern(cfg.WindowLayers, 0)
 	}

@@ -47,8 +47,8 @@ func TestPhi3Config(t *testing.T) {
 		c.RopeStyle != kernels.RoPEInterleaved || c.QueryScale != 0 {
 		t.Errorf("config %+v: want 12 rotary dims (interleaved after the load's permutation), original context 128, attention factor %g applied to the weights", c, want)
 	}
-	if c.Window != 7 || !c.IsWindowLayer(0) || !c.IsWindowLayer(1) {
-		t.Errorf("window %d, layers %v: want 7 on every layer", c.Window, c.WindowLayers)
+	if c.Window != 7 || !c.IsWindowLayer(0) || !c.IsWindowLayer(1) || c.RopeThetaLocal != c.RopeTheta {
+		t.Errorf("window %d, layers %v, window RoPE base %g: want 7 on every layer, base %g", c.Window, c.WindowLayers, c.RopeThetaLocal, c.RopeTheta)
 	}
 	// Long factors at the model's own 512-token context, short ones at 128.
 	for _, tc := range []struct {
