@@ -86,7 +86,7 @@ func chatAPI(chat bool) relayAPIShape {
 			if len(g.Batch) > 0 {
 				param = "prompt"
 			}
-			return nil, nil, httpedge.Unsupported(param, param+": several choices (n > 1, a list of prompts) are not supported in relay mode")
+			return nil, nil, httpedge.Unsupported(param, "%s: several choices (n > 1, a list of prompts) are not supported in relay mode", param)
 		}
 		return g, &chatEdge{chat: chat, includeUsage: g.IncludeUsage, id: id}, nil
 	}
