@@ -22,7 +22,9 @@ package anthropic
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
@@ -53,10 +55,12 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.ID = stream.NewID("msg_")
-	m := &message{ID: req.ID, Model: h.env.ModelName(g.Model), InputTokens: len(req.Prompt)}
+	// After Prepare, which fixed the template's call format.
+	tools := stream.NewToolStream(g)
+	m := &message{ID: req.ID, Model: h.env.ModelName(g.Model), InputTokens: len(req.Prompt), lazy: tools != nil}
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
 	if g.Stream {
-		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), g: g, req: req, ts: ts, m: m})
+		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), g: g, req: req, ts: ts, m: m, tools: tools})
 		return
 	}
 	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
@@ -64,8 +68,8 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	var c collector
-	out := stream.Pump(gen, ts, &c, h.env.PumpConfig(false), h.env.Drain)
+	c := &emitter{m: m} // no sse: no events, only the content
+	out := tools.End(stream.Pump(gen, ts, tools.Use(c), h.env.PumpConfig(false), h.env.Drain))
 	switch {
 	case out.ClientGone:
 		return
@@ -73,8 +77,9 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, out.Err)
 		return
 	}
+	c.finish()
 	m.end(out, ts)
-	writeJSON(w, m.body(string(c.text)))
+	writeJSON(w, m.body())
 }
 
 // CountTokens serves POST /v1/messages/count_tokens: the prompt's length
@@ -85,9 +90,9 @@ func (h *Handler) CountTokens(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	text, err := b.Tokenizer.ChatPrompt(g.Messages)
+	text, err := stream.ChatPromptText(b.Tokenizer, g)
 	if err != nil {
-		WriteError(w, stream.InvalidParam("messages", "applying the chat template: %v", err))
+		WriteError(w, err)
 		return
 	}
 	ids, err := b.Tokenizer.Encode(text, false) // the template writes any BOS itself
@@ -134,7 +139,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 	if h.env.Streams != nil {
 		h.env.Streams.Add(st)
 	}
-	st.em.sse = h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID})
+	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID}), m: st.m}
 	em := &st.em
 	startEvents(em, st.m)
 	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
@@ -144,7 +149,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 // pump drains gen into the stream and ends it, unless the client left
 // before the generation finished: then the stream stays resumable.
 func (h *Handler) pump(st *streamState, gen *stream.Generation) {
-	out := stream.Pump(gen, st.ts, &st.em, h.env.PumpConfig(true), h.env.Drain)
+	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(&st.em), h.env.PumpConfig(true), h.env.Drain))
 	if out.CutShort {
 		return
 	}
@@ -162,6 +167,7 @@ func (h *Handler) end(st *streamState, out stream.Outcome) {
 		_ = em.sse.Flush()
 		return
 	}
+	em.finish()
 	m.end(out, st.ts)
 	endEvents(em, m)
 	_ = em.sse.Flush()
@@ -172,16 +178,47 @@ type message struct {
 	ID, Model                 string
 	InputTokens, OutputTokens int
 	StopReason, StopSequence  *string
+
+	blocks []*block // the content so far, in order
+	open   bool     // the last block is still being written
+	// lazy: the reply may start with a tool_use (tools offered), so the
+	// text block waits for text instead of opening with the stream.
+	lazy bool
+}
+
+// block is one content block: text, or a tool_use whose input is the
+// call's arguments as the model wrote them.
+type block struct {
+	typ      string // "text" or "tool_use"
+	text     []byte // text; tool_use: the input JSON so far
+	id, name string // tool_use
+}
+
+// json is the block in the message's content.
+func (b *block) json() map[string]any {
+	if b.typ == "text" {
+		return map[string]any{"type": "text", "text": string(b.text)}
+	}
+	input := json.RawMessage(b.text)
+	if !json.Valid(input) {
+		// A call whose JSON broke off (the parse keeps a call once it is
+		// named) has no input to show but the empty one.
+		input = json.RawMessage("{}")
+	}
+	return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": input}
 }
 
 // end records how the generation ended: end_turn (the model's end of
-// turn), stop_sequence (naming it) or max_tokens.
+// turn), tool_use (it called a tool), stop_sequence (naming it) or
+// max_tokens.
 func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
 	m.OutputTokens = len(ts.IDs())
 	reason := "end_turn"
 	switch {
 	case out.Finish == "length":
 		reason = "max_tokens"
+	case out.Finish == "tool_calls":
+		reason = "tool_use"
 	case ts.Matched() != "":
 		reason = "stop_sequence"
 		s := ts.Matched()
@@ -194,12 +231,14 @@ func (m *message) usage() map[string]int {
 	return map[string]int{"input_tokens": m.InputTokens, "output_tokens": m.OutputTokens}
 }
 
-// body is the message object: the non-streaming response, or (with no text
-// and no stop reason yet) message_start's message.
-func (m *message) body(text string) map[string]any {
-	content := []map[string]string{}
+// body is the message object: the non-streaming response, or (with no
+// stop reason yet) message_start's message, whose content is empty.
+func (m *message) body() map[string]any {
+	content := []map[string]any{}
 	if m.StopReason != nil {
-		content = append(content, map[string]string{"type": "text", "text": text})
+		for _, b := range m.blocks {
+			content = append(content, b.json())
+		}
 	}
 	return map[string]any{
 		"id": m.ID, "type": "message", "role": "assistant", "model": m.Model,
@@ -208,48 +247,123 @@ func (m *message) body(text string) map[string]any {
 	}
 }
 
-// emitter is the stream.Emitter of a Messages stream: text becomes
-// text_delta events of block 0, the keep-alive is Anthropic's ping event.
+// emitter is the stream.ToolEmitter of a Messages stream: it builds the
+// message's content blocks and frames them as events. Text goes to the
+// text block open at the end (text_delta), opening one after a tool_use;
+// a call is a tool_use block of its own (input_json_delta); a block stops
+// when the next one starts or the message ends. The keep-alive is
+// Anthropic's ping event. With no sse (a whole response) it only builds the
+// content. The state is the message's, so the emitter of each connection
+// (and the relay's) continues it.
 type emitter struct {
 	sse     *httpedge.SSE
+	m       *message
 	payload []byte
 }
 
 func (e *emitter) event(name string, v any) {
+	if e.sse == nil {
+		return
+	}
 	body, _ := json.Marshal(v) // maps of strings and numbers always marshal
 	e.sse.Event(name, body)
 }
 
-// deltaPrefix and deltaSuffix frame a text_delta around its JSON string:
-// the one event per token is built without reflection.
-const (
-	deltaPrefix = `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`
-	deltaSuffix = `}}`
-)
-
-func (e *emitter) Text(text string, _ []int32) error {
-	if text != "" {
-		e.payload = append(e.payload[:0], deltaPrefix...)
-		e.payload = appendJSONString(e.payload, text)
-		e.payload = append(e.payload, deltaSuffix...)
-		e.sse.Event("content_block_delta", e.payload)
+func (e *emitter) err() error {
+	if e.sse == nil {
+		return nil
 	}
 	return e.sse.Err()
 }
 
+// openBlock stops the open block and starts b.
+func (e *emitter) openBlock(b *block) {
+	e.closeOpen()
+	m := e.m
+	m.blocks, m.open = append(m.blocks, b), true
+	start := map[string]any{"type": "text", "text": ""}
+	if b.typ == "tool_use" {
+		start = map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}
+	}
+	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": len(m.blocks) - 1,
+		"content_block": start})
+}
+
+func (e *emitter) closeOpen() {
+	if e.m.open {
+		e.m.open = false
+		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": len(e.m.blocks) - 1})
+	}
+}
+
+// last is the open block when it has type typ.
+func (e *emitter) last(typ string) *block {
+	if n := len(e.m.blocks); e.m.open && e.m.blocks[n-1].typ == typ {
+		return e.m.blocks[n-1]
+	}
+	return nil
+}
+
+// finish makes sure the content has a block: an empty reply is an empty
+// text block.
+func (e *emitter) finish() {
+	if len(e.m.blocks) == 0 {
+		e.openBlock(&block{typ: "text"})
+	}
+}
+
+func (e *emitter) Text(text string, _ []int32) error {
+	if text == "" {
+		return e.err()
+	}
+	b := e.last("text")
+	if b == nil {
+		b = &block{typ: "text"}
+		e.openBlock(b)
+	}
+	b.text = append(b.text, text...)
+	if e.sse == nil {
+		return nil
+	}
+	// Built by hand: this is the one event per token.
+	e.payload = fmt.Appendf(e.payload[:0], `{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":`, len(e.m.blocks)-1)
+	e.payload = appendJSONString(e.payload, text)
+	e.payload = append(e.payload, `}}`...)
+	e.sse.Event("content_block_delta", e.payload)
+	return e.sse.Err()
+}
+
+// ToolCall implements stream.ToolEmitter: a call's first delta (its id and
+// name) starts a tool_use block, the rest are input_json_delta fragments
+// of its input. The id is Anthropic's kind, toolu_….
+func (e *emitter) ToolCall(d stream.ToolCallDelta) error {
+	if d.ID != "" {
+		e.openBlock(&block{typ: "tool_use", id: "toolu_" + strings.TrimPrefix(d.ID, "call_"), name: d.Name})
+	}
+	b := e.last("tool_use")
+	if b == nil || d.Arguments == "" {
+		return e.err() // ToolStream starts every call before its arguments
+	}
+	b.text = append(b.text, d.Arguments...)
+	e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": len(e.m.blocks) - 1,
+		"delta": map[string]string{"type": "input_json_delta", "partial_json": d.Arguments}})
+	return e.err()
+}
+
 func (e *emitter) KeepAlive() error {
+	if e.sse == nil {
+		return nil
+	}
 	e.sse.Event("ping", []byte(`{"type":"ping"}`))
 	return e.sse.Err()
 }
 
-func (e *emitter) Flush() error { return e.sse.Flush() }
-
-// collector is the Emitter of a non-streaming response.
-type collector struct{ text []byte }
-
-func (c *collector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
-func (c *collector) KeepAlive() error               { return nil }
-func (c *collector) Flush() error                   { return nil }
+func (e *emitter) Flush() error {
+	if e.sse == nil {
+		return nil
+	}
+	return e.sse.Flush()
+}
 
 func appendJSONString(dst []byte, s string) []byte {
 	b, _ := json.Marshal(s) // a string always marshals

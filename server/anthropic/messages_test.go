@@ -19,9 +19,20 @@ import (
 // fixture serves the handler over a ScriptEngine producing pieces.
 func fixture(t *testing.T, pieces ...string) (*httptest.Server, *streamtest.ScriptEngine) {
 	t.Helper()
+	return fixtureWith(t, nil, pieces...)
+}
+
+// fixtureWith serves a tokenizer made from the vocabulary by wrap (nil: the
+// vocabulary itself).
+func fixtureWith(t *testing.T, wrap func(*streamtest.PieceVocab) stream.Tokenizer, pieces ...string) (*httptest.Server, *streamtest.ScriptEngine) {
+	t.Helper()
 	vocab := streamtest.NewPieceVocab()
 	eng := &streamtest.ScriptEngine{Script: vocab.IDs(pieces...)}
-	b := &stream.Backend{Engine: eng, Tokenizer: vocab, ContextLen: 4096}
+	var tok stream.Tokenizer = vocab
+	if wrap != nil {
+		tok = wrap(vocab)
+	}
+	b := &stream.Backend{Engine: eng, Tokenizer: tok, ContextLen: 4096}
 	env := &httpedge.Env{
 		Backend:    func() *stream.Backend { return b },
 		CheckModel: func(name string) error { return stream.CheckModel(name, "smol", nil) },
@@ -198,8 +209,18 @@ func TestErrors(t *testing.T) {
 		{`{"max_tokens":5,"temperature":1.5,` + msg + `}`, 400, "invalid_request_error", "invalid_value", "temperature"},
 		{`{"max_tokens":5,"top_k":0,` + msg + `}`, 400, "invalid_request_error", "invalid_value", "top_k"},
 		{`{"max_tokens":5,"model":"gpt-9",` + msg + `}`, 404, "not_found_error", "model_not_found", ""},
-		{`{"max_tokens":5,"tools":[{"name":"f"}],` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "tools"},
-		{`{"max_tokens":5,"tool_choice":{"type":"auto"},` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "tool_choice"},
+		{`{"max_tokens":5,"tools":[{"name":"f"}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].input_schema"},
+		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"web_search_20250305","name":"web_search"}],` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "tools[1].type"},
+		{`{"max_tokens":5,"tools":[{"name":"bad name","input_schema":{}}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].name"},
+		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":[]}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].input_schema"},
+		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"},` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tool_choice.name"},
+		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"sometimes"},` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tool_choice.type"},
+		{`{"max_tokens":5,"tool_choice":{"type":"any"},` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tool_choice"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]}]}`, 400, "invalid_request_error", "invalid_value", "messages[0].content[0].type"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]},{"role":"user","content":"b"}]}`, 400, "invalid_request_error", "invalid_value", "messages[1].content[0].input"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"t","input":{}}]},{"role":"user","content":"b"}]}`, 400, "invalid_request_error", "invalid_value", "messages[1].content[0].name"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","content":"x"}]}]}`, 400, "invalid_request_error", "invalid_value", "messages[0].content[0].tool_use_id"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]}]}`, 400, "invalid_request_error", "unsupported_parameter", "messages[0].content[0].content[0].type"},
 		{`{"max_tokens":5,"thinking":{"type":"enabled","budget_tokens":1024},` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "thinking"},
 		{`{"max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`, 400, "invalid_request_error", "unsupported_parameter", "messages[0].content[0].type"},
 		{`{"max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`, 400, "invalid_request_error", "unsupported_parameter", "messages[1].role"},

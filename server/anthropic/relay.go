@@ -22,6 +22,11 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	if err != nil {
 		return nil, nil, err
 	}
+	if len(g.Tools.List) > 0 {
+		// The relay re-frames the upstream's text: its tool_use blocks
+		// would be lost.
+		return nil, nil, httpedge.Unsupported("tools", "tools are not supported in relay mode: the relay re-frames the upstream's text and would drop its tool_use blocks")
+	}
 	return g, &Relayed{m: &message{ID: id, Model: g.Model}}, nil
 }
 
@@ -31,18 +36,21 @@ func (r *Relayed) SetModel(name string) { r.m.Model = name }
 // Start writes what precedes the text: message_start, the text block's start
 // and a ping. The input tokens are the upstream's and arrive with the end
 // (message_delta's usage, which the SDKs read into the final message).
-func (r *Relayed) Start(sse *httpedge.SSE) { startEvents(&emitter{sse: sse}, r.m) }
+func (r *Relayed) Start(sse *httpedge.SSE) { startEvents(&emitter{sse: sse, m: r.m}, r.m) }
 
-// startEvents writes a stream's first events, local or relayed.
+// startEvents writes a stream's first events, local or relayed:
+// message_start, the text block's start (unless the message is lazy) and a
+// ping.
 func startEvents(em *emitter, m *message) {
-	em.event("message_start", map[string]any{"type": "message_start", "message": m.body("")})
-	em.event("content_block_start", map[string]any{"type": "content_block_start", "index": 0,
-		"content_block": map[string]string{"type": "text", "text": ""}})
+	em.event("message_start", map[string]any{"type": "message_start", "message": m.body()})
+	if !m.lazy {
+		em.openBlock(&block{typ: "text"})
+	}
 	_ = em.KeepAlive()
 }
 
 // Emitter frames text as text_delta events on sse; the keep-alive is a ping.
-func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter { return &emitter{sse: sse} }
+func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter { return &emitter{sse: sse, m: r.m} }
 
 // End writes the stream's last events: its ending, or the in-band error.
 func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
@@ -51,13 +59,13 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		return
 	}
 	r.end(out, end)
-	endEvents(&emitter{sse: sse}, r.m)
+	endEvents(&emitter{sse: sse, m: r.m}, r.m)
 }
 
-// endEvents writes a finished stream's last events: the block's stop,
+// endEvents writes a finished stream's last events: the open block's stop,
 // message_delta with the stop reason and usage, message_stop.
 func endEvents(em *emitter, m *message) {
-	em.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	em.closeOpen()
 	em.event("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
 		"usage": m.usage()})
@@ -66,8 +74,9 @@ func endEvents(em *emitter, m *message) {
 
 // Body is the whole message of a non-streaming request.
 func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
+	r.m.blocks = []*block{{typ: "text", text: []byte(text)}}
 	r.end(out, end)
-	raw, _ := json.Marshal(r.m.body(text)) // maps of strings and numbers always marshal
+	raw, _ := json.Marshal(r.m.body()) // maps of strings and numbers always marshal
 	return raw
 }
 

@@ -57,7 +57,7 @@ func (wr *wireRequest) refusals() error {
 		name string
 		raw  json.RawMessage
 	}{
-		{"tools", wr.Tools}, {"tool_choice", wr.ToolChoice}, {"container", wr.Container},
+		{"container", wr.Container},
 		{"mcp_servers", wr.MCPServers}, {"context_management", wr.ContextManagement},
 		{"diagnostics", wr.Diagnostics}, {"inference_geo", wr.InferenceGeo},
 		{"output_format", wr.OutputFormat}, {"workspace_id", wr.WorkspaceID},
@@ -104,6 +104,9 @@ func parse(body []byte, count bool) (*stream.GenRequest, error) {
 	}
 	g := &stream.GenRequest{Model: wr.Model}
 	if err := g.SetMessages(msgs); err != nil {
+		return nil, err
+	}
+	if err := setTools(g, &wr); err != nil {
 		return nil, err
 	}
 	if count {
@@ -172,13 +175,15 @@ func (wr *wireRequest) chat() ([]stream.ChatMessage, error) {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, stream.InvalidParam(param+".role", "%s.role must be user or assistant, got %q", param, m.Role)
 		}
-		text, err := blocksText(m.Content, param+".content")
+		turns, err := turns(m.Role, m.Content, param+".content")
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, stream.ChatMessage{Role: m.Role, Content: text})
+		msgs = append(msgs, turns...)
 	}
-	if msgs[len(msgs)-1].Role != "user" {
+	// A user message of tool results is the user's turn too: the model
+	// answers the results.
+	if r := msgs[len(msgs)-1].Role; r != "user" && r != "tool" {
 		return nil, httpedge.Unsupported(fmt.Sprintf("messages[%d].role", len(elems)-1),
 			"the last message must be the user's: continuing a prefilled assistant message is not supported")
 	}

@@ -14,12 +14,14 @@ import (
 // connection. The holder of Retained's lease owns it.
 type streamState struct {
 	*httpedge.Retained
-	g    *stream.GenRequest
-	req  engine.Request
-	ts   *stream.TextStream
-	m    *message
-	em   emitter
-	done bool // the log ends with message_stop or error: nothing left to generate
+	g   *stream.GenRequest
+	req engine.Request
+	ts  *stream.TextStream
+	// tools parses the reply for calls across connections; nil without tools.
+	tools *stream.ToolStream
+	m     *message
+	em    emitter
+	done  bool // the log ends with message_stop or error: nothing left to generate
 }
 
 // resume replays the events after Last-Event-ID and, when the generation
@@ -54,7 +56,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, id string) {
 	case gen != nil:
 		h.pump(st, gen)
 	case !st.done: // every token was produced before the cut: only the ending is missing
-		_ = st.em.Text(st.ts.Finish(), nil)
-		h.end(st, stream.Outcome{Finish: "length"})
+		_ = st.tools.Use(&st.em).Text(st.ts.Finish(), nil)
+		h.end(st, st.tools.End(stream.Outcome{Finish: "length"}))
 	}
 }

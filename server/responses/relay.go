@@ -33,9 +33,14 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	resp := newResponse(id, p.gen.Model, p.wire, 0)
+	if len(p.gen.Tools.List) > 0 {
+		// The relay re-frames the upstream's text: its function_call items
+		// would be lost.
+		return nil, nil, httpedge.Unsupported("tools", "tools are not supported in relay mode: the relay re-frames the upstream's text and would drop its calls")
+	}
+	resp := newResponse(id, p.gen.Model, p.wire, p.gen, 0)
 	resp.Store = false // nothing is kept here to retrieve
-	return p.gen, &Relayed{resp: resp, em: &emitter{itemID: resp.Output[0].ID}}, nil
+	return p.gen, &Relayed{resp: resp, em: &emitter{resp: resp}}, nil
 }
 
 // SetModel names the model the response reports.
@@ -47,19 +52,18 @@ func (r *Relayed) Start(sse *httpedge.SSE) {
 	startEvents(r.em, r.resp)
 }
 
-// startEvents announces the response, its message item and its text part.
-// Before its output item is announced the response has no output: the SDKs
-// index items by the output_item.added events.
+// startEvents announces the response and, unless the emitter is lazy, its
+// message item and text part. Before its output item is announced the
+// response has no output: the SDKs index items by the output_item.added
+// events.
 func startEvents(em *emitter, resp *response) {
 	empty := *resp
-	empty.Output = []message{}
+	empty.Output = []any{}
 	em.event("response.created", map[string]any{"response": &empty})
 	em.event("response.in_progress", map[string]any{"response": &empty})
-	item := resp.Output[0]
-	item.Content = []outputText{}
-	em.event("response.output_item.added", map[string]any{"output_index": 0, "item": item})
-	em.event("response.content_part.added", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "part": newText("")})
+	if !em.lazy {
+		em.openMessage()
+	}
 }
 
 // Emitter frames text as output_text.delta events on sse.
@@ -76,7 +80,7 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		failEvents(r.em, r.resp, out.Err)
 		return
 	}
-	r.end(string(r.em.text), out, end)
+	r.end(out, end)
 	endEvents(r.em, r.resp)
 }
 
@@ -85,18 +89,14 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 func failEvents(em *emitter, resp *response, err error) {
 	c := stream.Classify(err)
 	em.event("error", map[string]any{"code": c.Code, "message": err.Error(), "param": nullable(c.Param)})
-	resp.fail(c.Code, err.Error(), string(em.text))
+	resp.fail(c.Code, err.Error())
 	em.event("response.failed", map[string]any{"response": resp})
 }
 
-// endEvents closes the text part and the item, then the response.
+// endEvents ends the open item, then the response, whose end (or
+// Relayed.end) has settled it.
 func endEvents(em *emitter, resp *response) {
-	text := resp.Output[0].Content[0]
-	em.event("response.output_text.done", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "text": text.Text, "logprobs": []any{}})
-	em.event("response.content_part.done", map[string]any{"output_index": 0, "content_index": 0,
-		"item_id": em.itemID, "part": text})
-	em.event("response.output_item.done", map[string]any{"output_index": 0, "item": resp.Output[0]})
+	em.closeOpen(resp.Status)
 	final := "response.completed"
 	if resp.Status == "incomplete" {
 		final = "response.incomplete"
@@ -106,21 +106,21 @@ func endEvents(em *emitter, resp *response) {
 
 // Body is the whole response of a non-streaming request.
 func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
-	r.end(text, out, end)
+	r.resp.newMessage().text = []byte(text)
+	r.end(out, end)
 	raw, _ := json.Marshal(r.resp) // the response types always marshal
 	return raw
 }
 
 // end fills in the output and the upstream's usage: completed, or
 // incomplete when the token limit cut it.
-func (r *Relayed) end(text string, out stream.TextOutcome, end stream.TextEnd) {
+func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
 	resp := r.resp
 	resp.Status = "completed"
 	if out.Finish == "length" {
 		resp.Status, resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
 	}
-	resp.Output[0].Status = resp.Status
-	resp.Output[0].Content = []outputText{newText(text)}
+	resp.settle(resp.Status)
 	resp.Usage = &usage{
 		InputTokens: end.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": end.CachedTokens},
 		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": 0},

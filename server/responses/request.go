@@ -28,22 +28,20 @@ type wireRequest struct {
 	// PromptCacheKey is accepted: the prefix cache serves every shared
 	// prefix, keyed or not.
 	PromptCacheKey *string `json:"prompt_cache_key"`
-	// ParallelToolCalls is vacuous without tools, which are refused.
-	ParallelToolCalls *bool   `json:"parallel_tool_calls"`
-	ToolChoice        any     `json:"tool_choice"`
-	Tools             []any   `json:"tools"`
-	Include           []any   `json:"include"`
-	TopLogprobs       *int    `json:"top_logprobs"`
-	Truncation        *string `json:"truncation"`
-	ServiceTier       *string `json:"service_tier"`
-	Background        *bool   `json:"background"`
+	// Tools, ToolChoice, ParallelToolCalls and Text.Format: tools.go.
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	Tools             json.RawMessage `json:"tools"`
+	Include           []any           `json:"include"`
+	TopLogprobs       *int            `json:"top_logprobs"`
+	Truncation        *string         `json:"truncation"`
+	ServiceTier       *string         `json:"service_tier"`
+	Background        *bool           `json:"background"`
 	StreamOptions     *struct {
 		IncludeObfuscation *bool `json:"include_obfuscation"`
 	} `json:"stream_options"`
 	Text *struct {
-		Format *struct {
-			Type string `json:"type"`
-		} `json:"format"`
+		Format    json.RawMessage `json:"format"`
 		Verbosity json.RawMessage `json:"verbosity"`
 	} `json:"text"`
 
@@ -77,10 +75,6 @@ func (wr *wireRequest) refusals() error {
 		}
 	}
 	switch {
-	case len(wr.Tools) > 0:
-		return httpedge.Unsupported("tools", "tools are not supported by this server yet")
-	case wr.ToolChoice != nil && wr.ToolChoice != "auto" && wr.ToolChoice != "none":
-		return httpedge.Unsupported("tool_choice", "tool_choice must be auto or none: there are no tools")
 	case len(wr.Include) > 0:
 		return httpedge.Unsupported("include", "include is not supported: there is no extra output to add")
 	case wr.TopLogprobs != nil && *wr.TopLogprobs != 0:
@@ -94,13 +88,8 @@ func (wr *wireRequest) refusals() error {
 	case wr.StreamOptions != nil && wr.StreamOptions.IncludeObfuscation != nil && *wr.StreamOptions.IncludeObfuscation:
 		return httpedge.Unsupported("stream_options.include_obfuscation", "stream obfuscation is not supported")
 	}
-	if t := wr.Text; t != nil {
-		if t.Format != nil && t.Format.Type != "text" {
-			return httpedge.Unsupported("text.format", "text.format %q is not supported yet; only text", t.Format.Type)
-		}
-		if httpedge.Present(t.Verbosity) {
-			return httpedge.Unsupported("text.verbosity", "text.verbosity is not supported by this server")
-		}
+	if t := wr.Text; t != nil && httpedge.Present(t.Verbosity) {
+		return httpedge.Unsupported("text.verbosity", "text.verbosity is not supported by this server")
 	}
 	return nil
 }
@@ -124,10 +113,6 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 	if err := wr.refusals(); err != nil {
 		return nil, err
 	}
-	input, err := inputMessages(wr.Input)
-	if err != nil {
-		return nil, err
-	}
 	var conv []stream.ChatMessage
 	if wr.PreviousResponseID != nil {
 		prev, ok := history(*wr.PreviousResponseID)
@@ -136,6 +121,10 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 				"previous response %q not found (never stored, store false, or expired)", *wr.PreviousResponseID)
 		}
 		conv = append(conv, prev...)
+	}
+	input, err := inputMessages(wr.Input, conv)
+	if err != nil {
+		return nil, err
 	}
 	conv = append(conv, input...)
 	msgs := conv
@@ -155,6 +144,14 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 	if err := g.SetParams(p); err != nil {
 		return nil, err
 	}
+	if err := setTools(g, &wr); err != nil {
+		return nil, err
+	}
+	if wr.Text != nil {
+		if err := setTextFormat(g, wr.Text.Format); err != nil {
+			return nil, err
+		}
+	}
 	g.Stream = wr.Stream != nil && *wr.Stream
 	switch {
 	case wr.SafetyIdentifier != nil:
@@ -166,10 +163,11 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 }
 
 // inputMessages reads input: a string (one user message) or a list of
-// message items, each {"role", "content"} with content a string or a list
-// of input_text / output_text parts. Other item and part types (images,
-// files, tool calls and their outputs, reasoning) are refused.
-func inputMessages(raw json.RawMessage) ([]stream.ChatMessage, error) {
+// items: messages, each {"role", "content"} with content a string or a
+// list of input_text / output_text parts, and the function_call and
+// function_call_output items of a tool round trip (tools.go). Other item
+// and part types (images, files, hosted tools, reasoning) are refused.
+func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.ChatMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if !httpedge.Present(raw) {
 		return nil, stream.InvalidParam("input", "input: field required")
@@ -196,8 +194,21 @@ func inputMessages(raw json.RawMessage) ([]stream.ChatMessage, error) {
 		if err := httpedge.Decode(it, &m, param); err != nil {
 			return nil, err
 		}
+		var err error
+		switch m.Type {
+		case "function_call":
+			if msgs, err = appendCall(msgs, it, param); err != nil {
+				return nil, err
+			}
+			continue
+		case "function_call_output":
+			if msgs, err = appendOutput(prior, msgs, it, param); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if m.Type != "" && m.Type != "message" {
-			return nil, httpedge.Unsupported(param+".type", "input item type %q is not supported (message only)", m.Type)
+			return nil, httpedge.Unsupported(param+".type", "input item type %q is not supported (message, function_call and function_call_output only)", m.Type)
 		}
 		switch m.Role {
 		case "user", "assistant", "system", "developer":

@@ -1,14 +1,17 @@
 package responses
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
 // response is the Response object, as the SDKs read it. Fields the
-// request set are echoed; the tool fields say what this server does (no
-// tools, text output).
+// request set are echoed. Output holds *message and *functionCall items in
+// the order the reply made them.
 type response struct {
 	ID                 string            `json:"id"`
 	Object             string            `json:"object"`
@@ -19,13 +22,13 @@ type response struct {
 	Instructions       *string           `json:"instructions"`
 	MaxOutputTokens    *int              `json:"max_output_tokens"`
 	Model              string            `json:"model"`
-	Output             []message         `json:"output"`
+	Output             []any             `json:"output"`
 	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Temperature        *float64          `json:"temperature"`
 	TopP               *float64          `json:"top_p"`
-	ToolChoice         string            `json:"tool_choice"`
-	Tools              []any             `json:"tools"`
+	ToolChoice         any               `json:"tool_choice"`
+	Tools              json.RawMessage   `json:"tools"`
 	Text               map[string]any    `json:"text"`
 	Truncation         string            `json:"truncation"`
 	Store              bool              `json:"store"`
@@ -34,6 +37,7 @@ type response struct {
 	Usage              *usage            `json:"usage"`
 
 	inputTokens int
+	items       int // output items made, for their ids
 }
 
 type responseError struct {
@@ -51,6 +55,18 @@ type message struct {
 	Status  string       `json:"status"`
 	Role    string       `json:"role"`
 	Content []outputText `json:"content"`
+
+	text []byte // the text so far; Content holds it once the item is done
+}
+
+// functionCall is a function_call output item: a call the model made.
+type functionCall struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
 }
 
 type outputText struct {
@@ -73,16 +89,24 @@ type usage struct {
 }
 
 // newResponse is the response in progress, before any output.
-func newResponse(id, model string, wr *wireRequest, inputTokens int) *response {
+func newResponse(id, model string, wr *wireRequest, g *stream.GenRequest, inputTokens int) *response {
 	r := &response{
 		ID: id, Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Instructions: wr.Instructions, MaxOutputTokens: wr.MaxOutputTokens, Model: model,
-		Output:            []message{{Type: "message", ID: "msg_" + id[len("resp_"):], Status: "in_progress", Role: "assistant", Content: []outputText{}}},
-		ParallelToolCalls: true, PreviousResponseID: wr.PreviousResponseID,
-		Temperature: wr.Temperature, TopP: wr.TopP, ToolChoice: "auto", Tools: []any{},
+		Output: []any{}, ParallelToolCalls: true, PreviousResponseID: wr.PreviousResponseID,
+		Temperature: wr.Temperature, TopP: wr.TopP, ToolChoice: "auto", Tools: json.RawMessage("[]"),
 		Text:       map[string]any{"format": map[string]string{"type": "text"}},
 		Truncation: "disabled", Store: wr.Store == nil || *wr.Store, Metadata: wr.Metadata, User: wr.User,
 		inputTokens: inputTokens,
+	}
+	if t := g.Tools; len(t.List) > 0 {
+		r.Tools, r.ParallelToolCalls, r.ToolChoice = wr.Tools, t.Parallel, t.Choice
+		if t.Choice == stream.ToolChoiceFunction {
+			r.ToolChoice = map[string]string{"type": "function", "name": t.Function}
+		}
+	}
+	if wr.Text != nil && httpedge.Present(wr.Text.Format) {
+		r.Text["format"] = wr.Text.Format
 	}
 	if r.Metadata == nil {
 		r.Metadata = map[string]string{}
@@ -90,15 +114,36 @@ func newResponse(id, model string, wr *wireRequest, inputTokens int) *response {
 	return r
 }
 
+// newMessage adds an empty message item to the output.
+func (r *response) newMessage() *message {
+	id := "msg_" + r.ID[len("resp_"):]
+	if r.items > 0 { // the first keeps the id a response without tools always had
+		id = fmt.Sprintf("%s_%d", id, r.items)
+	}
+	m := &message{Type: "message", ID: id, Status: "in_progress", Role: "assistant", Content: []outputText{}}
+	r.items++
+	r.Output = append(r.Output, m)
+	return m
+}
+
+// newCall adds a function_call item to the output.
+func (r *response) newCall(d stream.ToolCallDelta) *functionCall {
+	c := &functionCall{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", r.ID[len("resp_"):], r.items),
+		CallID: d.ID, Name: d.Name, Status: "in_progress"}
+	r.items++
+	r.Output = append(r.Output, c)
+	return c
+}
+
 // end fills in the output: completed, or incomplete when the token limit
-// (max_output_tokens, or the context) cut it.
-func (r *response) end(out stream.Outcome, ts *stream.TextStream, text string) {
+// (max_output_tokens, or the context) cut it. A reply with no item at all
+// still has its (empty) message.
+func (r *response) end(out stream.Outcome, ts *stream.TextStream) {
 	r.Status = "completed"
 	if out.Finish == "length" {
 		r.Status, r.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
 	}
-	r.Output[0].Status = r.Status
-	r.Output[0].Content = []outputText{newText(text)}
+	r.settle(r.Status)
 	n := len(ts.IDs())
 	r.Usage = &usage{
 		InputTokens: r.inputTokens, InputTokensDetails: map[string]int{"cached_tokens": out.Result.CachedTokens},
@@ -106,16 +151,44 @@ func (r *response) end(out stream.Outcome, ts *stream.TextStream, text string) {
 	}
 }
 
-// fail marks the response failed, keeping the text sent before the error.
-func (r *response) fail(code, msg, text string) {
-	r.Status, r.Error = "failed", &responseError{Code: code, Message: msg}
-	r.Output[0].Status = "incomplete"
-	r.Output[0].Content = []outputText{newText(text)}
+// settle gives every item its final status and every message its text.
+func (r *response) settle(status string) {
+	if len(r.Output) == 0 {
+		r.newMessage()
+	}
+	for _, it := range r.Output {
+		switch it := it.(type) {
+		case *message:
+			it.Status, it.Content = status, []outputText{newText(string(it.text))}
+		case *functionCall:
+			it.Status = status
+		}
+	}
 }
 
-func (r *response) text() string {
-	if len(r.Output[0].Content) == 0 {
-		return ""
+// fail marks the response failed, keeping the output sent before the error.
+func (r *response) fail(code, msg string) {
+	r.Status, r.Error = "failed", &responseError{Code: code, Message: msg}
+	r.settle("incomplete")
+}
+
+// turn is the response as the assistant turn of the conversation that
+// previous_response_id continues: its text and its calls.
+func (r *response) turn() stream.ChatMessage {
+	m := stream.ChatMessage{Role: "assistant"}
+	var text []byte
+	for _, it := range r.Output {
+		switch it := it.(type) {
+		case *message:
+			text = append(text, it.text...)
+		case *functionCall:
+			args := it.Arguments
+			if args == "" {
+				args = "{}"
+			}
+			m.ToolCalls = append(m.ToolCalls, stream.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args})
+		}
 	}
-	return r.Output[0].Content[0].Text
+	m.Content = string(text)
+	return m
 }

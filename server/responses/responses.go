@@ -66,14 +66,16 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := stream.Prepare(b, g)
 	if err != nil {
-		h.env.WriteError(w, err)
+		h.env.WriteError(w, formatNames(err))
 		return
 	}
 	req.ID = stream.NewID("resp_")
-	resp := newResponse(req.ID, h.env.ModelName(g.Model), p.wire, len(req.Prompt))
+	resp := newResponse(req.ID, h.env.ModelName(g.Model), p.wire, g, len(req.Prompt))
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
+	// After Prepare, which fixed the template's call format.
+	tools := stream.NewToolStream(g)
 	if g.Stream {
-		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), p: p, req: req, ts: ts, resp: resp})
+		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), p: p, req: req, ts: ts, resp: resp, tools: tools})
 		return
 	}
 	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
@@ -81,8 +83,9 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.env.WriteError(w, err)
 		return
 	}
-	var c collector
-	out := stream.Pump(gen, ts, &c, h.env.PumpConfig(false), h.env.Drain)
+	c := &emitter{resp: resp, lazy: tools != nil} // no sse: no events, only the output
+	startEvents(c, resp)
+	out := tools.End(stream.Pump(gen, ts, tools.Use(c), h.env.PumpConfig(false), h.env.Drain))
 	switch {
 	case out.ClientGone:
 		return
@@ -90,7 +93,8 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.env.WriteError(w, out.Err)
 		return
 	}
-	resp.end(out, ts, string(c.text))
+	c.finish()
+	resp.end(out, ts)
 	raw := h.keep(resp, p)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(raw)
@@ -100,7 +104,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) keep(resp *response, p *parsed) []byte {
 	raw, _ := json.Marshal(resp) // strings, numbers and maps of strings always marshal
 	if resp.Store {
-		conv := append(slices.Clone(p.conv), stream.ChatMessage{Role: "assistant", Content: resp.text()})
+		conv := append(slices.Clone(p.conv), resp.turn())
 		h.store.put(resp.ID, raw, conv)
 	}
 	return raw
@@ -155,10 +159,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 	if h.env.Streams != nil {
 		h.env.Streams.Add(st)
 	}
-	resp := st.resp
-	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), itemID: resp.Output[0].ID}
+	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), resp: st.resp, lazy: st.tools != nil}
 	em := &st.em
-	startEvents(em, resp)
+	startEvents(em, st.resp)
 	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
 	h.pump(st, gen)
 }
@@ -166,7 +169,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backe
 // pump drains gen into the stream and ends it, unless the client left
 // before the generation finished: then the stream stays resumable.
 func (h *Handler) pump(st *streamState, gen *stream.Generation) {
-	out := stream.Pump(gen, st.ts, &st.em, h.env.PumpConfig(true), h.env.Drain)
+	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(&st.em), h.env.PumpConfig(true), h.env.Drain))
 	if out.CutShort {
 		return
 	}
@@ -183,7 +186,8 @@ func (h *Handler) end(st *streamState, out stream.Outcome) {
 		_ = em.sse.Flush()
 		return
 	}
-	resp.end(out, st.ts, string(em.text))
+	em.finish()
+	resp.end(out, st.ts)
 	h.keep(resp, st.p)
 	endEvents(em, resp)
 	_ = em.sse.Flush()
@@ -196,18 +200,30 @@ func nullable(s string) *string {
 	return &s
 }
 
-// emitter is the stream.Emitter of a Responses stream: text becomes
-// response.output_text.delta events, the keep-alive an SSE comment.
+// emitter is the stream.ToolEmitter of a Responses stream: it builds the
+// response's output items and frames them as typed events. Text goes to
+// the message item open at the end of the output (response.output_text.delta),
+// opening one when the last item is a call; a call is a function_call
+// item of its own (response.function_call_arguments.delta); each item is
+// done when the next one starts or the response ends. With no sse (a
+// whole response) it only builds the output.
 type emitter struct {
-	sse     *httpedge.SSE
-	itemID  string
+	sse  *httpedge.SSE
+	resp *response
+	// lazy: the reply may start with a call (tools offered), so the first
+	// message item waits for text instead of opening with the stream.
+	lazy    bool
+	open    any // the item being written, *message or *functionCall; nil: none
+	index   int // open's output_index
 	seq     int
-	text    []byte // everything sent, for the done events
 	payload []byte
 }
 
 // event buffers one typed event; fields get "type" and "sequence_number".
 func (e *emitter) event(typ string, fields map[string]any) {
+	if e.sse == nil {
+		return
+	}
 	fields["type"] = typ
 	fields["sequence_number"] = e.seq
 	e.seq++
@@ -215,17 +231,72 @@ func (e *emitter) event(typ string, fields map[string]any) {
 	e.sse.Event(typ, raw)
 }
 
+func (e *emitter) err() error {
+	if e.sse == nil {
+		return nil
+	}
+	return e.sse.Err()
+}
+
+// openMessage ends the open item and starts a message item with its one
+// text part.
+func (e *emitter) openMessage() *message {
+	e.closeOpen("completed")
+	m := e.resp.newMessage()
+	e.open, e.index = m, len(e.resp.Output)-1
+	e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": m})
+	e.event("response.content_part.added", map[string]any{"output_index": e.index, "content_index": 0,
+		"item_id": m.ID, "part": newText("")})
+	return m
+}
+
+// closeOpen ends the open item with status: the text or arguments done
+// events, then output_item.done.
+func (e *emitter) closeOpen(status string) {
+	switch it := e.open.(type) {
+	case *message:
+		it.Status, it.Content = status, []outputText{newText(string(it.text))}
+		text := it.Content[0]
+		e.event("response.output_text.done", map[string]any{"output_index": e.index, "content_index": 0,
+			"item_id": it.ID, "text": text.Text, "logprobs": []any{}})
+		e.event("response.content_part.done", map[string]any{"output_index": e.index, "content_index": 0,
+			"item_id": it.ID, "part": text})
+		e.event("response.output_item.done", map[string]any{"output_index": e.index, "item": it})
+	case *functionCall:
+		it.Status = status
+		e.event("response.function_call_arguments.done", map[string]any{"output_index": e.index,
+			"item_id": it.ID, "name": it.Name, "arguments": it.Arguments})
+		e.event("response.output_item.done", map[string]any{"output_index": e.index, "item": it})
+	}
+	e.open = nil
+}
+
+// finish makes sure the output has an item: a reply that was empty (or,
+// with tools, held only text the parse dropped) is an empty message.
+func (e *emitter) finish() {
+	if len(e.resp.Output) == 0 {
+		e.openMessage()
+	}
+}
+
 func (e *emitter) Text(text string, _ []int32) error {
 	if text == "" {
-		return e.sse.Err()
+		return e.err()
 	}
-	e.text = append(e.text, text...)
+	m, ok := e.open.(*message)
+	if !ok {
+		m = e.openMessage()
+	}
+	m.text = append(m.text, text...)
+	if e.sse == nil {
+		return nil
+	}
 	// Built by hand: this is the one event per token.
 	e.payload = append(e.payload[:0], `{"type":"response.output_text.delta","sequence_number":`...)
 	e.payload = fmt.Appendf(e.payload, "%d", e.seq)
 	e.seq++
-	e.payload = append(e.payload, `,"output_index":0,"content_index":0,"item_id":`...)
-	e.payload = appendJSON(e.payload, e.itemID)
+	e.payload = fmt.Appendf(e.payload, `,"output_index":%d,"content_index":0,"item_id":`, e.index)
+	e.payload = appendJSON(e.payload, m.ID)
 	e.payload = append(e.payload, `,"delta":`...)
 	e.payload = appendJSON(e.payload, text)
 	e.payload = append(e.payload, `,"logprobs":[]}`...)
@@ -233,21 +304,41 @@ func (e *emitter) Text(text string, _ []int32) error {
 	return e.sse.Err()
 }
 
+// ToolCall implements stream.ToolEmitter: a call's first delta (its id and
+// name) starts a function_call item, the rest are its arguments.
+func (e *emitter) ToolCall(d stream.ToolCallDelta) error {
+	if d.ID != "" {
+		e.closeOpen("completed")
+		c := e.resp.newCall(d)
+		e.open, e.index = c, len(e.resp.Output)-1
+		e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": c})
+	}
+	c, ok := e.open.(*functionCall)
+	if !ok || d.Arguments == "" {
+		return e.err() // ToolStream starts every call before its arguments
+	}
+	c.Arguments += d.Arguments
+	e.event("response.function_call_arguments.delta", map[string]any{"output_index": e.index,
+		"item_id": c.ID, "delta": d.Arguments})
+	return e.err()
+}
+
 func (e *emitter) KeepAlive() error {
+	if e.sse == nil {
+		return nil
+	}
 	e.sse.Comment("keep-alive")
 	return e.sse.Err()
 }
 
-func (e *emitter) Flush() error { return e.sse.Flush() }
+func (e *emitter) Flush() error {
+	if e.sse == nil {
+		return nil
+	}
+	return e.sse.Flush()
+}
 
 func appendJSON(dst []byte, s string) []byte {
 	raw, _ := json.Marshal(s) // a string always marshals
 	return append(dst, raw...)
 }
-
-// collector is the Emitter of a non-streaming response.
-type collector struct{ text []byte }
-
-func (c *collector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
-func (c *collector) KeepAlive() error               { return nil }
-func (c *collector) Flush() error                   { return nil }

@@ -25,9 +25,20 @@ type fix struct {
 
 func fixture(t *testing.T, pieces ...string) *fix {
 	t.Helper()
+	return fixtureWith(t, nil, pieces...)
+}
+
+// fixtureWith serves a tokenizer made from the vocabulary by wrap (nil: the
+// vocabulary itself).
+func fixtureWith(t *testing.T, wrap func(*streamtest.PieceVocab) stream.Tokenizer, pieces ...string) *fix {
+	t.Helper()
 	vocab := streamtest.NewPieceVocab()
 	eng := &streamtest.ScriptEngine{Script: vocab.IDs(pieces...)}
-	b := &stream.Backend{Engine: eng, Tokenizer: vocab, ContextLen: 4096}
+	var tok stream.Tokenizer = vocab
+	if wrap != nil {
+		tok = wrap(vocab)
+	}
+	b := &stream.Backend{Engine: eng, Tokenizer: tok, ContextLen: 4096}
 	env := &httpedge.Env{
 		Backend:    func() *stream.Backend { return b },
 		CheckModel: func(name string) error { return stream.CheckModel(name, "smol", nil) },
@@ -212,25 +223,40 @@ func TestIncomplete(t *testing.T) {
 func TestRefused(t *testing.T) {
 	f := fixture(t, "x")
 	for body, param := range map[string]string{
-		`{"input":"x","tools":[{"type":"function","name":"f"}]}`:             "tools",
-		`{"input":"x","tool_choice":"required"}`:                             "tool_choice",
-		`{"input":"x","reasoning":{"effort":"high"}}`:                        "reasoning",
-		`{"input":"x","text":{"format":{"type":"json_object"}}}`:             "text.format",
-		`{"input":"x","background":true}`:                                    "background",
-		`{"input":"x","truncation":"auto"}`:                                  "truncation",
-		`{"input":"x","include":["message.output_text.logprobs"]}`:           "include",
-		`{"input":"x","top_logprobs":3}`:                                     "top_logprobs",
-		`{"input":[{"type":"function_call_output","call_id":"c"}]}`:          "input[0].type",
-		`{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`:     "input[0].content[0].type",
-		`{"input":"x","conversation":"conv_1"}`:                              "conversation",
-		`{"input":"x","prompt":{"id":"p"}}`:                                  "prompt",
-		`{"input":"x","max_output_tokens":0}`:                                "max_output_tokens",
-		`{"input":[{"role":"robot","content":"x"}]}`:                         "input[0].role",
-		`{"input":"x","temperature":3}`:                                      "temperature",
-		`{}`:                                                                 "input",
-		`{"input":"x","previous_response_id":"resp_nope"}`:                   "previous_response_id",
-		`{"input":"x","stream_options":{"include_obfuscation":true}}`:        "stream_options.include_obfuscation",
-		`{"input":"x","text":{"format":{"type":"text"},"verbosity":"high"}}`: "text.verbosity",
+		`{"input":"x","tools":[{"type":"function","name":"f"}]}`:                                              "tools",
+		`{"input":"x","tool_choice":"required"}`:                                                              "tool_choice",
+		`{"input":"x","reasoning":{"effort":"high"}}`:                                                         "reasoning",
+		`{"input":"x","text":{"format":{"type":"json_object"}}}`:                                              "text.format",
+		`{"input":"x","background":true}`:                                                                     "background",
+		`{"input":"x","truncation":"auto"}`:                                                                   "truncation",
+		`{"input":"x","include":["message.output_text.logprobs"]}`:                                            "include",
+		`{"input":"x","top_logprobs":3}`:                                                                      "top_logprobs",
+		`{"input":[{"type":"function_call_output","call_id":"c"}]}`:                                           "input[0].output",
+		`{"input":[{"type":"function_call_output","call_id":"c","output":"1"}]}`:                              "input[0].call_id",
+		`{"input":[{"type":"function_call","name":"f","arguments":"{}"}]}`:                                    "input[0].call_id",
+		`{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{x"}]}`:                      "input[0].arguments",
+		`{"input":[{"type":"function_call","call_id":"c","arguments":"{}"}]}`:                                 "input[0].name",
+		`{"input":[{"type":"computer_call","call_id":"c"}]}`:                                                  "input[0].type",
+		`{"input":"x","tools":[{"type":"web_search"}]}`:                                                       "tools[0].type",
+		`{"input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search"}]}`:                       "tools[1].type",
+		`{"input":"x","tools":[{"type":"function","name":"bad name"}]}`:                                       "tools[0].name",
+		`{"input":"x","tools":[{"type":"function","name":"f","parameters":[]}]}`:                              "tools[0].parameters",
+		`{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`: "tool_choice.name",
+		`{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools"}}`:       "tool_choice.type",
+		`{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"sometimes"}`:                    "tool_choice",
+		`{"input":"x","text":{"format":{"type":"json_schema","schema":{}}}}`:                                  "text.format.name",
+		`{"input":"x","text":{"format":{"type":"xml"}}}`:                                                      "text.format.type",
+		`{"input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{},"bogus":1}}}`:             "text.format",
+		`{"input":[{"role":"user","content":[{"type":"input_image"}]}]}`:                                      "input[0].content[0].type",
+		`{"input":"x","conversation":"conv_1"}`:                                                               "conversation",
+		`{"input":"x","prompt":{"id":"p"}}`:                                                                   "prompt",
+		`{"input":"x","max_output_tokens":0}`:                                                                 "max_output_tokens",
+		`{"input":[{"role":"robot","content":"x"}]}`:                                                          "input[0].role",
+		`{"input":"x","temperature":3}`:                                                                       "temperature",
+		`{}`:                                                                                                  "input",
+		`{"input":"x","previous_response_id":"resp_nope"}`:                                                    "previous_response_id",
+		`{"input":"x","stream_options":{"include_obfuscation":true}}`:                                         "stream_options.include_obfuscation",
+		`{"input":"x","text":{"format":{"type":"text"},"verbosity":"high"}}`:                                  "text.verbosity",
 	} {
 		resp := f.post(t, body)
 		var e struct{ Error struct{ Code, Param string } }

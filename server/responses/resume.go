@@ -16,12 +16,14 @@ import (
 // changes with each). The holder of Retained's lease owns it.
 type streamState struct {
 	*httpedge.Retained
-	p    *parsed
-	req  engine.Request
-	ts   *stream.TextStream
-	resp *response
-	em   emitter
-	done bool // the log ends with the final event: nothing left to generate
+	p   *parsed
+	req engine.Request
+	ts  *stream.TextStream
+	// tools parses the reply for calls across connections; nil without tools.
+	tools *stream.ToolStream
+	resp  *response
+	em    emitter
+	done  bool // the log ends with the final event: nothing left to generate
 }
 
 // resume replays the events after Last-Event-ID and, when the generation
@@ -82,7 +84,7 @@ func (h *Handler) reconnect(w http.ResponseWriter, rc *httpedge.Reconnect, err e
 	case gen != nil:
 		h.pump(st, gen)
 	case !st.done: // every token was produced before the cut: only the ending is missing
-		_ = st.em.Text(st.ts.Finish(), nil)
-		h.end(st, stream.Outcome{Finish: "length"})
+		_ = st.tools.Use(&st.em).Text(st.ts.Finish(), nil)
+		h.end(st, st.tools.End(stream.Outcome{Finish: "length"}))
 	}
 }

@@ -41,7 +41,10 @@ func NewStore(maxItems, maxBytes int) *Store {
 func (s *Store) put(id string, body []byte, conv []stream.ChatMessage) {
 	size := len(id) + len(body)
 	for _, m := range conv {
-		size += len(m.Role) + len(m.Content)
+		size += len(m.Role) + len(m.Content) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			size += len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
 	}
 	if size > s.maxBytes {
 		return

@@ -69,10 +69,10 @@ check(n.input_tokens == final.usage.input_tokens, f"count_tokens {n.input_tokens
 
 # Errors arrive as the SDK's typed exceptions; fields the server cannot honour are refused.
 try:
-    client.messages.create(model="", max_tokens=5, messages=ask, tools=[{"name": "f", "input_schema": {"type": "object"}}])
-    failures.append("tools: accepted")
+    client.messages.create(model="", max_tokens=5, messages=ask, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    failures.append("server tool: accepted")
 except anthropic.BadRequestError as e:
-    check(e.body["error"]["type"] == "invalid_request_error" and e.body["error"]["param"] == "tools", f"tools: {e.body}")
+    check(e.body["error"]["type"] == "invalid_request_error" and e.body["error"]["param"] == "tools[0].type", f"server tool: {e.body}")
 try:
     client.messages.create(model="", max_tokens=5, messages=ask, output_config={"effort": "high"})
     failures.append("output_config.effort: accepted")

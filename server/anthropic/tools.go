@@ -1,0 +1,201 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// Tool use on the Messages API. Anthropic's tools ({name, description,
+// input_schema}) and tool_choice ({"type": "auto"|"any"|"tool"|"none"},
+// disable_parallel_tool_use) are rewritten into OpenAI's chat shape and read
+// by the stream core's one reader (stream.SetTools), so the rules are
+// chat's; errors name the Messages fields. tool_use blocks in the history
+// become an assistant turn's calls and tool_result blocks tool turns, both
+// rendered through the chat template as chat's are.
+
+// setTools reads tools and tool_choice into g.
+func setTools(g *stream.GenRequest, wr *wireRequest) error {
+	var tools json.RawMessage
+	if httpedge.Present(wr.Tools) {
+		var list []map[string]json.RawMessage
+		if err := json.Unmarshal(wr.Tools, &list); err != nil {
+			return stream.InvalidParam("tools", "tools must be a list of tool objects")
+		}
+		chat := make([]map[string]any, len(list))
+		for i, t := range list {
+			var typ string
+			_ = json.Unmarshal(t["type"], &typ)
+			if typ != "" && typ != "custom" {
+				// bash, text_editor, web_search, computer…: Anthropic's own
+				// tools, which there is nothing here to run.
+				return httpedge.Unsupported(fmt.Sprintf("tools[%d].type", i),
+					"tool type %q is not supported by this server; only custom tools (name, description, input_schema)", typ)
+			}
+			if !httpedge.Present(t["input_schema"]) {
+				return stream.InvalidParam(fmt.Sprintf("tools[%d].input_schema", i), "tools[%d].input_schema: field required", i)
+			}
+			// cache_control is accepted: the prefix cache reuses every
+			// shared prompt prefix without being asked.
+			fn := map[string]json.RawMessage{"parameters": t["input_schema"]}
+			for k, v := range t {
+				if k != "type" && k != "input_schema" && k != "cache_control" {
+					fn[k] = v // name, description, strict; anything else is refused by the reader
+				}
+			}
+			chat[i] = map[string]any{"type": "function", "function": fn}
+		}
+		tools = mustJSON(chat)
+	}
+	var choice json.RawMessage
+	var parallel *bool
+	if httpedge.Present(wr.ToolChoice) {
+		var tc struct {
+			Type                   string `json:"type"`
+			Name                   string `json:"name"`
+			DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+		}
+		if err := json.Unmarshal(wr.ToolChoice, &tc); err != nil {
+			return stream.InvalidParam("tool_choice", "tool_choice must be an object with a type")
+		}
+		switch tc.Type {
+		case "auto":
+			if httpedge.Present(tools) { // vacuous without tools
+				choice = mustJSON("auto")
+			}
+		case "any":
+			choice = mustJSON("required")
+		case "none":
+			choice = mustJSON("none")
+		case "tool":
+			if tc.Name == "" {
+				return stream.InvalidParam("tool_choice.name", "tool_choice.name is required with type tool")
+			}
+			choice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
+		default:
+			return stream.InvalidParam("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", tc.Type)
+		}
+		if d := tc.DisableParallelToolUse; d != nil && httpedge.Present(tools) {
+			p := !*d
+			parallel = &p
+		}
+	}
+	err := g.SetTools(tools, choice, parallel)
+	var pe *stream.ParamError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	r := strings.NewReplacer("function.parameters", "input_schema", "function.", "")
+	return &stream.ParamError{Param: r.Replace(pe.Param), Message: r.Replace(pe.Message), Sentinel: pe.Sentinel}
+}
+
+// contentBlock is any block of a message's content; its type says which
+// fields it uses.
+type contentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+	// tool_use
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+	// tool_result
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   *bool           `json:"is_error"`
+}
+
+// turns reads one message's content (a string or blocks) into chat turns:
+// an assistant message is one turn, its text and tool_use blocks (calls);
+// a user message is a tool turn per tool_result block and a user turn of
+// its text blocks, in the order they came.
+func turns(role string, raw json.RawMessage, param string) ([]stream.ChatMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		text, err := blocksText(raw, param)
+		return []stream.ChatMessage{{Role: role, Content: text}}, err
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, stream.InvalidParam(param, "%s must be a string or a list of content blocks", param)
+	}
+	var out []stream.ChatMessage
+	var text bytes.Buffer
+	var calls []map[string]any
+	userText := false
+	for j, rb := range blocks {
+		p := fmt.Sprintf("%s[%d]", param, j)
+		var b contentBlock
+		if err := httpedge.Decode(rb, &b, p); err != nil {
+			return nil, err
+		}
+		switch {
+		case b.Type == "text":
+			text.WriteString(b.Text)
+			userText = true
+		case b.Type == "tool_use" && role == "assistant":
+			if b.ID == "" || b.Name == "" {
+				f := map[bool]string{true: "id", false: "name"}[b.ID == ""]
+				return nil, stream.InvalidParam(p+"."+f, "%s.%s is required", p, f)
+			}
+			input := bytes.TrimSpace(b.Input)
+			if len(input) == 0 || input[0] != '{' {
+				return nil, stream.InvalidParam(p+".input", "%s.input must be an object", p)
+			}
+			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+				"function": map[string]string{"name": b.Name, "arguments": string(input)}})
+		case b.Type == "tool_result" && role == "user":
+			if b.ToolUseID == "" {
+				return nil, stream.InvalidParam(p+".tool_use_id", "%s.tool_use_id is required", p)
+			}
+			if userText { // the text before the result is a turn of its own
+				out = append(out, stream.ChatMessage{Role: "user", Content: text.String()})
+				text.Reset()
+				userText = false
+			}
+			result := ""
+			if httpedge.Present(b.Content) {
+				var err error
+				if result, err = blocksText(b.Content, p+".content"); err != nil {
+					return nil, err
+				}
+			}
+			// The template has no error flag: the model reads it.
+			if b.IsError != nil && *b.IsError {
+				result = "Error: " + result
+			}
+			out = append(out, stream.ChatMessage{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
+		case b.Type == "tool_use" || b.Type == "tool_result":
+			return nil, stream.InvalidParam(p+".type", "%s: %s blocks belong in %s messages", p, b.Type,
+				map[bool]string{true: "assistant", false: "user"}[b.Type == "tool_use"])
+		default:
+			return nil, httpedge.Unsupported(p+".type",
+				"content block type %q is not supported (text, tool_use and tool_result only)", b.Type)
+		}
+	}
+	if role == "assistant" {
+		m := stream.ChatMessage{Role: role, Content: text.String()}
+		if len(calls) > 0 {
+			var err error
+			if m.ToolCalls, err = stream.ParseToolCalls(param, mustJSON(calls)); err != nil {
+				return nil, err
+			}
+		}
+		return append(out, m), nil
+	}
+	if userText || len(out) == 0 {
+		out = append(out, stream.ChatMessage{Role: role, Content: text.String()})
+	}
+	return out, nil
+}
+
+// mustJSON marshals strings, maps and slices of already-valid JSON, which
+// always marshal.
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
