@@ -30,7 +30,16 @@ type blasLib struct {
 	c       C.sl_blas
 	path    string
 	version int
+	// capture: the handle has a workspace of ours (blasWorkspace bytes), so
+	// steps with GEMMs are captured into CUDA graphs like any other step;
+	// cleared if a capture with GEMMs ever fails (flush)
+	capture bool
 }
+
+// blasWorkspace is the cuBLAS workspace the backend sets (what PyTorch
+// gives a handle on Hopper): cuBLAS then allocates nothing during a
+// capture, the condition for recording its GEMMs into a graph.
+const blasWorkspace = 32 << 20
 
 // blasStep is what a step's cuBLAS GEMMs need at flush: one F16/BF16 copy of
 // their input, at most bytes long, in b.half; refs are the launch arguments
@@ -104,6 +113,13 @@ func (b *Backend) openBLAS() error {
 		if r == 0 {
 			l.version = int(l.c.version)
 			b.blas = l
+			if l.c.setWorkspace != nil {
+				ws, err := b.alloc(blasWorkspace)
+				if err != nil {
+					return fmt.Errorf("cuda backend: cuBLAS workspace: %w", err)
+				}
+				l.capture = C.sl_blas_workspace(&l.c, C.uint64_t(ws), C.size_t(blasWorkspace)) == 0
+			}
 			return nil
 		}
 		errs = append(errs, C.GoString(&msg[0]))
@@ -135,8 +151,12 @@ func (b *Backend) GEMMPath() string {
 	if v > 0 {
 		ver = fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
 	}
-	return fmt.Sprintf("cuBLAS %s (%s) for f16/bf16 above %d rows; skinny tiles (up to %d rows) and mma tiles for quantized weights",
-		ver, b.blas.path, b.opts.GEMVMaxRows, skinnyMaxRows)
+	graphs := "outside CUDA graphs (no workspace of ours)"
+	if b.blas.capture {
+		graphs = "inside CUDA graphs"
+	}
+	return fmt.Sprintf("cuBLAS %s (%s) for f16/bf16 above %d rows, %s; skinny tiles (up to %d rows) and mma tiles for quantized weights",
+		ver, b.blas.path, b.opts.GEMVMaxRows, graphs, skinnyMaxRows)
 }
 
 func (b *Backend) logGEMMPath() {

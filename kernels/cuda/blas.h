@@ -34,13 +34,18 @@ typedef int (*sl_cublasGemmEx_t)(void* handle, int transa, int transb, int m, in
                                  const void* A, int Atype, int lda, const void* B, int Btype, int ldb, const void* beta,
                                  void* C, int Ctype, int ldc, int computeType, int algo);
 
+typedef int (*sl_cublasSetWorkspace_t)(void* handle, void* workspace, size_t bytes);
 // sl_blas is one loaded cuBLAS and a handle on the backend's context.
+// setWorkspace is optional (NULL when the library lacks it): with a
+// workspace of the backend's own, cuBLAS allocates nothing while a stream
+// is captured, so its GEMMs can be recorded into a CUDA graph.
 typedef struct {
     void* lib;
     void* handle;
     sl_cublasGemmEx_t gemm;
     sl_cublasSetStream_t setStream;
     sl_cublasDestroy_t destroy;
+    sl_cublasSetWorkspace_t setWorkspace;
     int version;
 } sl_blas;
 
@@ -61,6 +66,7 @@ static int sl_blas_open(sl_blas* b, const char* path, const char* ltPath, char* 
     b->gemm = (sl_cublasGemmEx_t)dlsym(b->lib, "cublasGemmEx");
     b->setStream = (sl_cublasSetStream_t)dlsym(b->lib, "cublasSetStream_v2");
     b->destroy = (sl_cublasDestroy_t)dlsym(b->lib, "cublasDestroy_v2");
+    b->setWorkspace = (sl_cublasSetWorkspace_t)dlsym(b->lib, "cublasSetWorkspace_v2");
     if (create == NULL || version == NULL || b->gemm == NULL || b->setStream == NULL || b->destroy == NULL) {
         snprintf(err, errLen, "%s lacks cublasCreate_v2, cublasGetVersion_v2, cublasGemmEx, cublasSetStream_v2 or cublasDestroy_v2", path);
         dlclose(b->lib);
@@ -78,6 +84,11 @@ static int sl_blas_open(sl_blas* b, const char* path, const char* ltPath, char* 
     return 0;
 }
 
+// sl_blas_workspace gives the handle bytes of device memory at ptr as its
+// workspace; cuBLAS's status (0: set).
+static int sl_blas_workspace(sl_blas* b, uint64_t ptr, size_t bytes) {
+    return b->setWorkspace == NULL ? -1 : b->setWorkspace(b->handle, (void*)(uintptr_t)ptr, bytes);
+}
 static void sl_blas_close(sl_blas* b) {
     if (b->handle != NULL) b->destroy(b->handle);
     // the library stays loaded: cuBLAS's own teardown runs at exit

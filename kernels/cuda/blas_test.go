@@ -67,7 +67,7 @@ func TestBLASMatMul(t *testing.T) {
 				matmulBound(dt, sh.n))
 		}
 	}
-	// 8 rows stay on the GEMV, quantized weights on the mma tiles.
+	// 8 rows stay on the GEMV, quantized weights on our kernels (20 rows: skinny tiles).
 	w := p.upload(kernels.Q8_0, p.randn(64*96, 0.05), 64, 96)
 	x := p.scratch(p.randn(20*96, 1), 20, 96)
 	dst := p.scratch(nil, 20, 64)
@@ -110,21 +110,21 @@ func TestBLASSharedInput(t *testing.T) {
 }
 
 // A cuBLAS that was asked for and cannot load fails New, saying why; "off"
-// keeps the mma tiles.
+// keeps our own kernels (20 rows: the skinny ones).
 func TestBLASChoice(t *testing.T) {
 	if _, err := New(Options{BLAS: "/nonexistent/libcublas.so.13"}); err == nil ||
 		!strings.Contains(err.Error(), "/nonexistent/libcublas.so.13") {
 		t.Errorf("missing cuBLAS: err %v", err)
 	}
 	p := newPairWith(t, Options{BLAS: "off"})
-	if path := p.gpu.GEMMPath(); !strings.HasPrefix(path, "mma") {
+	if path := p.gpu.GEMMPath(); !strings.HasPrefix(path, "skinny tiles") {
 		t.Errorf("BLAS off: GEMM path %q", path)
 	}
 	w := p.upload(kernels.BF16, p.randn(64*96, 0.05), 64, 96)
 	x := p.scratch(p.randn(20*96, 1), 20, 96)
 	dst := p.scratch(nil, 20, 64)
 	must(t, p.gpu.MatMul(dst.g, x.g, w.g, nil, 20), p.cpu.MatMul(dst.c, x.c, w.c, nil, 20))
-	p.check("BF16 n=20 on mma", dst, 20*64, matmulBound(kernels.BF16, 20))
+	p.check("BF16 n=20 on skinny tiles", dst, 20*64, matmulBound(kernels.BF16, 20))
 	if p.gpu.GEMMs() != 0 {
 		t.Errorf("BLAS off: %d cuBLAS GEMMs", p.gpu.GEMMs())
 	}

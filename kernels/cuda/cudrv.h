@@ -56,7 +56,14 @@ static CUresult sl_run(const sl_launch* ls, int n, CUstream s, int syncEach, int
         if (l->nargs < 0 || l->nargs > SL_MAX_ARGS) return CUDA_ERROR_INVALID_VALUE;
         CUresult r;
         if (l->pad == SL_KIND_GEMM) { // a cuBLAS call (blas.h), not a kernel of ours
-            r = sl_gemm(l->args, (void*)s, err, errLen) == 0 ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+#ifdef SLUICE_EMU_DRV
+            // cuBLAS records its kernels into a capturing stream itself; the
+            // emulator's reference runs on the host, so the call is recorded
+            if (emu_capture_call(s, sl_gemm, l->args, SL_G_NARGS)) {
+                r = CUDA_SUCCESS;
+            } else
+#endif
+                r = sl_gemm(l->args, (void*)s, err, errLen) == 0 ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
         } else {
 #ifdef SLUICE_EMU_DRV
             if (emu_check_args(l->f, l->nargs, err, errLen)) return CUDA_ERROR_INVALID_VALUE;

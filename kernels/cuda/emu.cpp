@@ -122,11 +122,13 @@ struct CUfunc_st {
     std::string name;
     const Kernel* k;
 };
-// A graph node: one launch with its parameters' bytes.
+// A graph node: one launch with its parameters' bytes, or a host call
+// (emu_capture_call) with its arguments.
 struct EmuNode {
     CUfunction f;
     dim3 grid, block;
     std::vector<uint64_t> params;
+    int (*host)(const uint64_t*, void*, char*, int) = nullptr;
 };
 struct CUgraph_st {
     std::vector<EmuNode> nodes;
@@ -306,6 +308,15 @@ extern "C" CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode) {
     return CUDA_SUCCESS;
 }
 
+extern "C" int emu_capture_call(CUstream s, int (*fn)(const uint64_t*, void*, char*, int), const uint64_t* args,
+                                int nargs) {
+    if (s == nullptr || s->capture == nullptr) return 0;
+    EmuNode node{nullptr, dim3{}, dim3{}, std::vector<uint64_t>(args, args + nargs)};
+    node.host = fn;
+    s->capture->nodes.push_back(std::move(node));
+    return 1;
+}
+
 extern "C" CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
     if (s == nullptr || s->capture == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *g = s->capture;
@@ -323,6 +334,14 @@ extern "C" CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
     if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (s != nullptr && s->capture != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     for (EmuNode& n : e->nodes) {
+        if (n.host != nullptr) {
+            char err[256] = "";
+            if (n.host(n.params.data(), nullptr, err, sizeof err) != 0) {
+                lastError = err;
+                return CUDA_ERROR_LAUNCH_FAILED;
+            }
+            continue;
+        }
         void* p[64];
         for (size_t i = 0; i < n.params.size(); i++) p[i] = &n.params[i];
         CUresult r = cuLaunchKernel(n.f, n.grid.x, n.grid.y, n.grid.z, n.block.x, n.block.y, n.block.z, 0, nullptr,

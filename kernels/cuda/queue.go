@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"unsafe"
@@ -170,13 +171,23 @@ func (b *Backend) flush() error {
 	}
 	b.launches.Add(int64(len(s.launches)))
 	run := func() error { return b.drv.run(s.launches, b.arena.ptr, b.opts.SyncEach) }
-	// A step with cuBLAS calls runs uncaptured: the emulator's capture
-	// records kernels only, and on a GPU cuBLAS would need a workspace of
-	// its own set for capture.
-	if b.graphs && !b.opts.SyncEach && !s.blas.used {
-		run = func() error { return b.drv.replay(s.launches, b.arena.ptr) }
+	// A step with cuBLAS calls is captured too when the handle has our
+	// workspace (blasLib.capture). Should cuBLAS refuse a capture anyway,
+	// nothing ran (no graph was made): the step runs uncaptured, and so do
+	// later steps with GEMMs.
+	var err error
+	if b.graphs && !b.opts.SyncEach && (!s.blas.used || b.blas.capture) {
+		before := b.drv.graphStats()
+		err = b.drv.replay(s.launches, b.arena.ptr)
+		if err != nil && s.blas.used && b.drv.graphStats() == before {
+			slog.Warn("cuda backend: a step with cuBLAS GEMMs could not be captured; they run outside graphs from now on", "err", err)
+			b.blas.capture = false
+			err = run()
+		}
+	} else {
+		err = run()
 	}
-	if err := run(); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := b.drv.sync(); err != nil {

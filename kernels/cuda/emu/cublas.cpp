@@ -19,6 +19,7 @@ enum { OK = 0, NOT_INITIALIZED = 1, INVALID_VALUE = 7, NOT_SUPPORTED = 15 };
 struct Handle {
     uint32_t magic = 0x5c0b1a5;
     void* stream = nullptr;
+    size_t workspace = 0;
 };
 
 float f16(uint16_t h) {
@@ -71,6 +72,14 @@ int cublasDestroy_v2(void* h) {
 int cublasSetStream_v2(void* h, void* s) {
     if (h == nullptr || ((Handle*)h)->magic != 0x5c0b1a5) return NOT_INITIALIZED;
     ((Handle*)h)->stream = s;
+    return OK;
+}
+
+// The workspace is only checked: the reference needs none.
+int cublasSetWorkspace_v2(void* h, void* ws, size_t bytes) {
+    if (h == nullptr || ((Handle*)h)->magic != 0x5c0b1a5) return NOT_INITIALIZED;
+    if (ws == nullptr && bytes > 0) return INVALID_VALUE;
+    ((Handle*)h)->workspace = bytes;
     return OK;
 }
 

@@ -74,6 +74,10 @@ CUresult cuGraphDestroy(CUgraph hGraph);
 // arguments as the kernel takes (the driver reads what the kernel's
 // signature says, whatever was passed).
 int emu_check_args(CUfunction f, int nargs, char* err, int errLen);
+// Not in the driver: when s is being captured, records a host call
+// fn(args, NULL, err, errLen) as a node of the graph (a library's work, as
+// cuBLAS's kernels would be) and returns 1; else 0, and the caller runs it.
+int emu_capture_call(CUstream s, int (*fn)(const uint64_t*, void*, char*, int), const uint64_t* args, int nargs);
 
 #ifdef __cplusplus
 }
