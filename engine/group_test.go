@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -252,3 +253,38 @@ func testGroupOn(t *testing.T, path string, vocab int) {
 func TestTinyModelGroup(t *testing.T) { testGroupOn(t, tinyModelPath(t), tinySpec.Vocab) }
 
 func TestSmolLM2Group(t *testing.T) { testGroupOn(t, smolPath(t), 49152) }
+
+// BenchmarkSmolLM2Choices: n choices of one 300-token prompt, each to 8
+// tokens, as one group (one prefill, forks) and as n lone requests (each
+// computing the prompt; no prefix cache, which would otherwise stand in for
+// the fork): wall time and prompt tokens computed per request.
+func BenchmarkSmolLM2Choices(b *testing.B) {
+	m := loadModel(b, smolPath(b), 2, 256, 16, 512, 16)
+	p := prompt(300, 9, 49152)
+	for _, n := range []int{1, 4, 8} {
+		for _, grouped := range []bool{true, false} {
+			name := fmt.Sprintf("n=%d/lone", n)
+			if grouped {
+				name = fmt.Sprintf("n=%d/group", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				e := newEngineOn(b, m, Config{Blocks: 256, BlockSize: 16, MaxBatchTokens: 512, MaxSeqs: 16, DisablePrefixCache: true})
+				reqs := choices(n, Request{Prompt: p, MaxTokens: 8})
+				for b.Loop() {
+					var seqs []*Sequence
+					if grouped {
+						seqs = submitGroup(b, e, bg, reqs)
+					} else {
+						for _, r := range reqs {
+							seqs = append(seqs, submit(b, e, r))
+						}
+					}
+					for _, s := range seqs {
+						collect(b, s, 0)
+					}
+				}
+				b.ReportMetric(float64(e.Stats().PromptTokens)/float64(b.N), "prompt-tok/op")
+			})
+		}
+	}
+}
