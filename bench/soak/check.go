@@ -29,7 +29,8 @@ import (
 // and for all: valid UTF-8 throughout, no stop string in the text, usage
 // consistent with the text (output tokens at most max_tokens, exactly
 // max_tokens on a length finish, at least one when there is text, no more
-// content events than output tokens, total = prompt + output).
+// content events than output tokens and the held-back tail's one, total =
+// prompt + output).
 
 // Proto names a wire shape.
 type Proto string
@@ -153,7 +154,10 @@ func checkContent(c Checked, want Expect) error {
 		return fmt.Errorf("usage: a length finish after %d tokens, max_tokens %d", c.OutTokens, want.MaxTokens)
 	case c.Text != "" && c.OutTokens == 0:
 		return errors.New("usage: text but no output tokens")
-	case c.TextEvents > c.OutTokens:
+	case c.TextEvents > c.OutTokens+1:
+		// One more than the tokens: text held back as a possible start of a
+		// stop string (or an unfinished UTF-8 sequence) that never completed
+		// goes out in an event of its own at the end.
 		return fmt.Errorf("usage: %d text events from %d tokens", c.TextEvents, c.OutTokens)
 	}
 	return nil

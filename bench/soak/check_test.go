@@ -90,6 +90,9 @@ func TestCheckAcceptsWellFormed(t *testing.T) {
 		code   string
 	}{
 		{ProtoOpenAI, goodChat, Expect{MaxTokens: 3, Stops: []string{"xyz"}}, "Hello é", "length", ""},
+		// two text events from one token: its text up to a possible stop
+		// string's start, and that start, held back, at the end
+		{ProtoOpenAI, strings.Replace(goodChat, `"completion_tokens":3,"total_tokens":12`, `"completion_tokens":1,"total_tokens":10`, 1), Expect{MaxTokens: 1}, "Hello é", "length", ""},
 		{ProtoOpenAI, goodCompletionError, Expect{MaxTokens: 8}, "a", "", "server_error"},
 		{ProtoResponses, goodResponses, Expect{MaxTokens: 8}, "Hi there", "stop", ""},
 		{ProtoMessages, goodMessages, Expect{MaxTokens: 8, Stops: []string{"No"}}, "Yes", "end_turn", ""},
@@ -120,7 +123,10 @@ func TestCheckRefusesMalformed(t *testing.T) {
 		{"usage total wrong", ProtoOpenAI, strings.Replace(goodChat, `"total_tokens":12`, `"total_tokens":13`, 1), Expect{MaxTokens: 3}},
 		{"content after the finish", ProtoOpenAI, strings.Replace(goodChat, "id: 5\n", "id: 5\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\nid: 55\n", 1), Expect{MaxTokens: 3}},
 		{"no finish before [DONE]", ProtoOpenAI, "id: 1\ndata: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\nid: 2\ndata: [DONE]\n\n", Expect{}},
-		{"more text events than tokens", ProtoOpenAI, strings.Replace(goodChat, `"completion_tokens":3,"total_tokens":12`, `"completion_tokens":1,"total_tokens":10`, 1), Expect{}},
+		{"more text events than tokens and a held-back tail", ProtoOpenAI, "id: 1\ndata: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n" +
+			"id: 2\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\nid: 3\ndata: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}\n\n" +
+			"id: 4\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
+			"id: 5\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\nid: 6\ndata: [DONE]\n\n", Expect{}},
 		{"not JSON", ProtoOpenAI, strings.Replace(goodChat, `{"choices":[{"index":0,"delta":{"content":"Hel"}`, `{"choices":[{"index":0,"delta":{"content":"Hel"`, 1), Expect{}},
 		{"responses sequence gap", ProtoResponses, strings.Replace(goodResponses, `"sequence_number":2`, `"sequence_number":5`, 1), Expect{}},
 		{"responses done text differs", ProtoResponses, strings.Replace(goodResponses, `"text":"Hi there"`, `"text":"Hi"`, 1), Expect{}},

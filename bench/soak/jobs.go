@@ -166,7 +166,7 @@ func newBad(r *rand.Rand, keys []string) bad {
 	kinds := []bad{
 		{kind: "bad_json", path: "/v1/chat/completions", body: `{"messages":[{"role":"user",`, status: 400},
 		{kind: "wrong_type", path: "/v1/completions", body: `{"prompt":{"a":1},"max_tokens":"x"}`, status: 400},
-		{kind: "n_2", path: "/v1/chat/completions", body: chat(`,"n":2`), status: 400},
+		{kind: "n_over_16", path: "/v1/chat/completions", body: chat(`,"n":17`), status: 400},
 		{kind: "too_many_stops", path: "/v1/chat/completions", body: chat(`,"stop":[` + many(17, `"x"`) + `]`), status: 400},
 		{kind: "stop_too_long", path: "/v1/messages", body: chat(`,"stop_sequences":["` + strings.Repeat("s", 300) + `"]`), status: 400},
 		{kind: "too_many_messages", path: "/v1/chat/completions",

@@ -1,19 +1,24 @@
 // Command soak is Sluice's reliability soak (scripts/soak.sh runs it): it
-// starts the fault-injecting build of `sluice serve` on loopback, holds up
-// to a thousand streams on every streaming endpoint while a third of the
-// clients hang up, hostile requests arrive, steps fail and the server is
-// restarted with SIGTERM, and then checks that the server is back to its
-// baseline (KV blocks, sequences, goroutines, fds), that every stream that
-// completed is well formed (check.go), and that memory stayed flat.
+// starts the fault-injecting build of `sluice serve` on loopback, holds a
+// thousand streams on every endpoint (chat, completions, responses and
+// messages over HTTP, streamed and whole; Generate over gRPC) while a third
+// of the clients hang up, hostile requests arrive, steps fail and the server
+// is restarted with SIGTERM, and then checks that the server is back to its
+// baseline (KV blocks, sequences, goroutines, fds), that every stream and
+// response that completed is well formed (check.go, grpc.go), and that
+// memory stayed flat.
 //
 // Two phases, one server process each:
 //
-//  1. a burst: -streams streams sent within 5 s (plus 10% malformed), held
-//     for -phase1, then SIGTERM in the middle of them; the server drains
+//  1. a burst: -streams streams sent within -burst-over (with whole-response
+//     requests among them and one malformed request in ten), held for
+//     -phase1, then SIGTERM in the middle of them; the server drains
 //     (--shutdown-timeout) and must exit 0
-//  2. after a restart, a closed loop of -clients clients for -phase2, the
-//     same mix; then what still runs is cut, and the server must settle
-//     back to the baseline read before phase 2's load
+//  2. after a restart, the fresh server's baseline, a warm-up that touches
+//     its whole KV pool (warmUp), then a closed loop of -clients clients for
+//     -phase2, the same mix; then what still runs is cut, and the server
+//     must settle back to the baseline, and RSS over the last half of this
+//     load must be flat within 5%
 package main
 
 import (
@@ -51,7 +56,7 @@ func main() {
 	flag.IntVar(&o.streams, "streams", 1000, "phase 1: streaming requests in the burst (whole-response and malformed ones come on top)")
 	flag.IntVar(&o.clients, "clients", 150, "phase 2: concurrent clients")
 	flag.DurationVar(&o.phase1, "phase1", 60*time.Second, "phase 1: from the burst to SIGTERM")
-	flag.DurationVar(&o.phase2, "phase2", 120*time.Second, "phase 2: closed loop")
+	flag.DurationVar(&o.phase2, "phase2", 150*time.Second, "phase 2: closed loop")
 	flag.DurationVar(&o.drain, "drain", 15*time.Second, "phase 2: time for what runs to finish before it is cut")
 	flag.IntVar(&o.faultEvery, "fault-every", 40, "a failed step every N engine steps (--inject-fault fail/N)")
 	flag.IntVar(&o.threads, "threads", 2, "server threads")
