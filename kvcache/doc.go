@@ -27,5 +27,9 @@
 // block's hash, its token ids). A block enters the index only once its KV has
 // been computed (Commit), never when it is merely allocated.
 //
+// Forks (Fork, fork.go): the n choices of one prompt share its full blocks,
+// one reference per table; each writes its own blocks from the first partial
+// one on, so no block is written while another table reads it.
+//
 // Concurrency: none. The engine loop is the only owner; nothing here locks.
 package kvcache

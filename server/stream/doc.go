@@ -12,6 +12,11 @@
 //	    timers: coalescing, keep-alive, the stall clock (reset by tokens and by Sequence.Progress)
 //	Classify(err) → Class: HTTP status, OpenAI type and code, gRPC code (the one error table)
 //
+// Several choices (n, a completions list of prompts) go the same way in the
+// plural (choices.go): PrepareChoices → SubmitChoices (each prompt prefilled
+// once, its n choices forked from it; one context for all) → PumpChoices
+// (a Pump per choice, their emitter calls serialized).
+//
 // Cancellation has one owner, the engine: it watches the Generation's
 // context and frees the sequence's blocks when it ends. A transport ends
 // that context when its client leaves; Pump ends it when a write fails.
