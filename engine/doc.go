@@ -18,6 +18,11 @@
 // Status and metrics read a Stats snapshot published once per step, and an
 // optional Observer is called from the loop.
 //
+// SubmitGroup (group.go) sends the n choices of one prompt as one arrival:
+// the first prefills the prompt; when its KV is complete the others fork its
+// block table (scheduler.Fork, kvcache.Pool.Fork) and run as ordinary
+// sequences from there.
+//
 // The engine knows nothing of HTTP, JSON or SSE, nor of devices: the Model
 // owns its KV storage, sized for Config.Blocks × Config.BlockSize slots.
 package engine
