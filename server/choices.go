@@ -49,7 +49,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stre
 func (s *Server) streamChoices(w http.ResponseWriter, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request, cs []stream.ChoiceStream) {
 	base := newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix())
 	formats := make([]chunkFormat, len(cs))
-	setSSEHeaders(w, id)
+	httpedge.SetHeaders(w, nil) // no stream id: nothing is retained to resume
 	sw := newSSEWriter(cs[0].Gen.Context(), w, httpedge.NewEventLog(0), &formats[0], s.cfg.WriteTimeout, 0)
 	for i := range cs {
 		formats[i] = base.withIndex(i)

@@ -64,6 +64,9 @@ func choicesOf(t *testing.T, resp *http.Response) (text, role, finish map[int]st
 func TestChatChoicesStreamed(t *testing.T) {
 	rig := newRig(t, []string{"Hel", "lo"}, time.Millisecond, nil)
 	resp := rig.post(t, "/v1/chat/completions", fmt.Sprintf(chatBody, testModel, true, `,"n":3,"seed":9,"stream_options":{"include_usage":true}`))
+	if id := resp.Header.Get(streamIDHeader); id != "" {
+		t.Errorf("a multi-choice stream names stream %q for a resume it cannot serve", id)
+	}
 	text, role, finish, usage := choicesOf(t, resp)
 	for i := range 3 {
 		if text[i] != "Hello" || role[i] != "assistant" || finish[i] != "stop" {
