@@ -120,6 +120,13 @@ func Check(proto Proto, raw []byte, want Expect) (Checked, error) {
 	if len(evs) == 0 {
 		return Checked{}, errors.New("no events")
 	}
+	if proto != ProtoOpenAI && evs[0].hasID { // a resumable Messages or Responses stream
+		for i, ev := range evs {
+			if !ev.hasID || (i > 0 && ev.id <= evs[i-1].id) {
+				return Checked{}, fmt.Errorf("event %d: id %d after %d", i, ev.id, evs[max(i-1, 0)].id)
+			}
+		}
+	}
 	var c Checked
 	switch proto {
 	case ProtoOpenAI:

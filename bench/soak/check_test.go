@@ -133,6 +133,7 @@ func TestCheckRefusesMalformed(t *testing.T) {
 		{"responses without terminal event", ProtoResponses, goodResponses[:strings.Index(goodResponses, "event: response.completed")], Expect{}},
 		{"messages without message_stop", ProtoMessages, goodMessages[:strings.Index(goodMessages, "event: message_stop")], Expect{}},
 		{"messages stop leaked", ProtoMessages, goodMessages, Expect{Stops: []string{"es"}}},
+		{"messages ids not increasing", ProtoMessages, "id: 1\n" + strings.Replace(goodMessages, "event: ping", "id: 1\nevent: ping", 1), Expect{}},
 	} {
 		if c, err := Check(tc.proto, []byte(tc.raw), tc.want); err == nil {
 			t.Errorf("%s: accepted: %+v", tc.name, c)

@@ -122,7 +122,7 @@ func runStream(ctx context.Context, hc *http.Client, base string, j job) outcome
 	switch {
 	case errors.Is(err, errCut) && j.behave == behaveReconnect:
 		resp.Body.Close()
-		more, err := resume(ctx, hc, base, resp.Header.Get("X-Sluice-Stream-Id"), last, j.key, &raw)
+		more, err := resume(ctx, hc, base, j, resp.Header.Get("X-Sluice-Stream-Id"), last, &raw)
 		if err != nil {
 			return failed(ctx, o, j, err, "resume")
 		}
@@ -198,11 +198,18 @@ func readEvents(body io.Reader, raw *bytes.Buffer, j job, _ int) (int, int64, er
 }
 
 // resume reconnects to a cut stream with Last-Event-ID and appends the
-// rest of it to raw.
-func resume(ctx context.Context, hc *http.Client, base, id string, last int64, key string, raw *bytes.Buffer) (int, error) {
+// rest of it to raw: chat and completions through GET /v1/streams/{id},
+// Messages and Responses with their own POST again, carrying the stream's
+// id, as each API's resume is documented.
+func resume(ctx context.Context, hc *http.Client, base string, j job, id string, last int64, raw *bytes.Buffer) (int, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/streams/"+id, nil)
+	if j.ep.proto != ProtoOpenAI {
+		req, _ = http.NewRequestWithContext(ctx, "POST", base+j.ep.path, bytes.NewReader(j.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Sluice-Stream-Id", id)
+	}
 	req.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
-	authHeader(req.Header, key)
+	authHeader(req.Header, j.key)
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err

@@ -22,8 +22,8 @@ type endpoint struct {
 var endpoints = []endpoint{
 	{"chat", "/v1/chat/completions", ProtoOpenAI, 1, true},
 	{"completions", "/v1/completions", ProtoOpenAI, 0, true},
-	{"responses", "/v1/responses", ProtoResponses, 4, false},
-	{"messages", "/v1/messages", ProtoMessages, 3, false},
+	{"responses", "/v1/responses", ProtoResponses, 4, true},
+	{"messages", "/v1/messages", ProtoMessages, 3, true},
 	{"grpc", "sluice.v1.Inference/Generate", ProtoGRPC, 0, false},
 }
 
