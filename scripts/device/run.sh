@@ -23,7 +23,11 @@
 #               sluice bench streaming over SSE, the abandon scenario's reclaim latency
 #   sanitizer   compute-sanitizer memcheck, then racecheck, over a few op tests
 #   benchq      batch-1 decode of the same shape with Q8_0 weights
-#   benchN      BF16 decode at batches 16, 64, 256
+#   benchN      the step bench: BF16 prefill and decode at 1, 16, 64, 256 sequences
+#               (BENCH_PROMPT-token prompts, default 1000) with cuBLAS (the
+#               PyTorch wheel's, SLUICE_CUBLAS), then benchNmma the same with
+#               SLUICE_CUBLAS=off (our skinny and mma kernels): the two GEMM paths
+#               side by side, each table headed by the path it ran
 #   sm90        the same .cu built here by nvcc for sm_90: kernel checks and op tests on it
 # $OUT/summary.md gets a section after every stage, so a run cut short (or a
 # stage that hangs) still leaves everything before it; the stage table comes last.
@@ -150,10 +154,18 @@ PY
 
 stage ops 150 "$BIN/cuda-ops.test" -test.v -test.count=1 -test.timeout 145s
 stage model 120 "$BIN/cuda-model.test" -test.v -test.count=1 -test.run 'TestForwardMatchesCPU|TestBatchInvariance|TestGraphsReplay' -test.timeout 115s
-bench() { # bench NAME DTYPE BATCHES LIMIT
+# cuBLAS for the backend: the loader's, else the one inside PyTorch's
+# nvidia-cublas wheel (a directory: libcublasLt is loaded from it first).
+if [ -z "${SLUICE_CUBLAS:-}" ]; then
+	SLUICE_CUBLAS=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+	[ -d "$SLUICE_CUBLAS" ] && export SLUICE_CUBLAS || unset SLUICE_CUBLAS
+fi
+log "SLUICE_CUBLAS=${SLUICE_CUBLAS:-unset: libcublas.so.13 or .12 on the loader path, if any}"
+bench() { # bench NAME DTYPE BATCHES LIMIT [PROMPT]
 	local bw
 	bw=$(sed -n 's/.*copy bandwidth (read+write): \([0-9]*\) GB\/s.*/\1/p' "$OUT/bandwidth.log" 2>/dev/null | head -n 1)
 	SLUICE_CUDA_BENCH_BW=$bw SLUICE_CUDA_BENCH=1 SLUICE_CUDA_BENCH_OUT="$OUT/$1.md" SLUICE_CUDA_BENCH_DTYPE=$2 SLUICE_CUDA_BENCH_BATCHES=$3 \
+		SLUICE_CUDA_BENCH_PROMPT=${5:-128} \
 		stage "$1" "$4" "$BIN/cuda-model.test" -test.v -test.count=1 -test.run TestDecodeThroughput -test.timeout "$4s"
 }
 bench bench1 BF16 1 150
@@ -178,7 +190,8 @@ if command -v compute-sanitizer >/dev/null; then
 		compute-sanitizer --tool racecheck --error-exitcode 3 '$BIN/cuda-ops.test' -test.count=1 -test.run 'TestRMSNorm|TestAttention|TestSample' -test.timeout 25s"
 fi
 bench benchq Q8_0 1 90
-bench benchN BF16 16,64,256 120
+bench benchN BF16 1,16,64,256 150 "${BENCH_PROMPT:-1000}"
+SLUICE_CUBLAS=off bench benchNmma BF16 1,16,64,256 150 "${BENCH_PROMPT:-1000}"
 if command -v nvcc >/dev/null; then
 	stage sm90 90 bash -c "kernels/cuda/build-ptx.sh '$OUT/ptx-sm90' sm_90 &&
 		python3 scripts/device/check_kernels.py '$OUT/ptx-sm90' --quick --out '$OUT/kernels-sm90.md' &&

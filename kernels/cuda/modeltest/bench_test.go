@@ -72,6 +72,8 @@ func TestDecodeThroughput(t *testing.T) {
 	if bw > 0 {
 		fmt.Fprintf(&out, ", floor %.0f tokens/s at batch 1 (%.0f GB/s copy bandwidth)", bw*1e9/weightBytes, bw)
 	}
+	// the run compares GEMM paths (scripts/device/run.sh sets SLUICE_CUBLAS)
+	fmt.Fprintf(&out, "; GEMM path: %s", be.GEMMPath())
 	fmt.Fprintf(&out, "\n\n| batch | prefill tok/s | ms/step | decode tok/s | weight GB/s (bytes/step ÷ time) | of the floor | launches/step |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	flush := func() {
 		if path := os.Getenv("SLUICE_CUDA_BENCH_OUT"); path != "" {
