@@ -163,6 +163,7 @@ func (wr *wireRequest) chat() ([]stream.ChatMessage, error) {
 	if err := json.Unmarshal(raw, &elems); err != nil || len(elems) == 0 {
 		return nil, stream.InvalidParam("messages", "messages must be a non-empty list of messages")
 	}
+	calls := map[string]bool{} // the tool_use ids so far, which a tool_result answers
 	for i, e := range elems {
 		param := fmt.Sprintf("messages[%d]", i)
 		var m struct {
@@ -175,7 +176,7 @@ func (wr *wireRequest) chat() ([]stream.ChatMessage, error) {
 		if m.Role != "user" && m.Role != "assistant" {
 			return nil, stream.InvalidParam(param+".role", "%s.role must be user or assistant, got %q", param, m.Role)
 		}
-		turns, err := turns(m.Role, m.Content, param+".content")
+		turns, err := turns(m.Role, m.Content, param+".content", calls)
 		if err != nil {
 			return nil, err
 		}

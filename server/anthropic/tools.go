@@ -112,8 +112,9 @@ type contentBlock struct {
 // turns reads one message's content (a string or blocks) into chat turns:
 // an assistant message is one turn, its text and tool_use blocks (calls);
 // a user message is a tool turn per tool_result block and a user turn of
-// its text blocks, in the order they came.
-func turns(role string, raw json.RawMessage, param string) ([]stream.ChatMessage, error) {
+// its text blocks, in the order they came. calls holds the tool_use ids of
+// the turns before; a tool_result must answer one of them.
+func turns(role string, raw json.RawMessage, param string, calls map[string]bool) ([]stream.ChatMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		text, err := blocksText(raw, param)
@@ -125,7 +126,7 @@ func turns(role string, raw json.RawMessage, param string) ([]stream.ChatMessage
 	}
 	var out []stream.ChatMessage
 	var text bytes.Buffer
-	var calls []map[string]any
+	var uses []map[string]any
 	userText := false
 	for j, rb := range blocks {
 		p := fmt.Sprintf("%s[%d]", param, j)
@@ -146,11 +147,12 @@ func turns(role string, raw json.RawMessage, param string) ([]stream.ChatMessage
 			if len(input) == 0 || input[0] != '{' {
 				return nil, stream.InvalidParam(p+".input", "%s.input must be an object", p)
 			}
-			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
+			uses = append(uses, map[string]any{"id": b.ID, "type": "function",
 				"function": map[string]string{"name": b.Name, "arguments": string(input)}})
+			calls[b.ID] = true
 		case b.Type == "tool_result" && role == "user":
-			if b.ToolUseID == "" {
-				return nil, stream.InvalidParam(p+".tool_use_id", "%s.tool_use_id is required", p)
+			if !calls[b.ToolUseID] {
+				return nil, stream.InvalidParam(p+".tool_use_id", "%s.tool_use_id %q answers no earlier tool_use block", p, b.ToolUseID)
 			}
 			if userText { // the text before the result is a turn of its own
 				out = append(out, stream.ChatMessage{Role: "user", Content: text.String()})
@@ -179,9 +181,9 @@ func turns(role string, raw json.RawMessage, param string) ([]stream.ChatMessage
 	}
 	if role == "assistant" {
 		m := stream.ChatMessage{Role: role, Content: text.String()}
-		if len(calls) > 0 {
+		if len(uses) > 0 {
 			var err error
-			if m.ToolCalls, err = stream.ParseToolCalls(param, mustJSON(calls)); err != nil {
+			if m.ToolCalls, err = stream.ParseToolCalls(param, mustJSON(uses)); err != nil {
 				return nil, err
 			}
 		}
