@@ -47,3 +47,60 @@ func TestMessagesToolsPythonSDK(t *testing.T) {
 	t.Logf("%s", out)
 	r.waitIdle(t, 5*time.Second)
 }
+
+// The tool-call streams of both APIs join TestNamedStreamResume (and its
+// error cases): a client cut after the third argument delta and resumed
+// gets the rest of the call with consecutive ids, the joined arguments equal
+// an uninterrupted greedy run's, and the engine samples no token twice. The
+// call's parse lives with the retained stream, so the resumed deltas
+// continue the same call.
+func init() {
+	const weather = `{"type":"object","properties":{"city":{"type":"string","maxLength":30},"unit":{"enum":["celsius","fahrenheit"]}},"required":["city","unit"],"additionalProperties":false}`
+	namedAPIs["messages-tools"] = namedAPI{
+		path: "/v1/messages",
+		body: `{"max_tokens":120,"temperature":0,"stream":true,"messages":[{"role":"user","content":"What is the weather like in Paris today?"}],
+			"tool_choice":{"type":"any","disable_parallel_tool_use":true},"tools":[{"name":"get_weather","input_schema":` + weather + `}]}`,
+		delta: func(t *testing.T, ev namedEvent) string {
+			if ev.name != "content_block_delta" {
+				return ""
+			}
+			var d struct {
+				Delta struct {
+					Type        string
+					PartialJSON string `json:"partial_json"`
+				} `json:"delta"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.data, err)
+			}
+			if d.Delta.Type != "input_json_delta" {
+				t.Fatalf("a forced call's stream carries %s", ev.data)
+			}
+			return d.Delta.PartialJSON
+		},
+		last: "message_stop",
+	}
+	namedAPIs["responses-tools"] = namedAPI{
+		path: "/v1/responses",
+		body: `{"max_output_tokens":120,"temperature":0,"stream":true,"store":false,"input":"What is the weather like in Paris today?",
+			"tool_choice":"required","parallel_tool_calls":false,"tools":[{"type":"function","name":"get_weather","parameters":` + weather + `}]}`,
+		delta: func(t *testing.T, ev namedEvent) string {
+			var d struct {
+				Type  string
+				Seq   int `json:"sequence_number"`
+				Delta string
+			}
+			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.data, err)
+			}
+			if d.Seq != int(ev.id-1) {
+				t.Fatalf("event %d has sequence_number %d", ev.id, d.Seq)
+			}
+			if d.Type != "response.function_call_arguments.delta" {
+				return ""
+			}
+			return d.Delta
+		},
+		last: "response.completed",
+	}
+}
