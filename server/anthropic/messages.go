@@ -17,6 +17,11 @@
 //	event: message_delta         {"type":"message_delta","delta":{"stop_reason":…,"stop_sequence":…},"usage":{…}}
 //	event: message_stop
 //
+// With tools offered (tools.go) the blocks follow the reply: a text block
+// opens when text comes, and each call is a tool_use block
+// (content_block_start with the id and name, input_json_delta deltas,
+// content_block_stop), the message ending with stop_reason tool_use.
+//
 // An error after the first byte is an "error" event, and the stream ends.
 package anthropic
 

@@ -12,6 +12,11 @@
 //	response.output_item.done → response.completed (or response.incomplete
 //	when max_output_tokens cut it; error + response.failed when it failed)
 //
+// With tools offered (tools.go) the output is items in the reply's order: a
+// message item opens when text comes, and each call is a function_call item
+// (output_item.added → response.function_call_arguments.delta … →
+// .done → output_item.done).
+//
 // Each event carries a sequence_number from 0. Responses with store true
 // (the default, as OpenAI's) are kept in a bounded in-memory Store, so
 // previous_response_id can continue a conversation.
