@@ -1,0 +1,388 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// The optional ops of Gemma 3, Qwen3 and the mixture-of-experts models
+// (kernels/gemma.go, moe.go), with the kernels of modelops.cu. Each checks
+// its arguments as kernels/cpu does, then records launches.
+
+var (
+	_ kernels.GemmaOps = (*Backend)(nil)
+	_ kernels.MoEOps   = (*Backend)(nil)
+)
+
+func (b *Backend) HeadRMSNorm(x, w kernels.Tensor, n, heads int, eps float32) error {
+	xt, err := f32Of(x, "HeadRMSNorm x")
+	if err != nil {
+		return err
+	}
+	wt, err := f32Of(w, "HeadRMSNorm weight")
+	if err != nil {
+		return err
+	}
+	hd := int(wt.elems())
+	if heads <= 0 || xt.cols() != heads*hd || int64(n*xt.cols()) > xt.elems() {
+		return fmt.Errorf("cuda backend: HeadRMSNorm: %d rows of %v as %d heads of %d", n, xt.shape, heads, hd)
+	}
+	if n <= 0 {
+		return nil
+	}
+	return b.launch("head_rms_norm", [3]int{n * heads, 1, 1}, [3]int{32, 1, 1}, ptrArg(xt.ptr), ptrArg(wt.ptr), intArg(hd), f32Arg(eps))
+}
+
+func (b *Backend) Scale(x kernels.Tensor, n int, s float32) error {
+	xt, err := f32Of(x, "Scale x")
+	if err != nil {
+		return err
+	}
+	m := int64(n * xt.cols())
+	if m > xt.elems() {
+		return fmt.Errorf("cuda backend: Scale: %d rows exceed %v", n, xt.shape)
+	}
+	if m <= 0 {
+		return nil
+	}
+	return b.launch("scale_rows", elementGrid(m), [3]int{256, 1, 1}, ptrArg(xt.ptr), f32Arg(s), arg{v: uint64(m)})
+}
+
+func (b *Backend) GeGLU(dst, gate, up kernels.Tensor, n int) error {
+	d, err := f32Of(dst, "GeGLU dst")
+	if err != nil {
+		return err
+	}
+	g, err := f32Of(gate, "GeGLU gate")
+	if err != nil {
+		return err
+	}
+	u, err := f32Of(up, "GeGLU up")
+	if err != nil {
+		return err
+	}
+	m := int64(n * d.cols())
+	if m > g.elems() || m > u.elems() || m > d.elems() {
+		return fmt.Errorf("cuda backend: GeGLU: %d rows exceed the tensors", n)
+	}
+	if m <= 0 {
+		return nil
+	}
+	return b.launch("geglu", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(g.ptr), ptrArg(u.ptr), arg{v: uint64(m)})
+}
+
+// windowBatch is SlidingAttention's rewritten batch, reused across calls.
+type windowBatch struct {
+	b     kernels.Batch
+	slots []int32 // every virtual sequence's slot table, back to back
+}
+
+var windowBatches = sync.Pool{New: func() any { return new(windowBatch) }}
+
+// SlidingAttention runs Attention with each row's context clamped to its
+// window, leaving the attention kernels as they are: the rows are handed to
+// Attention over a view of the store with one-slot blocks, so that a
+// block table can start at any position. A row whose window reaches back
+// to position 0 keeps its sequence's positions; one past it becomes a
+// sequence of its own whose table holds the slots of (p−window, p], at
+// position window−1. Blocks below every row's window are never looked at
+// (a window table may hold −1 there).
+func (b *Backend) SlidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
+	if window <= 0 {
+		return b.Attention(out, q, k, v, kv, layer, batch, scale)
+	}
+	store, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cuda backend: KV store %T was not made by this backend", kv)
+	}
+	cfg := store.cfg
+	n := len(batch.Tokens)
+	if len(batch.Positions) < n || len(batch.Slots) < n {
+		return fmt.Errorf("cuda backend: SlidingAttention: %d rows with %d positions and %d slots", n, len(batch.Positions), len(batch.Slots))
+	}
+	wb := windowBatches.Get().(*windowBatch)
+	defer windowBatches.Put(wb)
+	if err := wb.build(batch, cfg, n, window); err != nil {
+		return err
+	}
+	view := *store
+	view.cfg.Blocks, view.cfg.BlockSize = cfg.Blocks*cfg.BlockSize, 1
+	// The rows' K and V are in the cache before any row reads them: another
+	// row of the same sequence is now a sequence of its own, and Attention's
+	// fused writes assume a row is read only by its own sequence.
+	kt, err := f32Of(k, "SlidingAttention k")
+	if err != nil {
+		return err
+	}
+	vt, err := f32Of(v, "SlidingAttention v")
+	if err != nil {
+		return err
+	}
+	kvCols := cfg.KVHeads * cfg.HeadDim
+	if kt.cols() != kvCols || vt.cols() != kvCols || int64(n*kvCols) > kt.elems() || int64(n*kvCols) > vt.elems() {
+		return fmt.Errorf("cuda backend: SlidingAttention: k %v v %v do not fit KV %+v with %d rows", kt.shape, vt.shape, cfg, n)
+	}
+	if layer < 0 || layer >= cfg.Layers {
+		return fmt.Errorf("cuda backend: SlidingAttention: layer %d of %d", layer, cfg.Layers)
+	}
+	if n == 0 {
+		return nil
+	}
+	kc, vc := store.layer(layer)
+	off := b.step.push(wb.b.Slots)
+	if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
+		ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(off), intArg(kvCols)); err != nil {
+		return err
+	}
+	return b.Attention(out, q, k, v, &view, layer, &wb.b, scale)
+}
+
+// build lays out batch's rows as SlidingAttention runs them, checking what
+// the CPU backend checks over the positions each row reads.
+func (wb *windowBatch) build(batch *kernels.Batch, cfg kernels.KVConfig, n, window int) error {
+	bs := cfg.BlockSize
+	slots := cfg.Blocks * bs
+	out := &wb.b
+	out.Tokens, out.Slots, out.LogitRows = batch.Tokens[:n], batch.Slots[:n], nil
+	out.Positions = append(out.Positions[:0], batch.Positions[:n]...)
+	out.Seqs = out.Seqs[:0]
+	wb.slots = wb.slots[:0]
+	for _, s := range batch.Slots[:n] {
+		if s < 0 || int(s) >= slots {
+			return fmt.Errorf("cuda backend: SlidingAttention: slot %d out of range [0,%d)", s, slots)
+		}
+	}
+	// Tables are sliced out of wb.slots once it stops growing.
+	type seqAt struct{ start, end, ctx, from, to int }
+	var at []seqAt
+	for si, sq := range batch.Seqs {
+		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
+			return fmt.Errorf("cuda backend: SlidingAttention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
+		}
+		slot := func(p int) (int32, error) {
+			if p/bs >= len(sq.Blocks) {
+				return 0, fmt.Errorf("cuda backend: SlidingAttention: sequence %d has %d blocks for position %d", si, len(sq.Blocks), p)
+			}
+			blk := sq.Blocks[p/bs]
+			if blk < 0 || int(blk) >= cfg.Blocks {
+				return 0, fmt.Errorf("cuda backend: SlidingAttention: block %d out of range [0,%d)", blk, cfg.Blocks)
+			}
+			return blk*int32(bs) + int32(p%bs), nil
+		}
+		head := sq.Start // rows [sq.Start, head) read from position 0
+		for r := sq.Start; r < sq.End; r++ {
+			p := int(batch.Positions[r])
+			if p < 0 || p >= sq.ContextLen {
+				return fmt.Errorf("cuda backend: SlidingAttention: row %d at position %d outside its context of %d", r, p, sq.ContextLen)
+			}
+			if r > sq.Start && batch.Positions[r] <= batch.Positions[r-1] {
+				return fmt.Errorf("cuda backend: SlidingAttention: sequence %d rows are not in position order", si)
+			}
+			if p < window {
+				head = r + 1
+			}
+		}
+		if head > sq.Start {
+			last := int(batch.Positions[head-1])
+			from := len(wb.slots)
+			for p := 0; p <= last; p++ {
+				s, err := slot(p)
+				if err != nil {
+					return err
+				}
+				wb.slots = append(wb.slots, s)
+			}
+			at = append(at, seqAt{sq.Start, head, last + 1, from, len(wb.slots)})
+		}
+		for r := head; r < sq.End; r++ {
+			p := int(batch.Positions[r])
+			from := len(wb.slots)
+			for j := p - window + 1; j <= p; j++ {
+				s, err := slot(j)
+				if err != nil {
+					return err
+				}
+				wb.slots = append(wb.slots, s)
+			}
+			out.Positions[r] = int32(window - 1)
+			at = append(at, seqAt{r, r + 1, window, from, len(wb.slots)})
+		}
+	}
+	for _, a := range at {
+		out.Seqs = append(out.Seqs, kernels.SeqRows{Start: a.start, End: a.end, ContextLen: a.ctx, Blocks: wb.slots[a.from:a.to:a.to]})
+	}
+	return nil
+}
+
+// moeMaxExperts is MOE_MAX_EXPERTS in modelops.cu.
+const moeMaxExperts = 256
+
+// moeScratch is MoEFFN's device scratch, grown on demand and kept for the
+// backend's life (Close frees it with every allocation), and its host side.
+type moeScratch struct {
+	cap, hidden, ffn int
+	x, g, u, o       kernels.Tensor // [cap, hidden], [cap, ffn] ×2, [cap, hidden]
+	route            kernels.Tensor // [2·cap·k] moe_route's (expert, weight) pairs
+	routeCap         int
+	host             []float32
+	rows             [][]int32
+	weights          [][]int32 // float32 bits, pushed as a table
+}
+
+// MoEFFN routes on the device (moe_route), reads the routing back, then
+// runs each expert with rows routed to it once over all of them: the rows
+// gathered (get_rows_f32_any), gate and up projections, SwiGLU, down
+// projection (the backend's own MatMul on the expert's slice of the
+// weights), and the weighted result added into each row (moe_scatter).
+func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
+	d, err := f32Of(dst, "MoEFFN dst")
+	if err != nil {
+		return err
+	}
+	xt, err := f32Of(x, "MoEFFN x")
+	if err != nil {
+		return err
+	}
+	lt, err := f32Of(logits, "MoEFFN logits")
+	if err != nil {
+		return err
+	}
+	gt, err := asCUDA(gate)
+	if err != nil {
+		return err
+	}
+	ut, err := asCUDA(up)
+	if err != nil {
+		return err
+	}
+	wd, err := asCUDA(down)
+	if err != nil {
+		return err
+	}
+	hidden, experts := xt.cols(), lt.cols()
+	if len(gt.shape) != 3 || len(ut.shape) != 3 || len(wd.shape) != 3 {
+		return fmt.Errorf("cuda backend: MoEFFN: expert tensors %v %v %v are not [experts, rows, cols]", gt.shape, ut.shape, wd.shape)
+	}
+	ffn := gt.shape[1]
+	switch {
+	case gt.shape[0] != experts || gt.shape[2] != hidden || ut.shape[0] != experts || ut.shape[1] != ffn || ut.shape[2] != hidden || gt.dtype != ut.dtype,
+		wd.shape[0] != experts || wd.shape[1] != hidden || wd.shape[2] != ffn,
+		d.cols() != hidden || int64(n*hidden) > xt.elems() || int64(n*hidden) > d.elems() || int64(n*experts) > lt.elems(),
+		k <= 0 || k > experts || experts > moeMaxExperts:
+		return fmt.Errorf("cuda backend: MoEFFN: x %v logits %v gate %v down %v dst %v, %d rows, top %d (at most %d experts)",
+			xt.shape, lt.shape, gt.shape, wd.shape, d.shape, n, k, moeMaxExperts)
+	}
+	if n <= 0 {
+		return nil
+	}
+	s, err := b.moeScratch(n, k, hidden, ffn, experts)
+	if err != nil {
+		return err
+	}
+	normArg := 0
+	if norm {
+		normArg = 1
+	}
+	rt := s.route.(*tensor)
+	if err := b.launch("moe_route", [3]int{ceilDiv(n, 64), 1, 1}, [3]int{64, 1, 1},
+		ptrArg(rt.ptr), ptrArg(lt.ptr), intArg(n), intArg(experts), intArg(k), intArg(normArg)); err != nil {
+		return err
+	}
+	// The host must know which rows each expert takes to run it over them
+	// together; the read waits for the step so far.
+	host := s.host[:2*n*k]
+	if err := b.Read(s.route, host); err != nil {
+		return err
+	}
+	for e := range experts {
+		s.rows[e], s.weights[e] = s.rows[e][:0], s.weights[e][:0]
+	}
+	for i := range n * k {
+		e := int(host[2*i])
+		if e < 0 || e >= experts {
+			return fmt.Errorf("cuda backend: MoEFFN: the router picked expert %d of %d", e, experts)
+		}
+		s.rows[e] = append(s.rows[e], int32(i/k))
+		s.weights[e] = append(s.weights[e], int32(math.Float32bits(host[2*i+1])))
+	}
+	if err := b.launch("zero_f32", elementGrid(int64(n*hidden)), [3]int{256, 1, 1}, ptrArg(d.ptr), arg{v: uint64(n * hidden)}); err != nil {
+		return err
+	}
+	sx, sg, su, so := s.x.(*tensor), s.g.(*tensor), s.u.(*tensor), s.o.(*tensor)
+	for e := range experts {
+		m := len(s.rows[e])
+		if m == 0 {
+			continue
+		}
+		rows, ws := b.step.push(s.rows[e]), b.step.push(s.weights[e])
+		if err := firstErr(
+			b.launch("get_rows_f32_any", [3]int{m, 1, 1}, [3]int{128, 1, 1}, ptrArg(sx.ptr), ptrArg(xt.ptr), tabArg(rows), intArg(hidden)),
+			b.MatMul(sg, sx, expertView(gt, e), nil, m),
+			b.MatMul(su, sx, expertView(ut, e), nil, m),
+			b.SwiGLU(sg, sg, su, m),
+			b.MatMul(so, sg, expertView(wd, e), nil, m),
+			b.launch("moe_scatter", [3]int{m, 1, 1}, [3]int{128, 1, 1}, ptrArg(d.ptr), ptrArg(so.ptr), tabArg(rows), tabArg(ws), intArg(hidden)),
+		); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expertView is expert e's matrix of a [experts, rows, cols] weight.
+func expertView(t *tensor, e int) *tensor {
+	rows, cols := t.shape[1], t.shape[2]
+	bytes := int64(rows) * int64(t.dtype.RowBytes(cols))
+	return &tensor{shape: []int{rows, cols}, dtype: t.dtype, ptr: t.ptr + devPtr(int64(e)*bytes), bytes: bytes}
+}
+
+// moeScratch returns the backend's MoE scratch, grown to hold n rows.
+func (b *Backend) moeScratch(n, k, hidden, ffn, experts int) (*moeScratch, error) {
+	s := &b.moe
+	if s.cap < n || s.hidden != hidden || s.ffn != ffn {
+		c := max(n, 2*s.cap)
+		if s.hidden != hidden || s.ffn != ffn {
+			c = n
+		}
+		var err error
+		alloc := func(shape ...int) kernels.Tensor {
+			if err != nil {
+				return nil
+			}
+			var t kernels.Tensor
+			t, err = b.Alloc(shape...)
+			return t
+		}
+		x, g, u, o := alloc(c, hidden), alloc(c, ffn), alloc(c, ffn), alloc(c, hidden)
+		if err != nil {
+			return nil, fmt.Errorf("cuda backend: MoEFFN scratch: %w", err)
+		}
+		s.x, s.g, s.u, s.o, s.cap, s.hidden, s.ffn = x, g, u, o, c, hidden, ffn
+	}
+	if s.routeCap < 2*n*k {
+		c := max(2*n*k, 2*s.routeCap)
+		t, err := b.Alloc(c)
+		if err != nil {
+			return nil, fmt.Errorf("cuda backend: MoEFFN scratch: %w", err)
+		}
+		s.route, s.routeCap, s.host = t, c, make([]float32, c)
+	}
+	if len(s.rows) < experts {
+		s.rows, s.weights = make([][]int32, experts), make([][]int32, experts)
+	}
+	return s, nil
+}
