@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
@@ -223,5 +224,84 @@ func TestNewArchitecturesMatchCPU(t *testing.T) {
 				t.Errorf("logits differ by %.3g relative, bound 5e-2", worst)
 			}
 		})
+	}
+}
+
+// TestGemma3WindowKVMatchesCPU runs the random Gemma 3 with its window
+// layers in their own store (models.Options.WindowKV, as the loader sets
+// it) on CUDA, fed by a kvcache pool whose 6-block window group recycles its
+// blocks as the sequence passes them (8-token chunks, then decode), against
+// the CPU with every layer keeping everything.
+func TestGemma3WindowKVMatchesCPU(t *testing.T) {
+	spec := modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, RMSEps: 1e-6,
+		Seed: 26, Gemma: true, Window: 5, WindowPattern: 3, RopeTheta: 1e6}
+	path := filepath.Join(t.TempDir(), "gemma3.gguf")
+	must(t, modeltest.WriteGGUF(path, spec, kernels.Q8_0))
+	src, err := models.Open(path)
+	must(t, err)
+	t.Cleanup(func() { src.Close() })
+	const bs, chunk, winBlocks = 4, 8, 6
+	cb := cpu.New(2)
+	t.Cleanup(func() { cb.Close() })
+	mc, err := models.Load(src, cb, models.Options{MaxBatchTokens: chunk, MaxSeqs: 1, BlockSize: bs, KVBlocks: 16})
+	must(t, err)
+	g, err := New(Options{})
+	must(t, err)
+	t.Cleanup(func() { g.Close() })
+	mg, err := models.Load(src, g, models.Options{MaxBatchTokens: chunk, MaxSeqs: 1, BlockSize: bs, KVBlocks: 16, WindowKV: true, WindowKVBlocks: winBlocks})
+	must(t, err)
+	window, blocks := mg.KVWindow()
+	if window != 5 || blocks != winBlocks {
+		t.Fatalf("KVWindow %d, %d: the window layers do not have a store of their own", window, blocks)
+	}
+	pool, err := kvcache.NewPool(kvcache.Config{Blocks: 16, BlockSize: bs, Window: kvcache.WindowConfig{Window: window, Blocks: winBlocks}})
+	must(t, err)
+	r := rand.New(rand.NewPCG(5, 6))
+	var tokens []int32
+	for range 30 {
+		tokens = append(tokens, int32(r.IntN(spec.Vocab)))
+	}
+	var table kvcache.Table
+	worst := 0.0
+	for computed := 0; computed < len(tokens); {
+		n := min(chunk, len(tokens)-computed)
+		if !pool.Allocate(&table, nil, computed+n, 0) {
+			t.Fatalf("position %d: the pool is out of blocks", computed)
+		}
+		gt, wt := table.Blocks(), table.WindowBlocks()
+		b := &kernels.Batch{}
+		for p := computed; p < computed+n; p++ {
+			b.Tokens = append(b.Tokens, tokens[p])
+			b.Positions = append(b.Positions, int32(p))
+			b.Slots = append(b.Slots, gt[p/bs]*bs+int32(p%bs))
+			b.WindowSlots = append(b.WindowSlots, wt[p/bs]*bs+int32(p%bs))
+		}
+		b.Seqs = []kernels.SeqRows{{Start: 0, End: n, ContextLen: computed + n, Blocks: gt, WindowBlocks: wt}}
+		b.LogitRows = []int32{int32(n - 1)}
+		lc, err := mc.Forward(b)
+		must(t, err)
+		lc = append([]float32(nil), lc...)
+		lg, err := mg.Forward(b)
+		must(t, err)
+		computed += n
+		pool.Commit(&table, tokens, computed)
+		worst = max(worst, relErr(lg, lc))
+		if computed == len(tokens) && len(tokens) < 46 {
+			best := 0
+			for i, v := range lc {
+				if v > lc[best] {
+					best = i
+				}
+			}
+			tokens = append(tokens, int32(best)) // teacher-forced decode
+		}
+	}
+	// More blocks than the window group holds went through it: it reused them.
+	if pool.BlocksFor(len(tokens)) <= winBlocks {
+		t.Fatalf("%d positions fit the %d window blocks: nothing was recycled", len(tokens), winBlocks)
+	}
+	t.Logf("%d positions, window store of %d blocks: worst ‖cuda−cpu‖/‖cpu‖ %.2e", len(tokens), winBlocks, worst)
+	if worst > 5e-2 {
+		t.Errorf("logits differ by %.3g relative, bound 5e-2", worst)
 	}
 }
