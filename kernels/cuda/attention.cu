@@ -224,6 +224,7 @@ extern "C" __global__ void __launch_bounds__(NT)
 //	position p ≥ first new position P0  ⇔  row first + (p − P0) of the step.
 #define DP 256 // positions per partition (decodePart in attention.go)
 #define DNT 128
+#define DU 2 // positions a thread group loads per pass of the score loop
 
 template <int HD, int TG>
 struct kvLanes {
@@ -321,34 +322,45 @@ static __device__ __forceinline__ void paged_decode(
         }
     }
 
-    // scores: the loop bound is the block's, so every lane reaches each shuffle
-    for (int p0 = lo; p0 < hi; p0 += GPB) {
-        const int pos = p0 + grp;
-        float s[NQ];
+    // scores: the loop bound is the block's, so every lane reaches each
+    // shuffle; each group takes DU positions a pass, their K loads issued
+    // before any of them is used (more bytes in flight per lane)
+    for (int p0 = lo; p0 < hi; p0 += DU * GPB) {
+        float kf[DU][NV][8];
 #pragma unroll
-        for (int i = 0; i < NQ; i++) s[i] = 0.f;
-        if (pos < hi) {
+        for (int u = 0; u < DU; u++) {
+            const int pos = p0 + grp + u * GPB;
+            if (pos >= hi) continue;
             const size_t slot = (size_t)bt[pos / blockSize] * blockSize + pos % blockSize;
             const int row = pos >= newLo ? newRow0 + pos - newLo : -1;
 #pragma unroll
-            for (int j = 0; j < NV; j++) {
-                const int v = li + TG * j;
-                if (v >= VECS) break;
-                float kf[8];
-                load_row8(kf, kc, kin, slot, row, kvCols, g * HD + 8 * v);
-#pragma unroll
-                for (int i = 0; i < NQ; i++)
-#pragma unroll
-                    for (int e = 0; e < 8; e++) s[i] += qr[i][8 * j + e] * kf[e];
-            }
+            for (int j = 0; j < NV; j++)
+                if (li + TG * j < VECS) load_row8(kf[u][j], kc, kin, slot, row, kvCols, g * HD + 8 * (li + TG * j));
         }
 #pragma unroll
-        for (int o = TG / 2; o > 0; o >>= 1)
+        for (int u = 0; u < DU; u++) {
+            const int pos = p0 + grp + u * GPB;
+            float s[NQ];
 #pragma unroll
-            for (int i = 0; i < NQ; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
-        if (li == 0 && pos < hi)
+            for (int i = 0; i < NQ; i++) s[i] = 0.f;
+            if (pos < hi) {
 #pragma unroll
-            for (int i = 0; i < NQ; i++) sc[i][pos - lo] = pos <= qpos[i] ? s[i] : -CUDART_INF_F;
+                for (int j = 0; j < NV; j++) {
+                    if (li + TG * j >= VECS) break;
+#pragma unroll
+                    for (int i = 0; i < NQ; i++)
+#pragma unroll
+                        for (int e = 0; e < 8; e++) s[i] += qr[i][8 * j + e] * kf[u][j][e];
+                }
+            }
+#pragma unroll
+            for (int o = TG / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int i = 0; i < NQ; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+            if (li == 0 && pos < hi)
+#pragma unroll
+                for (int i = 0; i < NQ; i++) sc[i][pos - lo] = pos <= qpos[i] ? s[i] : -CUDART_INF_F;
+        }
     }
     __syncthreads();
 
@@ -375,6 +387,7 @@ static __device__ __forceinline__ void paged_decode(
     for (int i = 0; i < NQ; i++)
 #pragma unroll
         for (int e = 0; e < NV * 8; e++) acc[i][e] = 0.f;
+#pragma unroll 2
     for (int pos = lo + grp; pos < hi; pos += GPB) {
         const size_t slot = (size_t)bt[pos / blockSize] * blockSize + pos % blockSize;
         const int row = pos >= newLo ? newRow0 + pos - newLo : -1;
