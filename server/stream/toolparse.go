@@ -78,9 +78,10 @@ type ToolParser struct {
 	openers []opener
 	newID   func() string
 
-	held    string // text mode: whitespace-only content, or a suffix that may open a call
-	started bool   // non-whitespace content or a call was seen: start-only openers are off
-	afterBl bool   // text mode: a block ended and no content followed yet
+	held     string // text mode: whitespace-only content, or a suffix that may open a call
+	heldOpen int    // bytes at the end of held that may open a call
+	started  bool   // non-whitespace content or a call was seen: start-only openers are off
+	afterBl  bool   // text mode: a block ended and no content followed yet
 
 	inCall bool
 	lead   string          // whitespace dropped before the current block's opener
@@ -112,15 +113,35 @@ func (p *ToolParser) Feed(text string) []ToolEvent {
 	return ev
 }
 
-// Finish ends the output and returns its last events.
-func (p *ToolParser) Finish() []ToolEvent {
+// Finish ends output the model ended itself and returns its last events:
+// held text that did not become an opener is content, and an unfinished
+// block is abandoned as if its next byte broke it.
+func (p *ToolParser) Finish() []ToolEvent { return p.finish(false) }
+
+// FinishCut ends output cut before the model ended it (the token limit, an
+// error) and returns its last events. What was cut was on its way to being
+// a call, so none of it becomes content: a held opener fragment (with the
+// whitespace held before it) and a block whose name was not yet read are
+// dropped, and a call whose name was sent stands with the arguments sent so
+// far, as OpenAI and vLLM leave a call cut by max_tokens (the finish_reason
+// stays "length", so a client knows its arguments may be incomplete).
+func (p *ToolParser) FinishCut() []ToolEvent { return p.finish(true) }
+
+func (p *ToolParser) finish(cut bool) []ToolEvent {
 	var ev []ToolEvent
 	if p.inCall {
-		if p.sc.complete() {
+		switch {
+		case p.sc.complete():
 			p.endBlock()
-		} else {
+		case cut && p.sc.nothingSent():
+			p.inCall = false
+			p.raw.Reset()
+		default:
 			p.abandon(&ev)
 		}
+	}
+	if cut && p.heldOpen > 0 {
+		p.held = ""
 	}
 	if p.held != "" {
 		if strings.TrimSpace(p.held) != "" || p.calls == 0 {
@@ -128,6 +149,7 @@ func (p *ToolParser) Finish() []ToolEvent {
 		}
 		p.held = ""
 	}
+	p.heldOpen = 0
 	return ev
 }
 
@@ -148,7 +170,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\
 // mode ("" when all of it was taken).
 func (p *ToolParser) feedText(text string, ev *[]ToolEvent) string {
 	s := p.held + text
-	p.held = ""
+	p.held, p.heldOpen = "", 0
 	best, at := -1, len(s)
 	for i, o := range p.openers {
 		j := strings.Index(s, o.text)
@@ -180,6 +202,7 @@ func (p *ToolParser) feedText(text string, ev *[]ToolEvent) string {
 			}
 		}
 	}
+	p.heldOpen = hold
 	if strings.TrimSpace(s[:len(s)-hold]) == "" && (!p.started || p.afterBl) {
 		hold = len(s) // whitespace that may yet turn out to sit around a call
 	}
@@ -281,7 +304,7 @@ func (p *ToolParser) abandon(ev *[]ToolEvent) {
 		// follows its first byte is scanned again.
 		*ev = appendContent(*ev, p.lead+s[:1])
 		p.started, p.afterBl = true, false
-		p.held = ""
+		p.held, p.heldOpen = "", 0
 		for _, e := range p.Feed(s[1:]) {
 			*ev = append(*ev, e)
 		}

@@ -58,6 +58,12 @@ func counter() func() string {
 
 // parseCut feeds text cut at the given offsets (sorted, within text).
 func parseCut(t testing.TB, f ToolFormat, text string, cuts []int) (parsed, []ToolEvent) {
+	return parseEnd(t, f, text, cuts, false)
+}
+
+// parseEnd is parseCut ending with FinishCut when limit is set: the
+// output stopped at the token limit, not where the model ended it.
+func parseEnd(t testing.TB, f ToolFormat, text string, cuts []int, limit bool) (parsed, []ToolEvent) {
 	p := NewToolParser(f, counter())
 	var evs []ToolEvent
 	prev := 0
@@ -66,7 +72,11 @@ func parseCut(t testing.TB, f ToolFormat, text string, cuts []int) (parsed, []To
 		prev = c
 	}
 	evs = append(evs, p.Feed(text[prev:])...)
-	evs = append(evs, p.Finish()...)
+	if limit {
+		evs = append(evs, p.FinishCut()...)
+	} else {
+		evs = append(evs, p.Finish()...)
+	}
 	return canon(t, evs), evs
 }
 
@@ -168,7 +178,11 @@ func randomArgs(r *rand.Rand) string {
 // strings) cut at random points parse exactly as the whole text does: the
 // same content, the same calls, the arguments byte for byte the JSON the
 // model wrote, and no byte of an opener in content. Arbitrary text, well-
-// formed or not, parses the same however it is cut.
+// formed or not, parses the same however it is cut. Stopped by the token
+// limit anywhere (FinishCut), a well-formed reply gives a prefix of its
+// content and calls, each call's arguments a prefix of the model's, no
+// opener byte in content; arbitrary text so stopped never ends its content
+// with an opener's first bytes.
 func FuzzToolParser(f *testing.F) {
 	f.Add(uint64(1), []byte("<tool_call>{\"name\": \"x\"}</tool_call>"), uint8(3))
 	f.Add(uint64(2), []byte("[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}"), uint8(1))
@@ -190,6 +204,16 @@ func FuzzToolParser(f *testing.F) {
 			whole, _ := parseCut(t, tf.f, text, nil)
 			if cut, _ := parseCut(t, tf.f, text, cutsOf(text)); fmt.Sprint(cut.items) != fmt.Sprint(whole.items) {
 				t.Fatalf("format %d, %q: cut %q, whole %q", tf.f, text, cut.items, whole.items)
+			}
+			limited, _ := parseEnd(t, tf.f, text, nil, true)
+			if cut, _ := parseEnd(t, tf.f, text, cutsOf(text), true); fmt.Sprint(cut.items) != fmt.Sprint(limited.items) {
+				t.Fatalf("format %d, %q at the limit: cut %q, whole %q", tf.f, text, cut.items, limited.items)
+			}
+			o := map[ToolFormat]string{ToolsHermes: "<tool_call>", ToolsLlama3: "<|python_tag|>", ToolsMistral: "[TOOL_CALLS]"}[tf.f]
+			for n := 1; n < len(o); n++ {
+				if strings.HasSuffix(limited.content, o[:n]) {
+					t.Fatalf("format %d, %q at the limit: content %q ends in %q", tf.f, text, limited.content, o[:n])
+				}
 			}
 			// A well-formed reply: exactly its calls.
 			var names, args []string
@@ -220,11 +244,29 @@ func FuzzToolParser(f *testing.F) {
 					t.Fatalf("format %d, %q: call %d = %+v, want %s(%s)", tf.f, reply, i, got.calls[i], names[i], args[i])
 				}
 			}
-			for _, o := range []string{"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<tool_", "[TOOL"} {
-				if strings.Contains(got.content, o) {
-					t.Fatalf("format %d: content %q holds opener text %q", tf.f, got.content, o)
+			noOpener(t, tf.f, got.content)
+			// Stopped by the token limit at any byte.
+			k := r.IntN(len(reply) + 1)
+			short, _ := parseEnd(t, tf.f, reply[:k], cutsOf(reply[:k]), true)
+			if short.content != lead[:min(k, len(lead))] || len(short.calls) > len(names) {
+				t.Fatalf("format %d, %q at the limit: content %q, calls %+v", tf.f, reply[:k], short.content, short.calls)
+			}
+			for i, c := range short.calls {
+				if c.name != names[i] || !strings.HasPrefix(args[i], c.args) {
+					t.Fatalf("format %d, %q at the limit: call %d = %+v, want a prefix of %s(%s)", tf.f, reply[:k], i, c, names[i], args[i])
 				}
 			}
+			noOpener(t, tf.f, short.content)
 		}
 	})
+}
+
+// noOpener fails when content holds any start of a call syntax.
+func noOpener(t *testing.T, f ToolFormat, content string) {
+	t.Helper()
+	for _, o := range []string{"<tool_call>", "</tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<tool_", "[TOOL"} {
+		if strings.Contains(content, o) {
+			t.Fatalf("format %d: content %q holds opener text %q", f, content, o)
+		}
+	}
 }

@@ -250,3 +250,35 @@ func TestToolStream(t *testing.T) {
 		t.Error("End finished a stream that may resume")
 	}
 }
+
+// The token limit cuts the 135M model inside the opener of its next call
+// (the bug of issue 13): the fragment held back as a possible opener never
+// reaches the text, the calls made stand, and finish_reason stays "length".
+// The model's own end ("stop") still releases a held fragment as text.
+func TestToolStreamLengthCut(t *testing.T) {
+	call := "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"
+	cases := []struct {
+		finish, tail string
+		want         []string
+		wantFinish   string
+	}{
+		{"length", "\n<tool_call", []string{"call:0:get_time:", "call:0::{}"}, "length"},
+		{"length", "\n<tool_call>\n{\"na", []string{"call:0:get_time:", "call:0::{}"}, "length"},
+		{"length", "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci",
+			[]string{"call:0:get_time:", "call:0::{}", "call:1:get_weather:", `call:1::{"ci`}, "length"},
+		{"", "\n<tool_", []string{"call:0:get_time:", "call:0::{}"}, ""}, // an engine error cuts too
+		{"stop", " <tool_cal", []string{"call:0:get_time:", "call:0::{}", "text: <tool_cal"}, "tool_calls"},
+	}
+	for _, c := range cases {
+		ts := NewToolStream(toolRequest(t, ""))
+		var r recorder
+		em := ts.Use(&r)
+		for _, piece := range []string{call, c.tail} {
+			_ = em.Text(piece, nil)
+		}
+		out := ts.End(Outcome{Finish: c.finish})
+		if !slices.Equal(r.log, c.want) || out.Finish != c.wantFinish {
+			t.Errorf("%s after %q: sent %q finish %q; want %q, %q", c.finish, c.tail, r.log, out.Finish, c.want, c.wantFinish)
+		}
+	}
+}

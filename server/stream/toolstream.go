@@ -87,14 +87,21 @@ func (t *ToolStream) Flush() error     { return t.em.Flush() }
 
 // End sends what the parser still held once the generation finished, and
 // turns a normal end into finish_reason "tool_calls" when the reply called
-// a tool. It does nothing to a stream cut short (it may resume) and nothing
-// the second time. On a nil ToolStream it returns out unchanged.
+// a tool. Output that did not end with "stop" (the token limit, an error)
+// was cut, perhaps inside a call or its opener, and is finished as such
+// (ToolParser.FinishCut), so no fragment of a call reaches the text. It
+// does nothing to a stream cut short (it may resume) and nothing the second
+// time. On a nil ToolStream it returns out unchanged.
 func (t *ToolStream) End(out Outcome) Outcome {
 	if t == nil || out.CutShort || t.ended {
 		return out
 	}
 	t.ended = true
-	if err := t.send(t.parser.Finish(), nil); err != nil && !out.ClientGone {
+	finish := t.parser.FinishCut
+	if out.Finish == "stop" {
+		finish = t.parser.Finish
+	}
+	if err := t.send(finish(), nil); err != nil && !out.ClientGone {
 		out.ClientGone = true
 	}
 	if out.Finish == "stop" && t.parser.Calls() > 0 {
