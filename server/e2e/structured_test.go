@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
@@ -101,7 +102,9 @@ func TestStructuredOutputsLive(t *testing.T) {
 // the reason, before the engine sees the request.
 func TestStructuredOutputsRefused(t *testing.T) {
 	r := getRig(t)
-	before := r.stats().Finished
+	// A sequence an earlier test abandoned may still be ending (slowly, under
+	// -race): count from an idle engine so only this test's requests show.
+	before := r.waitIdle(t, 30*time.Second).Finished
 	cases := []struct{ field, param, msg string }{
 		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"nosuch"}}}`, "response_format.json_schema.schema", "nosuch"},
 		{`"response_format":{"type":"xml"}`, "response_format.type", "xml"},
