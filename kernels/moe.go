@@ -1,6 +1,7 @@
 package kernels
 
-// MoEOps run a mixture-of-experts feed-forward (Qwen3-MoE, Mixtral). Optional,
+// MoEOps run a mixture-of-experts feed-forward (Qwen3-MoE, Mixtral, Qwen2-MoE,
+// OLMoE). Optional,
 // like GemmaOps: a model with experts refuses a backend without it.
 type MoEOps interface {
 	// MoEFFN: for each of the first n rows of x [n, hidden], given its router
@@ -15,4 +16,12 @@ type MoEOps interface {
 	// The rows routed to one expert are multiplied together, so each expert's
 	// weights are read once per call however many rows chose it.
 	MoEFFN(dst, x, logits, gate, up, down Tensor, n, k int, norm bool) error
+}
+
+// SharedExpertOps add a shared expert's output to a mixture (Qwen2-MoE):
+// optional, and refused at load by a backend without it.
+type SharedExpertOps interface {
+	// GatedAdd: dst[i,:] += sigmoid(gate[i,0]) · x[i,:], for the first n
+	// rows; gate is [rows, 1], each row's own gate logit.
+	GatedAdd(dst, x, gate Tensor, n int) error
 }

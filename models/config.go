@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "gemma3" or "phi3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma3" or "phi3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -23,12 +23,17 @@ type Config struct {
 	TiedEmbeddings bool // output head shares token_embd
 	QKVBias        bool // Qwen2: attn_q/k/v carry biases
 	QKNorm         bool // Qwen3, Gemma 3: per-head RMSNorm of Q and K before RoPE
+	QKNormWhole    bool // OLMoE: QKNorm over each row's whole Q and K projections, not head by head
 
-	// Mixture of experts (Qwen3-MoE, Mixtral); Experts = 0 for a dense FFN.
+	// Mixture of experts (Qwen3-MoE, Mixtral, Qwen2-MoE, OLMoE); Experts = 0
+	// for a dense FFN.
 	Experts     int  // experts per layer
 	ExpertsUsed int  // experts each token is routed to (top k)
 	ExpertFFN   int  // an expert's feed-forward width
 	ExpertNorm  bool // the top-k routing weights are renormalised to sum to 1
+	// SharedExpertFFN is the width of Qwen2-MoE's shared expert, which every
+	// row runs beside its routed ones, scaled by its own sigmoid gate; 0: none.
+	SharedExpertFFN int
 
 	// Gemma 3: sliding-window layers interleaved with global ones.
 	Window         int     // tokens a window layer reads back (its own included); 0: all layers global

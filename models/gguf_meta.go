@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3":
+	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma3", "phi3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -183,6 +183,9 @@ func (g *GGUFFile) Config() (Config, error) {
 		cfg.ExpertFFN = m.intOr("expert_feed_forward_length", cfg.FFN)
 		// llama.cpp's build_moe_ffn for qwen3moe and llama (Mixtral) renormalises.
 		cfg.ExpertNorm = true
+	}
+	if arch == "qwen2moe" || arch == "olmoe" {
+		m.moeVariant(&cfg)
 	}
 	if arch == "gemma3" {
 		if err := m.gemma3(&cfg); err != nil {

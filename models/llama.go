@@ -20,11 +20,12 @@ type Llama struct {
 	invFreq                  kernels.Tensor // [headDim/2] RoPE frequencies, scaling applied
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
-	win                      *windowKV           // set with Options.WindowKV (gemma3_window.go)
-	gemma                    *gemma3Extras       // nil unless cfg.Arch is gemma3
-	headNorm                 kernels.HeadNormOps // set when cfg.QKNorm (Qwen3)
-	moe                      kernels.MoEOps      // set when cfg.Experts > 0
-	window                   kernels.GemmaOps    // set when a model other than Gemma has a window (Phi-3)
+	win                      *windowKV               // set with Options.WindowKV (gemma3_window.go)
+	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma3
+	headNorm                 kernels.HeadNormOps     // set when cfg.QKNorm (Qwen3)
+	moe                      kernels.MoEOps          // set when cfg.Experts > 0
+	shared                   kernels.SharedExpertOps // set when cfg.SharedExpertFFN > 0 (qwen2moe.go)
+	window                   kernels.GemmaOps        // set when a model other than Gemma has a window (Phi-3)
 
 	// Scratch, allocated once at load for opts.MaxBatchTokens rows so that a
 	// step allocates nothing.
@@ -35,7 +36,8 @@ type Llama struct {
 	att    kernels.Tensor // [rows, heads*hd] attention output before the projection
 	o      kernels.Tensor // [rows, hidden]   sub-block output added to x
 	router kernels.Tensor // [rows, experts]  router logits; nil without experts
-	gate   kernels.Tensor // [rows, ffn]
+	shGate kernels.Tensor // [rows, 1]        shared expert's gate logit; nil without one
+	gate   kernels.Tensor // [rows, ffn]      (SharedExpertFFN wide with a shared expert)
 	up     kernels.Tensor // [rows, ffn]
 	sel    kernels.Tensor // [seqs, hidden]   rows whose logits are wanted
 	logits kernels.Tensor // [seqs, vocab]
@@ -48,6 +50,7 @@ type llamaLayer struct {
 	bq, bk, bv        kernels.Tensor // nil unless cfg.QKVBias
 	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]; with experts [experts, …] of those
 	wRouter           kernels.Tensor // [experts, hidden]; nil without experts
+	shared            sharedExpert   // Qwen2-MoE only (qwen2moe.go)
 
 	qNorm, kNorm              kernels.Tensor // [headDim] F32; Qwen3, Gemma 3
 	postAttnNorm, postFFNNorm kernels.Tensor // [hidden] F32; Gemma 3 only
@@ -138,6 +141,7 @@ func (m *Llama) ffn(l *llamaLayer, n int) error {
 		return firstErr(
 			be.MatMul(m.router, m.h, l.wRouter, nil, n),
 			m.moe.MoEFFN(m.o, m.h, m.router, l.wGate, l.wUp, l.wDown, n, c.ExpertsUsed, c.ExpertNorm),
+			m.sharedExpert(l, n),
 		)
 	}
 	return firstErr(
@@ -148,9 +152,12 @@ func (m *Llama) ffn(l *llamaLayer, n int) error {
 	)
 }
 
-// qkNorm applies Qwen3's per-head norms to m.q and m.k; a no-op for models
-// without them.
+// qkNorm applies Qwen3's per-head norms (or OLMoE's whole-row ones) to m.q
+// and m.k; a no-op for models without them.
 func (m *Llama) qkNorm(l *llamaLayer, n int) error {
+	if m.cfg.QKNormWhole {
+		return m.wholeQKNorm(l, n)
+	}
 	if m.headNorm == nil {
 		return nil
 	}

@@ -43,6 +43,12 @@ func TestForwardMatchesReference(t *testing.T) {
 	qwen3moe.Experts, qwen3moe.ExpertsUsed, qwen3moe.ExpertFFN = 8, 2, 64
 	mixtral := tinySpec
 	mixtral.Experts, mixtral.ExpertsUsed = 4, 2
+	// Qwen2-MoE: biases, 4 routed experts of 64 and a shared one of 96;
+	// OLMoE: QK-norm over whole projections, GQA, 8 experts of 128, top 2.
+	qwen2moe := qwen
+	qwen2moe.Experts, qwen2moe.ExpertsUsed, qwen2moe.ExpertFFN, qwen2moe.SharedExpertFFN = 4, 2, 64, 96
+	olmoe := tinySpec
+	olmoe.OLMoE, olmoe.Experts, olmoe.ExpertsUsed = true, 8, 2
 	tied := tinySpec
 	tied.Tied = true
 	tied.HFShards = 3
@@ -76,6 +82,10 @@ func TestForwardMatchesReference(t *testing.T) {
 		{"gguf-q8_0-qwen3moe", qwen3moe, "gguf", kernels.Q8_0, 0.02},
 		{"gguf-f32-mixtral", mixtral, "gguf", kernels.F32, 1e-4},
 		{"gguf-q4_0-mixtral", mixtral, "gguf", kernels.Q4_0, 0.02},
+		{"gguf-f32-qwen2moe", qwen2moe, "gguf", kernels.F32, 1e-4},
+		{"gguf-q8_0-qwen2moe", qwen2moe, "gguf", kernels.Q8_0, 0.02},
+		{"gguf-f32-olmoe", olmoe, "gguf", kernels.F32, 1e-4},
+		{"gguf-q8_0-olmoe", olmoe, "gguf", kernels.Q8_0, 0.02},
 		{"hf-bf16", tinySpec, "hf", kernels.BF16, 1e-4},
 		{"hf-f16", tinySpec, "hf", kernels.F16, 1e-4},
 		{"gguf-f16", tinySpec, "gguf", kernels.F16, 1e-4},
@@ -122,8 +132,10 @@ func TestForwardMatchesReference(t *testing.T) {
 			}
 			if s := tc.spec; s.Experts > 0 {
 				// From the spec, not the loader: Mixtral's and Qwen3-MoE's
-				// reference code renormalise the top-k weights.
-				cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm = s.Experts, s.ExpertsUsed, s.ExpertFFN, true
+				// reference code renormalise the top-k weights, Qwen2-MoE's
+				// and OLMoE's do not.
+				norm := s.SharedExpertFFN == 0 && !s.OLMoE
+				cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm = s.Experts, s.ExpertsUsed, s.ExpertFFN, norm
 				if s.ExpertFFN == 0 {
 					cfg.ExpertFFN = s.FFN
 				}

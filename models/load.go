@@ -105,6 +105,9 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			l.wGate = w.load(p+"ffn_gate_exps.weight", e, f, cfg.Hidden)
 			l.wUp = w.load(p+"ffn_up_exps.weight", e, f, cfg.Hidden)
 			l.wDown = w.load(p+"ffn_down_exps.weight", e, cfg.Hidden, f)
+			if cfg.SharedExpertFFN > 0 {
+				w.sharedExpert(l, p, cfg)
+			}
 			continue
 		}
 		l.wGate = w.load(p+"ffn_gate.weight", cfg.FFN, cfg.Hidden)
@@ -134,6 +137,10 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		if err := m.loadGemma3(&w); err != nil {
 			return nil, err
 		}
+	} else if cfg.QKNormWhole {
+		if err := m.loadWholeQKNorm(&w); err != nil {
+			return nil, err
+		}
 	} else if cfg.QKNorm {
 		if err := m.loadQKNorm(&w); err != nil {
 			return nil, err
@@ -150,6 +157,13 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			return nil, fmt.Errorf("%s: the %s backend lacks MoEFFN (mixture of experts): %w", cfg.Arch, be.Name(), ErrUnsupported)
 		}
 		m.moe = ops
+	}
+	if cfg.SharedExpertFFN > 0 {
+		ops, ok := be.(kernels.SharedExpertOps)
+		if !ok {
+			return nil, fmt.Errorf("%s: the %s backend lacks GatedAdd (shared expert): %w", cfg.Arch, be.Name(), ErrUnsupported)
+		}
+		m.shared = ops
 	}
 	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
 		return nil, err
@@ -175,9 +189,16 @@ func (m *Llama) allocate() error {
 	m.x, m.h, m.o = alloc(rows, c.Hidden), alloc(rows, c.Hidden), alloc(rows, c.Hidden)
 	m.q, m.att = alloc(rows, c.Heads*c.HeadDim), alloc(rows, c.Heads*c.HeadDim)
 	m.k, m.v = alloc(rows, c.KVHeads*c.HeadDim), alloc(rows, c.KVHeads*c.HeadDim)
-	m.gate, m.up = alloc(rows, c.FFN), alloc(rows, c.FFN)
+	ffn := c.FFN
+	if c.SharedExpertFFN > 0 {
+		ffn = c.SharedExpertFFN // a mixture never runs the dense FFN: these hold the shared expert's
+	}
+	m.gate, m.up = alloc(rows, ffn), alloc(rows, ffn)
 	if c.Experts > 0 {
 		m.router = alloc(rows, c.Experts)
+	}
+	if c.SharedExpertFFN > 0 {
+		m.shGate = alloc(rows, 1)
 	}
 	m.sel, m.logits = alloc(o.MaxSeqs, c.Hidden), alloc(o.MaxSeqs, c.Vocab)
 	if err != nil {
@@ -189,8 +210,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case c.Arch != "llama" && c.Arch != "qwen2" && c.Arch != "qwen3" && c.Arch != "qwen3moe" && c.Arch != "gemma3" && c.Arch != "phi3":
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, gemma3, phi3)", c.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma3", "phi3"}, c.Arch):
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma3, phi3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

@@ -90,7 +90,9 @@ func (r *refLlama) step(tok int32) []float64 {
 		q := r.mat(p+"attn_q.weight", h, c.Heads*hd)
 		k := r.mat(p+"attn_k.weight", h, c.KVHeads*hd)
 		v := r.mat(p+"attn_v.weight", h, c.KVHeads*hd)
-		if _, ok := r.w[p+"attn_q_norm.weight"]; ok { // Qwen3's QK-norm, head by head
+		if qn, ok := r.w[p+"attn_q_norm.weight"]; ok && len(qn) == len(q) && c.Heads > 1 { // OLMoE's, over the whole projection
+			q, k = r.norm(p+"attn_q_norm.weight", q), r.norm(p+"attn_k_norm.weight", k)
+		} else if ok { // Qwen3's QK-norm, head by head
 			for hh := range c.Heads {
 				copy(q[hh*hd:(hh+1)*hd], r.norm(p+"attn_q_norm.weight", q[hh*hd:(hh+1)*hd]))
 			}
@@ -175,9 +177,10 @@ func (r *refLlama) swiglu(gate, up, down string, off int, h []float64, ffn int) 
 	return o
 }
 
-// moe routes h as Mixtral and Qwen3-MoE define it: softmax over the experts,
-// the top k (ties to the lower index), weights renormalised over those k
-// when ExpertNorm.
+// moe routes h as Mixtral, Qwen3-MoE, Qwen2-MoE and OLMoE define it: softmax
+// over the experts, the top k (ties to the lower index), weights
+// renormalised over those k when ExpertNorm; and Qwen2-MoE's shared expert,
+// scaled by the sigmoid of its own gate logit, added for every row.
 func (r *refLlama) moe(p string, h []float64) []float64 {
 	c := r.c
 	logits := r.mat(p+"ffn_gate_inp.weight", h, c.Experts)
@@ -209,6 +212,17 @@ func (r *refLlama) moe(p string, h []float64) []float64 {
 		o := r.swiglu(p+"ffn_gate_exps.weight", p+"ffn_up_exps.weight", p+"ffn_down_exps.weight", e, h, c.ExpertFFN)
 		for i := range out {
 			out[i] += probs[e] / div * o[i]
+		}
+	}
+	if wg, ok := r.w[p+"ffn_gate_inp_shexp.weight"]; ok {
+		var logit float64
+		for i, v := range h {
+			logit += float64(wg[i]) * v
+		}
+		g := 1 / (1 + math.Exp(-logit))
+		o := r.swiglu(p+"ffn_gate_shexp.weight", p+"ffn_up_shexp.weight", p+"ffn_down_shexp.weight", 0, h, len(r.w[p+"ffn_gate_shexp.weight"])/len(h))
+		for i := range out {
+			out[i] += g * o[i]
 		}
 	}
 	return out

@@ -33,6 +33,19 @@ var tinyGoldenModels = []struct {
 		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64}, kernels.Q8_0},
 	{"mixtral-q4_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 25,
 		Experts: 4, ExpertsUsed: 2}, kernels.Q4_0},
+	// Qwen2-MoE: Q/K/V biases, softmax weights not renormalised, a shared
+	// expert of 96 behind its sigmoid gate; OLMoE: QK-norm over the whole
+	// projections, softmax weights not renormalised (llama.cpp's OLMoE takes
+	// attn_k_norm as wide as the embedding: KV heads = heads, as OLMoE-1B-7B
+	// has; the reference test covers fewer).
+	{"qwen2moe-f32", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 29, QKVBias: true,
+		Experts: 4, ExpertsUsed: 2, ExpertFFN: 64, SharedExpertFFN: 96}, kernels.F32},
+	{"qwen2moe-q8_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 30, QKVBias: true,
+		Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedExpertFFN: 128}, kernels.Q8_0},
+	{"olmoe-f32", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FFN: 64, Vocab: 300, Seed: 31, OLMoE: true,
+		Experts: 8, ExpertsUsed: 2}, kernels.F32},
+	{"olmoe-q8_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FFN: 64, Vocab: 300, Seed: 32, OLMoE: true,
+		Experts: 8, ExpertsUsed: 4}, kernels.Q8_0},
 	{"gemma3-f32", gemma3Tiny, kernels.F32},
 	// Phi-3: partial rotary (12 or 8 of 16 head elements, as Phi-4-mini
 	// rotates 3/4) and LongRoPE with the long factors (the 256-token context

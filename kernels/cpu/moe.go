@@ -8,7 +8,10 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 )
 
-var _ kernels.MoEOps = (*Backend)(nil)
+var (
+	_ kernels.MoEOps          = (*Backend)(nil)
+	_ kernels.SharedExpertOps = (*Backend)(nil)
+)
 
 // moeScratch is MoEFFN's reusable state: the routing of the current call and
 // the gathered rows of one expert at a time.
@@ -78,6 +81,30 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 		for i, r := range s.rows[e] {
 			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])
 		}
+	}
+	return nil
+}
+
+func (b *Backend) GatedAdd(dst, x, gate kernels.Tensor, n int) error {
+	d, dt, err := f32Of(dst, "GatedAdd dst")
+	if err != nil {
+		return err
+	}
+	xs, xt, err := f32Of(x, "GatedAdd x")
+	if err != nil {
+		return err
+	}
+	gs, gt, err := f32Of(gate, "GatedAdd gate")
+	if err != nil {
+		return err
+	}
+	cols := dt.cols()
+	if xt.cols() != cols || gt.cols() != 1 || n*cols > len(d) || n*cols > len(xs) || n > len(gs) {
+		return fmt.Errorf("cpu backend: GatedAdd: dst %v, x %v, gate %v, %d rows", dt.shape, xt.shape, gt.shape, n)
+	}
+	for i := range n {
+		g := float32(1 / (1 + math.Exp(-float64(gs[i]))))
+		axpy(d[i*cols:(i+1)*cols], g, xs[i*cols:(i+1)*cols])
 	}
 	return nil
 }

@@ -92,3 +92,34 @@ func TestMoEFFN(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestGatedAdd checks each row's sigmoid gate in float64, with rows past n
+// left alone and a gate tensor of the wrong width refused.
+func TestGatedAdd(t *testing.T) {
+	const rows, n, cols = 5, 4, 12
+	r := rand.New(rand.NewPCG(7, 8))
+	dv, xv, gv := randF32(r, rows*cols), randF32(r, rows*cols), randF32(r, rows)
+	gv[1], gv[2] = 30, -30 // saturated: the shared expert fully on, and off
+	b := New(1)
+	defer b.Close()
+	dst, x, gate := scratch(t, b, dv, rows, cols), scratch(t, b, xv, rows, cols), scratch(t, b, gv, rows, 1)
+	if err := b.GatedAdd(dst, x, gate, n); err != nil {
+		t.Fatal(err)
+	}
+	got := dst.(*tensor).f32
+	for i := range rows {
+		g := 1 / (1 + math.Exp(-float64(gv[i])))
+		for j := range cols {
+			want := float64(dv[i*cols+j])
+			if i < n {
+				want += g * float64(xv[i*cols+j])
+			}
+			if d := math.Abs(float64(got[i*cols+j]) - want); d > 1e-6*(1+math.Abs(want)) {
+				t.Fatalf("row %d col %d: %g, want %g (gate %g)", i, j, got[i*cols+j], want, gv[i])
+			}
+		}
+	}
+	if err := b.GatedAdd(dst, x, x, n); err == nil {
+		t.Fatal("a gate of 12 columns was accepted")
+	}
+}

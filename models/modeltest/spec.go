@@ -40,10 +40,21 @@ type Spec struct {
 	LongRoPE *LongRoPE // nil: none
 
 	// Experts > 0 makes the feed-forward a mixture of experts (GGUF only):
-	// arch qwen3moe with QKNorm, else llama with experts (Mixtral).
+	// arch qwen3moe with QKNorm, qwen2moe with SharedExpertFFN, olmoe with
+	// OLMoE, else llama with experts (Mixtral).
 	Experts     int
 	ExpertsUsed int // top k
 	ExpertFFN   int // 0: FFN
+	// SharedExpertFFN > 0 adds Qwen2-MoE's shared expert of that width and
+	// its sigmoid gate (ffn_*_shexp, ffn_gate_inp_shexp); set QKVBias too for
+	// a Qwen2-MoE as released.
+	SharedExpertFFN int
+	// OLMoE makes an OLMoE model: QK-norm over the whole Q and K projections
+	// (attn_q_norm of Heads·HeadDim, attn_k_norm of KVHeads·HeadDim), no
+	// biases, experts FFN wide (llama.cpp reads their width from
+	// feed_forward_length, and takes attn_k_norm as wide as the embedding:
+	// for llama.cpp, KVHeads = Heads).
+	OLMoE bool
 
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
@@ -86,6 +97,12 @@ func (s Spec) Arch() string {
 	}
 	if s.Gemma {
 		return "gemma3"
+	}
+	if s.OLMoE {
+		return "olmoe"
+	}
+	if s.Experts > 0 && s.SharedExpertFFN > 0 {
+		return "qwen2moe"
 	}
 	if s.QKNorm && s.Experts > 0 {
 		return "qwen3moe"
@@ -138,6 +155,10 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: %d heads (%d KV) do not divide hidden %d into even head sizes", s.Heads, s.KVHeads, s.Hidden)
 	case s.Experts < 0 || s.Experts > 0 && (s.ExpertsUsed <= 0 || s.ExpertsUsed > s.Experts):
 		return fmt.Errorf("modeltest: %d experts, %d used", s.Experts, s.ExpertsUsed)
+	case s.OLMoE && (s.Experts == 0 || s.ExpertFFN != s.FFN || s.QKNorm || s.QKVBias || s.Gemma || s.Phi3 || s.SharedExpertFFN > 0):
+		return fmt.Errorf("modeltest: an OLMoE spec has experts FFN wide and no QK-norm, bias, Gemma, Phi-3 or shared-expert options")
+	case s.SharedExpertFFN < 0 || s.SharedExpertFFN > 0 && (s.Experts == 0 || s.QKNorm || s.Gemma):
+		return fmt.Errorf("modeltest: a shared expert (Qwen2-MoE) needs experts and no QK-norm or Gemma options")
 	case s.Phi3 && (s.Gemma || s.QKNorm || s.QKVBias || s.Experts > 0):
 		return fmt.Errorf("modeltest: a Phi-3 spec has no Gemma, QK-norm, bias or expert options")
 	case s.RopeDims%2 != 0 || s.RopeDims > s.HeadDim() || s.RopeDims != s.HeadDim() && !s.Phi3:
@@ -179,6 +200,10 @@ func tensorList(spec Spec) []tensorShape {
 			add(p+"attn_q_norm.weight", hd)
 			add(p+"attn_k_norm.weight", hd)
 		}
+		if s.OLMoE {
+			add(p+"attn_q_norm.weight", s.Heads*hd)
+			add(p+"attn_k_norm.weight", s.KVHeads*hd)
+		}
 		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
 		if s.Gemma {
 			add(p+"post_attention_norm.weight", s.Hidden)
@@ -189,6 +214,12 @@ func tensorList(spec Spec) []tensorShape {
 			add(p+"ffn_gate_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
 			add(p+"ffn_up_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
 			add(p+"ffn_down_exps.weight", s.Experts, s.Hidden, s.ExpertFFN)
+			if f := s.SharedExpertFFN; f > 0 {
+				add(p+"ffn_gate_inp_shexp.weight", s.Hidden)
+				add(p+"ffn_gate_shexp.weight", f, s.Hidden)
+				add(p+"ffn_up_shexp.weight", f, s.Hidden)
+				add(p+"ffn_down_shexp.weight", s.Hidden, f)
+			}
 			continue
 		}
 		add(p+"ffn_gate.weight", s.FFN, s.Hidden)

@@ -96,6 +96,9 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	if spec.Experts > 0 {
 		meta = append(meta, KV{a + "expert_count", uint32(spec.Experts)}, KV{a + "expert_used_count", uint32(spec.ExpertsUsed)},
 			KV{a + "expert_feed_forward_length", uint32(spec.ExpertFFN)})
+		if spec.SharedExpertFFN > 0 {
+			meta = append(meta, KV{a + "expert_shared_feed_forward_length", uint32(spec.SharedExpertFFN)})
+		}
 	}
 	meta = append(meta, ggufVocab(spec.Vocab)...)
 	f, err := os.Create(path)
