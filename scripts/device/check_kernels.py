@@ -149,7 +149,7 @@ def main():
         fn("elementwise", f"get_rows_{kind}")((len(rows),), (128,), (dst, wd, cp.asarray(rows), i32(in_f), i64(row_bytes)))
         record(f"get_rows {kind}", rel(dst.get(), w[rows]), 1e-6)
         bias = rng.standard_normal(out_f).astype(np.float32)
-        for n in (1, 3, 8, 100):
+        for n in (1, 3, 8, 17, 64, 100):
             x = rng.standard_normal((n, in_f)).astype(np.float32)
             ref = x.astype(np.float64) @ w.T + bias
             dst = cp.zeros((n, out_f), cp.float32)
@@ -164,6 +164,10 @@ def main():
                 bound = 1e-5
             elif kind == "f32":
                 continue
+            elif n <= 64:  # the skinny kernels: 16, 32 or 64 rows of x (gemm_skinny.go)
+                m = 16 if n <= 16 else 32 if n <= 32 else 64
+                fn("matmul", f"skinny{m}_{kind}")(((out_f + 31) // 32,), (128,), args)
+                bound = 1e-2 if kind == "bf16" else 2e-3
             else:
                 fn("matmul", f"mma_{kind}")(((out_f + 63) // 64, (n + 63) // 64), (128,), args)
                 bound = 1e-2 if kind == "bf16" else 2e-3
@@ -204,6 +208,8 @@ def main():
         record(f"rope {style}", rel(xd.get(), ref), 1e-6)
 
     check_attention(fn)
+    for hd, group in ((128, 4),) if a.quick else ((128, 4), (64, 16), (256, 2)):
+        check_decode(fn, hd, group)
     check_sample(fn)
 
     failed = [r for r in results if not r[3]]
@@ -280,6 +286,66 @@ def check_attention(fn):
     record("kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
     for (splits, i), out in outs.items():
         record(f"paged_attention (GQA 32/8, {splits} splits, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
+
+
+def check_decode(fn, hd, group):
+    """paged_decode_<hd> (attention.cu), one decode row a sequence at contexts
+    1, 255, 257 and 600 (partitions of 256), K/V of the new rows read from k
+    and v and written to the cache by the kernel itself (fused), partitions
+    merged by the last to finish; twice, as the counters must be back at 0."""
+    i32, f32 = np.int32, np.float32
+    kvh, bs, nblocks = 2, 16, 160
+    heads = kvh * group
+    nq = 8 if hd in (64, 128) else 4  # query vectors an item (attention.go's decodeShape)
+    kv_cols = kvh * hd
+    cache_k = rng.standard_normal((nblocks * bs, kv_cols)).astype(np.float16)
+    cache_v = rng.standard_normal((nblocks * bs, kv_cols)).astype(np.float16)
+    perm = rng.permutation(nblocks).astype(np.int32)
+    ctxs = [1, 255, 257, 600]
+    tables = [perm[40 * i:40 * i + 40] for i in range(len(ctxs))]
+    n = len(ctxs)
+    positions = [c - 1 for c in ctxs]
+    slots = [tables[i][p // bs] * bs + p % bs for i, p in enumerate(positions)]
+    q = rng.standard_normal((n, heads * hd)).astype(np.float32)
+    k = rng.standard_normal((n, kv_cols)).astype(np.float32)
+    v = rng.standard_normal((n, kv_cols)).astype(np.float32)
+    items, parts, z = [], 0, 0
+    for si, p in enumerate(positions):
+        for qv in range(si * group, (si + 1) * group, nq):
+            np_ = -(-(p + 1) // 256)
+            items += [si, qv, min(nq, (si + 1) * group - qv), parts]
+            parts += np_ if np_ > 1 else 0
+            z = max(z, np_)
+    n_items = len(items) // 4
+    seqs = np.array([[40 * i, i, 1] for i in range(n)], i32).ravel()
+    blocks = np.concatenate(tables).astype(i32)
+    scale = 1 / math.sqrt(hd)
+    kd, vd = cp.asarray(cache_k.view(np.uint16)), cp.asarray(cache_v.view(np.uint16))
+    part = cp.zeros(max(parts, 1) * kvh * (nq * hd + 2 * nq), cp.float32)
+    counters = cp.zeros(n_items * kvh, cp.int32)
+    outs = []
+    for _ in range(2):
+        out = cp.zeros((n, heads * hd), cp.float32)
+        fn("attention", f"paged_decode_{hd}")((n_items, kvh, z), (128,), (
+            out, cp.asarray(q), kd, vd, cp.asarray(k), cp.asarray(v), i32(1), cp.asarray(np.array(items, i32)),
+            cp.asarray(seqs), cp.asarray(blocks), cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(bs),
+            f32(scale), part, counters))
+        outs.append(out.get())
+    record(f"paged_decode_{hd} partition counters reset", float(np.abs(counters.get()).sum()), 0)
+    ck = kd.get().view(np.float16).astype(np.float64)
+    cv = vd.get().view(np.float16).astype(np.float64)
+    record(f"paged_decode_{hd} fused kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
+    ref = np.zeros((n, heads, hd))
+    for si, p in enumerate(positions):
+        sl = [tables[si][t // bs] * bs + t % bs for t in range(p + 1)]
+        for h in range(heads):
+            g = h // group
+            K, V = ck[sl, g * hd:(g + 1) * hd], cv[sl, g * hd:(g + 1) * hd]
+            sc = K @ q[si, h * hd:(h + 1) * hd].astype(np.float64) * scale
+            e = np.exp(sc - sc.max())
+            ref[si, h] = (e / e.sum()) @ V
+    for i, out in enumerate(outs):
+        record(f"paged_decode_{hd} (GQA {group}, contexts {ctxs}, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
 
 
 _ones = {}
