@@ -383,6 +383,7 @@ func (e *Engine) publish() {
 	st.Steps = ss.Steps
 	st.Running, st.Waiting = e.sched.NumRunning(), e.sched.NumWaiting()
 	st.KV = e.pool.Usage()
+	st.KVWindow, _ = e.pool.WindowUsage()
 	st.KVEvicts = ps.Evictions
 	st.Preemptions = ss.Preemptions
 	st.PrefixHitTokens = ss.HitTokens

@@ -15,6 +15,9 @@ type Stats struct {
 	Waiting  int // sequences queued, including preempted ones
 	KV       kvcache.Usage
 	KVEvicts int64 // cached blocks evicted for fresh allocations
+	// KVWindow is the sliding-window layers' block group (window.go); zero
+	// without one.
+	KVWindow kvcache.Usage
 
 	Preemptions     int64
 	PrefixHitTokens int64 // tokens served from the prefix cache at admission

@@ -174,6 +174,9 @@ func TestWindowGroupMatchesReference(t *testing.T) {
 	if u := e.pool.Usage(); u.Used != 0 || wu.Used != 0 {
 		t.Fatalf("after the end: global %+v, window %+v", u, wu)
 	}
+	if st.KVWindow.Total != len(m.wkv)/bs || st.KVWindow.Used != 0 {
+		t.Errorf("published window group %+v, want %d blocks, none used", st.KVWindow, len(m.wkv)/bs)
+	}
 	if completed < 18 || st.PrefixHitTokens == 0 || e.pool.WindowStats().HitBlocks == 0 || st.Preemptions == 0 {
 		t.Errorf("%d completed, %d prefix hit tokens (%d window blocks shared), %d preemptions: the test exercised too little",
 			completed, st.PrefixHitTokens, e.pool.WindowStats().HitBlocks, st.Preemptions)
