@@ -55,8 +55,8 @@ type Batch struct {
 	// WindowSlots are the rows' slots in the window layers' own KV store; nil
 	// when those layers share the global store.
 	WindowSlots []int32
-	Seqs      []SeqRows
-	LogitRows []int32 // rows whose logits the caller needs, in output order
+	Seqs        []SeqRows
+	LogitRows   []int32 // rows whose logits the caller needs, in output order
 }
 
 // RoPEStyle says which elements of a head are rotated together.
