@@ -134,7 +134,7 @@ def main():
     global cp
     cp = frontend(a.frontend)
     print(f"front end: {cp.__name__} {cp.__version__}", flush=True)
-    mod = {m: cp.RawModule(path=f"{a.ptx_dir}/{m}.ptx") for m in ("elementwise", "matmul", "attention", "sample")}
+    mod = {m: cp.RawModule(path=f"{a.ptx_dir}/{m}.ptx") for m in ("elementwise", "matmul", "attention", "sample", "mask")}
     fn = lambda m, name: mod[m].get_function(name)
     i32, i64, f32 = np.int32, np.int64, np.float32
 
@@ -211,6 +211,7 @@ def main():
     for hd, group in ((128, 4),) if a.quick else ((128, 4), (64, 16), (256, 2)):
         check_decode(fn, hd, group)
     check_sample(fn)
+    check_mask(fn)
 
     failed = [r for r in results if not r[3]]
     if a.out:
@@ -391,6 +392,27 @@ def check_gemv_epilogues(fn, kind, wd, w, row_bytes, bias):
         + none + (u64(0), glu, ones(in_f), f32(0), u64(0)))
     g, u = y[:, :half] - bias[:half], y[:, half:] - bias[half:]
     record(f"gemv_glu {kind}", rel(glu.get(), g / (1 + np.exp(-g)) * u), 1e-5)
+
+
+def check_mask(fn):
+    """mask_logits (mask.cu) against the host mask (engine/constraint.go):
+    the default model's vocabulary plus 3, so the last word is partial, with
+    masked rows beside unmasked ones; the fraction of logits that differ."""
+    rows, vocab = 5, 49155
+    words = (vocab + 31) // 32
+    logits = rng.standard_normal((rows, vocab)).astype(np.float32)
+    masked = [0, 2, 3]
+    bits = rng.integers(0, 2**32, size=(len(masked), words), dtype=np.uint64).astype(np.uint32)
+    ref = logits.copy()
+    ids = np.arange(vocab)
+    for k, r in enumerate(masked):
+        allowed = (bits[k][ids // 32] >> (ids % 32).astype(np.uint32)) & 1
+        ref[r][allowed == 0] = -np.inf
+    tab = np.concatenate([np.array(masked, np.int32), bits.view(np.int32).ravel()])
+    ld = cp.asarray(logits)
+    fn("mask", "mask_logits")((min(-(-vocab // 256), 256), len(masked)), (256,),
+                              (ld, cp.asarray(tab), np.int32(len(masked)), np.int32(vocab), np.int32(words)))
+    record("mask_logits = host mask", float(np.mean(ld.get() != ref)), 0)
 
 
 def check_sample(fn):
