@@ -149,6 +149,7 @@ func (s *Server) relayHandler() *http.ServeMux {
 		mux.Handle("POST "+api.path, s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, api) }))
 	}
 	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, messagesAPI) }, anthropic.WriteError))
+	mux.Handle("POST /v1/messages/count_tokens", s.guard(s.relayCountTokens, anthropic.WriteError))
 	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayResume(w, r, r.PathValue("id")) }))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)

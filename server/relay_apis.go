@@ -67,6 +67,37 @@ var messagesAPI = relayAPIShape{
 	requestID: true,
 }
 
+// relayCountTokens serves POST /v1/messages/count_tokens in relay mode: the
+// request is validated as a local one, then the upstream's own count_tokens
+// answers it (only the upstream has the model's tokenizer); an upstream
+// without the endpoint is a 404 upstream_endpoint_missing in Anthropic's shape.
+func (s *Server) relayCountTokens(w http.ResponseWriter, r *http.Request) {
+	body, err := httpedge.ReadBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		messagesAPI.refuse(w, err)
+		return
+	}
+	g, err := anthropic.ParseCount(body)
+	if err != nil {
+		messagesAPI.refuse(w, err)
+		return
+	}
+	req, err := s.relayForward(body, g, relay.PathCountTokens, nil)
+	if err != nil {
+		messagesAPI.refuse(w, err)
+		return
+	}
+	raw, err := s.relay.Call(r.Context(), req)
+	if err != nil {
+		if r.Context().Err() == nil { // else the client left: nobody to tell
+			messagesAPI.refuse(w, err)
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(raw)
+}
+
 var responsesAPI = relayAPIShape{
 	path: relay.PathResponses, prefix: "resp_", parse: framing(responses.ParseRelayed),
 	refuse: writeRelayError,

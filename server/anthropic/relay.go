@@ -30,6 +30,10 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	return g, &Relayed{m: &message{ID: id, Model: g.Model}}, nil
 }
 
+// ParseCount validates a count_tokens request as a local one is validated
+// (relay mode forwards it to the upstream's count_tokens).
+func ParseCount(body []byte) (*stream.GenRequest, error) { return parse(body, true) }
+
 // SetModel names the model the response reports.
 func (r *Relayed) SetModel(name string) { r.m.Model = name }
 

@@ -111,3 +111,31 @@ func TestKeepAliveBetweenIDsPythonSDK(t *testing.T) {
 		t.Errorf("the old framing (a comment and a blank line after an id'd event): %v; the SDK must fail on it, or this test proves nothing", res)
 	}
 }
+
+// TestRelayCountTokens: count_tokens through a relay whose upstream is the
+// rig's Sluice is the upstream's own count (its tokenizer and template).
+func TestRelayCountTokens(t *testing.T) {
+	r := getRig(t)
+	front := startRelay(t, r)
+	const body = `{"model":"","system":"Answer in one word.","messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":8}`
+	count := func(url string) string {
+		resp, err := http.Post(url+"/v1/messages/count_tokens", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", url, resp.StatusCode, raw)
+		}
+		return string(raw)
+	}
+	relayed, direct := count(front.url), count(r.url)
+	var n struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	if relayed != direct || json.Unmarshal([]byte(relayed), &n) != nil || n.InputTokens < 10 {
+		t.Errorf("relayed %s, direct %s", relayed, direct)
+	}
+	t.Logf("count_tokens through the relay: %s", relayed)
+}

@@ -167,6 +167,84 @@ func (r *Relay) Open(ctx context.Context, req Request) (*Stream, error) {
 	return nil, last
 }
 
+// maxCallBody bounds a one-shot answer (Call): a token count is a few bytes.
+const maxCallBody = 1 << 20
+
+// Call sends req to an upstream serving its model and returns the body of
+// its 200 answer: a one-shot JSON endpoint (PathCountTokens), not a stream.
+// Admission slots are for streams and are not taken; failures, retries and
+// their metrics are Open's. The whole call is bounded by the connect,
+// first-byte and stall timeouts together, so a silent body cannot hang it.
+func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
+	model := req.Model
+	if model == "" {
+		model = r.names[0]
+	}
+	ups := r.routes[model]
+	if len(ups) == 0 {
+		return nil, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, model, strings.Join(r.names, ", "))
+	}
+	var last error
+	for attempt := 0; attempt <= ups[0].cfg.Retries; attempt++ {
+		up := pick(ups, attempt)
+		if attempt > 0 {
+			r.m.retries.WithLabelValues(up.label).Inc()
+			if err := backoff(ctx, attempt, last); err != nil {
+				return nil, err
+			}
+		}
+		body, err := up.body(req.Body, model, apiCall)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := r.call(ctx, up, up.base+req.Path, body)
+		if err == nil {
+			return raw, nil
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, last
+}
+
+func (r *Relay) call(ctx context.Context, up *upstream, target string, body []byte) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, up.cfg.Connect+up.cfg.FirstByte+up.cfg.Stall)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(cctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if up.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+up.cfg.APIKey)
+	}
+	resp, err := up.client.Do(hreq)
+	if err != nil {
+		return nil, r.transportError(up, ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, r.statusError(up, resp, target)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxCallBody+1))
+	switch {
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case err != nil && cctx.Err() != nil:
+		r.m.errors.WithLabelValues(up.label, KindStall).Inc()
+		return nil, fmt.Errorf("%w: %s did not finish its answer within %v", stream.ErrUpstreamTimeout, up.label, up.cfg.Connect+up.cfg.FirstByte+up.cfg.Stall)
+	case err != nil:
+		r.m.truncated.WithLabelValues(up.label).Inc()
+		return nil, fmt.Errorf("%w: %s: reading its answer: %v", stream.ErrUpstreamTruncated, up.label, err)
+	case len(raw) > maxCallBody || !json.Valid(raw) || bytes.TrimSpace(raw)[0] != '{':
+		r.m.errors.WithLabelValues(up.label, KindMalformed).Inc()
+		return nil, fmt.Errorf("%w: %s answered %s with %d bytes that are not a JSON object: %.120q", stream.ErrUpstreamMalformed, up.label, strings.TrimPrefix(target, up.base), len(raw), raw)
+	}
+	return raw, nil
+}
+
 // Resume continues an upstream stream that the relay closed when its client
 // left, when the upstream keeps its streams resumable (an upstream Sluice:
 // GET /v1/streams/{id} with Last-Event-ID). The upstream replays the events
@@ -406,7 +484,9 @@ func (u *upstream) body(client map[string]json.RawMessage, model string, a api) 
 		model = u.cfg.Model
 	}
 	out["model"], _ = json.Marshal(model)
-	out["stream"] = json.RawMessage("true")
+	if a != apiCall {
+		out["stream"] = json.RawMessage("true")
+	}
 	if a == apiOpenAI {
 		out["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	}

@@ -19,6 +19,8 @@ const (
 	PathCompletions = "/v1/completions"
 	PathMessages    = "/v1/messages"
 	PathResponses   = "/v1/responses"
+	// PathCountTokens is not a stream: Relay.Call forwards it.
+	PathCountTokens = "/v1/messages/count_tokens"
 )
 
 // api is an upstream stream's wire shape.
@@ -28,6 +30,7 @@ const (
 	apiOpenAI    api = iota // chat and completions chunks, ended by [DONE]
 	apiMessages             // Anthropic's events, ended by message_stop
 	apiResponses            // Responses events, ended by response.completed or .incomplete
+	apiCall                 // one JSON answer, not a stream (Relay.Call)
 )
 
 func apiOf(path string) api {
@@ -36,6 +39,8 @@ func apiOf(path string) api {
 		return apiMessages
 	case PathResponses:
 		return apiResponses
+	case PathCountTokens:
+		return apiCall
 	}
 	return apiOpenAI
 }
