@@ -26,6 +26,9 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStream
 	if err != nil {
 		return toStatus(err)
 	}
+	if g.N > 1 {
+		return x.generateChoices(r, call, g) // choices.go
+	}
 	run, err := s.start(call.Context(), g, r.GetRequestId(), "gen-")
 	if err != nil {
 		return err

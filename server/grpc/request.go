@@ -45,6 +45,10 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 		on, k := r.GetLogprobs(), int(min(r.GetTopLogprobs(), 1<<20))
 		p.Logprobs, p.TopLogprobs = &on, &k
 	}
+	if r.N != 0 { // 0 is proto3's unset: one choice
+		n := int(min(r.GetN(), 1<<20))
+		p.N = &n
+	}
 	if k := int(sp.GetTopK()); k != 0 {
 		p.TopK = &k
 	}

@@ -50,8 +50,14 @@ type GenerateRequest struct {
 	// Each generated token's logprob and up to top_logprobs (0-20)
 	// alternatives, from the model's distribution before sampling transforms,
 	// in GenerateChunk.logprobs.
-	Logprobs      bool   `protobuf:"varint,12,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
-	TopLogprobs   uint32 `protobuf:"varint,13,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	Logprobs    bool   `protobuf:"varint,12,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	TopLogprobs uint32 `protobuf:"varint,13,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	// Choices to generate, 1-16 (0: one), as OpenAI's n: the prompt is
+	// prefilled once and the choices fork its KV blocks; choice j samples with
+	// seed + j. Chunks of different choices interleave, each naming its
+	// choice in GenerateChunk.index; a choice's end is a chunk carrying its
+	// finish_reason. An Abort or a cancelled call ends every choice.
+	N             uint32 `protobuf:"varint,14,opt,name=n,proto3" json:"n,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +192,13 @@ func (x *GenerateRequest) GetLogprobs() bool {
 func (x *GenerateRequest) GetTopLogprobs() uint32 {
 	if x != nil {
 		return x.TopLogprobs
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetN() uint32 {
+	if x != nil {
+		return x.N
 	}
 	return 0
 }
@@ -1188,6 +1201,8 @@ type GenerateChunk struct {
 	TokenIds      []uint32               `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
 	ToolCalls     []*ToolCallDelta       `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	Logprobs      []*TokenLogprob        `protobuf:"bytes,4,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	Index         uint32                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`                                  // the choice, 0 to n-1
+	FinishReason  string                 `protobuf:"bytes,6,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // n > 1 only: set on a choice's last chunk (as GenerateComplete's)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1248,6 +1263,20 @@ func (x *GenerateChunk) GetLogprobs() []*TokenLogprob {
 		return x.Logprobs
 	}
 	return nil
+}
+
+func (x *GenerateChunk) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GenerateChunk) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
 }
 
 type ToolCallDelta struct {
@@ -1469,10 +1498,14 @@ func (x *TopLogprob) GetLogprob() float32 {
 // The last message of a generation. Text held back until the end (a
 // possible stop-string prefix that never completed) arrives in a final chunk
 // before it.
+// With n > 1, finish_reason is choice 0's and finish_reasons every
+// choice's by index; usage sums the choices' completion tokens and counts
+// the prompt once.
 type GenerateComplete struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	FinishReason  string                 `protobuf:"bytes,1,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // stop, length, tool_calls, abort
 	Usage         *Usage                 `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	FinishReasons []string               `protobuf:"bytes,3,rep,name=finish_reasons,json=finishReasons,proto3" json:"finish_reasons,omitempty"` // n > 1 only
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1517,6 +1550,13 @@ func (x *GenerateComplete) GetFinishReason() string {
 func (x *GenerateComplete) GetUsage() *Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *GenerateComplete) GetFinishReasons() []string {
+	if x != nil {
+		return x.FinishReasons
 	}
 	return nil
 }
@@ -2121,7 +2161,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xf3\x04\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\x81\x05\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -2138,7 +2178,8 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	" \x01(\v2\x19.sluice.v1.ResponseFormatR\x0eresponseFormat\x12K\n" +
 	"\x12structured_outputs\x18\v \x01(\v2\x1c.sluice.v1.StructuredOutputsR\x11structuredOutputs\x12\x1a\n" +
 	"\blogprobs\x18\f \x01(\bR\blogprobs\x12!\n" +
-	"\ftop_logprobs\x18\r \x01(\rR\vtopLogprobsB\a\n" +
+	"\ftop_logprobs\x18\r \x01(\rR\vtopLogprobs\x12\f\n" +
+	"\x01n\x18\x0e \x01(\rR\x01nB\a\n" +
 	"\x05inputB\x16\n" +
 	"\x14_parallel_tool_calls\"}\n" +
 	"\x04Tool\x12\x12\n" +
@@ -2220,13 +2261,15 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bcomplete\x18\x03 \x01(\v2\x1b.sluice.v1.GenerateCompleteH\x00R\bcomplete\x120\n" +
 	"\x05error\x18\x04 \x01(\v2\x18.sluice.v1.GenerateErrorH\x00R\x05errorB\n" +
 	"\n" +
-	"\bresponse\"\xae\x01\n" +
+	"\bresponse\"\xe9\x01\n" +
 	"\rGenerateChunk\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1b\n" +
 	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\x127\n" +
 	"\n" +
 	"tool_calls\x18\x03 \x03(\v2\x18.sluice.v1.ToolCallDeltaR\ttoolCalls\x123\n" +
-	"\blogprobs\x18\x04 \x03(\v2\x17.sluice.v1.TokenLogprobR\blogprobs\"g\n" +
+	"\blogprobs\x18\x04 \x03(\v2\x17.sluice.v1.TokenLogprobR\blogprobs\x12\x14\n" +
+	"\x05index\x18\x05 \x01(\rR\x05index\x12#\n" +
+	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\"g\n" +
 	"\rToolCallDelta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -2243,10 +2286,11 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\tR\x05token\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\fR\x05bytes\x12\x18\n" +
-	"\alogprob\x18\x04 \x01(\x02R\alogprob\"_\n" +
+	"\alogprob\x18\x04 \x01(\x02R\alogprob\"\x86\x01\n" +
 	"\x10GenerateComplete\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\"~\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\x12%\n" +
+	"\x0efinish_reasons\x18\x03 \x03(\tR\rfinishReasons\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
