@@ -52,8 +52,11 @@ func runInspect(args []string) error {
 	if cfg.Experts > 0 {
 		fmt.Fprintf(w, "experts\t%d per layer, %d per token (expert ffn %d, top-k weights renormalised: %v)\n",
 			cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm)
+		if cfg.SharedExpertFFN > 0 {
+			fmt.Fprintf(w, "shared expert\tffn %d, sigmoid-gated per token\n", cfg.SharedExpertFFN)
+		}
 	}
-	fmt.Fprintf(w, "qk norm\t%v\n", cfg.QKNorm)
+	fmt.Fprintf(w, "qk norm\t%v (over whole projections: %v)\n", cfg.QKNorm, cfg.QKNormWhole)
 	fmt.Fprintf(w, "attention\t%s\n", windowLayout(cfg))
 	fmt.Fprintf(w, "kv cache\t%d bytes/token (F16, all layers)", cfg.KVBytesPerToken())
 	if cfg.Window > 0 {
