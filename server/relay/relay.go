@@ -132,39 +132,48 @@ type Request struct {
 // reached the client yet, so a retry is invisible to it. Other 4xx and 5xx
 // answers are returned at once as a *StatusError.
 func (r *Relay) Open(ctx context.Context, req Request) (*Stream, error) {
+	start := time.Now()
+	return attempts(r, ctx, req, apiOf(req.Path), func(up *upstream, body []byte) (*Stream, error) {
+		return r.try(ctx, up, http.MethodPost, up.base+req.Path, body, "", req.Detach, start, apiOf(req.Path))
+	})
+}
+
+// attempts runs send on the upstreams serving req's model until one
+// succeeds, with Open's retry rule: only a retryable failure while the
+// client is still there moves on, after a backoff, counted per upstream.
+func attempts[T any](r *Relay, ctx context.Context, req Request, a api, send func(up *upstream, body []byte) (T, error)) (T, error) {
+	var zero T
 	model := req.Model
 	if model == "" {
 		model = r.names[0]
 	}
 	ups := r.routes[model]
 	if len(ups) == 0 {
-		return nil, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, model, strings.Join(r.names, ", "))
+		return zero, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, model, strings.Join(r.names, ", "))
 	}
-	start := time.Now()
-	retries := ups[0].cfg.Retries
 	var last error
-	for attempt := 0; attempt <= retries; attempt++ {
+	for attempt := 0; attempt <= ups[0].cfg.Retries; attempt++ {
 		up := pick(ups, attempt)
 		if attempt > 0 {
 			r.m.retries.WithLabelValues(up.label).Inc()
 			if err := backoff(ctx, attempt, last); err != nil {
-				return nil, err
+				return zero, err
 			}
 		}
-		body, err := up.body(req.Body, model, apiOf(req.Path))
+		body, err := up.body(req.Body, model, a)
 		if err != nil {
-			return nil, err
+			return zero, err
 		}
-		s, err := r.try(ctx, up, http.MethodPost, up.base+req.Path, body, "", req.Detach, start, apiOf(req.Path))
+		v, err := send(up, body)
 		if err == nil {
-			return s, nil
+			return v, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
-			return nil, err
+			return zero, err
 		}
 		last = err
 	}
-	return nil, last
+	return zero, last
 }
 
 // maxCallBody bounds a one-shot answer (Call): a token count is a few bytes.
@@ -176,37 +185,9 @@ const maxCallBody = 1 << 20
 // their metrics are Open's. The whole call is bounded by the connect,
 // first-byte and stall timeouts together, so a silent body cannot hang it.
 func (r *Relay) Call(ctx context.Context, req Request) ([]byte, error) {
-	model := req.Model
-	if model == "" {
-		model = r.names[0]
-	}
-	ups := r.routes[model]
-	if len(ups) == 0 {
-		return nil, fmt.Errorf("%w: %q (this relay serves %s)", stream.ErrModelNotFound, model, strings.Join(r.names, ", "))
-	}
-	var last error
-	for attempt := 0; attempt <= ups[0].cfg.Retries; attempt++ {
-		up := pick(ups, attempt)
-		if attempt > 0 {
-			r.m.retries.WithLabelValues(up.label).Inc()
-			if err := backoff(ctx, attempt, last); err != nil {
-				return nil, err
-			}
-		}
-		body, err := up.body(req.Body, model, apiCall)
-		if err != nil {
-			return nil, err
-		}
-		raw, err := r.call(ctx, up, up.base+req.Path, body)
-		if err == nil {
-			return raw, nil
-		}
-		if !retryable(err) || ctx.Err() != nil {
-			return nil, err
-		}
-		last = err
-	}
-	return nil, last
+	return attempts(r, ctx, req, apiCall, func(up *upstream, body []byte) ([]byte, error) {
+		return r.call(ctx, up, up.base+req.Path, body)
+	})
 }
 
 func (r *Relay) call(ctx context.Context, up *upstream, target string, body []byte) ([]byte, error) {
