@@ -3,9 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
@@ -85,13 +83,7 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			parallel = &p
 		}
 	}
-	err := g.SetTools(tools, choice, parallel)
-	var pe *stream.ParamError
-	if !errors.As(err, &pe) {
-		return err
-	}
-	r := strings.NewReplacer("function.parameters", "input_schema", "function.", "")
-	return &stream.ParamError{Param: r.Replace(pe.Param), Message: r.Replace(pe.Message), Sentinel: pe.Sentinel}
+	return stream.RenameParams(g.SetTools(tools, choice, parallel), "function.parameters", "input_schema", "function.", "")
 }
 
 // contentBlock is any block of a message's content; its type says which

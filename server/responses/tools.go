@@ -3,10 +3,8 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
@@ -71,7 +69,7 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			choice = nil
 		}
 	}
-	return renamed(g.SetTools(tools, choice, parallel), "function.", "")
+	return stream.RenameParams(g.SetTools(tools, choice, parallel), "function.", "")
 }
 
 // setTextFormat reads text.format, the Responses API's response_format.
@@ -103,18 +101,7 @@ func setTextFormat(g *stream.GenRequest, raw json.RawMessage) error {
 // formatNames renames response_format in err to text.format: the reader's
 // errors, and Prepare's when the grammar does not compile.
 func formatNames(err error) error {
-	return renamed(err, "response_format.json_schema", "text.format", "response_format", "text.format")
-}
-
-// renamed rewrites the chat field names in a ParamError (pairs of old, new)
-// into the Responses or Messages ones; other errors pass unchanged.
-func renamed(err error, pairs ...string) error {
-	var pe *stream.ParamError
-	if !errors.As(err, &pe) {
-		return err
-	}
-	r := strings.NewReplacer(pairs...)
-	return &stream.ParamError{Param: r.Replace(pe.Param), Message: r.Replace(pe.Message), Sentinel: pe.Sentinel}
+	return stream.RenameParams(err, "response_format.json_schema", "text.format", "response_format", "text.format")
 }
 
 // mustJSON marshals maps and slices of already-valid JSON, which always
@@ -160,7 +147,7 @@ func appendCall(msgs []stream.ChatMessage, raw json.RawMessage, param string) ([
 		"function": map[string]string{"name": it.Name, "arguments": it.Arguments}}}
 	calls, err := stream.ParseToolCalls(param, mustJSON(chat))
 	if err != nil {
-		return nil, renamed(err, param+"[0].function.", param+".")
+		return nil, stream.RenameParams(err, param+"[0].function.", param+".")
 	}
 	if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
 		msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, calls...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 
@@ -151,6 +152,19 @@ func (e *ParamError) Unwrap() error {
 		return engine.ErrInvalidRequest
 	}
 	return e.Sentinel
+}
+
+// RenameParams rewrites the chat field names in err's ParamError (pairs of
+// old, new, as strings.NewReplacer takes them) in its Param and Message, so
+// an API whose fields are rewritten into chat's for the one reader reports
+// them under its own names; other errors pass unchanged.
+func RenameParams(err error, pairs ...string) error {
+	var pe *ParamError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	r := strings.NewReplacer(pairs...)
+	return &ParamError{Param: r.Replace(pe.Param), Message: r.Replace(pe.Message), Sentinel: pe.Sentinel}
 }
 
 // InvalidParam is a 400 / INVALID_ARGUMENT naming the offending field.
