@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/server/anthropic"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
+	"github.com/sluicehq/sluice/server/responses"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -145,11 +147,13 @@ func (s *Server) relayHandler() *http.ServeMux {
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ready", s.relayReady)
 	mux.Handle("GET /v1/models", s.api(s.relayModels))
-	for _, api := range []relayAPIShape{chatAPI(true), chatAPI(false), responsesAPI} {
+	store := responses.NewStore(storedResponses, storedResponseBytes)
+	for _, api := range []relayAPIShape{chatAPI(true), chatAPI(false), responsesAPI(store)} {
 		mux.Handle("POST "+api.path, s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, api) }))
 	}
 	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, messagesAPI) }, anthropic.WriteError))
 	mux.Handle("POST /v1/messages/count_tokens", s.guard(s.relayCountTokens, anthropic.WriteError))
+	s.relayResponses(mux, store)
 	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayResume(w, r, r.PathValue("id")) }))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
@@ -293,6 +297,12 @@ func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) 
 	if !ok {
 		return
 	}
+	s.relayContinue(ctx, w, st, id, last, release)
+}
+
+// relayContinue replays st's events after last and continues or ends it
+// (relayResume), under the lease release gives back.
+func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *streamState, id string, last int64, release func()) {
 	defer release()
 	var src *relay.Stream
 	var cause error

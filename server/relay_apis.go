@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -98,9 +99,58 @@ func (s *Server) relayCountTokens(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(raw)
 }
 
-var responsesAPI = relayAPIShape{
-	path: relay.PathResponses, prefix: "resp_", parse: framing(responses.ParseRelayed),
-	refuse: writeRelayError,
+// responsesAPI keeps finished responses in store (the local API's kind of
+// store, the same bounds), for GET /v1/responses/{id} and
+// previous_response_id.
+func responsesAPI(store *responses.Store) relayAPIShape {
+	return relayAPIShape{
+		path: relay.PathResponses, prefix: "resp_", refuse: writeRelayError,
+		parse: framing(func(body []byte, id string) (*stream.GenRequest, *responses.Relayed, error) {
+			return responses.ParseRelayed(body, id, store)
+		}),
+	}
+}
+
+// relayForwarder is a framer that rewrites the upstream's request
+// (responses.Relayed: previous_response_id expanded, store false).
+type relayForwarder interface {
+	Forward(fields map[string]json.RawMessage)
+}
+
+// relayResponses serves GET and DELETE /v1/responses/{id} in relay mode:
+// the relay's own stored responses, and with stream=true the stream from
+// this server's event log (starting_after a sequence number), continued or
+// ended as relayResume does.
+func (s *Server) relayResponses(mux *http.ServeMux, store *responses.Store) {
+	h := responses.New(s.edgeEnv(), store)
+	mux.Handle("GET /v1/responses/{id}", s.api(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("stream") != "true" {
+			h.Get(w, r)
+			return
+		}
+		last, err := responses.StartingAfter(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		id := r.PathValue("id")
+		rc, err := s.store.shared().OpenAfter(r, id, last, func(o httpedge.Resumable) bool {
+			st, ok := o.(*streamState)
+			if !ok || st.relay == nil {
+				return false
+			}
+			_, ok = st.relay.edge.(*responses.Relayed)
+			return ok
+		})
+		if err != nil {
+			if r.Context().Err() == nil {
+				writeError(w, err)
+			}
+			return
+		}
+		s.relayContinue(rc.Ctx, w, rc.State.(*streamState), id, rc.Last, rc.Release)
+	}))
+	mux.Handle("DELETE /v1/responses/{id}", s.api(h.Delete))
 }
 
 // relayAPI serves an API's POST in relay mode; with X-Sluice-Stream-Id and
@@ -125,6 +175,9 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 	if err != nil {
 		api.refuse(w, err)
 		return
+	}
+	if fw, ok := f.(relayForwarder); ok {
+		fw.Forward(req.Body)
 	}
 	f.SetModel(g.Model)
 	if !g.Stream {

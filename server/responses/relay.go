@@ -11,25 +11,22 @@ import (
 // mode, server/relay) in the same events as a local stream; the relay's
 // stream writer (stream.PumpText) stands where Pump stands. It holds the
 // response and its event counter across connections, so a resumed stream
-// continues the same sequence numbers.
+// continues the same sequence numbers. A finished response is kept in the
+// relay's own Store, as a local one is: the upstream never sees the ids the
+// client holds.
 type Relayed struct {
-	resp *response
-	em   *emitter
+	resp  *response
+	em    *emitter
+	p     *parsed
+	store *Store
 }
 
 // ParseRelayed validates a Responses request as a local one is validated
 // (one rule for both modes) and returns it with the framer of response id.
-// previous_response_id is refused: the conversation it names is stored by
-// the upstream under the upstream's own id, which the client never saw.
-func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) {
-	var prev struct {
-		ID json.RawMessage `json:"previous_response_id"`
-	}
-	if json.Unmarshal(body, &prev) == nil && httpedge.Present(prev.ID) {
-		return nil, nil, httpedge.Unsupported("previous_response_id",
-			"previous_response_id is not supported in relay mode: the upstream stores the conversation under its own response id")
-	}
-	p, err := parse(body, func(string) ([]stream.ChatMessage, bool) { return nil, false })
+// previous_response_id names a response in store, whose conversation
+// Forward sends upstream as input items.
+func ParseRelayed(body []byte, id string, store *Store) (*stream.GenRequest, *Relayed, error) {
+	p, err := parse(body, store.conversation)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -39,8 +36,40 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 		return nil, nil, httpedge.Unsupported("tools", "tools are not supported in relay mode: the relay re-frames the upstream's text and would drop its calls")
 	}
 	resp := newResponse(id, p.gen.Model, p.wire, p.gen, 0)
-	resp.Store = false // nothing is kept here to retrieve
-	return p.gen, &Relayed{resp: resp, em: &emitter{resp: resp}}, nil
+	return p.gen, &Relayed{resp: resp, em: &emitter{resp: resp}, p: p, store: store}, nil
+}
+
+// Forward rewrites the request the upstream gets. A previous_response_id is
+// this relay's, unknown to the upstream: the conversation it names goes
+// instead, with this input, as input items, so any upstream that speaks
+// Responses continues it without a store of its own. And the upstream is
+// asked to keep nothing: its copy would be under an id nobody holds.
+func (r *Relayed) Forward(fields map[string]json.RawMessage) {
+	fields["store"] = json.RawMessage("false")
+	if r.p.wire.PreviousResponseID == nil {
+		return
+	}
+	delete(fields, "previous_response_id")
+	fields["input"], _ = json.Marshal(inputItems(r.p.conv)) // maps of strings always marshal
+}
+
+// inputItems is a conversation as Responses input items: messages, and a
+// tool round trip's function_call and function_call_output items.
+func inputItems(conv []stream.ChatMessage) []map[string]string {
+	items := make([]map[string]string, 0, len(conv))
+	for _, m := range conv {
+		if m.Role == "tool" {
+			items = append(items, map[string]string{"type": "function_call_output", "call_id": m.ToolCallID, "output": m.Content})
+			continue
+		}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			items = append(items, map[string]string{"type": "message", "role": m.Role, "content": m.Content})
+		}
+		for _, c := range m.ToolCalls {
+			items = append(items, map[string]string{"type": "function_call", "call_id": c.ID, "name": c.Name, "arguments": c.Arguments})
+		}
+	}
+	return items
 }
 
 // SetModel names the model the response reports.
@@ -81,6 +110,7 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		return
 	}
 	r.end(out, end)
+	r.store.keep(r.resp, r.p)
 	endEvents(r.em, r.resp)
 }
 
@@ -108,8 +138,7 @@ func endEvents(em *emitter, resp *response) {
 func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
 	r.resp.newMessage().text = []byte(text)
 	r.end(out, end)
-	raw, _ := json.Marshal(r.resp) // the response types always marshal
-	return raw
+	return r.store.keep(r.resp, r.p)
 }
 
 // end fills in the output and the upstream's usage: completed, or

@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
@@ -100,19 +99,9 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	c.finish()
 	resp.end(out, ts)
-	raw := h.keep(resp, p)
+	raw := h.store.keep(resp, p)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(raw)
-}
-
-// keep stores a finished response when asked to and returns its JSON.
-func (h *Handler) keep(resp *response, p *parsed) []byte {
-	raw, _ := json.Marshal(resp) // strings, numbers and maps of strings always marshal
-	if resp.Store {
-		conv := append(slices.Clone(p.conv), resp.turn())
-		h.store.put(resp.ID, raw, conv)
-	}
-	return raw
 }
 
 // Get serves GET /v1/responses/{id}: a stored response.
@@ -193,7 +182,7 @@ func (h *Handler) end(st *streamState, out stream.Outcome) {
 	}
 	em.finish()
 	resp.end(out, st.ts)
-	h.keep(resp, st.p)
+	h.store.keep(resp, st.p)
 	endEvents(em, resp)
 	_ = em.sse.Flush()
 }

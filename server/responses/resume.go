@@ -40,17 +40,27 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, id string) {
 // after sequence number N, all of them without it. Event ids are sequence
 // numbers + 1.
 func (h *Handler) streamGet(w http.ResponseWriter, r *http.Request, id string) {
-	last := int64(0)
-	if v := r.URL.Query().Get("starting_after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			h.env.WriteError(w, stream.InvalidParam("starting_after", "starting_after must be an event's sequence_number, got %q", v))
-			return
-		}
-		last = n + 1
+	last, err := StartingAfter(r)
+	if err != nil {
+		h.env.WriteError(w, err)
+		return
 	}
 	rc, err := h.env.Streams.OpenAfter(r, id, last, ours)
 	h.reconnect(w, rc, err)
+}
+
+// StartingAfter is the event id after which GET ...?stream=true resumes:
+// starting_after's sequence number + 1, 0 (the whole stream) without it.
+func StartingAfter(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("starting_after")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, stream.InvalidParam("starting_after", "starting_after must be an event's sequence_number, got %q", v)
+	}
+	return n + 1, nil
 }
 
 func ours(s httpedge.Resumable) bool { _, ok := s.(*streamState); return ok }

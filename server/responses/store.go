@@ -2,6 +2,8 @@ package responses
 
 import (
 	"container/list"
+	"encoding/json"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/server/stream"
@@ -35,6 +37,17 @@ type stored struct {
 // NewStore keeps at most maxItems responses within maxBytes.
 func NewStore(maxItems, maxBytes int) *Store {
 	return &Store{maxItems: maxItems, maxBytes: maxBytes, lru: list.New(), byID: map[string]*list.Element{}}
+}
+
+// keep stores a finished response (local or relayed) when asked to and
+// returns its JSON.
+func (s *Store) keep(resp *response, p *parsed) []byte {
+	raw, _ := json.Marshal(resp) // strings, numbers and maps of strings always marshal
+	if resp.Store {
+		conv := append(slices.Clone(p.conv), resp.turn())
+		s.put(resp.ID, raw, conv)
+	}
+	return raw
 }
 
 // put stores a response; one larger than the whole budget is not kept.
