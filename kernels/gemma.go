@@ -25,3 +25,13 @@ type GemmaOps interface {
 	// sliding_window mask do. window ≤ 0 reads the whole context.
 	SlidingAttention(out, q, k, v Tensor, kv KVStore, layer int, b *Batch, scale float32, window int) error
 }
+
+// SoftCapOps are Gemma 2's logit soft-capping, v → cap·tanh(v/cap): smooth
+// bounds on the attention scores and on the final logits.
+type SoftCapOps interface {
+	// SoftCap caps the first n rows of x in place (the final logits).
+	SoftCap(x Tensor, n int, cap float32) error
+	// CappedAttention is SlidingAttention with each score q·k·scale capped
+	// before the softmax; cap ≤ 0 leaves the scores as they are.
+	CappedAttention(out, q, k, v Tensor, kv KVStore, layer int, b *Batch, scale float32, window int, cap float32) error
+}

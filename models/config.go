@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma3" or "phi3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3" or "phi3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -40,6 +40,8 @@ type Config struct {
 	WindowLayers   []bool  // [Layers] true for a window layer; nil when Window is 0
 	RopeThetaLocal float32 // RoPE base of the window layers (the global ones use RopeTheta and RopeScaling)
 	QueryScale     float32 // attention's q·k scale; 0: 1/√HeadDim
+	// Gemma 2: s → cap·tanh(s/cap) on the attention scores and the final logits; 0: none.
+	AttnSoftcap, FinalSoftcap float32
 
 	// Phi-3 (phi3.go): partial rotary and LongRoPE.
 	RopeDims        int     // elements of each head RoPE rotates; 0: HeadDim

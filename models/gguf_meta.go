@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma3", "phi3":
+	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -187,7 +187,7 @@ func (g *GGUFFile) Config() (Config, error) {
 	if arch == "qwen2moe" || arch == "olmoe" {
 		m.moeVariant(&cfg)
 	}
-	if arch == "gemma3" {
+	if arch == "gemma3" || arch == "gemma2" {
 		if err := m.gemma3(&cfg); err != nil {
 			return Config{}, err
 		}

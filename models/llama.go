@@ -21,7 +21,7 @@ type Llama struct {
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
 	win                      *windowKV               // set with Options.WindowKV (gemma3_window.go)
-	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma3
+	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma2 or gemma3
 	headNorm                 kernels.HeadNormOps     // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps          // set when cfg.Experts > 0
 	shared                   kernels.SharedExpertOps // set when cfg.SharedExpertFFN > 0 (qwen2moe.go)
@@ -90,6 +90,7 @@ func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 			be.GetRows(m.sel, m.x, b.LogitRows),
 			be.RMSNorm(m.sel, m.sel, m.outNorm, nl, c.RMSEps),
 			be.MatMul(m.logits, m.sel, m.output, nil, nl),
+			m.finalSoftcap(nl),
 			be.Read(m.logits, m.host[:nl*c.Vocab]),
 		)
 	}

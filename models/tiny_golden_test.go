@@ -47,6 +47,13 @@ var tinyGoldenModels = []struct {
 	{"olmoe-q8_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FFN: 64, Vocab: 300, Seed: 32, OLMoE: true,
 		Experts: 8, ExpertsUsed: 4}, kernels.Q8_0},
 	{"gemma3-f32", gemma3Tiny, kernels.F32},
+	// Gemma 2: window layers 0 and 2 of 5 tokens, layer 1 global; the F32
+	// model's attention cap of 2 bends most scores (about N(0, 1) here), and
+	// both final caps bend logits that reach ~70 uncapped.
+	{"gemma2-f32", modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 33,
+		Gemma: true, Gemma2: true, Window: 5, AttnSoftcap: 2, FinalSoftcap: 20, RMSEps: 1e-6}, kernels.F32},
+	{"gemma2-q8_0", modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 34,
+		Gemma: true, Gemma2: true, Window: 5, RMSEps: 1e-6}, kernels.Q8_0},
 	// Phi-3: partial rotary (12 or 8 of 16 head elements, as Phi-4-mini
 	// rotates 3/4) and LongRoPE with the long factors (the 256-token context
 	// exceeds the original 32 or 16; attention factor 1.26 and 1.41), which

@@ -30,21 +30,27 @@ type attnScratch struct {
 	heads, group, qCols, kvCols int
 	hd, bs                      int
 	scale                       float32
-	window                      int // > 0: a row reads only its last window positions
+	window                      int     // > 0: a row reads only its last window positions
+	softcap                     float32 // > 0: each score s becomes softcap·tanh(s/softcap) (Gemma 2)
 	fn                          func(lo, hi int)
 }
 
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
-	return b.attention(out, q, k, v, kv, layer, batch, scale, 0)
+	return b.attention(out, q, k, v, kv, layer, batch, scale, 0, 0)
 }
 
 // SlidingAttention is kernels.GemmaOps's windowed attention: the same pass
 // over the block table, starting window positions back instead of at 0.
 func (b *Backend) SlidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
-	return b.attention(out, q, k, v, kv, layer, batch, scale, max(window, 0))
+	return b.attention(out, q, k, v, kv, layer, batch, scale, max(window, 0), 0)
 }
 
-func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
+// CappedAttention is kernels.SoftCapOps's: the scores capped in the same pass.
+func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, cap float32) error {
+	return b.attention(out, q, k, v, kv, layer, batch, scale, max(window, 0), max(cap, 0))
+}
+
+func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, softcap float32) error {
 	os, ot, err := f32Of(out, "Attention out")
 	if err != nil {
 		return err
@@ -132,7 +138,7 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	}
 	a.os, a.qs, a.kc, a.vc, a.batch = os, qs, kc, vc, batch
 	a.heads, a.group, a.qCols, a.kvCols, a.hd, a.bs, a.scale = heads, group, qCols, kvCols, hd, bs, scale
-	a.window = window
+	a.window, a.softcap = window, softcap
 	b.parallelFor(n*heads, grain, a.fn)
 	a.os, a.qs, a.kc, a.vc, a.batch = nil, nil, nil, nil, nil // do not pin the caller's buffers
 	return nil
@@ -161,6 +167,9 @@ func (a *attnScratch) run(lo, hi int) {
 			p := first + i
 			slot := int(sq.Blocks[p/bs])*bs + p%bs
 			s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
+			if c := a.softcap; c > 0 {
+				s = c * float32(math.Tanh(float64(s/c)))
+			}
 			scores[i] = s
 			maxS = max(maxS, s)
 		}

@@ -9,7 +9,10 @@ import (
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
-var _ kernels.GemmaOps = (*Backend)(nil)
+var (
+	_ kernels.GemmaOps   = (*Backend)(nil)
+	_ kernels.SoftCapOps = (*Backend)(nil)
+)
 
 // HeadRMSNorm normalises each head of each row in place (QK-norm).
 func (b *Backend) HeadRMSNorm(x, w kernels.Tensor, n, heads int, eps float32) error {
@@ -55,6 +58,24 @@ func (b *Backend) Scale(x kernels.Tensor, n int, s float32) error {
 	}
 	for i := range xs[:m] {
 		xs[i] *= s
+	}
+	return nil
+}
+
+// SoftCap caps the first n rows of x: v → cap·tanh(v/cap), in float32 as
+// ggml's scale, tanh, scale sequence rounds it.
+func (b *Backend) SoftCap(x kernels.Tensor, n int, cap float32) error {
+	xs, xt, err := f32Of(x, "SoftCap x")
+	if err != nil {
+		return err
+	}
+	m := n * xt.cols()
+	if m > len(xs) || !(cap > 0) {
+		return fmt.Errorf("cpu backend: SoftCap: %d rows of %v, cap %g", n, xt.shape, cap)
+	}
+	inv := 1 / cap
+	for i, v := range xs[:m] {
+		xs[i] = cap * float32(math.Tanh(float64(v*inv)))
 	}
 	return nil
 }

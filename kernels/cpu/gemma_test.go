@@ -30,7 +30,9 @@ func scratch(t *testing.T, b *Backend, vals []float32, shape ...int) kernels.Ten
 // TestSlidingAttention checks every row of a prompt (and a later decode row)
 // against attention computed directly over its window, in float64 from the
 // F16-rounded K and V the cache holds, with the block table shuffled so that
-// slot arithmetic is exercised.
+// slot arithmetic is exercised; with a soft-cap (Gemma 2's
+// attn_logit_softcapping, here tight enough to flatten most scores) each
+// score is capped before the softmax.
 func TestSlidingAttention(t *testing.T) {
 	const (
 		heads, kvHeads, hd = 4, 2, 16
@@ -41,7 +43,11 @@ func TestSlidingAttention(t *testing.T) {
 	for i, p := range r.Perm(blocks) {
 		table[i] = int32(p)
 	}
-	for _, window := range []int{0, 1, 7, 16, 100} {
+	for _, tc := range []struct {
+		window  int
+		softcap float32
+	}{{0, 0}, {1, 0}, {7, 0}, {16, 0}, {100, 0}, {0, 0.5}, {7, 0.5}, {16, 3}} {
+		window := tc.window
 		b := New(2)
 		kv, err := b.NewKVStore(kernels.KVConfig{Layers: 1, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd})
 		if err != nil {
@@ -57,7 +63,11 @@ func TestSlidingAttention(t *testing.T) {
 			batch.Slots = append(batch.Slots, table[p/bs]*bs+int32(p%bs))
 		}
 		const scale = 0.25
-		if err := b.SlidingAttention(out, q, k, v, kv, 0, batch, scale, window); err != nil {
+		call := b.SlidingAttention(out, q, k, v, kv, 0, batch, scale, window)
+		if tc.softcap > 0 {
+			call = b.CappedAttention(out, q, k, v, kv, 0, batch, scale, window, tc.softcap)
+		}
+		if err := call; err != nil {
 			t.Fatal(err)
 		}
 		got := out.(*tensor).f32
@@ -77,6 +87,9 @@ func TestSlidingAttention(t *testing.T) {
 						s += float64(qv[p*heads*hd+h*hd+d]) * half(kvals[(first+j)*kvHeads*hd+kh*hd+d])
 					}
 					scores[j] = s * scale
+					if c := float64(tc.softcap); c > 0 {
+						scores[j] = c * math.Tanh(scores[j]/c)
+					}
 					mx = max(mx, scores[j])
 				}
 				var sum float64
@@ -90,12 +103,42 @@ func TestSlidingAttention(t *testing.T) {
 						o += e / sum * half(vvals[(first+j)*kvHeads*hd+kh*hd+d])
 					}
 					if g := got[p*heads*hd+h*hd+d]; math.Abs(float64(g)-o) > 1e-4 {
-						t.Fatalf("window %d: position %d head %d dim %d: %g, want %g", window, p, h, d, g, o)
+						t.Fatalf("window %d cap %g: position %d head %d dim %d: %g, want %g", window, tc.softcap, p, h, d, g, o)
 					}
 				}
 			}
 		}
 		b.Close()
+	}
+}
+
+// TestSoftCap: cap·tanh(v/cap) to float32 precision, bounded by the cap,
+// only the first n rows touched, and a cap that is not positive refused.
+func TestSoftCap(t *testing.T) {
+	const n, cols = 2, 5
+	xv := []float32{-1e4, -31, -3, -0.001, 0, 0.001, 2.5, 29, 30, 1e6, 7, 7, 7, 7, 7}
+	b := New(1)
+	defer b.Close()
+	x := scratch(t, b, xv, 3, cols)
+	if err := b.SoftCap(x, n, 30); err != nil {
+		t.Fatal(err)
+	}
+	got := x.(*tensor).f32
+	for i, v := range xv[:n*cols] {
+		want := 30 * math.Tanh(float64(v)/30)
+		if math.Abs(float64(got[i])-want) > 1e-6*math.Max(1, math.Abs(want)) || math.Abs(float64(got[i])) > 30 {
+			t.Errorf("SoftCap(%g) = %g, want %g", v, got[i], want)
+		}
+	}
+	for i := n * cols; i < len(xv); i++ {
+		if got[i] != xv[i] {
+			t.Errorf("element %d beyond the %d rows changed: %g", i, n, got[i])
+		}
+	}
+	for _, c := range []float32{0, -1, float32(math.NaN())} {
+		if err := b.SoftCap(x, n, c); err == nil {
+			t.Errorf("SoftCap accepted cap %g", c)
+		}
 	}
 }
 

@@ -30,6 +30,13 @@ type Spec struct {
 	Gemma         bool
 	Window        int
 	WindowPattern int // 0: 6
+	// Gemma2 (with Gemma) makes it a Gemma 2 model (GGUF only): no QK-norm,
+	// one RoPE base, every other layer a window layer (the pattern is left to
+	// the reader's default of 2, as Gemma 2 files do) and the soft-caps
+	// written as attn_logit_softcapping and final_logit_softcapping.
+	Gemma2       bool
+	AttnSoftcap  float32 // 0: 50
+	FinalSoftcap float32 // 0: 30
 
 	// Phi3 makes a Phi-3 model (GGUF only): attn_qkv holding Q, K and V rows,
 	// ffn_up holding the gate rows then the up rows, RoPE over the first
@@ -95,6 +102,9 @@ func (s Spec) Arch() string {
 	if s.Phi3 {
 		return "phi3"
 	}
+	if s.Gemma && s.Gemma2 {
+		return "gemma2"
+	}
 	if s.Gemma {
 		return "gemma3"
 	}
@@ -133,9 +143,18 @@ func (s Spec) withDefaults() Spec {
 		s.KVHeads = s.Heads
 	}
 	if s.Gemma {
-		s.Tied, s.QKNorm = true, true
+		s.Tied, s.QKNorm = true, !s.Gemma2
 		if s.WindowPattern == 0 {
 			s.WindowPattern = 6
+		}
+	}
+	if s.Gemma2 {
+		s.WindowPattern = 2
+		if s.AttnSoftcap == 0 {
+			s.AttnSoftcap = 50
+		}
+		if s.FinalSoftcap == 0 {
+			s.FinalSoftcap = 30
 		}
 	}
 	if s.Experts > 0 && s.ExpertFFN == 0 {
@@ -165,6 +184,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: %d rotary dims for head size %d (partial rotary is Phi-3's)", s.RopeDims, s.HeadDim())
 	case s.LongRoPE != nil && (!s.Phi3 || s.LongRoPE.OriginalContext <= 1):
 		return fmt.Errorf("modeltest: LongRoPE %+v needs a Phi-3 spec and an original context above 1", *s.LongRoPE)
+	case s.Gemma2 && (!s.Gemma || s.Window <= 0 || s.AttnSoftcap <= 0 || s.FinalSoftcap <= 0):
+		return fmt.Errorf("modeltest: a Gemma 2 spec sets Gemma too, a window and positive soft-caps")
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
 	}

@@ -88,7 +88,12 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	}
 	if spec.Gemma {
 		meta = append(meta, KV{a + "attention.key_length", uint32(hd)}, KV{a + "attention.value_length", uint32(hd)})
-		if spec.Window > 0 {
+		switch {
+		case spec.Gemma2:
+			// Gemma 2's default window is 4096: the key is always written.
+			meta = append(meta, KV{a + "attention.sliding_window", uint32(spec.Window)},
+				KV{a + "attn_logit_softcapping", spec.AttnSoftcap}, KV{a + "final_logit_softcapping", spec.FinalSoftcap})
+		case spec.Window > 0:
 			meta = append(meta, KV{a + "attention.sliding_window", uint32(spec.Window)},
 				KV{a + "attention.sliding_window_pattern", uint32(spec.WindowPattern)})
 		}
@@ -162,8 +167,8 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Experts > 0 || spec.Phi3 {
-		return fmt.Errorf("modeltest: mixture-of-experts and Phi-3 specs are written as GGUF only")
+	if spec.Experts > 0 || spec.Phi3 || spec.Gemma2 {
+		return fmt.Errorf("modeltest: mixture-of-experts, Phi-3 and Gemma 2 specs are written as GGUF only")
 	}
 	if _, ok := hfDTypes[dtype]; !ok {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
