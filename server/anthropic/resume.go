@@ -34,29 +34,18 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	defer rc.Release()
-	st, ctx := rc.State.(*streamState), rc.Ctx
-	var gen *stream.Generation
-	if !st.done {
-		b, err := h.env.LoadBackend()
-		if err == nil {
-			gen, err = stream.Continue(ctx, b, st.g, st.req, st.ts.IDs(), h.env.AbortOnDisconnect)
-		}
-		if err != nil {
-			WriteError(w, err)
-			return
-		}
-		if gen != nil {
-			ctx = gen.Context()
-		}
+	st := rc.State.(*streamState)
+	gen, ctx, err := h.env.Continue(rc, st.done, st.g, st.req, st.ts.IDs())
+	if err != nil {
+		WriteError(w, err)
+		return
 	}
 	httpedge.SetHeaders(w, map[string]string{"request-id": st.m.ID, httpedge.StreamIDHeader: st.m.ID})
-	st.em.sse = httpedge.NewSSE(ctx, w, st.Log, h.env.WriteTimeout, rc.Last)
-	_ = st.em.sse.Flush() // the replay
+	st.em.sse = h.env.Replay(ctx, w, rc)
 	switch {
 	case gen != nil:
 		h.pump(st, gen)
 	case !st.done: // every token was produced before the cut: only the ending is missing
-		_ = st.tools.Use(&st.em).Text(st.ts.Finish(), nil)
-		h.end(st, st.tools.End(stream.Outcome{Finish: "length"}))
+		h.end(st, st.tools.EndProduced(st.ts, &st.em))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -230,6 +231,34 @@ func open(r *http.Request, st Resumable, last int64) (*Reconnect, error) {
 		return nil, err
 	}
 	return &Reconnect{State: st, Last: last, Ctx: ctx, Release: release}, nil
+}
+
+// Continue is the generation a reconnect goes on with, under rc's lease:
+// nil when done (the log already holds the stream's end) or when every
+// token was produced before the cut (see stream.Continue), else the rest of
+// g's. ctx is what the reconnected stream writes under: the generation's
+// when there is one, else the lease's.
+func (e *Env) Continue(rc *Reconnect, done bool, g *stream.GenRequest, req engine.Request, produced []int32) (*stream.Generation, context.Context, error) {
+	if done {
+		return nil, rc.Ctx, nil
+	}
+	b, err := e.LoadBackend()
+	if err != nil {
+		return nil, nil, err
+	}
+	gen, err := stream.Continue(rc.Ctx, b, g, req, produced, e.AbortOnDisconnect)
+	if err != nil || gen == nil {
+		return nil, rc.Ctx, err
+	}
+	return gen, gen.Context(), nil
+}
+
+// Replay returns the writer of a reconnected stream, its log's events
+// after rc.Last already sent.
+func (e *Env) Replay(ctx context.Context, w http.ResponseWriter, rc *Reconnect) *SSE {
+	sse := NewSSE(ctx, w, rc.State.Retention().Log, e.WriteTimeout, rc.Last)
+	_ = sse.Flush() // a failure shows in the stream's next write
+	return sse
 }
 
 // OpenSSE sends the streaming headers of a new stream and returns its
