@@ -14,8 +14,8 @@ import (
 // completions list of prompts, or both (choice index = prompt*n + j, as
 // OpenAI numbers them). The stream core prefills each prompt once for its
 // n choices and pumps them all at once (stream/choices.go); this adapter
-// only frames them. Such a stream is not retained for a resume: reconnecting
-// would have to restart every choice where its own client view left off.
+// only frames them. A stream is retained for a resume as a single choice's
+// is (choicesState, resume.go).
 func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest) {
 	reqs, err := stream.PrepareChoices(b, g)
 	if err != nil {
@@ -25,6 +25,10 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stre
 	id := responseID(g.Chat)
 	for i := range reqs {
 		reqs[i].ID = id
+	}
+	if g.Stream {
+		s.streamChoices(w, r, b, g, id, reqs)
+		return
 	}
 	gens, err := stream.SubmitChoices(r.Context(), b.Engine, reqs, max(g.N, 1), s.cfg.AbortOnDisconnect)
 	if err != nil {
@@ -36,32 +40,36 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stre
 		cs[i] = stream.ChoiceStream{Gen: gen, Tools: stream.NewToolStream(g),
 			Text: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, reqs[i].Prompt), g.Stop)}
 	}
-	if g.Stream {
-		s.streamChoices(w, b, g, id, reqs, cs)
-	} else {
-		s.completeChoices(w, b, g, id, reqs, cs)
-	}
+	s.completeChoices(w, b, g, id, reqs, cs)
 }
 
 // streamChoices streams every choice's chunks interleaved as they come, each
 // choice's finish chunk when it ends; then the usage chunk, if asked, and
-// [DONE] once all have.
-func (s *Server) streamChoices(w http.ResponseWriter, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request, cs []stream.ChoiceStream) {
-	base := newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix())
-	formats := make([]chunkFormat, len(cs))
-	httpedge.SetHeaders(w, nil) // no stream id: nothing is retained to resume
-	sw := newSSEWriter(cs[0].Gen.Context(), w, httpedge.NewEventLog(0), &formats[0], s.cfg.WriteTimeout, 0)
-	for i := range cs {
-		formats[i] = base.withIndex(i)
-		formats[i].lp = newLogprobFormat(b.Tokenizer, g)
-		cw := &choiceWriter{sw: sw, f: &formats[i]}
-		cs[i].Out = cw
-		cs[i].End = func(out stream.Outcome) {
-			if out.Err == nil && !out.ClientGone {
-				cw.finish(out.Finish)
-				_ = sw.Flush()
-			}
-		}
+// [DONE] once all have. Every event goes through the stream's log, so a
+// client cut mid-stream can resume it (resumeChoices).
+func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request) {
+	retain := 0
+	if s.store != nil {
+		retain = s.cfg.ResumeStreamBytes
+	}
+	st := newChoicesState(id, g, reqs, newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix()), b, httpedge.NewEventLog(retain))
+	ctx, release, err := st.Acquire(r.Context())
+	if err != nil {
+		return // the client left before we started
+	}
+	defer release()
+	gens, err := stream.SubmitChoices(ctx, b.Engine, reqs, max(g.N, 1), s.cfg.AbortOnDisconnect)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.store != nil {
+		s.store.Add(st)
+	}
+	setSSEHeaders(w, id)
+	sw := newSSEWriter(gens[0].Context(), w, st.Log, &st.formats[0], s.cfg.WriteTimeout, 0)
+	for i := range st.cs {
+		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
 		if g.Chat {
 			cw.role()
 		} else if g.Echo {
@@ -69,19 +77,66 @@ func (s *Server) streamChoices(w http.ResponseWriter, b *stream.Backend, g *stre
 		}
 	}
 	_ = sw.Flush() // headers and roles now: the client knows it was accepted
+	s.pumpChoices(st, gens, sw, true)
+}
+
+// pumpChoices pumps the choices gens holds (nil: not running) into sw and,
+// once every choice has ended, ends the stream; a choice the client's
+// leaving cut short leaves the stream resumable instead. first is the
+// stream's first connection, whose outcomes give the cached prompt tokens.
+func (s *Server) pumpChoices(st *choicesState, gens []*stream.Generation, sw *sseWriter, first bool) {
+	var cs []stream.ChoiceStream
+	var idx []int
+	for i, gen := range gens {
+		if gen == nil {
+			continue
+		}
+		c := &st.cs[i]
+		c.Gen = gen
+		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
+		c.Out = cw
+		c.End = func(out stream.Outcome) {
+			if out.CutShort {
+				return // resumable: the choice goes on where it stopped
+			}
+			if out.Err == nil {
+				cw.finish(out.Finish)
+			}
+			st.ended[i], st.errs[i] = true, out.Err
+			_ = sw.Flush()
+		}
+		cs, idx = append(cs, *c), append(idx, i)
+	}
 	outs := stream.PumpChoices(cs, s.pumpConfig(true), s.drain)
-	for _, out := range outs {
-		if out.ClientGone {
+	for k, out := range outs {
+		if first {
+			st.cached[idx[k]] = out.Result.CachedTokens
+		}
+		if out.CutShort {
 			return // every choice has ended and freed its blocks; nobody reads on
 		}
 	}
-	if err := firstError(outs); err != nil {
+	for _, ended := range st.ended {
+		if !ended {
+			return
+		}
+	}
+	if err := firstError(outsOf(st.errs)); err != nil {
 		sw.error(err)
-	} else if g.IncludeUsage {
-		sw.usage(choicesUsage(g, reqs, cs, outs))
+	} else if st.gen.IncludeUsage {
+		sw.usage(st.usage())
 	}
 	sw.done()
+	st.done = true
 	_ = sw.Flush()
+}
+
+func outsOf(errs []error) []stream.Outcome {
+	outs := make([]stream.Outcome, len(errs))
+	for i, err := range errs {
+		outs[i].Err = err
+	}
+	return outs
 }
 
 // completeChoices answers with every choice once all have ended.

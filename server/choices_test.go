@@ -64,8 +64,8 @@ func choicesOf(t *testing.T, resp *http.Response) (text, role, finish map[int]st
 func TestChatChoicesStreamed(t *testing.T) {
 	rig := newRig(t, []string{"Hel", "lo"}, time.Millisecond, nil)
 	resp := rig.post(t, "/v1/chat/completions", fmt.Sprintf(chatBody, testModel, true, `,"n":3,"seed":9,"stream_options":{"include_usage":true}`))
-	if id := resp.Header.Get(streamIDHeader); id != "" {
-		t.Errorf("a multi-choice stream names stream %q for a resume it cannot serve", id)
+	if id := resp.Header.Get(streamIDHeader); !strings.HasPrefix(id, "chatcmpl-") {
+		t.Errorf("a multi-choice stream names stream %q for a resume, want its chatcmpl- id", id)
 	}
 	text, role, finish, usage := choicesOf(t, resp)
 	for i := range 3 {

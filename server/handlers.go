@@ -157,6 +157,12 @@ func (s *Server) openResume(w http.ResponseWriter, r *http.Request, id string, r
 // resume replays the events after Last-Event-ID and, when the generation was
 // cut short by a disconnect, continues it from the tokens already produced.
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
+	if s.store != nil {
+		if _, ok := s.store.Get(id).(*choicesState); ok {
+			s.resumeChoices(w, r, id) // resume.go
+			return
+		}
+	}
 	st, last, ctx, release, ok := s.openResume(w, r, id, false)
 	if !ok {
 		return

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/sluicehq/sluice/engine"
@@ -245,4 +246,42 @@ func (l localEngine) SubmitGroup(ctx context.Context, reqs []engine.Request) ([]
 		out[i] = s
 	}
 	return out, nil
+}
+
+// ContinueChoices resumes the choices of a stream cut short (Continue for
+// each one with live[i], from produced[i]) under one context, as
+// SubmitChoices: a failed write through any of them ends them all. An entry
+// is nil for a choice that was not live or had produced every token. Each
+// choice is its own sequence now (a group forks only from a fresh prefill);
+// its prompt comes from the prefix cache. On an error nothing is left
+// running.
+func ContinueChoices(ctx context.Context, b *Backend, g *GenRequest, reqs []engine.Request, produced [][]int32, live []bool, abortOnDisconnect bool) ([]*Generation, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	shared := Generation{ctx: ctx, cancel: cancel} // one context for every choice
+	gens := make([]*Generation, len(reqs))
+	for i := range reqs {
+		if !live[i] {
+			continue
+		}
+		gen, err := Continue(ctx, b, g, reqs[i], produced[i], abortOnDisconnect)
+		if err != nil {
+			for _, s := range gens {
+				if s != nil {
+					s.Seq.Abort(engine.CauseClientDisconnect) // the engine may not be shown the cancel
+				}
+			}
+			shared.cancel(nil)
+			return nil, err
+		}
+		if gen != nil {
+			// Submit's own context is a child of ctx: the engine still sees
+			// the shared cancel; Pump's leaving now cancels every choice.
+			gen.ctx, gen.cancel = shared.ctx, shared.cancel
+		}
+		gens[i] = gen
+	}
+	if !slices.ContainsFunc(gens, func(g *Generation) bool { return g != nil }) {
+		shared.cancel(nil) // nothing runs under it
+	}
+	return gens, nil
 }

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/ssetest"
+)
+
+// choicesOfEvents is choicesOf over events already read.
+func choicesOfEvents(t *testing.T, events []ssetest.Event) (text, finish map[int]string, usage *Usage) {
+	t.Helper()
+	text, finish = map[int]string{}, map[int]string{}
+	if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
+		t.Fatalf("stream does not end with [DONE]: %v", events)
+	}
+	for _, ev := range events[:len(events)-1] {
+		var c indexedChunk
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+			t.Fatalf("event %d: %v: %s", ev.ID, err, ev.Data)
+		}
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+		for _, ch := range c.Choices {
+			if _, done := finish[ch.Index]; done {
+				t.Fatalf("choice %d has a chunk after its finish: %s", ch.Index, ev.Data)
+			}
+			text[ch.Index] += ch.Delta.Content + ch.Text
+			if ch.FinishReason != nil {
+				finish[ch.Index] = *ch.FinishReason
+			}
+		}
+	}
+	return text, finish, usage
+}
+
+// TestChoicesResume cuts an n=3 stream mid-generation and reconnects with
+// its id and Last-Event-ID: exactly the missing events arrive, with
+// consecutive ids, every choice continues from its own tokens with its own
+// seed (never restarted), and the joined stream equals an uninterrupted
+// one, usage included. A reconnect after the end replays and generates
+// nothing.
+func TestChoicesResume(t *testing.T) {
+	script := strings.Split("The quick brown fox jumps over the lazy dog again and again.", " ")
+	for i := range script[1:] {
+		script[i+1] = " " + script[i+1]
+	}
+	for _, tt := range []struct {
+		name   string
+		cutAt  int
+		viaGET bool
+	}{{"same POST with headers", 9, false}, {"GET /v1/streams/{id}", 9, true}, {"cut after the roles", 3, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			rig := newRig(t, script, 5*time.Millisecond, nil)
+			body := fmt.Sprintf(chatBody, "", true, `,"n":3,"seed":40,"stream_options":{"include_usage":true}`)
+			wantText, wantFinish, wantUsage := choicesOfEvents(t, ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0))
+
+			resp := rig.post(t, "/v1/chat/completions", body)
+			id := resp.Header.Get(streamIDHeader)
+			first := ssetest.Read(t, bufio.NewReader(resp.Body), tt.cutAt)
+			resp.Body.Close() // the client vanishes mid-stream
+			last := first[len(first)-1].ID
+			var again *http.Response
+			if tt.viaGET {
+				req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
+				req.Header.Set(lastEventIDHeader, strconv.FormatInt(last, 10))
+				var err error
+				if again, err = http.DefaultClient.Do(req); err != nil {
+					t.Fatal(err)
+				}
+				defer again.Body.Close()
+			} else {
+				again = rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
+			}
+			if again.StatusCode != 200 || again.Header.Get(streamIDHeader) != id {
+				t.Fatalf("resume status %d, stream id %q (want %q)", again.StatusCode, again.Header.Get(streamIDHeader), id)
+			}
+			rest := ssetest.Read(t, bufio.NewReader(again.Body), 0)
+			for i, ev := range rest {
+				if ev.ID != last+1+int64(i) {
+					t.Fatalf("resumed event %d has id %d, want %d", i, ev.ID, last+1+int64(i))
+				}
+			}
+			text, finish, usage := choicesOfEvents(t, append(first, rest...))
+			for i := range 3 {
+				if text[i] != wantText[i] || finish[i] != wantFinish[i] || finish[i] != "stop" {
+					t.Errorf("choice %d: %q (%s), uninterrupted %q (%s)", i, text[i], finish[i], wantText[i], wantFinish[i])
+				}
+			}
+			if usage == nil || *usage != *wantUsage {
+				t.Errorf("usage %+v, uninterrupted %+v", usage, wantUsage)
+			}
+			// Submits: 3 for the whole run, 3 for the cut one, then one
+			// continuation per choice unfinished at the cut, each with that
+			// choice's seed and its tokens so far.
+			subs := rig.eng.Submits()
+			// 12 tokens 5 ms apart: no choice has finished at the cut.
+			if len(subs) != 9 {
+				t.Fatalf("%d submits, want 3+3 and 3 continuations", len(subs))
+			}
+			for _, c := range subs[6:] {
+				if len(c.Resume) == 0 || !slices.Equal(c.Resume, rig.eng.Script[:len(c.Resume)]) {
+					t.Errorf("continuation Resume %v is not a prefix of the script", c.Resume)
+				}
+				if s := *c.Sampling.Seed; s < 40 || s > 42 {
+					t.Errorf("continuation seed %d, want a choice's own (40-42)", s)
+				}
+			}
+			aborts := rig.eng.Aborts()
+			if len(aborts) != len(subs)-6 || slices.ContainsFunc(aborts, func(c engine.AbortCause) bool { return c != engine.CauseClientDisconnect }) {
+				t.Errorf("aborts %v for %d continuations", aborts, len(subs)-6)
+			}
+			if got := rig.eng.Produced(); got != 2*3*len(script) {
+				t.Errorf("engine produced %d tokens for two streams of 3×%d", got, len(script))
+			}
+			// After the end: the replay only, nothing submitted.
+			tail := rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
+			if got := ssetest.Read(t, bufio.NewReader(tail.Body), 0); len(got) != len(rest) {
+				t.Errorf("second reconnect replayed %d events, want %d", len(got), len(rest))
+			}
+			tail.Body.Close()
+			if n := len(rig.eng.Submits()); n != len(subs) {
+				t.Errorf("the reconnect after the end submitted %d more", n-len(subs))
+			}
+			if n := rig.eng.Live(); n != 0 {
+				t.Errorf("%d sequences still live", n)
+			}
+		})
+	}
+}
