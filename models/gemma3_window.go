@@ -6,7 +6,8 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 )
 
-// With Options.WindowKV, Gemma 3's window layers keep their K/V in a KV
+// With Options.WindowKV, a model's window layers (Gemma 3's and Gemma 2's
+// interleaved ones; every layer of a windowed Phi-3) keep their K/V in a KV
 // store of their own, indexed by the block ids of kvcache's window group
 // (docs/sliding-window.md): blocks a window layer can no longer read go back
 // to that group, so its memory is bounded by the window while the global
@@ -34,13 +35,17 @@ func (c Config) windowLayers() int {
 
 // splitsWindow reports whether o puts c's window layers in a store of their own.
 func (o Options) splitsWindow(c Config) bool {
-	return o.WindowKV && c.Arch == "gemma3" && c.windowLayers() > 0
+	return o.WindowKV && c.windowLayers() > 0
 }
 
 // windowDefaults sizes the window store: with its default, never the
 // reason a sequence waits. Each running sequence's window table holds at
 // most the blocks of [computed−W+1, computed+chunk), ⌈(W−1)/bs⌉+1 plus its
-// chunk's; the chunks of one step add up to MaxBatchTokens.
+// chunk's; the chunks of one step add up to MaxBatchTokens. That default is
+// capped at the window layers' share of the KV bytes (their fraction of the
+// layers), but never below one sequence's need: for Gemma 3 270M the cap is
+// far above the default, while Phi-3-mini's 2,047-token window on all 32
+// layers at 6 MiB a block would otherwise ask for 52 GB.
 func (o Options) windowDefaults(c Config) Options {
 	if !o.splitsWindow(c) {
 		o.WindowKV, o.WindowKVBlocks = false, 0
@@ -49,12 +54,29 @@ func (o Options) windowDefaults(c Config) Options {
 	if o.WindowKVBlocks <= 0 {
 		bs := o.BlockSize
 		o.WindowKVBlocks = o.MaxSeqs*((c.Window-1+bs-1)/bs+2) + (o.MaxBatchTokens+bs-1)/bs
+		budget := o.KVBytes
+		if budget <= 0 {
+			budget = defaultKVBytes
+		}
+		share := budget / int64(c.Layers) * int64(c.windowLayers()) / o.windowBlockBytes(c)
+		one := (c.Window-1+o.MaxBatchTokens+bs-1)/bs + 1 // engine.Config.checkWindow's minimum
+		o.WindowKVBlocks = int(min(int64(o.WindowKVBlocks), max(share, int64(one))))
 	}
 	return o
 }
 
+// noGlobalBlocks is the global group's size when no layer keeps its K/V in
+// the global store (a windowed Phi-3): its blocks then hold nothing but the
+// prefix index's bookkeeping (~100 bytes a block), so there are enough for
+// every sequence at full context, up to 1<<18 (26 MB of bookkeeping), and
+// never fewer than one full-context sequence needs.
+func (o Options) noGlobalBlocks() int {
+	per := (o.ContextLen+o.BlockSize-1)/o.BlockSize + 1
+	return max(min(o.MaxSeqs*per, 1<<18), per)
+}
+
 // kvBlockBytes is what one block of the global store costs: every layer
-// that keeps its K/V there.
+// that keeps its K/V there (0 when none does).
 func (o Options) kvBlockBytes(c Config) int64 {
 	layers := c.Layers
 	if o.WindowKV {
@@ -65,7 +87,12 @@ func (o Options) kvBlockBytes(c Config) int64 {
 
 // windowStoreBytes is the window store's size (0 without one).
 func (o Options) windowStoreBytes(c Config) int64 {
-	return int64(o.WindowKVBlocks) * int64(2*c.windowLayers()*c.KVHeads*c.HeadDim*kvElemBytes) * int64(o.BlockSize)
+	return int64(o.WindowKVBlocks) * o.windowBlockBytes(c)
+}
+
+// windowBlockBytes is what one block of the window store costs.
+func (o Options) windowBlockBytes(c Config) int64 {
+	return int64(2*c.windowLayers()*c.KVHeads*c.HeadDim*kvElemBytes) * int64(o.BlockSize)
 }
 
 // allocKV makes the KV stores: one for every layer, or the global layers'

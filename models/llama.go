@@ -107,7 +107,7 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 	if c.QueryScale != 0 {
 		scale = c.QueryScale
 	}
-	var err error
+	err := m.prepareWindow(b)
 	for i := range m.layers {
 		if err != nil {
 			break

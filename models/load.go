@@ -48,10 +48,13 @@ func (o Options) withDefaults(c Config) Options {
 		if o.KVBytes <= 0 {
 			o.KVBytes = defaultKVBytes
 		}
-		perBlock := o.kvBlockBytes(c) // K and V, F16, of the layers in the global store
-		o.KVBlocks = int(max(o.KVBytes-o.windowStoreBytes(c), 0) / perBlock)
-		// At least one full-context sequence must fit, or long prompts could never run.
-		o.KVBlocks = max(o.KVBlocks, (o.ContextLen+o.BlockSize-1)/o.BlockSize+1)
+		if perBlock := o.kvBlockBytes(c); perBlock > 0 { // K and V, F16, of the layers in the global store
+			o.KVBlocks = int(max(o.KVBytes-o.windowStoreBytes(c), 0) / perBlock)
+			// At least one full-context sequence must fit, or long prompts could never run.
+			o.KVBlocks = max(o.KVBlocks, (o.ContextLen+o.BlockSize-1)/o.BlockSize+1)
+		} else {
+			o.KVBlocks = o.noGlobalBlocks()
+		}
 	}
 	return o
 }

@@ -220,12 +220,15 @@ func (w *weightLoader) phi3Frequencies(c Config) []float32 {
 }
 
 // attention is Attention, or SlidingAttention on a window layer of a model
-// other than Gemma (whose gemma3Layers calls it itself).
+// other than Gemma (whose gemma3Layers calls it itself), on the store the
+// layer keeps its K/V in (with Options.WindowKV, a window layer's is the
+// window store).
 func (m *Llama) attention(layer int, b *kernels.Batch, scale float32) error {
+	kv, li, lb := m.layerKV(layer, b)
 	if m.window != nil && m.cfg.IsWindowLayer(layer) {
-		return m.window.SlidingAttention(m.att, m.q, m.k, m.v, m.kv, layer, b, scale, m.cfg.Window)
+		return m.window.SlidingAttention(m.att, m.q, m.k, m.v, kv, li, lb, scale, m.cfg.Window)
 	}
-	return m.be.Attention(m.att, m.q, m.k, m.v, m.kv, layer, b, scale)
+	return m.be.Attention(m.att, m.q, m.k, m.v, kv, li, lb, scale)
 }
 
 // loadPhi3 finishes a Phi-3 model: the backend's sliding-window attention
