@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -26,27 +25,8 @@ func fixture(t *testing.T, pieces ...string) (*httptest.Server, *streamtest.Scri
 // vocabulary itself).
 func fixtureWith(t *testing.T, wrap func(*streamtest.PieceVocab) stream.Tokenizer, pieces ...string) (*httptest.Server, *streamtest.ScriptEngine) {
 	t.Helper()
-	vocab := streamtest.NewPieceVocab()
-	eng := &streamtest.ScriptEngine{Script: vocab.IDs(pieces...)}
-	var tok stream.Tokenizer = vocab
-	if wrap != nil {
-		tok = wrap(vocab)
-	}
-	b := &stream.Backend{Engine: eng, Tokenizer: tok, ContextLen: 4096}
-	env := &httpedge.Env{
-		Backend:    func() *stream.Backend { return b },
-		CheckModel: func(name string) error { return stream.CheckModel(name, "smol", nil) },
-		ModelName: func(r string) string {
-			if r == "" {
-				return "smol"
-			}
-			return r
-		},
-		Pump:              stream.PumpConfig{KeepAlive: time.Hour, StallTimeout: time.Minute},
-		MaxBodyBytes:      1 << 20,
-		WriteTimeout:      time.Minute,
-		AbortOnDisconnect: true,
-	}
+	b, eng := streamtest.ScriptBackend(wrap, pieces...)
+	env := streamtest.Env(b)
 	h := New(env)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/messages", h.Messages)

@@ -12,21 +12,8 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// templater renders a transcript of what the template is given; its source
-// reads no tools, so the calls are offered and written in the Hermes form.
-type templater struct{ *streamtest.PieceVocab }
-
-func (templater) ChatTemplateSource() string { return "{{ messages }}" }
-func (templater) RenderChat(msgs []map[string]any, _ []any) (string, error) {
-	var b strings.Builder
-	for _, m := range msgs {
-		fmt.Fprintf(&b, "<%s>%v\n", m["role"], m["content"])
-	}
-	return b.String() + "<assistant>", nil
-}
-
 func toolFixture(t *testing.T, pieces ...string) (*httptest.Server, *streamtest.ScriptEngine) {
-	return fixtureWith(t, func(v *streamtest.PieceVocab) stream.Tokenizer { return templater{v} }, pieces...)
+	return fixtureWith(t, func(v *streamtest.PieceVocab) stream.Tokenizer { return streamtest.Transcript{PieceVocab: v} }, pieces...)
 }
 
 var callPieces = []string{"<tool_call>", "\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": ", "\"Oslo\"}}", "\n</tool_call>"}

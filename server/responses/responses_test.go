@@ -9,10 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -32,31 +30,12 @@ func fixture(t *testing.T, pieces ...string) *fix {
 // vocabulary itself).
 func fixtureWith(t *testing.T, wrap func(*streamtest.PieceVocab) stream.Tokenizer, pieces ...string) *fix {
 	t.Helper()
-	vocab := streamtest.NewPieceVocab()
-	eng := &streamtest.ScriptEngine{Script: vocab.IDs(pieces...)}
-	var tok stream.Tokenizer = vocab
-	if wrap != nil {
-		tok = wrap(vocab)
-	}
-	b := &stream.Backend{Engine: eng, Tokenizer: tok, ContextLen: 4096}
-	env := &httpedge.Env{
-		Backend:    func() *stream.Backend { return b },
-		CheckModel: func(name string) error { return stream.CheckModel(name, "smol", nil) },
-		ModelName: func(r string) string {
-			if r == "" {
-				return "smol"
-			}
-			return r
-		},
-		Pump:              stream.PumpConfig{KeepAlive: time.Hour, StallTimeout: time.Minute},
-		MaxBodyBytes:      1 << 20,
-		WriteTimeout:      time.Minute,
-		AbortOnDisconnect: true,
-		WriteError: func(w http.ResponseWriter, err error) {
-			c := stream.Classify(err)
-			w.WriteHeader(c.HTTP)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": c.Code, "param": c.Param, "message": err.Error()}})
-		},
+	b, eng := streamtest.ScriptBackend(wrap, pieces...)
+	env := streamtest.Env(b)
+	env.WriteError = func(w http.ResponseWriter, err error) {
+		c := stream.Classify(err)
+		w.WriteHeader(c.HTTP)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": c.Code, "param": c.Param, "message": err.Error()}})
 	}
 	store := NewStore(8, 1<<20)
 	h := New(env, store)
