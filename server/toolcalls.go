@@ -37,14 +37,7 @@ func (s *sseWriter) ToolCall(d stream.ToolCallDelta) error {
 }
 
 // toolCallJSON is a tool call in a non-streaming response.
-type toolCallJSON struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+type toolCallJSON = stream.WireToolCall
 
 // ToolCall implements stream.ToolEmitter for a non-streaming response.
 func (c *collector) ToolCall(d stream.ToolCallDelta) error {

@@ -129,15 +129,7 @@ func toolCalls(param string, in []*sluicev1.ToolCall) ([]stream.ToolCall, error)
 	if len(in) == 0 {
 		return nil, nil
 	}
-	type call struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
-	list := make([]call, len(in))
+	list := make([]stream.WireToolCall, len(in))
 	for i, c := range in {
 		list[i].ID, list[i].Type = c.GetId(), "function"
 		list[i].Function.Name, list[i].Function.Arguments = c.GetName(), c.GetArguments()

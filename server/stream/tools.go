@@ -159,6 +159,18 @@ func parseTool(param string, raw json.RawMessage) (Tool, error) {
 	return t, nil
 }
 
+// WireToolCall is a tool call in OpenAI's chat shape: an assistant
+// message's tool_calls[i] in a request, a message's call in a whole
+// response.
+type WireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
 // ParseToolCalls reads an assistant message's tool_calls (param names the
 // field for errors). Arguments must be JSON text: the template renders them
 // as an object.
@@ -166,14 +178,7 @@ func ParseToolCalls(param string, raw json.RawMessage) ([]ToolCall, error) {
 	if absent(raw) {
 		return nil, nil
 	}
-	var list []struct {
-		ID       string `json:"id"`
-		Type     string `json:"type"`
-		Function struct {
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"function"`
-	}
+	var list []WireToolCall
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, InvalidParam(param, "%s must be a list of {id, type, function: {name, arguments}}", param)
 	}
