@@ -67,38 +67,6 @@ func (s *scriptSource) Close() {
 	s.once.Do(func() { s.closedAt = time.Since(s.start); close(s.stop) })
 }
 
-// textEmitter records the text, keep-alives and flushes a pump asks for.
-type textEmitter struct {
-	start      time.Time
-	text       strings.Builder
-	flushes    []time.Duration
-	keepAlives []time.Duration
-	dirty      bool
-	failFrom   int
-	n          int
-}
-
-func (e *textEmitter) Text(s string, _ []int32) error {
-	e.text.WriteString(s)
-	e.dirty = e.dirty || s != ""
-	return nil
-}
-func (e *textEmitter) KeepAlive() error {
-	e.keepAlives = append(e.keepAlives, time.Since(e.start))
-	return nil
-}
-func (e *textEmitter) Flush() error {
-	e.n++
-	if e.failFrom > 0 && e.n >= e.failFrom {
-		return errors.New("broken pipe")
-	}
-	if e.dirty {
-		e.flushes = append(e.flushes, time.Since(e.start))
-		e.dirty = false
-	}
-	return nil
-}
-
 func TestPumpText(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -111,12 +79,12 @@ func TestPumpText(t *testing.T) {
 		cancelAt time.Duration
 		shutAt   time.Duration
 		failFrom int
-		check    func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource)
+		check    func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource)
 	}{
 		{
 			name: "keep-alive while the upstream pauses, the stream survives", script: []string{"a", "b"},
 			every: 40 * time.Second, cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: time.Minute},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				// 15, 30 before "a" at 40; 55, 70 before "b" at 80.
 				want := []time.Duration{15 * time.Second, 30 * time.Second, 55 * time.Second, 70 * time.Second}
 				if !slices.Equal(e.keepAlives, want) || out.Finish != "stop" || e.text.String() != "ab" {
@@ -127,7 +95,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "an upstream silent before its first chunk stalls", script: []string{"a"},
 			every: time.Hour, cfg: PumpConfig{KeepAlive: 15 * time.Second, StallTimeout: 30 * time.Second},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !errors.Is(out.Err, ErrStall) || src.closedAt != 30*time.Second || e.text.String() != "" {
 					t.Errorf("outcome %+v closed at %v; want a stall at 30s", out, src.closedAt)
 				}
@@ -136,7 +104,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "an upstream silent mid-stream stalls and is closed", script: []string{"a", "b"},
 			every: time.Second, silence: true, cfg: PumpConfig{StallTimeout: 30 * time.Second},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !errors.Is(out.Err, ErrStall) || e.text.String() != "ab" || src.closedAt != 32*time.Second {
 					t.Errorf("outcome %+v text %q closed at %v; want a stall 30s after \"b\"", out, e.text.String(), src.closedAt)
 				}
@@ -145,7 +113,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name:   "a stop string split across chunks is held back, never sent, and closes the upstream",
 			script: []string{"x", "ST", "O", "P", "y", "z"}, every: time.Second, stops: []string{"STOP"},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if out.Finish != "stop" || e.text.String() != "x" || src.closedAt != 4*time.Second || src.sent != 4 {
 					t.Errorf("outcome %+v text %q closed at %v after %d events", out, e.text.String(), src.closedAt, src.sent)
 				}
@@ -154,7 +122,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name:   "held text that never became a stop string is sent at the end",
 			script: []string{"x", "ST"}, every: time.Second, stops: []string{"STOP"},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if out.Finish != "stop" || e.text.String() != "xST" {
 					t.Errorf("outcome %+v text %q", out, e.text.String())
 				}
@@ -163,7 +131,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "client gone closes the upstream at once", script: strings.Split("abcdefghij", ""),
 			every: time.Second, cancelAt: 3500 * time.Millisecond,
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !out.ClientGone || out.Err != nil || src.closedAt != 3500*time.Millisecond || e.text.String() != "abc" {
 					t.Errorf("outcome %+v closed at %v text %q", out, src.closedAt, e.text.String())
 				}
@@ -172,7 +140,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "a failed write closes the upstream", script: strings.Split("abcdefghij", ""),
 			every: time.Second, failFrom: 3,
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !out.ClientGone || src.closedAt != 3*time.Second {
 					t.Errorf("outcome %+v closed at %v", out, src.closedAt)
 				}
@@ -181,7 +149,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "shutdown ends the stream in-band", script: strings.Split("abcdef", ""),
 			every: time.Second, shutAt: 2500 * time.Millisecond,
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !errors.Is(out.Err, ErrShutdown) || src.closedAt != 2500*time.Millisecond {
 					t.Errorf("outcome %+v closed at %v", out, src.closedAt)
 				}
@@ -190,7 +158,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "the source's error is the outcome, after the text so far", script: []string{"a", "b"},
 			every: time.Second, end: ErrUpstreamTruncated,
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				if !errors.Is(out.Err, ErrUpstreamTruncated) || out.Finish != "" || e.text.String() != "ab" || out.LastSeq != 2 {
 					t.Errorf("outcome %+v text %q", out, e.text.String())
 				}
@@ -199,7 +167,7 @@ func TestPumpText(t *testing.T) {
 		{
 			name: "flush interval groups chunks into fewer writes", script: strings.Split("abcdefghijklmnopqrst", ""),
 			every: 5 * time.Millisecond, cfg: PumpConfig{FlushInterval: 25 * time.Millisecond},
-			check: func(t *testing.T, out TextOutcome, e *textEmitter, src *scriptSource) {
+			check: func(t *testing.T, out TextOutcome, e *recEmitter, src *scriptSource) {
 				// 20 chunks from 5 ms to 100 ms: a write 25 ms after the first
 				// chunk of each window; the last window's text is left for the
 				// caller's final flush.
@@ -223,7 +191,7 @@ func TestPumpText(t *testing.T) {
 				}
 				src := newScriptSource(tt.script, tt.every)
 				src.end, src.silence = tt.end, tt.silence
-				e := &textEmitter{start: time.Now(), failFrom: tt.failFrom}
+				e := &recEmitter{start: time.Now(), failFrom: tt.failFrom}
 				src.run()
 				out := PumpText(ctx, src, NewTextOnlyStream(tt.stops), e, tt.cfg, shutdown)
 				synctest.Wait()
