@@ -123,20 +123,12 @@ func TestStreamEvents(t *testing.T) {
 		t.Errorf("usage %v, want 5 output tokens", u)
 	}
 	sub := eng.Submits()
-	if len(sub) != 1 || sub[0].MaxTokens != 32 || !strings.HasPrefix(string(bytesOf(sub[0].Prompt)), "<system>Be brief.\n<user>Hi\n") {
+	if len(sub) != 1 || sub[0].MaxTokens != 32 || !strings.HasPrefix(streamtest.PromptText(sub[0].Prompt), "<system>Be brief.\n<user>Hi\n") {
 		t.Errorf("submitted %+v", sub)
 	}
 	if a := eng.Aborts(); !slices.Equal(a, []engine.AbortCause{engine.CauseStopString}) {
 		t.Errorf("aborts %v", a)
 	}
-}
-
-func bytesOf(ids []int32) []byte {
-	b := make([]byte, len(ids))
-	for i, id := range ids {
-		b[i] = byte(id)
-	}
-	return b
 }
 
 // TestWhole checks the non-streaming message: one text block, end_turn

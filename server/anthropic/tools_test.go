@@ -45,7 +45,7 @@ func TestToolUseWhole(t *testing.T) {
 	if c.Type != "tool_use" || c.Name != "get_weather" || !strings.HasPrefix(c.ID, "toolu_") || string(c.Input) != `{"city":"Oslo"}` {
 		t.Errorf("tool_use %+v", c)
 	}
-	if p := string(bytesOf(eng.Submits()[0].Prompt)); !strings.Contains(p, "<tools>") || !strings.Contains(p, `"parameters":{"properties"`) {
+	if p := streamtest.PromptText(eng.Submits()[0].Prompt); !strings.Contains(p, "<tools>") || !strings.Contains(p, `"parameters":{"properties"`) {
 		t.Errorf("prompt %q", p)
 	}
 }
@@ -106,15 +106,15 @@ func TestToolResultRoundTrip(t *testing.T) {
 	}
 	want := "<assistant>Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>\n" +
 		"<tool><tool_response>\n{\"temp\": 3}\n</tool_response>\n<user>Thanks\n<assistant>"
-	if p := string(bytesOf(eng.Submits()[0].Prompt)); !strings.HasSuffix(p, want) {
+	if p := streamtest.PromptText(eng.Submits()[0].Prompt); !strings.HasSuffix(p, want) {
 		t.Errorf("prompt %q, want suffix %q", p, want)
 	}
 	// An error result says so; a result answering no call is refused.
 	resp = post(t, srv, "/v1/messages", `{"max_tokens":64,`+weatherTools+`,"messages":[{"role":"user","content":"W?"},
 		{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}]},
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"no such city","is_error":true}]}]}`)
-	if resp.StatusCode != 200 || !strings.Contains(string(bytesOf(eng.Submits()[1].Prompt)), "<tool_response>\nError: no such city\n") {
-		t.Errorf("status %d prompt %q", resp.StatusCode, bytesOf(eng.Submits()[1].Prompt))
+	if resp.StatusCode != 200 || !strings.Contains(streamtest.PromptText(eng.Submits()[1].Prompt), "<tool_response>\nError: no such city\n") {
+		t.Errorf("status %d prompt %q", resp.StatusCode, streamtest.PromptText(eng.Submits()[1].Prompt))
 	}
 	resp = post(t, srv, "/v1/messages", `{"max_tokens":64,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","content":"x"}]}]}`)
 	if resp.StatusCode != 400 {

@@ -136,17 +136,9 @@ func TestStreamEvents(t *testing.T) {
 	if final["status"] != "completed" || out["text"] != "Hello!" || final["instructions"] != "Be kind." || final["temperature"] != 0.2 {
 		t.Errorf("final %v", final)
 	}
-	if p := string(bytesOf(f.eng.Submits()[0].Prompt)); p != "<system>Be kind.\n<user>Hi\n<assistant>" {
+	if p := streamtest.PromptText(f.eng.Submits()[0].Prompt); p != "<system>Be kind.\n<user>Hi\n<assistant>" {
 		t.Errorf("prompt %q", p)
 	}
-}
-
-func bytesOf(ids []int32) []byte {
-	b := make([]byte, len(ids))
-	for i, id := range ids {
-		b[i] = byte(id)
-	}
-	return b
 }
 
 // TestPreviousResponse: a stored response continues with its own output as
@@ -162,7 +154,7 @@ func TestPreviousResponse(t *testing.T) {
 	if second.PreviousResponseID == nil || *second.PreviousResponseID != first.ID {
 		t.Errorf("second %+v", second)
 	}
-	p := string(bytesOf(f.eng.Submits()[1].Prompt))
+	p := streamtest.PromptText(f.eng.Submits()[1].Prompt)
 	if p != "<user>Capital?\n<assistant>Paris\n<user>And Spain?\n<assistant>" {
 		t.Errorf("continued prompt %q", p)
 	}

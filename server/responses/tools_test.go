@@ -55,7 +55,7 @@ func TestToolCallWhole(t *testing.T) {
 		t.Errorf("response %+v", r)
 	}
 	// The tools reached the prompt (the Hermes system block).
-	if p := string(bytesOf(f.eng.Submits()[0].Prompt)); !strings.Contains(p, "<tools>") || !strings.Contains(p, `"name":"get_weather"`) {
+	if p := streamtest.PromptText(f.eng.Submits()[0].Prompt); !strings.Contains(p, "<tools>") || !strings.Contains(p, `"name":"get_weather"`) {
 		t.Errorf("prompt %q", p)
 	}
 }
@@ -137,7 +137,7 @@ func TestToolRoundTrip(t *testing.T) {
 			t.Fatalf("%s: status %d", body, r.StatusCode)
 		}
 		subs := f.eng.Submits()
-		p := string(bytesOf(subs[len(subs)-1].Prompt))
+		p := streamtest.PromptText(subs[len(subs)-1].Prompt)
 		if !strings.HasSuffix(p, wantPrompt) || !strings.Contains(p, "<user>Weather in Oslo?\n<assistant>") {
 			t.Errorf("prompt %q", p)
 		}

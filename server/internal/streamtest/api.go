@@ -55,3 +55,13 @@ func (Transcript) RenderChat(msgs []map[string]any, _ []any) (string, error) {
 	}
 	return b.String() + "<assistant>", nil
 }
+
+// PromptText is a prompt a ScriptBackend's engine was given, as text: the
+// vocabulary encodes prompts byte by byte.
+func PromptText(ids []int32) string {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		b[i] = byte(id)
+	}
+	return string(b)
+}
