@@ -111,17 +111,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// callItem is a function_call input item: a call the model made earlier,
-// sent back with the history.
-type callItem struct {
-	Type      string `json:"type"`
-	ID        string `json:"id"`
-	CallID    string `json:"call_id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-	Status    string `json:"status"`
-}
-
 // outputItem is a function_call_output input item: a call's result.
 type outputItem struct {
 	Type   string          `json:"type"`
@@ -136,7 +125,7 @@ type outputItem struct {
 // calls, is one assistant message in the chat template), else as a turn of
 // its own.
 func appendCall(msgs []stream.ChatMessage, raw json.RawMessage, param string) ([]stream.ChatMessage, error) {
-	var it callItem
+	var it functionCall // an output item the model made, sent back as input
 	if err := httpedge.Decode(raw, &it, param); err != nil {
 		return nil, err
 	}
