@@ -47,6 +47,14 @@ func (s *Sequence) logprob(logits []float32, tok int32) *Logprob {
 	if !s.req.Logprobs {
 		return nil
 	}
+	return logprobOf(logits, tok, s.req.TopLogprobs)
+}
+
+// logprobOf is tok's Logprob in the row logits with its k best
+// alternatives: the host's computation, which the CUDA backend's device
+// kernel (kernels/cuda/logprobs.cu, Backend.Logprobs) reproduces for rows
+// that stay on the device (devlogprobs_emu_test.go holds them equal).
+func logprobOf(logits []float32, tok int32, k int) *Logprob {
 	maxL := float32(math.Inf(-1))
 	for _, l := range logits {
 		maxL = max(maxL, l)
@@ -57,7 +65,7 @@ func (s *Sequence) logprob(logits []float32, tok int32) *Logprob {
 	}
 	logZ := float64(maxL) + math.Log(sum)
 	lp := &Logprob{Logprob: float32(float64(logits[tok]) - logZ)}
-	if k := s.req.TopLogprobs; k > 0 {
+	if k > 0 {
 		lp.Top = topLogprobs(logits, k, logZ)
 	}
 	return lp

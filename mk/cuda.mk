@@ -23,9 +23,10 @@ cuda-emu: $(CUDA_EMU_LIB)
 
 # The device sampler (kernels/cuda/sample.cu) against the engine's own host
 # sampler, token for token over seeded generations, on the emulator; and
-# constraint masks applied on the device (mask.cu) against the host path.
+# constraint masks applied on the device (mask.cu) against the host path; and
+# logprobs' top-k and log-softmax on the device (logprobs.cu) against the host's.
 .PHONY: cuda-emu-sample
 cuda-emu-sample: $(TOKENIZERS_LIB)
-	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost' ./engine/
+	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost' ./engine/
 
 cuda-check: cuda-emu-sample

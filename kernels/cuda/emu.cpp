@@ -10,6 +10,7 @@
 #include "attention.cu"
 #include "blas.cu"
 #include "elementwise.cu"
+#include "logprobs.cu"
 #include "mask.cu"
 #include "matmul.cu"
 #include "modelops.cu"
@@ -82,6 +83,7 @@ const std::map<std::string, Kernel>& registry() {
         K(to_half_bf16) K(to_half_f16) K(bias_rows) // blas.cu
         K(head_rms_norm) K(geglu) K(scale_rows) K(moe_route) K(moe_scatter) K(zero_f32) // modelops.cu
         K(mask_logits) // mask.cu
+        K(topk_logprobs) // logprobs.cu
     };
     return r;
 }
