@@ -131,19 +131,14 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request, count bool) (*
 // and a ping go out at once: the client knows it was accepted. The stream is
 // retained for a reconnect (resume.go) when the server keeps streams.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
-	ctx, release, err := st.Acquire(r.Context())
-	if err != nil {
-		return // the client left before we started
+	gen, release, err := h.env.Submit(r, b, st, st.req)
+	if gen == nil {
+		if err != nil {
+			WriteError(w, err)
+		}
+		return // else the client left before we started
 	}
 	defer release()
-	gen, err := stream.Submit(ctx, b.Engine, st.req, h.env.AbortOnDisconnect)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	if h.env.Streams != nil {
-		h.env.Streams.Add(st)
-	}
 	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID}), m: st.m}
 	em := &st.em
 	startEvents(em, st.m)

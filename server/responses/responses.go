@@ -140,19 +140,14 @@ func notFound(id string) error {
 // part goes out at once: the client knows it was accepted. The stream is
 // retained for a reconnect (resume.go) when the server keeps streams.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
-	ctx, release, err := st.Acquire(r.Context())
-	if err != nil {
-		return // the client left before we started
+	gen, release, err := h.env.Submit(r, b, st, st.req)
+	if gen == nil {
+		if err != nil {
+			h.env.WriteError(w, err)
+		}
+		return // else the client left before we started
 	}
 	defer release()
-	gen, err := stream.Submit(ctx, b.Engine, st.req, h.env.AbortOnDisconnect)
-	if err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
-	if h.env.Streams != nil {
-		h.env.Streams.Add(st)
-	}
 	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), resp: st.resp, lazy: st.tools != nil}
 	em := &st.em
 	startEvents(em, st.resp)

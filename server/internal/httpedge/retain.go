@@ -233,6 +233,26 @@ func open(r *http.Request, st Resumable, last int64) (*Reconnect, error) {
 	return &Reconnect{State: st, Last: last, Ctx: ctx, Release: release}, nil
 }
 
+// Submit starts a new stream's generation under st's lease and, once the
+// engine took it, keeps st for reconnects when the server retains streams.
+// A nil generation with a nil error: the client left before it started,
+// and there is no one to answer. release ends the lease.
+func (e *Env) Submit(r *http.Request, b *stream.Backend, st Resumable, req engine.Request) (gen *stream.Generation, release func(), err error) {
+	ctx, release, err := st.Retention().Acquire(r.Context())
+	if err != nil {
+		return nil, nil, nil
+	}
+	gen, err = stream.Submit(ctx, b.Engine, req, e.AbortOnDisconnect)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	if e.Streams != nil {
+		e.Streams.Add(st)
+	}
+	return gen, release, nil
+}
+
 // Continue is the generation a reconnect goes on with, under rc's lease:
 // nil when done (the log already holds the stream's end) or when every
 // token was produced before the cut (see stream.Continue), else the rest of
