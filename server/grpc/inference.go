@@ -61,12 +61,9 @@ func (x *inference) Abort(_ context.Context, r *sluicev1.AbortRequest) (*sluicev
 }
 
 func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*sluicev1.TokenizeResponse, error) {
-	b, err := x.s.loaded()
+	b, err := x.s.backendFor(r.GetModel())
 	if err != nil {
 		return nil, err
-	}
-	if err := x.s.servesModel(r.GetModel()); err != nil {
-		return nil, toStatus(err)
 	}
 	var ids []int32
 	switch in := r.GetInput().(type) {
@@ -92,12 +89,9 @@ func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*s
 }
 
 func (x *inference) Detokenize(_ context.Context, r *sluicev1.DetokenizeRequest) (*sluicev1.DetokenizeResponse, error) {
-	b, err := x.s.loaded()
+	b, err := x.s.backendFor(r.GetModel())
 	if err != nil {
 		return nil, err
-	}
-	if err := x.s.servesModel(r.GetModel()); err != nil {
-		return nil, toStatus(err)
 	}
 	ids, err := int32s("token_ids", r.GetTokenIds())
 	if err != nil {

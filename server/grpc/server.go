@@ -192,6 +192,19 @@ func (s *Server) servesModel(name string) error {
 	return stream.CheckModel(name, s.cfg.HTTP.ModelID, s.cfg.HTTP.Aliases)
 }
 
+// backendFor is the loaded model's backend when name selects it, else the
+// status saying why not (still loading, or another model).
+func (s *Server) backendFor(name string) (*stream.Backend, error) {
+	b, err := s.loaded()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.servesModel(name); err != nil {
+		return nil, toStatus(err)
+	}
+	return b, nil
+}
+
 // running is one generation RPC after admission: the engine request, the
 // generation (whose context the client, an Abort RPC or shutdown ends) and
 // its text stream, and done, which the handler must call to unregister the
@@ -211,12 +224,9 @@ type running struct {
 // does, name it (the client's id, or idPrefix and a random one) so Abort can
 // find it, and submit it. Errors come back as gRPC statuses.
 func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefix string) (*running, error) {
-	b, err := s.loaded()
+	b, err := s.backendFor(g.Model)
 	if err != nil {
 		return nil, err
-	}
-	if err := s.servesModel(g.Model); err != nil {
-		return nil, toStatus(err)
 	}
 	req, err := stream.Prepare(b, g)
 	if err != nil {
