@@ -488,3 +488,175 @@ PAGED_DECODE(80, 8, 4)
 PAGED_DECODE(96, 8, 4)
 PAGED_DECODE(128, 16, 8)
 PAGED_DECODE(256, 16, 4)
+
+// ---- paged_prefill_<hd> -----------------------------------------------------
+//
+// Prefill and mixed chunks on tensor cores (flash attention over the block
+// table). Work item = up to 64 query vectors of one sequence and KV head
+// (query vector v: row v / group, head g·group + v % group), a warp per 16
+// of them; grid (items, kvHeads), 128 threads. The context is walked in
+// tiles of 64 positions, K and V copied F16 into shared memory (V
+// transposed, so that the P·V B fragments are pairs of consecutive
+// positions); per warp and tile, with mma.sync m16n8k16 (f16 in, f32
+// accumulation):
+//
+//	S = Q·Kᵀ   Q's A fragments stay in registers for the whole walk
+//	causal mask: position p counts for query vector v when p ≤ position(v)
+//	online softmax per row (running max m, sum l, rescale e^(m_old − m_new))
+//	O += P·V   P's C fragments are re-packed as A fragments in place
+//
+// F16 rounding of q·scale and of P keeps results within ~1e-3 of the F32
+// reference; K and V are F16 in the cache anyway.
+#define PF_T 64
+
+template <int HD>
+static __device__ __forceinline__ void paged_prefill(float* out, const float* q, const uint16_t* kc,
+                                                     const uint16_t* vc, const int* items, const int* seqs,
+                                                     const int* blocks, const int* positions, int heads, int kvHeads,
+                                                     int blockSize, float scale) {
+    constexpr int KS = HD / 16, NT_O = HD / 8, NT_S = PF_T / 8;
+    __shared__ __align__(16) uint16_t Ks[PF_T][HD + 8];
+    __shared__ __align__(16) uint16_t Vt[HD][PF_T + 8];
+    const int* it = items + 4 * blockIdx.x;
+    const int sqi = it[0], qv0 = it[1], nqv = it[2];
+    const int g = blockIdx.y, group = heads / kvHeads;
+    const int* bt = blocks + seqs[3 * sqi];
+    const int qCols = heads * HD, kvCols = kvHeads * HD;
+    const int ctx = positions[(qv0 + nqv - 1) / group] + 1;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gr = lane >> 2, t = lane & 3;
+
+    // this lane's two rows of the warp's 16 query vectors: gr and gr + 8
+    int qpos[2];
+    const float* qrow[2];
+#pragma unroll
+    for (int h2 = 0; h2 < 2; h2++) {
+        const int i = 16 * warp + gr + 8 * h2, qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+        qpos[h2] = i < nqv ? positions[r] : -1;
+        qrow[h2] = q + (size_t)(i < nqv ? r : 0) * qCols + (size_t)h * HD;
+    }
+    uint32_t qa[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float* p = qrow[e & 1] + 16 * kk + 2 * t + ((e >> 1) << 3);
+            qa[kk][e] = pack2<false>(p[0] * scale, p[1] * scale);
+        }
+    float o[NT_O][4];
+#pragma unroll
+    for (int n = 0; n < NT_O; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) o[n][e] = 0.f;
+    float m[2] = {-CUDART_INF_F, -CUDART_INF_F}, l[2] = {0.f, 0.f};
+
+    for (int t0 = 0; t0 < ctx; t0 += PF_T) {
+        const int tn = min(PF_T, ctx - t0);
+        for (int idx = tid; idx < PF_T * (HD / 8); idx += 128) {
+            const int p = idx / (HD / 8), d = 8 * (idx % (HD / 8)), pos = t0 + p;
+            uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
+            if (p < tn) {
+                const size_t off = ((size_t)bt[pos / blockSize] * blockSize + pos % blockSize) * kvCols + g * HD + d;
+                kw = *(const uint4*)(kc + off);
+                vw = *(const uint4*)(vc + off);
+            }
+            *(uint4*)&Ks[p][d] = kw;
+            const uint32_t vu[4] = {vw.x, vw.y, vw.z, vw.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                Vt[d + 2 * j][p] = (uint16_t)(vu[j] & 0xffff);
+                Vt[d + 2 * j + 1][p] = (uint16_t)(vu[j] >> 16);
+            }
+        }
+        __syncthreads();
+        // S = Q·Kᵀ: n8 tile j holds positions t0 + 8j .. t0 + 8j + 7
+        float s[NT_S][4];
+#pragma unroll
+        for (int j = 0; j < NT_S; j++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) s[j][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t b[2];
+                b[0] = *(const uint32_t*)&Ks[8 * j + gr][16 * kk + 2 * t];
+                b[1] = *(const uint32_t*)&Ks[8 * j + gr][16 * kk + 2 * t + 8];
+                mma16816<false>(s[j], qa[kk], b);
+            }
+        }
+        // mask and the tile's row maxima (rows gr: e 0,1; gr + 8: e 2,3)
+        float tmax[2] = {-CUDART_INF_F, -CUDART_INF_F};
+#pragma unroll
+        for (int j = 0; j < NT_S; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int pos = t0 + 8 * j + 2 * t + (e & 1);
+                if (pos >= t0 + tn || pos > qpos[e >> 1]) s[j][e] = -CUDART_INF_F;
+                tmax[e >> 1] = fmaxf(tmax[e >> 1], s[j][e]);
+            }
+        float corr[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {
+            tmax[h2] = fmaxf(tmax[h2], __shfl_xor_sync(0xffffffffu, tmax[h2], 1));
+            tmax[h2] = fmaxf(tmax[h2], __shfl_xor_sync(0xffffffffu, tmax[h2], 2));
+            const float mn = fmaxf(m[h2], tmax[h2]);
+            corr[h2] = m[h2] == -CUDART_INF_F ? 0.f : __expf(m[h2] - mn);
+            m[h2] = mn;
+        }
+#pragma unroll
+        for (int j = 0; j < NT_S; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float p = s[j][e] == -CUDART_INF_F ? 0.f : __expf(s[j][e] - m[e >> 1]);
+                s[j][e] = p;
+                rs[e >> 1] += p;
+            }
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {
+            rs[h2] += __shfl_xor_sync(0xffffffffu, rs[h2], 1);
+            rs[h2] += __shfl_xor_sync(0xffffffffu, rs[h2], 2);
+            l[h2] = l[h2] * corr[h2] + rs[h2];
+        }
+#pragma unroll
+        for (int n = 0; n < NT_O; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[n][e] *= corr[e >> 1];
+        // O += P·V: the C fragments of S tiles 2kk and 2kk+1 are P's A fragment
+        // for positions 16kk .. 16kk + 15
+#pragma unroll
+        for (int kk = 0; kk < PF_T / 16; kk++) {
+            uint32_t pa[4];
+            pa[0] = pack2<false>(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = pack2<false>(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = pack2<false>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = pack2<false>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int n = 0; n < NT_O; n++) {
+                uint32_t b[2];
+                b[0] = *(const uint32_t*)&Vt[8 * n + gr][16 * kk + 2 * t];
+                b[1] = *(const uint32_t*)&Vt[8 * n + gr][16 * kk + 2 * t + 8];
+                mma16816<false>(o[n], pa, b);
+            }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int n = 0; n < NT_O; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h2 = e >> 1, i = 16 * warp + gr + 8 * h2;
+            if (i >= nqv) continue;
+            const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+            out[(size_t)r * qCols + (size_t)h * HD + 8 * n + 2 * t + (e & 1)] = o[n][e] / l[h2];
+        }
+}
+
+#define PAGED_PREFILL(hd)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(128)                                                                 \
+        paged_prefill_##hd(float* out, const float* q, const uint16_t* kc, const uint16_t* vc, const int* items,     \
+                           const int* seqs, const int* blocks, const int* positions, int heads, int kvHeads,          \
+                           int blockSize, float scale) {                                                              \
+        paged_prefill<hd>(out, q, kc, vc, items, seqs, blocks, positions, heads, kvHeads, blockSize, scale);          \
+    }
+PAGED_PREFILL(64)
+PAGED_PREFILL(80)
+PAGED_PREFILL(96)
+PAGED_PREFILL(128)

@@ -37,6 +37,13 @@ func decodeShape(hd int) (nq int, ok bool) {
 	return 0, false
 }
 
+// prefillQueries is how many query vectors one paged_prefill item holds
+// (four warps of 16 in attention.cu).
+const prefillQueries = 64
+
+// prefillShape says whether attention.cu has paged_prefill_<hd>.
+func prefillShape(hd int) bool { return hd == 64 || hd == 80 || hd == 96 || hd == 128 }
+
 // decodeScratch sizes a store's paged_decode scratch: partial results per
 // KV head (twice the pool's partitions, plus room for the rounding of short
 // contexts and for GQA items sharing a row) and the floats of one.
@@ -104,6 +111,11 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	// paged_decode takes single rows, and every row where paged_attention
 	// cannot take the head size; the multi-row (prefill) items stay there.
 	plan.takes = func(sq kernels.SeqRows) bool { return fast && (sq.End-sq.Start == 1 || cfg.HeadDim > 128) }
+	// paged_prefill (tensor cores) takes the other multi-row sequences of
+	// the head sizes it is built for; paged_attention what is left
+	plan.prefill = func(sq kernels.SeqRows) bool {
+		return prefillShape(cfg.HeadDim) && !plan.takes(sq) && sq.End > sq.Start
+	}
 	t := b.attentionTables(batch, n, max(1, qMax/group), &plan)
 	if t.items > 0 && group > qMax {
 		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; paged_attention takes at most %d", group, qMax)
@@ -115,7 +127,7 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	// runs alone and the rows allow (kvFusible), else in kv_write.
 	fused := 0
 	if !b.fuseRoPEKV(kt, vt, kc, vc, slotsOff, kvCols, batch.Positions[:n]) {
-		if t.items == 0 && t.decItems > 0 && kvFusible(batch, cfg, n) {
+		if t.items == 0 && t.preItems == 0 && t.decItems > 0 && kvFusible(batch, cfg, n) {
 			fused = 1
 		} else if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
 			ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
@@ -129,6 +141,13 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), intArg(fused),
 			tabArg(t.decOff+4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
 			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters)); err != nil {
+			return err
+		}
+	}
+	if t.preItems > 0 {
+		if err := b.launch(fmt.Sprintf("paged_prefill_%d", cfg.HeadDim), [3]int{t.preItems, cfg.KVHeads, 1}, [3]int{128, 1, 1},
+			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(t.preOff), tabArg(t.decSeqOff), tabArg(blocksOff),
+			tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale)); err != nil {
 			return err
 		}
 	}
@@ -225,10 +244,12 @@ func checkBatch(batch *kernels.Batch, cfg kernels.KVConfig, n int) error {
 
 // attnTables is where attentionTables put one step's tables in the arena.
 type attnTables struct {
-	off       int   // slots n | positions n | items 3·items | block-table offsets | block tables
-	items     int   // paged_attention's work items
-	decOff    int   // paged_decode's items, 4 int32 each
-	decSeqOff int   // paged_decode's sequences, 3 int32 each
+	off       int // slots n | positions n | items 3·items | block-table offsets | block tables
+	items     int // paged_attention's work items
+	decOff    int // paged_decode's items, 4 int32 each
+	decSeqOff int // paged_decode's (and paged_prefill's) sequences, 3 int32 each
+	preOff    int // paged_prefill's items, 4 int32 each
+	preItems  int
 	decItems  int   // paged_decode's work items
 	decZ      []int // per launch (step.decCuts): the most partitions of one of its items
 }
@@ -239,16 +260,18 @@ type decodePlan struct {
 	parts     int                        // partial results the store's scratch holds per KV head
 	items     int                        // items per launch, as the store has counters
 	takes     func(kernels.SeqRows) bool // the sequences paged_decode serves
+	prefill   func(kernels.SeqRows) bool // the sequences paged_prefill serves
 }
 
 // attentionTables pushes one table block for the step:
 //
 //	[ slots n | positions n | items 3·items | block-table offsets seqs | block tables
-//	  | decode items 4·decItems | decode seqs 3·seqs ]
+//	  | decode items 4·decItems | decode seqs 3·seqs | prefill items 4·preItems ]
 //
 // A paged_attention item is (sequence, first row, rows); a paged_decode item
 // is (sequence, first query vector, query vectors, first partial) and its
-// sequence entry (block-table offset, first row, rows). Decode items are cut
+// sequence entry (block-table offset, first row, rows); a paged_prefill
+// item is a decode item of up to 64 query vectors. Decode items are cut
 // into launches (step.decCuts) whose partials (items of more than one
 // partition) fit the store's scratch, numbered from 0 in each launch.
 //
@@ -261,7 +284,7 @@ func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int, plan
 	tab := append(s.scratch[:0], batch.Slots[:n]...)
 	tab = append(tab, batch.Positions[:n]...)
 	for si, sq := range batch.Seqs {
-		if plan.takes(sq) {
+		if plan.takes(sq) || plan.prefill(sq) {
 			continue
 		}
 		for r := sq.Start; r < sq.End; r += rowsPerItem {
@@ -315,6 +338,16 @@ func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int, plan
 		tab = append(tab, int32(nb), int32(sq.Start), int32(sq.End-sq.Start))
 		nb += len(sq.Blocks)
 	}
+	preOff := len(tab)
+	for si, sq := range batch.Seqs {
+		if !plan.prefill(sq) {
+			continue
+		}
+		for qv := sq.Start * plan.group; qv < sq.End*plan.group; qv += prefillQueries {
+			tab = append(tab, int32(si), int32(qv), int32(min(prefillQueries, sq.End*plan.group-qv)), 0)
+			t.preItems++
+		}
+	}
 	s.scratch = tab
 	t.decZ = s.decZ
 	if s.lastAttn == nil || s.lastRows != n || s.lastItems != t.items || !slices.Equal(s.lastAttn, tab) {
@@ -323,7 +356,7 @@ func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int, plan
 		s.lastRows, s.lastItems = n, t.items
 	}
 	t.off = s.lastAttnOff
-	t.decOff, t.decSeqOff = t.off+decOff, t.off+decSeqOff
+	t.decOff, t.decSeqOff, t.preOff = t.off+decOff, t.off+decSeqOff, t.off+preOff
 	return t
 }
 

@@ -157,7 +157,8 @@ func testPagedDecode(t *testing.T, hd, group int, cut bool) {
 	}
 	checkRows(t, p, "decode", out, n, heads*hd, 2e-3)
 	// the fused write reached the cache: the next position reads it there,
-	// beside a prefill chunk (kv_write, then both kernels)
+	// beside a prefill chunk of 20 rows (kv_write, then paged_decode and,
+	// for head sizes up to 128, paged_prefill on tensor cores)
 	var next []seqSpec
 	for i, c := range ctxs {
 		if i == 1 {
@@ -166,7 +167,10 @@ func testPagedDecode(t *testing.T, hd, group int, cut bool) {
 			next = append(next, seqSpec{c, c + 1})
 		}
 	}
-	out, n, _ = run(next, heads)
+	out, n, fns = run(next, heads)
+	if want := fmt.Sprintf("paged_prefill_%d", hd); prefillShape(hd) && (!slices.Contains(fns, want) || slices.Contains(fns, "paged_attention")) {
+		t.Errorf("a step with a prefill chunk recorded %v, want %s for the chunk", fns, want)
+	}
 	checkRows(t, p, "next", out, n, heads*hd, 2e-3)
 	for _, s := range []*kvStore{kg.(*kvStore)} {
 		cnt := make([]int32, decodeCounters)

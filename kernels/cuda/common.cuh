@@ -169,3 +169,34 @@ static __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+
+// ---- tensor cores (matmul.cu's tiles, attention.cu's paged_prefill) --------
+
+// pack2 rounds two floats to F16 (or BF16) and packs them as one mma operand
+// register, a in the low half.
+template <bool BF>
+static __device__ __forceinline__ uint32_t pack2(float a, float b) {
+    uint16_t lo = BF ? f2bf(a) : f2h(a), hi = BF ? f2bf(b) : f2h(b);
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+template <bool BF>
+static __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, const uint32_t* b) {
+#ifdef SLUICE_EMU // the CPU emulator (emu/runtime.h) has no tensor cores
+    emu::mma16816(BF, c, a, b);
+#else
+    if (BF) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+#endif
+}

@@ -60,7 +60,9 @@
 // graph, replayed while the launches repeat (cudrv.go).
 //
 // Limits: matmul rows must be a multiple of 32 elements, head size a
-// multiple of 8 up to 128, or 256; prefill chunks take at most 16 query
-// heads per KV head (decode rows of head size 64, 80, 96, 128 and 256, and
-// every row of 256, go to paged_decode, which has no such limit).
+// multiple of 8 up to 128, or 256. Decode rows of head size 64, 80, 96, 128
+// and 256, and every row of 256, go to paged_decode; prefill chunks of 64,
+// 80, 96 and 128 to paged_prefill (tensor cores); only the other head sizes'
+// chunks reach paged_attention, which takes at most 16 query heads per KV
+// head.
 package cuda
