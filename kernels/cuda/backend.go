@@ -64,7 +64,8 @@ type Backend struct {
 	work   devBuf   // penalized copies of logit rows (Sample)
 	half   devBuf   // a step's GEMM inputs rounded to F16/BF16 (blas.go)
 
-	moe moeScratch // MoEFFN's expert rows (modelops.go)
+	moe    moeScratch // MoEFFN's expert rows (modelops.go)
+	capped capScratch // CappedAttention's scores (modelops.go)
 
 	blas    *blasLib // cuBLAS, when loaded (read-only after New)
 	blasWhy string   // why not

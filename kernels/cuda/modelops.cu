@@ -105,3 +105,68 @@ extern "C" __global__ void zero_f32(float* x, long long m) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m; i += (long long)gridDim.x * blockDim.x)
         x[i] = 0.f;
 }
+
+// soft_cap: x = cap·tanh(x/cap) over m elements (Gemma 2's final logits), as
+// the CPU's SoftCap: the quotient rounded, tanh in double, the product rounded.
+extern "C" __global__ void soft_cap(float* x, float cap, long long m) {
+    const float inv = __fdiv_rn(1.f, cap);
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < m; i += (long long)gridDim.x * blockDim.x)
+        x[i] = __fmul_rn(cap, (float)tanh((double)__fmul_rn(x[i], inv)));
+}
+
+// capped_attention is Gemma 2's attention with every score capped, s →
+// cap·tanh(s/cap), before the softmax. It stands apart from attention.cu's
+// paged kernels, which have no place for the cap: one block of CAP_NT
+// threads per (row, head), the row's scores in scratch (scoreStride floats
+// a row and head). rows[2r] is where row r's table starts in slots, rows[2r
+// + 1] how many positions it reads; the table lists their cache slots,
+// oldest first (a window row's only its window's). The cache holds F16.
+#define CAP_NT 128
+extern "C" __global__ void capped_attention(float* out, const float* q, const uint16_t* kc, const uint16_t* vc, const int* slots,
+                                            const int* rows, float* scores, long long scoreStride, int heads, int kvHeads, int hd,
+                                            float scale, float cap) {
+    const int r = blockIdx.x, h = blockIdx.y;
+    const int* tab = slots + rows[2 * r];
+    const int ctx = rows[2 * r + 1];
+    const int kvCols = kvHeads * hd;
+    const size_t kvOff = (size_t)(h / (heads / kvHeads)) * hd;
+    const float* qv = q + ((size_t)r * heads + h) * hd;
+    float* s = scores + ((size_t)r * heads + h) * scoreStride;
+    __shared__ float red[CAP_NT];
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < ctx; i += CAP_NT) {
+        const uint16_t* kr = kc + (size_t)tab[i] * kvCols + kvOff;
+        float d = 0.f;
+        for (int c = 0; c < hd; c++) d += qv[c] * h2f(kr[c]);
+        const float v = cap * (float)tanh((double)(d * scale / cap));
+        s[i] = v;
+        mx = fmaxf(mx, v);
+    }
+    red[threadIdx.x] = mx;
+    __syncthreads();
+    for (int k = CAP_NT / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + k]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads();
+    float sum = 0.f;
+    for (int i = threadIdx.x; i < ctx; i += CAP_NT) {
+        const float e = expf(s[i] - mx);
+        s[i] = e;
+        sum += e;
+    }
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int k = CAP_NT / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
+        __syncthreads();
+    }
+    const float inv = 1.f / red[0];
+    float* o = out + ((size_t)r * heads + h) * hd;
+    for (int c = threadIdx.x; c < hd; c += CAP_NT) {
+        float acc = 0.f;
+        for (int i = 0; i < ctx; i++) acc += s[i] * h2f(vc[(size_t)tab[i] * kvCols + kvOff + c]);
+        o[c] = acc * inv;
+    }
+}

@@ -15,8 +15,9 @@ import (
 // its arguments as kernels/cpu does, then records launches.
 
 var (
-	_ kernels.GemmaOps = (*Backend)(nil)
-	_ kernels.MoEOps   = (*Backend)(nil)
+	_ kernels.GemmaOps   = (*Backend)(nil)
+	_ kernels.MoEOps     = (*Backend)(nil)
+	_ kernels.SoftCapOps = (*Backend)(nil)
 )
 
 func (b *Backend) HeadRMSNorm(x, w kernels.Tensor, n, heads int, eps float32) error {
@@ -74,6 +75,126 @@ func (b *Backend) GeGLU(dst, gate, up kernels.Tensor, n int) error {
 		return nil
 	}
 	return b.launch("geglu", elementGrid(m), [3]int{256, 1, 1}, ptrArg(d.ptr), ptrArg(g.ptr), ptrArg(u.ptr), arg{v: uint64(m)})
+}
+
+// SoftCap caps the first n rows of x (Gemma 2's final logits).
+func (b *Backend) SoftCap(x kernels.Tensor, n int, cap float32) error {
+	xt, err := f32Of(x, "SoftCap x")
+	if err != nil {
+		return err
+	}
+	m := int64(n * xt.cols())
+	if m > xt.elems() || !(cap > 0) {
+		return fmt.Errorf("cuda backend: SoftCap: %d rows of %v, cap %g", n, xt.shape, cap)
+	}
+	if m <= 0 {
+		return nil
+	}
+	return b.launch("soft_cap", elementGrid(m), [3]int{256, 1, 1}, ptrArg(xt.ptr), f32Arg(cap), arg{v: uint64(m)})
+}
+
+// capScratch is CappedAttention's device scratch for the scores, grown on
+// demand and kept for the backend's life (Close frees every allocation).
+type capScratch struct {
+	scores kernels.Tensor
+	cap    int // floats
+	rows   []int32
+}
+
+// CappedAttention is SlidingAttention (window ≤ 0: the whole context) with
+// each score capped before the softmax (Gemma 2). It runs capped_attention,
+// a plain kernel of modelops.cu, instead of attention.cu's paged ones, which
+// have no place for the cap: each row reads the slots windowBatch lays out
+// for it. It is correct, not tuned (a block per row and head, the scores
+// in device memory).
+func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, cap float32) error {
+	if !(cap > 0) {
+		return b.SlidingAttention(out, q, k, v, kv, layer, batch, scale, window)
+	}
+	store, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cuda backend: KV store %T was not made by this backend", kv)
+	}
+	cfg := store.cfg
+	n := len(batch.Tokens)
+	if len(batch.Positions) < n || len(batch.Slots) < n {
+		return fmt.Errorf("cuda backend: CappedAttention: %d rows with %d positions and %d slots", n, len(batch.Positions), len(batch.Slots))
+	}
+	ot, err := f32Of(out, "CappedAttention out")
+	if err != nil {
+		return err
+	}
+	qt, err := f32Of(q, "CappedAttention q")
+	if err != nil {
+		return err
+	}
+	kt, err := f32Of(k, "CappedAttention k")
+	if err != nil {
+		return err
+	}
+	vt, err := f32Of(v, "CappedAttention v")
+	if err != nil {
+		return err
+	}
+	kvCols, qCols := cfg.KVHeads*cfg.HeadDim, qt.cols()
+	if kt.cols() != kvCols || vt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols ||
+		int64(n*qCols) > qt.elems() || int64(n*kvCols) > kt.elems() || int64(n*kvCols) > vt.elems() || int64(n*qCols) > ot.elems() {
+		return fmt.Errorf("cuda backend: CappedAttention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, cfg, n)
+	}
+	heads := qCols / cfg.HeadDim
+	if heads%cfg.KVHeads != 0 {
+		return fmt.Errorf("cuda backend: CappedAttention: %d query heads over %d KV heads", heads, cfg.KVHeads)
+	}
+	if layer < 0 || layer >= cfg.Layers {
+		return fmt.Errorf("cuda backend: CappedAttention: layer %d of %d", layer, cfg.Layers)
+	}
+	if n == 0 {
+		return nil
+	}
+	if window <= 0 { // every row's window reaches position 0: each keeps its sequence's table
+		for _, p := range batch.Positions[:n] {
+			window = max(window, int(p)+1)
+		}
+	}
+	wb := windowBatches.Get().(*windowBatch)
+	defer windowBatches.Put(wb)
+	if err := wb.build(batch, cfg, n, window); err != nil {
+		return err
+	}
+	// Each row's table is the slots of the positions it reads, as build laid
+	// them out: its virtual sequence's, up to its (rewritten) position.
+	s := &b.capped
+	s.rows = s.rows[:0]
+	from := 0 // build lays the tables out back to back in wb.slots, in Seqs' order
+	for _, sq := range wb.b.Seqs {
+		for r := sq.Start; r < sq.End; r++ {
+			s.rows = append(s.rows, int32(from), wb.b.Positions[r]+1)
+		}
+		from += len(sq.Blocks)
+	}
+	stride := 0
+	for r := range n {
+		stride = max(stride, int(s.rows[2*r+1]))
+	}
+	if need := n * heads * stride; s.cap < need {
+		c := max(need, 2*s.cap)
+		t, err := b.Alloc(c)
+		if err != nil {
+			return fmt.Errorf("cuda backend: CappedAttention scratch: %w", err)
+		}
+		s.scores, s.cap = t, c
+	}
+	st, _ := f32Of(s.scores, "CappedAttention scratch")
+	kc, vc := store.layer(layer)
+	slotsOff := b.step.push(wb.b.Slots)
+	if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
+		ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(slotsOff), intArg(kvCols)); err != nil {
+		return err
+	}
+	tabOff, rowsOff := b.step.push(wb.slots), b.step.push(s.rows)
+	return b.launch("capped_attention", [3]int{n, heads, 1}, [3]int{128, 1, 1},
+		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(tabOff), tabArg(rowsOff), ptrArg(st.ptr),
+		arg{v: uint64(stride)}, intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), f32Arg(scale), f32Arg(cap))
 }
 
 // windowBatch is SlidingAttention's rewritten batch, reused across calls.

@@ -40,6 +40,14 @@ func TestHeadRMSNormGeGLUScale(t *testing.T) {
 	p.check("GeGLU in place", g, n*cols, 1e-6)
 	must(t, p.gpu.Scale(u.g, 3, float32(math.Sqrt(640))), p.cpu.Scale(u.c, 3, float32(math.Sqrt(640))))
 	p.check("Scale", u, n*cols, 0)
+	// ±60 saturates a cap of 30 (Gemma 2's final soft-cap) and spans tanh's
+	// linear part; the last two rows stay as they are.
+	l := p.scratch(p.randn(n*cols, 20), n, cols)
+	must(t, p.gpu.SoftCap(l.g, 3, 30), p.cpu.SoftCap(l.c, 3, 30))
+	p.check("SoftCap", l, n*cols, 1e-6)
+	if err := p.gpu.SoftCap(l.g, 3, 0); err == nil {
+		t.Error("SoftCap accepted a cap of 0")
+	}
 }
 
 // TestSlidingAttention runs windowed attention over three steps (prompts in
@@ -52,13 +60,29 @@ func TestSlidingAttention(t *testing.T) {
 	}{{4, 1, 256, []int{7, 45}}, {9, 3, 64, []int{1, 7, 16, 45}}} { // Gemma 3 270M's heads, and GQA
 		for _, window := range sh.windows {
 			t.Run(fmt.Sprintf("%dq%dkv%dd/w%d", sh.heads, sh.kvHeads, sh.hd, window), func(t *testing.T) {
-				testSlidingAttention(t, sh.heads, sh.kvHeads, sh.hd, window)
+				testSlidingAttention(t, sh.heads, sh.kvHeads, sh.hd, window, 0)
 			})
 		}
 	}
 }
 
-func testSlidingAttention(t *testing.T, heads, kvHeads, hd, window int) {
+// TestCappedAttention is TestSlidingAttention through CappedAttention
+// (capped_attention, Gemma 2's scores capped before the softmax), with and
+// without a window; a cap of 1.5 bends most of these scores (about N(0, 1)).
+func TestCappedAttention(t *testing.T) {
+	for _, sh := range []struct {
+		heads, kvHeads, hd int
+		windows            []int
+	}{{8, 4, 256, []int{0, 45}}, {9, 3, 64, []int{0, 1, 7, 45}}} { // Gemma 2 2B's heads, and GQA
+		for _, window := range sh.windows {
+			t.Run(fmt.Sprintf("%dq%dkv%dd/w%d", sh.heads, sh.kvHeads, sh.hd, window), func(t *testing.T) {
+				testSlidingAttention(t, sh.heads, sh.kvHeads, sh.hd, window, 1.5)
+			})
+		}
+	}
+}
+
+func testSlidingAttention(t *testing.T, heads, kvHeads, hd, window int, softcap float32) {
 	p := newPair(t)
 	const layers, blocks, bs = 2, 96, 4
 	cfg := kernels.KVConfig{Layers: layers, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd}
@@ -85,7 +109,9 @@ func testSlidingAttention(t *testing.T, heads, kvHeads, hd, window int) {
 		for i, s := range st {
 			released[i] = append([]int32(nil), tables[i]...)
 			for j := range max(s.from-window+1, 0) / bs {
-				released[i][j] = -1
+				if window > 0 {
+					released[i][j] = -1
+				}
 			}
 		}
 		b := buildBatch(st, released, bs)
@@ -95,8 +121,13 @@ func testSlidingAttention(t *testing.T, heads, kvHeads, hd, window int) {
 		k := p.scratch(p.randn(n*kvCols, 1), n, kvCols)
 		v := p.scratch(p.randn(n*kvCols, 1), n, kvCols)
 		for l := range layers {
-			must(t, p.gpu.SlidingAttention(out.g, q.g, k.g, v.g, kg, l, b, scale, window),
-				p.cpu.SlidingAttention(out.c, q.c, k.c, v.c, kc, l, b, scale, window))
+			if softcap > 0 {
+				must(t, p.gpu.CappedAttention(out.g, q.g, k.g, v.g, kg, l, b, scale, window, softcap),
+					p.cpu.CappedAttention(out.c, q.c, k.c, v.c, kc, l, b, scale, window, softcap))
+			} else {
+				must(t, p.gpu.SlidingAttention(out.g, q.g, k.g, v.g, kg, l, b, scale, window),
+					p.cpu.SlidingAttention(out.c, q.c, k.c, v.c, kc, l, b, scale, window))
+			}
 			p.check(fmt.Sprintf("step %d layer %d", si, l), out, n*qCols, 2e-3)
 		}
 	}
@@ -105,7 +136,11 @@ func testSlidingAttention(t *testing.T, heads, kvHeads, hd, window int) {
 	out := p.scratch(nil, 1, qCols)
 	q, k, v := p.scratch(nil, 1, qCols), p.scratch(nil, 1, kvCols), p.scratch(nil, 1, kvCols)
 	if window > 1 {
-		if err := p.gpu.SlidingAttention(out.g, q.g, k.g, v.g, kg, 0, b, scale, window); err == nil {
+		attn := p.gpu.SlidingAttention(out.g, q.g, k.g, v.g, kg, 0, b, scale, window)
+		if softcap > 0 {
+			attn = p.gpu.CappedAttention(out.g, q.g, k.g, v.g, kg, 0, b, scale, window, softcap)
+		}
+		if err := attn; err == nil {
 			t.Errorf("a window of %d over a released block at position 39 was accepted", window)
 		}
 	}
@@ -148,14 +183,15 @@ func TestMoEFFN(t *testing.T) {
 // choices equal wherever the CPU's lead exceeds the backends' difference.
 func TestNewArchitecturesMatchCPU(t *testing.T) {
 	base := modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, RMSEps: 1e-6}
-	gemma, qwen3, moe := base, base, base
+	gemma, gemma2, qwen3, moe := base, base, base, base
 	gemma.Seed, gemma.Gemma, gemma.Window, gemma.WindowPattern, gemma.RopeTheta = 26, true, 5, 3, 1e6
+	gemma2.Seed, gemma2.Gemma, gemma2.Gemma2, gemma2.Window, gemma2.KVHeads, gemma2.AttnSoftcap = 33, true, true, 5, 2, 2
 	qwen3.Seed, qwen3.QKNorm, qwen3.KVHeads = 22, true, 2
 	moe.Seed, moe.QKNorm, moe.KVHeads, moe.Experts, moe.ExpertsUsed, moe.ExpertFFN = 24, true, 2, 8, 2, 64
 	for _, tc := range []struct {
 		name string
 		spec modeltest.Spec
-	}{{"gemma3", gemma}, {"qwen3", qwen3}, {"qwen3moe", moe}} {
+	}{{"gemma3", gemma}, {"gemma2", gemma2}, {"qwen3", qwen3}, {"qwen3moe", moe}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name+".gguf")
 			must(t, modeltest.WriteGGUF(path, tc.spec, kernels.Q8_0))
@@ -227,15 +263,29 @@ func TestNewArchitecturesMatchCPU(t *testing.T) {
 	}
 }
 
-// TestGemma3WindowKVMatchesCPU runs the random Gemma 3 with its window
-// layers in their own store (models.Options.WindowKV, as the loader sets
-// it) on CUDA, fed by a kvcache pool whose 6-block window group recycles its
-// blocks as the sequence passes them (8-token chunks, then decode), against
-// the CPU with every layer keeping everything.
-func TestGemma3WindowKVMatchesCPU(t *testing.T) {
-	spec := modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, RMSEps: 1e-6,
-		Seed: 26, Gemma: true, Window: 5, WindowPattern: 3, RopeTheta: 1e6}
-	path := filepath.Join(t.TempDir(), "gemma3.gguf")
+// TestWindowKVMatchesCPU runs random models with their window layers in
+// their own store (models.Options.WindowKV, as the loader sets it) on CUDA,
+// fed by a kvcache pool whose 6-block window group recycles its blocks as
+// the sequence passes them (8-token chunks, then decode), against the CPU
+// with every layer keeping everything: Gemma 3 (one global layer of 3),
+// Gemma 2 (alternating, scores capped) and a windowed Phi-3 (every layer a
+// window layer: no global store at all).
+func TestWindowKVMatchesCPU(t *testing.T) {
+	base := modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, RMSEps: 1e-6, Window: 5}
+	gemma3, gemma2, phi3 := base, base, base
+	gemma3.Seed, gemma3.Gemma, gemma3.WindowPattern, gemma3.RopeTheta = 26, true, 3, 1e6
+	gemma2.Seed, gemma2.Gemma, gemma2.Gemma2, gemma2.KVHeads, gemma2.AttnSoftcap = 33, true, true, 2, 2
+	phi3.Seed, phi3.Phi3, phi3.KVHeads, phi3.RopeDims = 9, true, 2, 12
+	for _, tc := range []struct {
+		name string
+		spec modeltest.Spec
+	}{{"gemma3", gemma3}, {"gemma2", gemma2}, {"phi3", phi3}} {
+		t.Run(tc.name, func(t *testing.T) { testWindowKVMatchesCPU(t, tc.spec) })
+	}
+}
+
+func testWindowKVMatchesCPU(t *testing.T, spec modeltest.Spec) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
 	must(t, modeltest.WriteGGUF(path, spec, kernels.Q8_0))
 	src, err := models.Open(path)
 	must(t, err)

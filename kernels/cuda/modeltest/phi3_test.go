@@ -3,6 +3,7 @@
 package modeltest
 
 import (
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -17,13 +18,19 @@ import (
 // (48 of 64 head elements: the rotated rows interleaved at load, RoPE with 24
 // frequencies, which CUDA's fused rope_kv must leave the other 16 of each K
 // head to store as they are) and LongRoPE's long factors and attention
-// factor. No window: the CUDA backend has no SlidingAttention yet, and a
-// Phi-3 that sets one is refused there at load (as Gemma 3 is).
+// factor; and once with a 17-token sliding window on both layers, which the
+// 40-token prompt and its decodes cross (CUDA's SlidingAttention over the
+// one store; the window store on CUDA is kernels/cuda's
+// TestWindowKVMatchesCPU).
 func TestPhi3MatchesCPU(t *testing.T) {
-	for _, dt := range []kernels.DType{kernels.BF16, kernels.Q8_0} {
-		t.Run(dt.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		dt     kernels.DType
+		window int
+	}{{kernels.BF16, 0}, {kernels.Q8_0, 0}, {kernels.Q8_0, 17}} {
+		dt := tc.dt
+		t.Run(fmt.Sprintf("%v/w%d", dt, tc.window), func(t *testing.T) {
 			spec := mt.Spec{Layers: 2, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 512, Seed: 9, ContextLen: 512,
-				Phi3: true, RopeDims: 48, LongRoPE: &mt.LongRoPE{OriginalContext: 64}}
+				Phi3: true, RopeDims: 48, LongRoPE: &mt.LongRoPE{OriginalContext: 64}, Window: tc.window}
 			path := filepath.Join(t.TempDir(), "phi3.gguf")
 			if err := mt.WriteGGUF(path, spec, dt); err != nil {
 				t.Fatal(err)
