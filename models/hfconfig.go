@@ -145,6 +145,13 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 			return Config{}, err
 		}
 	}
+	if hc.Architectures[0] == "MistralForCausalLM" && hc.SlidingWindow != nil && *hc.SlidingWindow > 0 {
+		// Mistral 7B v0.1's window (4096) is on every layer, as transformers'
+		// MistralModel masks it; later Mistrals set sliding_window null.
+		cfg.Window, cfg.RopeThetaLocal = *hc.SlidingWindow, cfg.RopeTheta
+		cfg.WindowLayers = make([]bool, max(cfg.Layers, 0))
+		setWindowPattern(cfg.WindowLayers, 0)
+	}
 	if err := checkShape(cfg); err != nil {
 		return Config{}, fmt.Errorf("hf config %s: %w", path, err)
 	}

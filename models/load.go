@@ -149,8 +149,8 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			return nil, err
 		}
 	}
-	if cfg.Arch == "phi3" {
-		if err := m.loadPhi3(); err != nil {
+	if !isGemma(cfg.Arch) && cfg.Window > 0 {
+		if err := m.loadWindow(); err != nil {
 			return nil, err
 		}
 	}

@@ -231,15 +231,12 @@ func (m *Llama) attention(layer int, b *kernels.Batch, scale float32) error {
 	return m.be.Attention(m.att, m.q, m.k, m.v, kv, li, lb, scale)
 }
 
-// loadPhi3 finishes a Phi-3 model: the backend's sliding-window attention
-// when the model has a window.
-func (m *Llama) loadPhi3() error {
-	if m.cfg.Window <= 0 {
-		return nil
-	}
+// loadWindow finishes a windowed model other than Gemma (Phi-3, Mistral):
+// the backend's sliding-window attention.
+func (m *Llama) loadWindow() error {
 	ops, ok := m.be.(kernels.GemmaOps)
 	if !ok {
-		return fmt.Errorf("phi3: the %s backend lacks SlidingAttention (the model's %d-token window): %w", m.be.Name(), m.cfg.Window, ErrUnsupported)
+		return fmt.Errorf("%s: the %s backend lacks SlidingAttention (the model's %d-token window): %w", m.cfg.Arch, m.be.Name(), m.cfg.Window, ErrUnsupported)
 	}
 	m.window = ops
 	return nil

@@ -1,10 +1,12 @@
 package models
 
 import (
+	"math"
 	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
@@ -110,5 +112,72 @@ func TestWindowKVSizing(t *testing.T) {
 	setWindowPattern(g3.WindowLayers, 6)
 	if o := (Options{WindowKV: true}).withDefaults(g3); o.WindowKVBlocks != 64*34+32 {
 		t.Errorf("gemma3: %d window blocks, want %d", o.WindowKVBlocks, 64*34+32)
+	}
+}
+
+// TestMistralHFWindow: a MistralForCausalLM checkpoint whose config.json sets
+// sliding_window (Mistral 7B v0.1) reads it on every layer, as transformers
+// masks it. With one layer attention sees only relative positions, so the
+// logits at position p equal those of a fresh sequence of the W tokens ending
+// at p; sliding_window null (later Mistrals) reads everything.
+func TestMistralHFWindow(t *testing.T) {
+	const w = 5
+	spec := modeltest.Spec{Layers: 1, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 41}
+	load := func(window any) *Llama {
+		dir := t.TempDir()
+		if err := modeltest.WriteHF(dir, spec, kernels.F32); err != nil {
+			t.Fatal(err)
+		}
+		editJSON(t, dir, func(c map[string]any) map[string]any {
+			c["architectures"], c["model_type"], c["sliding_window"] = []string{"MistralForCausalLM"}, "mistral", window
+			return c
+		})
+		src, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		be := cpu.New(1)
+		t.Cleanup(func() { be.Close() })
+		m, err := Load(src, be, Options{MaxBatchTokens: 16, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if c := load(nil).Config(); c.Window != 0 || c.WindowLayers != nil {
+		t.Fatalf("sliding_window null: window %d, layers %v", c.Window, c.WindowLayers)
+	}
+	m, fresh := load(w), load(w)
+	if c := m.Config(); c.Window != w || !slices.Equal(c.WindowLayers, []bool{true}) || c.RopeThetaLocal != c.RopeTheta {
+		t.Fatalf("sliding_window %d: config %+v", w, c)
+	}
+	toks := []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5}
+	whole := newSoloRunner(m)
+	for p, tok := range toks {
+		got := whole.feed(t, []int32{tok})
+		if p < w {
+			continue
+		}
+		want := newSoloRunner(fresh).feed(t, toks[p-w+1:p+1])
+		worst, scale := 0.0, 0.0
+		for i := range want {
+			worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+			scale = math.Max(scale, math.Abs(float64(want[i])))
+		}
+		// F16 keys rounded at other absolute positions: ~1e-4 of the scale.
+		if worst > 1e-3*scale {
+			t.Errorf("position %d: logits differ from the last %d tokens' alone by %.3g (scale %.2g)", p, w, worst, scale)
+		}
+	}
+	// Without the window the same check must fail, or it proves nothing.
+	got := newSoloRunner(load(nil)).feed(t, toks)
+	want := newSoloRunner(load(nil)).feed(t, toks[len(toks)-w:])
+	worst := 0.0
+	for i := range want {
+		worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
+	}
+	if worst < 1e-2 {
+		t.Errorf("without a window the last %d tokens alone give the same logits (|Δ| %.3g): the check is blind", w, worst)
 	}
 }
