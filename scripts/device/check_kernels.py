@@ -225,7 +225,8 @@ def main():
 
 def check_attention(fn):
     """kv_write then paged_attention: a prefill chunk, a decode row and a
-    prefill from 0, GQA 32 query heads over 8 KV heads, shuffled blocks."""
+    prefill from 0, GQA 32 query heads over 8 KV heads, shuffled blocks; then
+    paged_prefill on the two chunks."""
     i32, f32 = np.int32, np.float32
     heads, kvh, hd, bs, nblocks = 32, 8, 128, 16, 64
     group = heads // kvh
@@ -287,6 +288,20 @@ def check_attention(fn):
     record("kv_write", rel(ck[slots], k.astype(np.float16).astype(np.float64)), 0)
     for (splits, i), out in outs.items():
         record(f"paged_attention (GQA 32/8, {splits} splits, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
+    # paged_prefill_128 (tensor cores, F16 q·scale and P) on the multi-row
+    # sequences, over the same cache: items of 64 query vectors
+    pitems = []
+    for si, (s, e) in enumerate(seq_rows):
+        if e - s > 1:
+            for qv in range(s * group, e * group, 64):
+                pitems += [si, qv, min(64, e * group - qv), 0]
+    pseqs = np.array([[off, s, e - s] for off, (s, e) in zip(seq_off, seq_rows)], i32).ravel()
+    out = cp.zeros((n, heads * hd), cp.float32)
+    fn("attention", "paged_prefill_128")((len(pitems) // 4, kvh), (128,), (
+        out, cp.asarray(q), kd, vd, cp.asarray(np.array(pitems, i32)), cp.asarray(pseqs), cp.asarray(blocks),
+        cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(bs), f32(scale)))
+    rows = [r for (s, e) in seq_rows if e - s > 1 for r in range(s, e)]
+    record("paged_prefill_128 (GQA 32/8, chunks of 20 and 33 rows)", rel(out.get()[rows], ref.reshape(n, -1)[rows]), 2e-3)
 
 
 def check_decode(fn, hd, group):
