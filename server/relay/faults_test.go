@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/relay"
@@ -105,6 +106,7 @@ func newRelay(t testing.TB, up *fakeUpstream, u relay.Upstream, cfgs ...func(*se
 	if err := srv.SetRelay(rl); err != nil {
 		t.Fatal(err)
 	}
+	srv.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{})) // as serve --upstream wires it
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); rl.Close() })
 	return &relayRig{url: hs.URL, reg: reg, up: up}

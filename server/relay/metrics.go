@@ -66,8 +66,11 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// touch creates an upstream's series at zero.
+// touch creates an upstream's series at zero, the histograms too: a
+// dashboard's TTFT panel shows the upstream before its first stream.
 func (m *Metrics) touch(label string) {
+	m.ttft.WithLabelValues(label)
+	m.itl.WithLabelValues(label)
 	for _, k := range errorKinds {
 		m.errors.WithLabelValues(label, k)
 	}
