@@ -96,7 +96,9 @@ func TestRelayMetricsEveryAPI(t *testing.T) {
 			want: want{"ttft": 1, "streams": 1, "truncated": 1}},
 		{name: "stall", script: afterA(func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) { f.waitGone(r) }),
 			want: want{"ttft": 1, "streams": 1, "errors/stall": 1}},
-		{name: "5xx", script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) { w.WriteHeader(http.StatusInternalServerError) },
+		{name: "5xx", script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
+			w.WriteHeader(http.StatusInternalServerError)
+		},
 			want: want{"errors/status_5xx": 1}},
 		{name: "4xx", script: func(sh shape, w http.ResponseWriter, r *http.Request, f *fakeUpstream) {
 			http.Error(w, `{"error":{"message":"bad","type":"invalid_request_error"}}`, http.StatusBadRequest)
