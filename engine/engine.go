@@ -40,7 +40,8 @@ type Engine struct {
 	sched *scheduler.Scheduler
 	live  map[*Sequence]struct{}
 	batch kernels.Batch
-	st    Stats // counters behind the published snapshot
+	st    Stats           // counters behind the published snapshot
+	dev   *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
 }
 
 // New validates cfg and starts the engine loop. The model's KV store must
@@ -78,6 +79,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		sched:  sched,
 		live:   make(map[*Sequence]struct{}),
 		broken: newBrokenState(),
+		dev:    newDeviceSampling(model),
 	}
 	e.status.init()
 	e.publish()

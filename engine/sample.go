@@ -24,6 +24,9 @@ type sampler struct {
 	rng    *rand.Rand
 	cands  []cand // scratch, reused across tokens
 	counts map[int32]int32
+	// held: the next draw's number was taken for the device (devsample.go)
+	heldU float64
+	held  bool
 }
 
 type cand struct {
@@ -228,7 +231,7 @@ func maxToFront(cands []cand) {
 
 // draw picks one candidate by its probability.
 func (s *sampler) draw(cands []cand) int32 {
-	u := s.rng.Float64()
+	u := s.next()
 	cum := 0.0
 	for _, c := range cands {
 		cum += c.p

@@ -19,12 +19,8 @@ func (e *Engine) step() {
 		return
 	}
 	b := e.buildBatch(plan, start)
-	masks := e.startMasks(plan) // beside the forward pass, joined before anyone reads them
-	logits, err := e.forward(b) // a panic becomes err: it fails this step only
-	masks.wait()
-	if want := len(b.LogitRows) * e.model.VocabSize(); err == nil && len(logits) < want {
-		err = fmt.Errorf("model returned %d logits, want %d", len(logits), want)
-	}
+	masks := e.startMasks(plan)                  // beside the forward pass, joined before anyone reads them
+	logits, err := e.forwardStep(b, plan, masks) // host logits or device tokens (devsample.go)
 	if err == nil {
 		err = e.guard("delivery", func() {
 			e.sched.Advance(plan)
@@ -89,7 +85,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 
 // deliver samples a token for each sequence whose chunk reached its end,
 // sends it, and ends sequences that stop or reach their length.
-func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs) {
+func (e *Engine) deliver(plan *scheduler.Plan, logits *stepLogits, masks *maskJobs) {
 	vocab := e.model.VocabSize()
 	now := time.Now()
 	row := 0
@@ -98,15 +94,19 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits []float32, masks *maskJobs
 			continue
 		}
 		s := owner(it.Seq)
-		if err := masks.apply(s, logits[row*vocab:(row+1)*vocab]); err != nil {
-			row++
-			e.end(s, Result{Finish: FinishError, Err: err})
-			continue
+		tok, lp := logits.token(row), (*Logprob)(nil)
+		if tok < 0 {
+			l := logits.row(row, vocab)
+			if err := masks.apply(s, l); err != nil {
+				row++
+				e.end(s, Result{Finish: FinishError, Err: err})
+				continue
+			}
+			undo := s.adjust(l, e.cfg.EOG)
+			tok = s.sampler.sample(l, it.Seq.Tokens)
+			restore(l, undo)
+			lp = s.logprob(l, tok)
 		}
-		undo := s.adjust(logits[row*vocab:(row+1)*vocab], e.cfg.EOG)
-		tok := s.sampler.sample(logits[row*vocab:(row+1)*vocab], it.Seq.Tokens)
-		restore(logits[row*vocab:(row+1)*vocab], undo)
-		lp := s.logprob(logits[row*vocab:(row+1)*vocab], tok)
 		row++
 		it.Seq.Tokens = append(it.Seq.Tokens, tok)
 		e.st.GenTokens++

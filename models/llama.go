@@ -61,9 +61,11 @@ func (m *Llama) VocabSize() int   { return m.cfg.Vocab }
 func (m *Llama) ContextLen() int  { return m.cfg.ContextLen }
 func (m *Llama) Options() Options { return m.opts }
 
-// Forward runs one step: every row of b through every layer, K/V written into
-// the paged cache at b.Slots, and the logits of b.LogitRows read back.
-func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
+// ForwardDevice runs one step: every row of b through every layer, K/V
+// written into the paged cache at b.Slots, and the logits of b.LogitRows
+// left in the backend's [MaxSeqs, vocab] tensor (their rows in LogitRows
+// order), valid until the next call. Forward reads them back.
+func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 	n, nl := len(b.Tokens), len(b.LogitRows)
 	if n == 0 || n > m.opts.MaxBatchTokens || len(b.Positions) != n || len(b.Slots) != n {
 		return nil, fmt.Errorf("%s: batch of %d tokens (%d positions, %d slots), limit %d", m.cfg.Arch, n, len(b.Positions), len(b.Slots), m.opts.MaxBatchTokens)
@@ -91,13 +93,12 @@ func (m *Llama) Forward(b *kernels.Batch) ([]float32, error) {
 			be.RMSNorm(m.sel, m.sel, m.outNorm, nl, c.RMSEps),
 			be.MatMul(m.logits, m.sel, m.output, nil, nl),
 			m.finalSoftcap(nl),
-			be.Read(m.logits, m.host[:nl*c.Vocab]),
 		)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s forward: %w", c.Arch, err)
 	}
-	return m.host[:nl*c.Vocab], nil
+	return m.logits, nil
 }
 
 // llamaLayers runs the n rows of b through every layer, m.x in and out.

@@ -74,6 +74,7 @@ type Backend struct {
 
 	step     step         // launches recorded since the last flush
 	launches atomic.Int64 // kernel launches issued since New
+	d2h      atomic.Int64 // bytes downloaded since New (devsample.go)
 	name     string       // read-only after New, as are total and sms
 	total    int64
 	sms      int // streaming multiprocessors: how many blocks fill the GPU
@@ -356,7 +357,7 @@ func (b *Backend) Read(t kernels.Tensor, dst []float32) error {
 		if len(dst) == 0 {
 			return nil
 		}
-		return b.drv.download(unsafe.Pointer(&dst[0]), ct.ptr, int64(len(dst))*4)
+		return b.download(unsafe.Pointer(&dst[0]), ct.ptr, int64(len(dst))*4)
 	})
 }
 

@@ -81,7 +81,7 @@ func (b *Backend) Sample(logits kernels.Tensor, params []SampleParams, dst []int
 		if err := b.flush(); err != nil {
 			return err
 		}
-		return b.drv.download(unsafe.Pointer(&dst[0]), b.tokens.ptr, int64(4*rows))
+		return b.download(unsafe.Pointer(&dst[0]), b.tokens.ptr, int64(4*rows))
 	})
 }
 

@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// DeviceModel is a Model whose forward pass can leave the logits on its
+// backend (models.Llama). When its DeviceSampler is not nil the engine
+// samples there every row it can, so that only token ids and the logits of
+// the rows sampled on the host cross to the host; otherwise it calls
+// Forward.
+type DeviceModel interface {
+	Model
+	// ForwardDevice runs b as Forward does and returns the logits of
+	// b.LogitRows on the device: rows in LogitRows order, VocabSize() wide,
+	// valid until the next call.
+	ForwardDevice(b *kernels.Batch) (kernels.Tensor, error)
+	DeviceSampler() kernels.DeviceSampler
+}
+
+// hostOnly reports whether s's next token must be sampled on the host from
+// its logits: the one list of what the device sampler (kernels/cuda
+// sample.cu) does not do. Everything else — greedy, temperature, top-k
+// (up to sampleCap), top-p with top-k, min-p, repetition/presence/frequency
+// penalties, seeds, IgnoreEOS (which changes no logit) and constraint masks
+// (kernels.DeviceSampler.MaskLogits) — is sampled on the device.
+func hostOnly(s *Sequence, vocab int) bool {
+	r, p := &s.req, &s.req.Sampling
+	topK := p.TopK > 0 && p.TopK < vocab
+	return r.Logprobs || // log_softmax and the top alternatives are the host's (logprobs.go)
+		len(r.LogitBias) > 0 || // adjust's edits (controls.go)
+		s.emitted < r.MinTokens || // adjust forbids the EOG and stop ids until then
+		p.Temperature > 0 && p.TopP > 0 && p.TopP < 1 && !topK || // top-p over the whole vocabulary
+		p.Temperature > 0 && topK && p.TopK > sampleCap // more candidates than the kernel sorts
+}
+
+// A logit row's token before SampleRows answers.
+const (
+	onHost   int32 = -1 // = kernels.Undecided: both read the row back
+	onDevice int32 = -2
+)
+
+// sampleCap is the most top-k candidates the device kernel sorts (SCAP in
+// sample.cu); it leaves a row with more, ties included, Undecided.
+const sampleCap = 1024
+
+// stepLogits is what deliver samples from: for each logit row, the token the
+// device chose, or the row's logits on the host.
+type stepLogits struct {
+	host []float32 // logits of the rows sampled on the host, VocabSize() each
+	at   []int32   // logit row → its row in host; nil: row r is host row r
+	toks []int32   // logit row → token sampled on the device, or -1; nil: none
+}
+
+// token is the device's choice for logit row r, or -1.
+func (l *stepLogits) token(r int) int32 {
+	if l.toks == nil {
+		return -1
+	}
+	return l.toks[r]
+}
+
+// row is logit row r's logits on the host.
+func (l *stepLogits) row(r, vocab int) []float32 {
+	if l.at != nil {
+		r = int(l.at[r])
+	}
+	return l.host[r*vocab : (r+1)*vocab]
+}
+
+// deviceSampling is the engine's device path, with loop-owned scratch
+// reused across steps.
+type deviceSampling struct {
+	m      DeviceModel
+	ds     kernels.DeviceSampler
+	params []kernels.SampleParams
+	masks  [][]uint32
+	toks   []int32 // per logit row: a token, onHost or onDevice
+	ids    []int32 // SampleRows' answer
+	read   []int32 // logit rows read back
+	at     []int32
+	host   []float32
+}
+
+// newDeviceSampling is nil unless m samples on its device.
+func newDeviceSampling(m Model) *deviceSampling {
+	dm, ok := m.(DeviceModel)
+	if !ok {
+		return nil
+	}
+	ds := dm.DeviceSampler()
+	if ds == nil {
+		return nil
+	}
+	return &deviceSampling{m: dm, ds: ds}
+}
+
+// forwardStep runs b and joins the masks: with a device sampler it samples
+// there too (sampleOnDevice), without one the logits come back whole. A
+// panic becomes err: it fails this step only.
+func (e *Engine) forwardStep(b *kernels.Batch, plan *scheduler.Plan, masks *maskJobs) (sl *stepLogits, err error) {
+	defer masks.wait()
+	if e.dev == nil {
+		logits, err := e.forward(b)
+		if want := len(b.LogitRows) * e.model.VocabSize(); err == nil && len(logits) < want {
+			err = fmt.Errorf("model returned %d logits, want %d", len(logits), want)
+		}
+		return &stepLogits{host: logits}, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError("forward", r)
+		}
+	}()
+	logits, err := e.dev.m.ForwardDevice(b)
+	if err == nil && masks != nil {
+		err = e.dev.ds.Sync() // the forward pass runs while the masks finish
+	}
+	masks.wait()
+	if err != nil {
+		return nil, err
+	}
+	return e.sampleOnDevice(plan, logits, masks)
+}
+
+// sampleOnDevice samples every logit row it can on the device, after
+// applying those rows' constraint masks there, and reads back the logits of
+// the rest: the hostOnly rows, rows whose mask failed (deliver reports the
+// error), and rows the device left Undecided (sampled on the host with the
+// draw already taken, sampler.hold).
+func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, masks *maskJobs) (*stepLogits, error) {
+	d, vocab := e.dev, e.model.VocabSize()
+	d.params, d.masks, d.toks = d.params[:0], d.masks[:0], d.toks[:0]
+	device := false
+	for _, it := range plan.Items {
+		if !it.Sample {
+			continue
+		}
+		s := owner(it.Seq)
+		var p kernels.SampleParams // the zero value (argmax) for a host row: its id is not used
+		var bits []uint32
+		tok := onHost
+		if j := masks.of(s); !hostOnly(s, vocab) && (j == nil || j.err == nil) {
+			p, tok, device = s.sampler.deviceParams(it.Seq.Tokens), onDevice, true
+			if j != nil {
+				bits = j.bits
+			}
+		}
+		d.params, d.masks, d.toks = append(d.params, p), append(d.masks, bits), append(d.toks, tok)
+	}
+	if device {
+		if err := d.ds.MaskLogits(logits, d.masks); err != nil {
+			return nil, err
+		}
+		d.ids = grow(d.ids, len(d.params))
+		if err := d.ds.SampleRows(logits, d.params, d.ids); err != nil {
+			return nil, err
+		}
+		r := 0
+		for _, it := range plan.Items {
+			if !it.Sample {
+				continue
+			}
+			if d.toks[r] == onDevice {
+				if d.toks[r] = d.ids[r]; d.ids[r] != kernels.Undecided {
+					owner(it.Seq).sampler.held = false
+				}
+			}
+			r++
+		}
+	}
+	d.read, d.at = d.read[:0], d.at[:0]
+	for r, tok := range d.toks {
+		d.at = append(d.at, int32(len(d.read)))
+		if tok < 0 {
+			d.read = append(d.read, int32(r))
+		}
+	}
+	d.host = grow(d.host, len(d.read)*vocab)
+	if len(d.read) > 0 {
+		if err := d.ds.ReadRows(logits, d.read, d.host); err != nil {
+			return nil, err
+		}
+	}
+	return &stepLogits{host: d.host, at: d.at, toks: d.toks}, nil
+}
+
+// deviceParams are s's settings for the device's next token, with its
+// penalty window of history; at a positive temperature the token's draw is
+// taken now and held, for the host to use should the device leave the row
+// undecided.
+func (s *sampler) deviceParams(history []int32) kernels.SampleParams {
+	p := &s.p
+	dp := kernels.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP,
+		RepetitionPenalty: p.RepetitionPenalty, PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty}
+	if s.penalize() {
+		dp.Penalized = history
+		if n := p.PenaltyLastN; n >= 0 && len(history) > n {
+			dp.Penalized = history[len(history)-n:]
+		}
+	}
+	if s.draws() {
+		dp.U = s.rng.Float64()
+		s.heldU, s.held = dp.U, true
+	}
+	return dp
+}
+
+// next is the number a draw uses: the one deviceParams held, else the
+// PRNG's next.
+func (s *sampler) next() float64 {
+	if s.held {
+		s.held = false
+		return s.heldU
+	}
+	return s.rng.Float64()
+}
+
+// of is s's mask job, nil when s has no constraint.
+func (m *maskJobs) of(s *Sequence) *maskJob {
+	if m == nil {
+		return nil
+	}
+	for i := range m.jobs {
+		if m.jobs[i].s == s {
+			return &m.jobs[i]
+		}
+	}
+	return nil
+}
+
+func grow[T any](f []T, n int) []T {
+	if cap(f) < n {
+		return make([]T, n)
+	}
+	return f[:n]
+}
