@@ -24,9 +24,11 @@ cuda-emu: $(CUDA_EMU_LIB)
 # The device sampler (kernels/cuda/sample.cu) against the engine's own host
 # sampler, token for token over seeded generations, on the emulator; and
 # constraint masks applied on the device (mask.cu) against the host path; and
-# logprobs' top-k and log-softmax on the device (logprobs.cu) against the host's.
+# logprobs' top-k and log-softmax on the device (logprobs.cu) against the host's;
+# and the engine's steps sampled on the device (devsample.go) against its host
+# path, with the bytes each step copies back.
 .PHONY: cuda-emu-sample
 cuda-emu-sample: $(TOKENIZERS_LIB)
-	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost' ./engine/
+	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost|TestDeviceSamplingInEngine' ./engine/
 
 cuda-check: cuda-emu-sample

@@ -20,7 +20,8 @@
 #   kernels     every kernel vs NumPy references, the PTX loaded by CuPy or, without
 #               CuPy, by PyTorch + the driver API (torchcupy.py)
 #   e2e         (build.sh WITH_CLI=1) sluice-cuda serve on a small random HF Llama:
-#               sluice bench streaming over SSE, the abandon scenario's reclaim latency
+#               sluice bench streaming over SSE, the abandon scenario's reclaim latency,
+#               then sampling on the device against SLUICE_DEVICE_SAMPLE=0 (host)
 #   sanitizer   compute-sanitizer memcheck, then racecheck, over a few op tests
 #   benchq      batch-1 decode of the same shape with Q8_0 weights
 #   benchN      the step bench: BF16 prefill and decode at 1, 16, 64, 256 sequences
@@ -180,7 +181,7 @@ fi
 
 stage kernels 60 python3 scripts/device/check_kernels.py kernels/cuda/ptx --out "$OUT/kernels.md"
 if [ -x "$BIN/sluice-cuda" ] && [ -d "$BIN/e2e-model" ]; then
-	stage e2e 75 bash scripts/device/e2e.sh "$BIN" "$OUT"
+	stage e2e 95 bash scripts/device/e2e.sh "$BIN" "$OUT"
 fi
 if command -v compute-sanitizer >/dev/null; then
 	stage sanitizer 70 bash -c "
