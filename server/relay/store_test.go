@@ -109,6 +109,26 @@ func TestRelayResponsesStore(t *testing.T) {
 		t.Errorf("third turn's input %v, want %v", sent["input"], want)
 	}
 
+	// A tool round trip in the stored conversation goes upstream as its items.
+	status, tooled := call(t, http.MethodPost, rig.url+"/v1/responses", `{"model":"m","input":[
+		{"role":"user","content":"Weather in Paris?"},
+		{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call_output","call_id":"call_1","output":"sunny"}]}`)
+	if status != http.StatusOK {
+		t.Fatalf("tool round trip: %d %v", status, tooled)
+	}
+	<-up.bodies
+	if status, e := call(t, http.MethodPost, rig.url+"/v1/responses", fmt.Sprintf(`{"model":"m","input":"Thanks","previous_response_id":%q}`, tooled["id"])); status != http.StatusOK {
+		t.Fatalf("continuing the tool round trip: %d %v", status, e)
+	}
+	want = []any{item("user", "Weather in Paris?"),
+		map[string]any{"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": `{"city":"Paris"}`},
+		map[string]any{"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
+		item("assistant", "Paris is the capital."), item("user", "Thanks")}
+	if sent = <-up.bodies; !reflect.DeepEqual(sent["input"], want) {
+		t.Errorf("the tool round trip's continuation sent %v\nwant %v", sent["input"], want)
+	}
+
 	// store false: answered, not kept, and not continuable.
 	status, unstored := call(t, http.MethodPost, rig.url+"/v1/responses", `{"model":"m","input":"hi","store":false}`)
 	if status != http.StatusOK || unstored["store"] != false {
