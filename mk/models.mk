@@ -21,7 +21,8 @@ golden-gemma: gemma-model
 
 golden: golden-gemma
 
-# llama.cpp logits for tiny random-weight Qwen3, Qwen3-MoE, Mixtral, Qwen2-MoE, OLMoE and Phi-3 models
+# llama.cpp logits for tiny random-weight Qwen3, Qwen3-MoE, Mixtral, Qwen2-MoE, OLMoE,
+# Gemma 2, Gemma 3 and Phi-3 models
 # (testdata/golden/tiny/*.json): models/tiny_golden_test.go writes the files,
 # llama.cpp runs them.
 .PHONY: golden-tiny
