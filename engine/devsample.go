@@ -25,13 +25,13 @@ type DeviceModel interface {
 // its logits: the one list of what the device sampler (kernels/cuda
 // sample.cu) does not do. Everything else — greedy, temperature, top-k
 // (up to sampleCap), top-p with top-k, min-p, repetition/presence/frequency
-// penalties, seeds, IgnoreEOS (which changes no logit) and constraint masks
-// (kernels.DeviceSampler.MaskLogits) — is sampled on the device.
+// penalties, seeds, IgnoreEOS (which changes no logit), constraint masks
+// (kernels.DeviceSampler.MaskLogits) and logprobs (LogprobRows, on the
+// masked row as logprobs.go computes them) — is done on the device.
 func hostOnly(s *Sequence, vocab int) bool {
 	r, p := &s.req, &s.req.Sampling
 	topK := p.TopK > 0 && p.TopK < vocab
-	return r.Logprobs || // log_softmax and the top alternatives are the host's (logprobs.go)
-		len(r.LogitBias) > 0 || // adjust's edits (controls.go)
+	return len(r.LogitBias) > 0 || // adjust's edits (controls.go)
 		s.emitted < r.MinTokens || // adjust forbids the EOG and stop ids until then
 		p.Temperature > 0 && p.TopP > 0 && p.TopP < 1 && !topK || // top-p over the whole vocabulary
 		p.Temperature > 0 && topK && p.TopK > sampleCap // more candidates than the kernel sorts
@@ -50,9 +50,10 @@ const sampleCap = 1024
 // stepLogits is what deliver samples from: for each logit row, the token the
 // device chose, or the row's logits on the host.
 type stepLogits struct {
-	host []float32 // logits of the rows sampled on the host, VocabSize() each
-	at   []int32   // logit row → its row in host; nil: row r is host row r
-	toks []int32   // logit row → token sampled on the device, or -1; nil: none
+	host []float32  // logits of the rows sampled on the host, VocabSize() each
+	at   []int32    // logit row → its row in host; nil: row r is host row r
+	toks []int32    // logit row → token sampled on the device, or -1; nil: none
+	lps  []*Logprob // logit row → its logprobs computed on the device; nil: none
 }
 
 // token is the device's choice for logit row r, or -1.
@@ -61,6 +62,14 @@ func (l *stepLogits) token(r int) int32 {
 		return -1
 	}
 	return l.toks[r]
+}
+
+// logprob is logit row r's device-computed Logprob, or nil.
+func (l *stepLogits) logprob(r int) *Logprob {
+	if l.lps == nil {
+		return nil
+	}
+	return l.lps[r]
 }
 
 // row is logit row r's logits on the host.
@@ -80,6 +89,9 @@ type deviceSampling struct {
 	masks  [][]uint32
 	toks   []int32 // per logit row: a token, onHost or onDevice
 	ids    []int32 // SampleRows' answer
+	lpRows []kernels.LogprobRow
+	lpOut  []kernels.RowLogprobs
+	lps    []*Logprob
 	read   []int32 // logit rows read back
 	at     []int32
 	host   []float32
@@ -171,6 +183,9 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 			}
 			r++
 		}
+		if err := e.logprobsOnDevice(plan, logits); err != nil {
+			return nil, err
+		}
 	}
 	d.read, d.at = d.read[:0], d.at[:0]
 	for r, tok := range d.toks {
@@ -185,7 +200,42 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 			return nil, err
 		}
 	}
-	return &stepLogits{host: d.host, at: d.at, toks: d.toks}, nil
+	return &stepLogits{host: d.host, at: d.at, toks: d.toks, lps: d.lps}, nil
+}
+
+// logprobsOnDevice computes on the device the logprobs of the rows sampled
+// there whose request asks for them (a row left to the host gets them
+// there, from its logits).
+func (e *Engine) logprobsOnDevice(plan *scheduler.Plan, logits kernels.Tensor) error {
+	d := e.dev
+	d.lpRows, d.lps = d.lpRows[:0], grow(d.lps, len(d.toks))
+	clear(d.lps)
+	r := 0
+	for _, it := range plan.Items {
+		if !it.Sample {
+			continue
+		}
+		if s := owner(it.Seq); s.req.Logprobs && d.toks[r] >= 0 {
+			d.lpRows = append(d.lpRows, kernels.LogprobRow{Row: r, Token: d.toks[r], K: s.req.TopLogprobs})
+		}
+		r++
+	}
+	if len(d.lpRows) == 0 {
+		return nil
+	}
+	d.lpOut = grow(d.lpOut, len(d.lpRows))
+	if err := d.ds.LogprobRows(logits, d.lpRows, d.lpOut); err != nil {
+		return err
+	}
+	for i, q := range d.lpRows {
+		o := &d.lpOut[i]
+		lp := &Logprob{Logprob: o.Logprob}
+		for _, t := range o.Top {
+			lp.Top = append(lp.Top, TopLogprob{ID: t.ID, Logprob: t.Logprob})
+		}
+		d.lps[q.Row] = lp
+	}
+	return nil
 }
 
 // deviceParams are s's settings for the device's next token, with its

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -31,10 +32,11 @@ type devModel struct {
 }
 
 // stepCopy is one step's traffic: logit rows, the ids SampleRows returned,
-// the rows ReadRows copied, and the bytes the backend downloaded.
+// the rows LogprobRows answered, the rows ReadRows copied, and the bytes the
+// backend downloaded.
 type stepCopy struct {
-	rows, sampled, read int
-	bytes               int64
+	rows, sampled, logprobs, read int
+	bytes                         int64
 }
 
 func (m *devModel) hold(b *kernels.Batch) {
@@ -93,6 +95,13 @@ func (c countingSampler) SampleRows(l kernels.Tensor, p []kernels.SampleParams, 
 	return c.DeviceSampler.SampleRows(l, p, dst)
 }
 
+func (c countingSampler) LogprobRows(l kernels.Tensor, rows []kernels.LogprobRow, dst []kernels.RowLogprobs) error {
+	c.m.mu.Lock()
+	c.m.steps[len(c.m.steps)-1].logprobs += len(rows)
+	c.m.mu.Unlock()
+	return c.DeviceSampler.LogprobRows(l, rows, dst)
+}
+
 func (c countingSampler) ReadRows(l kernels.Tensor, rows []int32, dst []float32) error {
 	c.m.mu.Lock()
 	c.m.steps[len(c.m.steps)-1].read += len(rows)
@@ -107,10 +116,11 @@ type hostModel struct{ Model }
 const devVocab = 2051 // more than the kernel's 1,024 top-k candidates, ending mid-word
 
 // devRequests are device-sampled rows (greedy, seeded top-k/top-p, min-p,
-// penalties, constraint masks, IgnoreEOS) and, with hostOnes, rows the
+// penalties, constraint masks, IgnoreEOS) and, with hostOnes, rows with
+// logprobs (computed on the device, also on a constrained row), rows the
 // device leaves Undecided (a constraint allowing fewer tokens than top-k:
-// every −Inf logit ties at the k-th place) and host-only ones (logprobs,
-// logit_bias, top-p alone, min_tokens until it is reached).
+// every −Inf logit ties at the k-th place) and host-only ones (logit_bias
+// with and without logprobs, top-p alone, min_tokens until it is reached).
 func devRequests(vocab int, hostOnes bool) []Request {
 	seed := func(v uint64) *uint64 { return &v }
 	reqs := []Request{
@@ -126,7 +136,8 @@ func devRequests(vocab int, hostOnes bool) []Request {
 		reqs = append(reqs,
 			Request{Sampling: SamplingParams{Temperature: 1, TopK: 20, Seed: seed(10)}, Constraint: &stepConstraint{mod: 501, vocab: vocab}},
 			Request{Logprobs: true, TopLogprobs: 3, Sampling: SamplingParams{Temperature: 1, TopK: 50, Seed: seed(6)}},
-			Request{LogitBias: map[int32]float32{5: 3, 9: -100}, Sampling: SamplingParams{Temperature: 1, Seed: seed(7)}},
+			Request{Logprobs: true, TopLogprobs: 20, Constraint: &stepConstraint{mod: 5, salt: 3, vocab: vocab}},
+			Request{Logprobs: true, LogitBias: map[int32]float32{5: 3, 9: -100}, Sampling: SamplingParams{Temperature: 1, Seed: seed(7)}},
 			Request{Sampling: SamplingParams{Temperature: 1, TopP: 0.8, Seed: seed(8)}},
 			Request{MinTokens: 4, Sampling: SamplingParams{Temperature: 0.7, TopK: 10, Seed: seed(9)}},
 		)
@@ -141,7 +152,7 @@ func devRequests(vocab int, hostOnes bool) []Request {
 // runDev loads a fresh tiny model on be, runs reqs through an engine on it
 // (hostOnly: hidden behind hostModel) and returns each output, its logprobs
 // and the steps' traffic.
-func runDev(t *testing.T, be *cuda.Backend, path string, reqs []Request, hostOnly bool) ([][]int32, [][]float32, []stepCopy) {
+func runDev(t *testing.T, be *cuda.Backend, path string, reqs []Request, hostOnly bool) ([][]int32, [][]*Logprob, []stepCopy) {
 	t.Helper()
 	src, err := models.Open(path)
 	if err != nil {
@@ -171,12 +182,12 @@ func runDev(t *testing.T, be *cuda.Backend, path string, reqs []Request, hostOnl
 		seqs = append(seqs, submit(t, e, r))
 	}
 	close(m.release)
-	out, lps := make([][]int32, len(seqs)), make([][]float32, len(seqs))
+	out, lps := make([][]int32, len(seqs)), make([][]*Logprob, len(seqs))
 	for i, s := range seqs {
 		for tok := range s.Tokens() {
 			out[i] = append(out[i], tok.ID)
 			if tok.Logprob != nil {
-				lps[i] = append(lps[i], tok.Logprob.Logprob)
+				lps[i] = append(lps[i], tok.Logprob)
 			}
 		}
 		if r := s.Result(); r.Err != nil {
@@ -219,14 +230,19 @@ func TestDeviceSamplingInEngine(t *testing.T) {
 			if !slices.Equal(got[i], want[i]) {
 				t.Errorf("mixed %v, request %d (%+v): device path %v, host path %v", mixed, i, reqs[i].Sampling, got[i], want[i])
 			}
-			if !slices.Equal(gotLP[i], wantLP[i]) {
-				t.Errorf("mixed %v, request %d: logprobs %v on the device path, %v on the host's", mixed, i, gotLP[i], wantLP[i])
+			if len(gotLP[i]) != len(wantLP[i]) || len(gotLP[i]) != len(got[i])*btoi(reqs[i].Logprobs) {
+				t.Errorf("mixed %v, request %d: %d logprobs on the device path, %d on the host's, for %d tokens", mixed, i, len(gotLP[i]), len(wantLP[i]), len(got[i]))
+			}
+			for k := range min(len(gotLP[i]), len(wantLP[i])) {
+				if !sameLogprob(gotLP[i][k], wantLP[i][k]) {
+					t.Errorf("mixed %v, request %d, token %d: logprobs %+v on the device path, %+v on the host's", mixed, i, k, *gotLP[i][k], *wantLP[i][k])
+				}
 			}
 			if c, ok := reqs[i].Constraint.(*stepConstraint); ok && len(c.committed) == 0 {
 				t.Errorf("request %d: its constraint was never committed", i)
 			}
 		}
-		var rows, read, hostBytes, devBytes int64
+		var rows, read, lpRows, hostBytes, devBytes int64
 		for _, s := range hostSteps {
 			if want := int64(s.rows) * rowBytes; s.bytes != want {
 				t.Errorf("host path: a step of %d logit rows copied %d bytes, want %d", s.rows, s.bytes, want)
@@ -237,19 +253,45 @@ func TestDeviceSamplingInEngine(t *testing.T) {
 			if s.sampled != 0 && s.sampled != s.rows {
 				t.Errorf("device path, step %d: %d rows sampled of %d", i, s.sampled, s.rows)
 			}
-			want := int64(4*s.sampled) + int64(s.read)*rowBytes
+			want := int64(4*s.sampled) + int64(4*41*s.logprobs) + int64(s.read)*rowBytes // 41 int32 a logprobs row (logprobs.cu)
 			if s.bytes != want {
 				t.Errorf("device path, step %d (%+v): %d bytes copied, want %d", i, s, s.bytes, want)
 			}
 			if !mixed && (s.read != 0 || s.bytes != int64(4*s.rows)) {
 				t.Errorf("device path, step %d (%+v): no row needs its logits, yet more than the ids came back", i, s)
 			}
-			rows, read, devBytes = rows+int64(s.rows), read+int64(s.read), devBytes+s.bytes
+			rows, read, lpRows, devBytes = rows+int64(s.rows), read+int64(s.read), lpRows+int64(s.logprobs), devBytes+s.bytes
 		}
-		t.Logf("mixed %v: %d logit rows over %d steps; host path copied %d bytes, device path %d (%d rows read back)",
-			mixed, rows, len(devSteps), hostBytes, devBytes, read)
+		t.Logf("mixed %v: %d logit rows over %d steps; host path copied %d bytes, device path %d (%d rows read back, %d logprobs rows on the device)",
+			mixed, rows, len(devSteps), hostBytes, devBytes, read, lpRows)
+		if mixed && lpRows == 0 {
+			t.Error("no logprobs were computed on the device")
+		}
 		if mixed && (read == 0 || read >= rows) {
 			t.Errorf("%d of %d rows read back: want some (Undecided or host-only), not all", read, rows)
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sameLogprob: the device's log_softmax sums in another order than the
+// host's (logprobs.cu: within 2e-6 of it), so values agree to 1e-5 and the
+// alternatives are the same tokens in the same order.
+func sameLogprob(a, b *Logprob) bool {
+	near := func(x, y float32) bool { return math.Abs(float64(x-y)) <= 1e-5 }
+	if !near(a.Logprob, b.Logprob) || len(a.Top) != len(b.Top) {
+		return false
+	}
+	for i := range a.Top {
+		if a.Top[i].ID != b.Top[i].ID || !near(a.Top[i].Logprob, b.Top[i].Logprob) {
+			return false
+		}
+	}
+	return true
 }

@@ -94,7 +94,7 @@ func (e *Engine) deliver(plan *scheduler.Plan, logits *stepLogits, masks *maskJo
 			continue
 		}
 		s := owner(it.Seq)
-		tok, lp := logits.token(row), (*Logprob)(nil)
+		tok, lp := logits.token(row), logits.logprob(row)
 		if tok < 0 {
 			l := logits.row(row, vocab)
 			if err := masks.apply(s, l); err != nil {

@@ -22,6 +22,10 @@ type DeviceSampler interface {
 	// for a row the device does not decide: the caller samples that row
 	// from its logits with the same draw U. Logits are left as they were.
 	SampleRows(logits Tensor, params []SampleParams, dst []int32) error
+	// LogprobRows computes each asked row's logprobs (log_softmax of the
+	// row, the sampled token's and its K most likely tokens') into dst, one
+	// per LogprobRow: only those figures cross, not the row.
+	LogprobRows(logits Tensor, rows []LogprobRow, dst []RowLogprobs) error
 	// ReadRows waits for queued work and copies row rows[i] of logits to
 	// dst[i*vocab:(i+1)*vocab].
 	ReadRows(logits Tensor, rows []int32, dst []float32) error
@@ -49,6 +53,27 @@ type SampleParams struct {
 	FrequencyPenalty        float32
 	Penalized               []int32
 	U                       float64
+}
+
+// LogprobRow asks for logits row Row's logprobs: Token's and the K (0-20)
+// most likely tokens'.
+type LogprobRow struct {
+	Row   int
+	Token int32
+	K     int
+}
+
+// RowLogprobs is a LogprobRow's answer: Top most likely first, ties to the
+// lower id.
+type RowLogprobs struct {
+	Logprob float32
+	Top     []TopLogprob
+}
+
+// TopLogprob is one of a row's most likely tokens.
+type TopLogprob struct {
+	ID      int32
+	Logprob float32
 }
 
 // Undecided is the id SampleRows leaves for a row the caller must sample.

@@ -23,6 +23,24 @@ func (b *Backend) SampleRows(logits kernels.Tensor, params []kernels.SampleParam
 	return b.Sample(logits, ps, dst)
 }
 
+// LogprobRows is Logprobs with the backend-neutral types.
+func (b *Backend) LogprobRows(logits kernels.Tensor, rows []kernels.LogprobRow, dst []kernels.RowLogprobs) error {
+	rs, out := make([]LogprobRow, len(rows)), make([]RowLogprobs, len(dst))
+	for i, r := range rows {
+		rs[i] = LogprobRow(r)
+	}
+	if err := b.Logprobs(logits, rs, out); err != nil {
+		return err
+	}
+	for i, o := range out {
+		dst[i] = kernels.RowLogprobs{Logprob: o.Logprob, Top: make([]kernels.TopLogprob, len(o.Top))}
+		for j, t := range o.Top {
+			dst[i].Top[j] = kernels.TopLogprob(t)
+		}
+	}
+	return nil
+}
+
 // ReadRows copies the listed rows of an F32 [rows, vocab] tensor to dst,
 // packed in the order listed; a run of consecutive rows is one transfer.
 func (b *Backend) ReadRows(logits kernels.Tensor, rows []int32, dst []float32) error {

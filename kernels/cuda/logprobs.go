@@ -77,7 +77,7 @@ func (b *Backend) Logprobs(logits kernels.Tensor, rows []LogprobRow, dst []RowLo
 		if err := b.flush(); err != nil {
 			return err
 		}
-		return b.drv.download(unsafe.Pointer(&words[0]), b.tokens.ptr, int64(4*len(words)))
+		return b.download(unsafe.Pointer(&words[0]), b.tokens.ptr, int64(4*len(words)))
 	})
 	if err != nil {
 		return err
