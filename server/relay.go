@@ -99,9 +99,14 @@ func (e *chatEdge) SetModel(name string) {
 	e.model, e.format = name, newChunkFormat(e.chat, e.id, name, time.Now().Unix())
 }
 
-// Body is the whole completion of a non-streaming request.
-func (e *chatEdge) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
-	raw, _ := json.Marshal(completionBody(e.chat, e.id, e.model, text, out.Finish, usageOf(end))) // always marshals
+// Body is the whole completion of a non-streaming request, its calls as
+// the upstream gave them.
+func (e *chatEdge) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
+	body := completionBody(e.chat, e.id, e.model, text, out.Finish, usageOf(end))
+	if len(calls) > 0 && body.Choices[0].Message != nil {
+		body.Choices[0].Message.ToolCalls = calls
+	}
+	raw, _ := json.Marshal(body) // always marshals
 	return raw
 }
 
@@ -187,9 +192,11 @@ func (s *Server) relayModels(w http.ResponseWriter, _ *http.Request) {
 }
 
 // relayRefused are request fields whose output the relay cannot carry
-// through its stream writer (tool-call deltas, logprobs, several choices):
-// refused, never silently dropped.
-var relayRefused = []string{"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls", "logprobs", "top_logprobs", "echo", "best_of", "suffix"}
+// through its stream writer (logprobs, several choices, the legacy
+// function_call deltas): refused, never silently dropped. tools,
+// tool_choice and parallel_tool_calls go upstream as given and its calls
+// come back as deltas of their own (stream.TextEvent.Tools).
+var relayRefused = []string{"functions", "function_call", "logprobs", "top_logprobs", "echo", "best_of", "suffix"}
 
 // relayForward is what the relay sends for the validated request g: the
 // client's fields as it wrote them, to its served model (g.Model is set to
@@ -330,13 +337,13 @@ func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *s
 // leaving closes it, and stop strings are enforced here. refuse answers a
 // failure in the client's API, answer writes the whole response.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
-	refuse func(http.ResponseWriter, error), answer func(text string, out stream.TextOutcome, end stream.TextEnd)) {
+	refuse func(http.ResponseWriter, error), answer func(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd)) {
 	src, err := s.relay.Open(r.Context(), req)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
-	var c collector
+	var c relayCollector
 	ts := stream.NewTextOnlyStream(g.Stop)
 	out := stream.PumpText(r.Context(), src, ts, &c, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
@@ -350,7 +357,37 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	answer(string(c.text), out, cur.end(ts))
+	answer(string(c.text), c.calls, out, cur.end(ts))
+}
+
+// relayCollector gathers a whole relayed response: its text, and its calls
+// by the upstream's index (an upstream may interleave the deltas of
+// parallel calls).
+type relayCollector struct {
+	text  []byte
+	calls []stream.WireToolCall
+	at    map[int]int // upstream index -> calls[i]
+}
+
+func (c *relayCollector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
+func (c *relayCollector) KeepAlive() error               { return nil }
+func (c *relayCollector) Flush() error                   { return nil }
+
+// ToolCall implements stream.ToolEmitter.
+func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {
+	i, ok := c.at[d.Index]
+	if !ok {
+		if c.at == nil {
+			c.at = map[int]int{}
+		}
+		var tc stream.WireToolCall
+		tc.ID, tc.Type, tc.Function.Name = d.ID, "function", d.Name
+		i = len(c.calls)
+		c.at[d.Index] = i
+		c.calls = append(c.calls, tc)
+	}
+	c.calls[i].Function.Arguments += d.Arguments
+	return nil
 }
 
 // usageOf is the OpenAI usage of what the upstream reported.

@@ -22,12 +22,9 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(g.Tools.List) > 0 {
-		// The relay re-frames the upstream's text: its tool_use blocks
-		// would be lost.
-		return nil, nil, httpedge.Unsupported("tools", "tools are not supported in relay mode: the relay re-frames the upstream's text and would drop its tool_use blocks")
-	}
-	return g, &Relayed{m: &message{ID: id, Model: g.Model}}, nil
+	// With tools the reply may open with a tool_use: the text block waits
+	// for text, as a local stream's does.
+	return g, &Relayed{m: &message{ID: id, Model: g.Model, lazy: len(g.Tools.List) > 0}}, nil
 }
 
 // ParseCount validates a count_tokens request as a local one is validated
@@ -53,8 +50,25 @@ func startEvents(em *emitter, m *message) {
 	_ = em.KeepAlive()
 }
 
-// Emitter frames text as text_delta events on sse; the keep-alive is a ping.
-func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter { return &emitter{sse: sse, m: r.m} }
+// Emitter frames text as text_delta events on sse and the upstream's calls
+// as tool_use blocks; the keep-alive is a ping.
+func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
+	return relayEmitter{&emitter{sse: sse, m: r.m}}
+}
+
+// relayEmitter is the local emitter but for the calls' ids: the upstream's
+// toolu_ ids are kept as it gave them, since the client's tool_result
+// answers one of them to that upstream.
+type relayEmitter struct{ *emitter }
+
+// ToolCall implements stream.ToolEmitter.
+func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
+	if d.ID != "" {
+		e.openBlock(&block{typ: "tool_use", id: d.ID, name: d.Name})
+		d.ID = "" // opened: the local emitter only appends the input
+	}
+	return e.emitter.ToolCall(d)
+}
 
 // End writes the stream's last events: its ending, or the in-band error.
 func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
@@ -76,9 +90,16 @@ func endEvents(em *emitter, m *message) {
 	em.event("message_stop", map[string]string{"type": "message_stop"})
 }
 
-// Body is the whole message of a non-streaming request.
-func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
-	r.m.blocks = []*block{{typ: "text", text: []byte(text)}}
+// Body is the whole message of a non-streaming request: its text, then
+// its calls as tool_use blocks with the upstream's ids.
+func (r *Relayed) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
+	r.m.blocks = nil
+	if text != "" || len(calls) == 0 {
+		r.m.blocks = append(r.m.blocks, &block{typ: "text", text: []byte(text)})
+	}
+	for _, c := range calls {
+		r.m.blocks = append(r.m.blocks, &block{typ: "tool_use", id: c.ID, name: c.Function.Name, text: []byte(c.Function.Arguments)})
+	}
 	r.end(out, end)
 	raw, _ := json.Marshal(r.m.body()) // maps of strings and numbers always marshal
 	return raw
@@ -98,6 +119,8 @@ func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
 		reason = "end_turn"
 	case out.Finish == "length":
 		reason = "max_tokens"
+	case out.Finish == "tool_calls":
+		reason = "tool_use"
 	}
 	r.m.StopReason = &reason
 }

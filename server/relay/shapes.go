@@ -65,10 +65,16 @@ type messagesEvent struct {
 			CacheReadTokens int `json:"cache_read_input_tokens"`
 		} `json:"usage"`
 	} `json:"message"`
-	Index int `json:"index"`
+	Index        int `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
 	Delta *struct {
 		Type         string          `json:"type"`
 		Text         json.RawMessage `json:"text"`
+		PartialJSON  json.RawMessage `json:"partial_json"`
 		StopReason   *string         `json:"stop_reason"`
 		StopSequence *string         `json:"stop_sequence"`
 	} `json:"delta"`
@@ -97,11 +103,23 @@ func (p *parser) messages(data []byte) (ev stream.TextEvent, send, done bool, er
 			u.PromptTokens = e.Message.Usage.InputTokens
 			u.cached(e.Message.Usage.CacheReadTokens)
 		}
-	case "content_block_delta":
-		if e.Delta == nil || e.Delta.Type != "text_delta" {
-			return p.malformed("a content_block_delta that is not a text_delta (the relay carries text): %.120q", data)
+	case "content_block_start":
+		// A tool_use block's start names its call; the call's index is the
+		// block's. A text block's start carries no text of its own.
+		if b := e.ContentBlock; b != nil && b.Type == "tool_use" {
+			return p.tool(e.Index, b.ID, b.Name, nil, data)
 		}
-		return p.text(e.Delta.Text, "")
+	case "content_block_delta":
+		switch {
+		case e.Delta != nil && e.Delta.Type == "text_delta":
+			return p.text(e.Delta.Text, "")
+		case e.Delta != nil && e.Delta.Type == "input_json_delta":
+			if _, ok := p.calls.calls[e.Index]; !ok {
+				return p.malformed("an input_json_delta outside a tool_use block: %.120q", data)
+			}
+			return p.tool(e.Index, "", "", e.Delta.PartialJSON, data)
+		}
+		return p.malformed("a content_block_delta that is neither a text_delta nor an input_json_delta (the relay carries text and tool calls): %.120q", data)
 	case "message_delta":
 		if e.Delta != nil && e.Delta.StopReason != nil {
 			ev.Finish = finishOfStopReason(*e.Delta.StopReason)
@@ -133,6 +151,8 @@ func finishOfStopReason(r string) string {
 		return "stop"
 	case "max_tokens":
 		return "length"
+	case "tool_use":
+		return "tool_calls"
 	}
 	return r
 }
@@ -142,8 +162,13 @@ type responsesEvent struct {
 	Type        string          `json:"type"`
 	OutputIndex int             `json:"output_index"`
 	Delta       json.RawMessage `json:"delta"`
-	Message     string          `json:"message"` // the "error" event
-	Response    *struct {
+	Item        *struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+		Name   string `json:"name"`
+	} `json:"item"`
+	Message  string `json:"message"` // the "error" event
+	Response *struct {
 		IncompleteDetails *struct {
 			Reason string `json:"reason"`
 		} `json:"incomplete_details"`
@@ -170,9 +195,23 @@ func (p *parser) responses(data []byte) (ev stream.TextEvent, send, done bool, e
 		return p.malformed("not a Responses stream event: %.120q", data)
 	}
 	switch e.Type {
+	case "response.output_item.added":
+		if it := e.Item; it != nil && it.Type == "function_call" {
+			return p.tool(e.OutputIndex, it.CallID, it.Name, nil, data)
+		}
+		if it := e.Item; it != nil && it.Type == "message" {
+			p.messageItems[e.OutputIndex] = true
+		}
+	case "response.function_call_arguments.delta":
+		if _, ok := p.calls.calls[e.OutputIndex]; !ok {
+			return p.malformed("function_call_arguments.delta for no function_call item: %.120q", data)
+		}
+		return p.tool(e.OutputIndex, "", "", e.Delta, data)
 	case "response.output_text.delta":
-		if e.OutputIndex != 0 {
-			return ev, true, false, nil // the relay carries one output item; another is not the client's
+		// Text is a message item's: the first item, or one announced as a
+		// message (after a call). Another item's is not the client's.
+		if e.OutputIndex != 0 && !p.messageItems[e.OutputIndex] {
+			return ev, true, false, nil
 		}
 		return p.text(e.Delta, "")
 	case "response.completed", "response.incomplete":
@@ -210,6 +249,18 @@ func (p *parser) responses(data []byte) (ev stream.TextEvent, send, done bool, e
 	return ev, true, false, nil
 }
 
+// tool is a call's delta of any shape: its start (id and name) or an
+// arguments fragment (raw, a JSON string).
+func (p *parser) tool(i int, id, name string, raw json.RawMessage, data []byte) (ev stream.TextEvent, send, done bool, err error) {
+	d, err := p.calls.delta(i, id, name, raw)
+	if err != nil {
+		return p.malformed("%v in %.120q", err, data)
+	}
+	ev.Seq, ev.Tools = p.seq, []stream.ToolCallDelta{d}
+	p.timing(true)
+	return ev, true, false, nil
+}
+
 // text is a text delta of any shape: raw JSON string, joined across chunks.
 func (p *parser) text(raw json.RawMessage, finish string) (ev stream.TextEvent, send, done bool, err error) {
 	b, ok := decodeString(raw)
@@ -218,7 +269,7 @@ func (p *parser) text(raw json.RawMessage, finish string) (ev stream.TextEvent, 
 	}
 	ev.Seq, ev.Finish = p.seq, finish
 	ev.Text = p.joiner.Add(b)
-	p.timing(ev.Text)
+	p.timing(ev.Text != "")
 	return ev, true, false, nil
 }
 

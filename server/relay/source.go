@@ -44,6 +44,7 @@ type Stream struct {
 	start     time.Time
 	api       api
 	id        string // the upstream's own stream id (X-Sluice-Stream-Id), "" when it has none
+	resumed   bool   // the continuation of an upstream stream (Relay.Resume)
 
 	events   chan stream.TextEvent
 	stop     chan struct{}
@@ -60,6 +61,7 @@ func newStream(clientCtx context.Context, m *Metrics, up *upstream, resp *http.R
 	s := &Stream{
 		clientCtx: clientCtx, m: m, up: up, body: resp.Body, cancel: cancel, release: release, detach: detach, start: start, api: a,
 		events: make(chan stream.TextEvent, 64), stop: make(chan struct{}),
+		resumed: resp.Request != nil && resp.Request.Method == http.MethodGet,
 	}
 	// Only a chat or completions stream can be continued upstream: Relay.Resume
 	// reads the continuation as chunks.
@@ -141,7 +143,10 @@ func (s *Stream) read() {
 		s.release()
 		s.m.inFlight.WithLabelValues(s.up.label).Dec()
 	}()
-	p := parser{s: s}
+	p := parser{s: s, messageItems: map[int]bool{}}
+	// A resumed upstream stream (GET /v1/streams/{id}) may continue a call
+	// whose first delta the client already has.
+	p.calls.resumed = s.resumed
 	br := bufio.NewReaderSize(s.body, 16<<10)
 	for {
 		line, err := readLine(br)
@@ -235,8 +240,11 @@ type parser struct {
 	hasData bool
 	seq     int64 // id: of the event being read
 	joiner  stream.TextJoiner
-	firstAt time.Time
-	lastAt  time.Time
+	calls   toolCalls
+	// messageItems are the Responses output indexes announced as messages.
+	messageItems map[int]bool
+	firstAt      time.Time
+	lastAt       time.Time
 }
 
 // line handles one SSE line. send: ev is ready (a comment, an event with
@@ -276,7 +284,8 @@ type wireChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta *struct {
-			Content json.RawMessage `json:"content"`
+			Content   json.RawMessage `json:"content"`
+			ToolCalls []wireToolDelta `json:"tool_calls"`
 		} `json:"delta"`
 		Text         json.RawMessage `json:"text"`
 		FinishReason *string         `json:"finish_reason"`
@@ -329,14 +338,24 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 		if ch.FinishReason != nil {
 			ev.Finish = *ch.FinishReason
 		}
+		if ch.Delta != nil {
+			for _, t := range ch.Delta.ToolCalls {
+				d, err := p.chatTool(t)
+				if err != nil {
+					return p.malformed("%v in %.120q", err, data)
+				}
+				ev.Tools = append(ev.Tools, d)
+			}
+		}
 	}
-	p.timing(ev.Text)
+	p.timing(ev.Text != "" || len(ev.Tools) > 0)
 	return ev, true, false, nil
 }
 
-// timing observes TTFT and ITL as the relay sees them, at text that arrived.
-func (p *parser) timing(text string) {
-	if text == "" {
+// timing observes TTFT and ITL as the relay sees them, at output (text or a
+// tool call) that arrived.
+func (p *parser) timing(arrived bool) {
+	if !arrived {
 		return
 	}
 	s, now := p.s, time.Now()

@@ -30,13 +30,11 @@ func ParseRelayed(body []byte, id string, store *Store) (*stream.GenRequest, *Re
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(p.gen.Tools.List) > 0 {
-		// The relay re-frames the upstream's text: its function_call items
-		// would be lost.
-		return nil, nil, httpedge.Unsupported("tools", "tools are not supported in relay mode: the relay re-frames the upstream's text and would drop its calls")
-	}
 	resp := newResponse(id, p.gen.Model, p.wire, p.gen, 0)
-	return p.gen, &Relayed{resp: resp, em: &emitter{resp: resp}, p: p, store: store}, nil
+	// With tools the reply may open with a call: the message item waits for
+	// text, as a local stream's does.
+	em := &emitter{resp: resp, lazy: len(p.gen.Tools.List) > 0}
+	return p.gen, &Relayed{resp: resp, em: em, p: p, store: store}, nil
 }
 
 // Forward rewrites the request the upstream gets. A previous_response_id is
@@ -95,7 +93,8 @@ func startEvents(em *emitter, resp *response) {
 	}
 }
 
-// Emitter frames text as output_text.delta events on sse.
+// Emitter frames text as output_text.delta events on sse and the
+// upstream's calls as function_call items.
 func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
 	r.em.sse = sse
 	return r.em
@@ -134,9 +133,15 @@ func endEvents(em *emitter, resp *response) {
 	em.event(final, map[string]any{"response": resp})
 }
 
-// Body is the whole response of a non-streaming request.
-func (r *Relayed) Body(text string, out stream.TextOutcome, end stream.TextEnd) []byte {
-	r.resp.newMessage().text = []byte(text)
+// Body is the whole response of a non-streaming request: its message,
+// then its function_call items with the upstream's call ids.
+func (r *Relayed) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
+	if text != "" || len(calls) == 0 {
+		r.resp.newMessage().text = []byte(text)
+	}
+	for _, c := range calls {
+		r.resp.newCall(stream.ToolCallDelta{ID: c.ID, Name: c.Function.Name}).Arguments = c.Function.Arguments
+	}
 	r.end(out, end)
 	return r.store.keep(r.resp, r.p)
 }

@@ -23,6 +23,10 @@ type TextEvent struct {
 	// Seq is the upstream's SSE event id (0 when it sends none): where a
 	// resume of the upstream's own stream would continue.
 	Seq int64
+	// Tools are the chunk's tool-call deltas, after its Text. They bypass
+	// the stop strings (those apply to text, never to arguments) and go to
+	// a ToolEmitter.
+	Tools []ToolCallDelta
 }
 
 // TextSource is a producer of text. Events is closed exactly once by the
@@ -110,6 +114,37 @@ func (p *textPump) take(ev TextEvent) {
 	if stopped {
 		p.out.Finish = "stop"
 		p.close()
+		return
+	}
+	if len(ev.Tools) > 0 {
+		p.tools(ev.Tools)
+	}
+}
+
+// tools writes tool-call deltas after the text before them, which is
+// complete: the upstream moved on to a call, so text held back for a stop
+// string goes out first (a stop cannot span a call). An emitter without
+// tool calls cannot carry them: the stream fails rather than drop them.
+func (p *textPump) tools(ds []ToolCallDelta) {
+	te, ok := p.em.(ToolEmitter)
+	if !ok {
+		p.abort(fmt.Errorf("%w: the upstream sent tool calls this API cannot carry", ErrUpstreamMalformed))
+		return
+	}
+	p.pending = append(p.pending, p.ts.FinishText()...)
+	if len(p.pending) > 0 {
+		p.emit()
+	}
+	for _, d := range ds {
+		if p.gone {
+			return
+		}
+		p.fail(te.ToolCall(d))
+	}
+	// Flushed now: the writer's coalescing clock runs on pending text only.
+	if !p.gone {
+		p.fail(p.em.Flush())
+		p.keep.reset(p.cfg.KeepAlive)
 	}
 }
 
