@@ -28,7 +28,9 @@
 #               (BENCH_PROMPT-token prompts, default 1000) with cuBLAS (the
 #               PyTorch wheel's, SLUICE_CUBLAS), then benchNmma the same with
 #               SLUICE_CUBLAS=off (our skinny and mma kernels): the two GEMM paths
-#               side by side, each table headed by the path it ran
+#               side by side, each table headed by the path it ran; tokens sampled
+#               on the device (ids read back), and benchNhost at 64 and 256 with
+#               SLUICE_DEVICE_SAMPLE=0 (every logits row read back, sampled on the host)
 #   sm90        the same .cu built here by nvcc for sm_90: kernel checks and op tests on it
 # $OUT/summary.md gets a section after every stage, so a run cut short (or a
 # stage that hangs) still leaves everything before it; the stage table comes last.
@@ -193,6 +195,8 @@ fi
 bench benchq Q8_0 1 90
 bench benchN BF16 1,16,64,256 150 "${BENCH_PROMPT:-1000}"
 SLUICE_CUBLAS=off bench benchNmma BF16 1,16,64,256 150 "${BENCH_PROMPT:-1000}"
+# the step bench's tokens are sampled on the device; this reads every logits row back instead
+SLUICE_DEVICE_SAMPLE=0 bench benchNhost BF16 64,256 120 "${BENCH_PROMPT:-1000}"
 if command -v nvcc >/dev/null; then
 	stage sm90 90 bash -c "kernels/cuda/build-ptx.sh '$OUT/ptx-sm90' sm_90 &&
 		python3 scripts/device/check_kernels.py '$OUT/ptx-sm90' --quick --out '$OUT/kernels-sm90.md' &&

@@ -20,7 +20,9 @@ import (
 // SLUICE_CUDA_BENCH_BATCHES (default "1,64,256"): every sequence is prefilled
 // with a SLUICE_CUDA_BENCH_PROMPT-token prompt (default 128), then
 // SLUICE_CUDA_BENCH_STEPS decode steps (default 32) are timed, each a full
-// Forward that reads back every sequence's logits, as the engine's step does.
+// forward pass whose tokens are sampled (greedy) as the engine's step does:
+// on the device, only the ids read back, or with SLUICE_DEVICE_SAMPLE=0
+// every sequence's logits read back for the host.
 // It prints a Markdown table, also written to SLUICE_CUDA_BENCH_OUT when set
 // (rewritten after every batch size, so a run cut short keeps its rows).
 // SLUICE_CUDA_BENCH_BW, the device's measured copy bandwidth in GB/s, adds
@@ -74,6 +76,24 @@ func TestDecodeThroughput(t *testing.T) {
 	}
 	// the run compares GEMM paths (scripts/device/run.sh sets SLUICE_CUBLAS)
 	fmt.Fprintf(&out, "; GEMM path: %s", be.GEMMPath())
+	ds := m.DeviceSampler()
+	if ds != nil {
+		fmt.Fprintf(&out, "; sampled on the device (token ids read back)")
+	} else {
+		fmt.Fprintf(&out, "; sampled on the host (SLUICE_DEVICE_SAMPLE=0: every logits row read back)")
+	}
+	params, ids := make([]kernels.SampleParams, maxB), make([]int32, maxB) // greedy
+	decode := func(b *kernels.Batch) error {
+		if ds == nil {
+			_, err := m.Forward(b)
+			return err
+		}
+		logits, err := m.ForwardDevice(b)
+		if err != nil {
+			return err
+		}
+		return ds.SampleRows(logits, params[:len(b.LogitRows)], ids[:len(b.LogitRows)])
+	}
 	fmt.Fprintf(&out, "\n\n| batch | prefill tok/s | ms/step | decode tok/s | weight GB/s (bytes/step ÷ time) | of the floor | launches/step |\n|---:|---:|---:|---:|---:|---:|---:|\n")
 	flush := func() {
 		if path := os.Getenv("SLUICE_CUDA_BENCH_OUT"); path != "" {
@@ -126,7 +146,7 @@ func TestDecodeThroughput(t *testing.T) {
 					launches = be.Launches()
 				}
 				ts := time.Now()
-				if _, err := m.Forward(step(seqs, one, bs, &next)); err != nil {
+				if err := decode(step(seqs, one, bs, &next)); err != nil {
 					t.Fatalf("decode (graphs %v): %v", graphs, err)
 				}
 				if s >= 2 {
