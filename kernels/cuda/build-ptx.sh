@@ -25,6 +25,10 @@ out=$(cd "$out" && pwd)
 # compile from one fixed directory so the PTX is the same wherever the
 # repository lies (CI checks the committed PTX against a fresh build).
 stage=/tmp/sluice-cuda-ptx-src
+# The directory is fixed, so two builds at once (two checkouts, parallel CI
+# jobs) would stage over each other: take turns.
+exec 9>"$stage.lock"
+flock 9
 rm -rf "$stage"
 mkdir -p "$stage"
 cp "$here"/*.cu "$here"/*.cuh "$stage"/
