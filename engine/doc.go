@@ -23,6 +23,11 @@
 // block table (scheduler.Fork, kvcache.Pool.Fork) and run as ordinary
 // sequences from there.
 //
+// A model that can leave its logits on its device (DeviceModel, with a
+// kernels.DeviceSampler: the CUDA backend) has each step's tokens sampled
+// there, and only the rows hostOnly names come back (devsample.go);
+// SLUICE_DEVICE_SAMPLE=0 keeps every row on the host.
+//
 // The engine knows nothing of HTTP, JSON or SSE, nor of devices: the Model
 // owns its KV storage, sized for Config.Blocks × Config.BlockSize slots.
 package engine
