@@ -1,0 +1,117 @@
+"""Tool calls through a relay-mode Sluice (SLUICE_URL) in front of a Sluice
+upstream (SLUICE_DIRECT), with the official OpenAI Python SDK (pinned by the
+Go test that runs this, with jsonschema); prints one JSON line {"ok",
+"failures", ...}. Through the relay an agent must get what a direct client
+gets (greedy, tool_choice "required" forces a call): streamed tool-call
+deltas that accumulate by index into the same calls, whose arguments parse
+and validate; the SDK's chat.completions.stream helper's final completion;
+finish_reason tool_calls; the usage; the same calls whole; and the second
+turn (the call and its tool result sent back) answered as directly."""
+import json
+import os
+import sys
+
+import jsonschema
+import openai
+
+relay = openai.OpenAI(base_url=os.environ["SLUICE_URL"] + "/v1", api_key="unused", max_retries=0)
+direct = openai.OpenAI(base_url=os.environ["SLUICE_DIRECT"] + "/v1", api_key="unused", max_retries=0)
+failures = []
+report = {}
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
+         "required": ["tz"], "additionalProperties": False}
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": weather}},
+         {"type": "function", "function": {"name": "get_time", "description": "Current time in a timezone", "parameters": clock}}]
+params = {"get_weather": weather, "get_time": clock}
+ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+kw = dict(model="", messages=ask, tools=tools, tool_choice="required", parallel_tool_calls=False, max_tokens=120, temperature=0)
+
+
+def accumulate(stream):
+    """Joins tool-call deltas by index as an SDK user does."""
+    calls, content, finish, usage = {}, "", None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        if not chunk.choices:
+            continue
+        ch = chunk.choices[0]
+        content += ch.delta.content or ""
+        for d in ch.delta.tool_calls or []:
+            c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+            if d.id:
+                c["id"] = d.id
+            if d.function and d.function.name:
+                c["name"] += d.function.name
+            if d.function and d.function.arguments:
+                c["arguments"] += d.function.arguments
+        finish = ch.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], content, finish, usage
+
+
+def strip(calls):
+    return [(c["name"], c["arguments"]) for c in calls]  # ids are each generation's own
+
+
+got = {}
+for label, client in [("relayed", relay), ("direct", direct)]:
+    got[label] = accumulate(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
+rcalls, rcontent, rfinish, rusage = got["relayed"]
+dcalls, dcontent, dfinish, dusage = got["direct"]
+report["relayed"], report["direct"] = rcalls, dcalls
+check(rfinish == dfinish == "tool_calls", f"stream: finish_reason {rfinish!r} vs {dfinish!r}")
+check(len(rcalls) == 1 and strip(rcalls) == strip(dcalls), f"stream: calls {rcalls} vs {dcalls}")
+check(rcontent == dcontent, f"stream: content {rcontent!r} vs {dcontent!r}")
+check(rusage == dusage and rusage is not None and rusage[1] > 0, f"stream: usage {rusage} vs {dusage}")
+for c in rcalls:
+    if check(c["id"] and c["name"] in params, f"stream: call {c}"):
+        try:
+            jsonschema.validate(json.loads(c["arguments"]), params[c["name"]])
+        except Exception as e:  # noqa: BLE001 - any failure is the finding
+            check(False, f"stream: arguments {c['arguments']!r}: {e}")
+
+# The SDK's streaming helper parses the accumulated calls itself.
+with relay.chat.completions.stream(**kw) as s:
+    kinds = {ev.type for ev in s}
+    final = s.get_final_completion()
+m = final.choices[0].message
+report["helper_events"] = sorted(kinds)
+check(final.choices[0].finish_reason == "tool_calls" and m.tool_calls
+      and [(t.function.name, t.function.arguments) for t in m.tool_calls] == strip(rcalls),
+      f"helper: final {m} vs streamed {rcalls}")
+check("tool_calls.function.arguments.delta" in kinds and "tool_calls.function.arguments.done" in kinds, f"helper: events {kinds}")
+
+# Whole: the calls as the upstream gave them.
+whole = relay.chat.completions.create(**kw)
+wm = whole.choices[0].message
+check(whole.choices[0].finish_reason == "tool_calls" and wm.tool_calls
+      and [(t.function.name, t.function.arguments) for t in wm.tool_calls] == strip(rcalls)
+      and all(t.id and t.type == "function" for t in wm.tool_calls), f"whole: {wm} vs streamed {rcalls}")
+
+# The second turn: the call and its result go upstream as sent.
+if rcalls:
+    call = rcalls[0]
+    follow = ask + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}]},
+        {"role": "tool", "tool_call_id": call["id"], "content": json.dumps({"temperature": 21, "sky": "sunny"})}]
+    answers = [c.chat.completions.create(model="", messages=follow, tools=tools, max_tokens=40, temperature=0).choices[0]
+               for c in (relay, direct)]
+    report["second_turn"] = answers[0].message.content
+    check(answers[0].message.content == answers[1].message.content and answers[0].finish_reason == answers[1].finish_reason,
+          f"second turn: relayed {answers[0]} vs direct {answers[1]}")
+
+report["ok"] = not failures
+report["failures"] = failures
+print(json.dumps(report))
+sys.exit(0 if not failures else 1)
