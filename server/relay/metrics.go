@@ -49,7 +49,7 @@ func newMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		errors:    counter("sluice_relay_upstream_errors_total", "Relay: upstream failures by kind.", "kind"),
 		truncated: counter("sluice_relay_upstream_truncated_total", "Relay: upstream streams that ended without [DONE]."),
 		cancelled: counter("sluice_relay_upstream_cancelled_total", "Relay: upstream streams closed because their client left."),
-		afterGone: counter("sluice_relay_tokens_after_client_left_total", "Relay: upstream chunks with text received after the client left (wasted; ~0 when the relay cancels)."),
+		afterGone: counter("sluice_relay_tokens_after_client_left_total", "Relay: upstream chunks with text or tool calls received after the client left (wasted; ~0 when the relay cancels)."),
 		retries:   counter("sluice_relay_retries_total", "Relay: requests tried again after a failure before the upstream answered."),
 		streams:   counter("sluice_relay_streams_total", "Relay: upstream streams opened."),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_relay_streams_in_flight",

@@ -173,7 +173,7 @@ func (s *Stream) read() {
 // deliver hands ev to the pump; false when Close asked the reader to stop.
 // A detached stream's reader reads on for nobody after Close.
 func (s *Stream) deliver(ev stream.TextEvent, closed *bool, closeEvents func()) bool {
-	if ev.Text != "" && s.clientCtx.Err() != nil {
+	if (ev.Text != "" || len(ev.Tools) > 0) && s.clientCtx.Err() != nil {
 		s.m.afterGone.WithLabelValues(s.up.label).Inc()
 	}
 	if *closed {
