@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/scheduler"
@@ -97,7 +98,8 @@ type deviceSampling struct {
 	host   []float32
 }
 
-// newDeviceSampling is nil unless m samples on its device.
+// newDeviceSampling is nil unless m samples on its device, which it logs,
+// so that a device run shows which path its figures are of.
 func newDeviceSampling(m Model) *deviceSampling {
 	dm, ok := m.(DeviceModel)
 	if !ok {
@@ -107,6 +109,7 @@ func newDeviceSampling(m Model) *deviceSampling {
 	if ds == nil {
 		return nil
 	}
+	slog.Info("engine: tokens sampled on the device; logits read back only for host-only rows")
 	return &deviceSampling{m: dm, ds: ds}
 }
 

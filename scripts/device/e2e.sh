@@ -56,8 +56,10 @@ sampled() { # sampled LABEL
 		--label "sluice $backend, $1" --quiet --out "$out/e2e-$1.json"
 }
 echo "== sampling on the device (default): 32 clients at temperature 0.8"
+grep -h "tokens sampled on" "$out/e2e-server.log" || echo "(no device-sampling line: the host path, not the device's)"
 sampled device-sample || exit
 kill $pid && wait $pid 2>/dev/null
 echo "== SLUICE_DEVICE_SAMPLE=0: the same on the host path"
 SLUICE_DEVICE_SAMPLE=0 serve "$out/e2e-server-host-sample.log"
+grep -h "tokens sampled on" "$out/e2e-server-host-sample.log" || echo "(no device-sampling line: the host path)"
 sampled host-sample
