@@ -16,7 +16,8 @@ import (
 // TestRelayToolsSDKs: tool calls through a relay whose upstream is the
 // rig's Sluice on the default model, with the official SDKs agents use: the
 // OpenAI Python SDK's chat stream (deltas accumulated by index, and the
-// chat.completions.stream helper) and the Anthropic Python SDK's
+// chat.completions.stream helper; responses.stream's function_call items)
+// and the Anthropic Python SDK's
 // messages.stream (tool_use input from input_json_delta) get the calls a
 // direct client gets, whole and streamed, and the second turn with the
 // tool's result; the upstream is idle after each.

@@ -6,7 +6,8 @@ gets (greedy, tool_choice "required" forces a call): streamed tool-call
 deltas that accumulate by index into the same calls, whose arguments parse
 and validate; the SDK's chat.completions.stream helper's final completion;
 finish_reason tool_calls; the usage; the same calls whole; and the second
-turn (the call and its tool result sent back) answered as directly."""
+turn (the call and its tool result sent back) answered as directly; and
+the Responses API's function_call items, streamed and whole."""
 import json
 import os
 import sys
@@ -110,6 +111,31 @@ if rcalls:
     report["second_turn"] = answers[0].message.content
     check(answers[0].message.content == answers[1].message.content and answers[0].finish_reason == answers[1].finish_reason,
           f"second turn: relayed {answers[0]} vs direct {answers[1]}")
+
+# The Responses API: function_call items, streamed through the helper and whole.
+rtools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+           "parameters": t["function"]["parameters"]} for t in tools]
+rkw = dict(model="", input=ask[0]["content"], tools=rtools, tool_choice="required", parallel_tool_calls=False,
+           max_output_tokens=120, temperature=0)
+
+
+def fcalls(resp):
+    return [(o.name, o.arguments) for o in resp.output if o.type == "function_call"]
+
+
+finals = []
+for c in (relay, direct):
+    with c.responses.stream(**rkw) as s:
+        args = "".join(ev.delta for ev in s if ev.type == "response.function_call_arguments.delta")
+        finals.append((s.get_final_response(), args))
+(rresp, rargs), (dresp, _) = finals
+report["responses"] = fcalls(rresp)
+check(len(fcalls(rresp)) == 1 and fcalls(rresp) == fcalls(dresp) and rresp.status == dresp.status == "completed",
+      f"responses stream: {fcalls(rresp)} {rresp.status} vs {fcalls(dresp)} {dresp.status}")
+check(fcalls(rresp) and rargs == fcalls(rresp)[0][1] and all(o.call_id for o in rresp.output if o.type == "function_call"),
+      f"responses stream: deltas {rargs!r} vs {fcalls(rresp)}")
+whole = relay.responses.create(**rkw)
+check(fcalls(whole) == fcalls(rresp), f"responses whole: {fcalls(whole)} vs streamed {fcalls(rresp)}")
 
 report["ok"] = not failures
 report["failures"] = failures
