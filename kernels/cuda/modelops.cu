@@ -1,6 +1,7 @@
 // The ops the newer architectures add to a Llama pass (kernels.GemmaOps,
-// HeadNormOps, MoEOps): QK-norm, GELU-tanh GeGLU, the embedding scale, the
-// mixture-of-experts router and the expert rows' scatter. Semantics mirror
+// HeadNormOps, MoEOps, SharedExpertOps): QK-norm, GELU-tanh GeGLU, the
+// embedding scale, the mixture-of-experts router, the expert rows' scatter
+// and the shared expert's gated add. Semantics mirror
 // kernels/cpu (gemma.go, moe.go), rounding included where it decides ties:
 // products and sums that the CPU evaluates in a fixed order use the _rn
 // intrinsics here, so nvcc cannot contract them into FMAs.
@@ -98,6 +99,17 @@ extern "C" __global__ void moe_scatter(float* dst, const float* o, const int* ro
     const float* src = o + (size_t)i * hidden;
     const float wi = w[i];
     for (int c = threadIdx.x; c < hidden; c += blockDim.x) d[c] = __fadd_rn(d[c], __fmul_rn(wi, src[c]));
+}
+
+// gated_add adds a shared expert's output into the mixture of its row:
+// dst[r] += sigmoid(gate[r]) · x[r], one block per row, as the CPU's GatedAdd
+// (the sigmoid in double, rounded; the product and sum rounded apart).
+extern "C" __global__ void gated_add(float* dst, const float* x, const float* gate, int cols) {
+    const size_t r = blockIdx.x;
+    const float g = (float)(1.0 / (1.0 + exp(-(double)gate[r])));
+    float* d = dst + r * cols;
+    const float* src = x + r * cols;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) d[c] = __fadd_rn(d[c], __fmul_rn(g, src[c]));
 }
 
 // zero_f32 clears m floats (the MoE output before its experts add to it).

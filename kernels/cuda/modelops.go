@@ -15,9 +15,10 @@ import (
 // its arguments as kernels/cpu does, then records launches.
 
 var (
-	_ kernels.GemmaOps   = (*Backend)(nil)
-	_ kernels.MoEOps     = (*Backend)(nil)
-	_ kernels.SoftCapOps = (*Backend)(nil)
+	_ kernels.GemmaOps        = (*Backend)(nil)
+	_ kernels.MoEOps          = (*Backend)(nil)
+	_ kernels.SoftCapOps      = (*Backend)(nil)
+	_ kernels.SharedExpertOps = (*Backend)(nil)
 )
 
 func (b *Backend) HeadRMSNorm(x, w kernels.Tensor, n, heads int, eps float32) error {
@@ -453,6 +454,31 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 		}
 	}
 	return nil
+}
+
+// GatedAdd adds Qwen2-MoE's shared expert into the mixture: dst[i] +=
+// sigmoid(gate[i,0]) · x[i] for the first n rows (gated_add).
+func (b *Backend) GatedAdd(dst, x, gate kernels.Tensor, n int) error {
+	d, err := f32Of(dst, "GatedAdd dst")
+	if err != nil {
+		return err
+	}
+	xt, err := f32Of(x, "GatedAdd x")
+	if err != nil {
+		return err
+	}
+	gt, err := f32Of(gate, "GatedAdd gate")
+	if err != nil {
+		return err
+	}
+	cols := d.cols()
+	if xt.cols() != cols || gt.cols() != 1 || n < 0 || int64(n*cols) > d.elems() || int64(n*cols) > xt.elems() || int64(n) > gt.elems() {
+		return fmt.Errorf("cuda backend: GatedAdd: dst %v, x %v, gate %v, %d rows", d.shape, xt.shape, gt.shape, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return b.launch("gated_add", [3]int{n, 1, 1}, [3]int{128, 1, 1}, ptrArg(d.ptr), ptrArg(xt.ptr), ptrArg(gt.ptr), intArg(cols))
 }
 
 func firstErr(errs ...error) error {

@@ -176,9 +176,32 @@ func TestMoEFFN(t *testing.T) {
 	}
 }
 
+// TestGatedAdd checks Qwen2-MoE's shared-expert add: gate logits of ±8 run
+// the sigmoid from nearly 0 to nearly 1, and rows past n stay as they are.
+func TestGatedAdd(t *testing.T) {
+	p := newPair(t)
+	for _, cols := range []int{64, 2048, 100} {
+		const rows, n = 9, 7
+		dst := p.scratch(p.randn(rows*cols, 1), rows, cols)
+		x := p.scratch(p.randn(rows*cols, 3), rows, cols)
+		gate := p.scratch(p.randn(rows, 8), rows, 1)
+		must(t, p.gpu.GatedAdd(dst.g, x.g, gate.g, n), p.cpu.GatedAdd(dst.c, x.c, gate.c, n))
+		p.check(fmt.Sprintf("GatedAdd %d cols", cols), dst, rows*cols, 1e-6)
+	}
+	dst := p.scratch(nil, 2, 64)
+	if err := p.gpu.GatedAdd(dst.g, dst.g, dst.g, 2); err == nil {
+		t.Error("GatedAdd took a 64-column gate")
+	}
+	gate := p.scratch(nil, 2, 1)
+	if err := p.gpu.GatedAdd(dst.g, dst.g, gate.g, 3); err == nil {
+		t.Error("GatedAdd took 3 rows of 2")
+	}
+}
+
 // TestNewArchitecturesMatchCPU runs random-weight Gemma 3 (window layers of
-// 5 positions around a global one), Qwen3 and Qwen3-MoE models (models/
-// modeltest) on both backends: a 30-token prompt then teacher-forced decode
+// 5 positions around a global one), Gemma 2, Qwen3 and the mixtures (Qwen3-
+// MoE, Mixtral, Qwen2-MoE with its shared expert, OLMoE) (models/modeltest)
+// on both backends: a 30-token prompt then teacher-forced decode
 // steps, logits within the bound TestForwardMatchesCPU allows and greedy
 // choices equal wherever the CPU's lead exceeds the backends' difference.
 func TestNewArchitecturesMatchCPU(t *testing.T) {
@@ -188,10 +211,17 @@ func TestNewArchitecturesMatchCPU(t *testing.T) {
 	gemma2.Seed, gemma2.Gemma, gemma2.Gemma2, gemma2.Window, gemma2.KVHeads, gemma2.AttnSoftcap = 33, true, true, 5, 2, 2
 	qwen3.Seed, qwen3.QKNorm, qwen3.KVHeads = 22, true, 2
 	moe.Seed, moe.QKNorm, moe.KVHeads, moe.Experts, moe.ExpertsUsed, moe.ExpertFFN = 24, true, 2, 8, 2, 64
+	mixtral, qwen2moe, olmoe := base, base, base
+	mixtral.Seed, mixtral.KVHeads, mixtral.Experts, mixtral.ExpertsUsed = 25, 2, 4, 2
+	// Qwen2-MoE's shared expert (GatedAdd) is wider than its routed ones;
+	// OLMoE's QK-norm spans the whole projections, its KV heads = heads as
+	// llama.cpp reads them.
+	qwen2moe.Seed, qwen2moe.QKVBias, qwen2moe.KVHeads, qwen2moe.Experts, qwen2moe.ExpertsUsed, qwen2moe.ExpertFFN, qwen2moe.SharedExpertFFN = 29, true, 2, 8, 2, 64, 96
+	olmoe.Seed, olmoe.OLMoE, olmoe.KVHeads, olmoe.FFN, olmoe.Experts, olmoe.ExpertsUsed = 31, true, 4, 64, 8, 4
 	for _, tc := range []struct {
 		name string
 		spec modeltest.Spec
-	}{{"gemma3", gemma}, {"gemma2", gemma2}, {"qwen3", qwen3}, {"qwen3moe", moe}} {
+	}{{"gemma3", gemma}, {"gemma2", gemma2}, {"qwen3", qwen3}, {"qwen3moe", moe}, {"mixtral", mixtral}, {"qwen2moe", qwen2moe}, {"olmoe", olmoe}} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.name+".gguf")
 			must(t, modeltest.WriteGGUF(path, tc.spec, kernels.Q8_0))
