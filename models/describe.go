@@ -1,7 +1,11 @@
 package models
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -62,4 +66,111 @@ func WeightMix(tensors []TensorInfo) (mix []TypeShare, params int64) {
 		mix[i].Bytes += int64(t.Size)
 	}
 	return mix, params
+}
+
+// Fact is one line of a model's description: what sluice inspect prints.
+type Fact struct{ Key, Value string }
+
+// Describe lists what c configures beyond the shapes: RoPE (with Phi-3's
+// partial rotary and LongRoPE), the experts, QK-norm, the attention layout,
+// the query scale and Gemma 2's soft-caps, as the loader applies them. src
+// answers which frequency-factor tensors the file holds (rope_freqs, LongRoPE's);
+// nil leaves them out.
+func Describe(c Config, src WeightSource) []Fact {
+	var out []Fact
+	add := func(k, format string, a ...any) { out = append(out, Fact{k, fmt.Sprintf(format, a...)}) }
+	scaling := describeScaling(c.RopeScaling)
+	if src != nil && src.Has("rope_freqs.weight") {
+		// The loader divides by these instead of applying any metadata scaling.
+		scaling = "each pair's frequency divided by rope_freqs.weight (Llama 3's scaling as GGUF stores it)"
+	}
+	add("rope", "theta %g, style %v, %s", c.RopeTheta, c.RopeStyle, scaling)
+	if c.RopeDims > 0 && c.RopeDims < c.HeadDim {
+		add("rotary", "partial: the first %d of %d head elements rotate, the other %d pass through", c.RopeDims, c.HeadDim, c.HeadDim-c.RopeDims)
+	}
+	if src != nil && (src.Has("rope_factors_long.weight") || src.Has("rope_factors_short.weight")) {
+		add("longrope", "%s; attention factor %g", longRoPEFactors(c), orDefault(c.RopeAttnFactor, 1))
+	}
+	if c.Experts > 0 {
+		add("experts", "%d per layer, %d per token (expert ffn %d, top-k weights renormalised: %v)",
+			c.Experts, c.ExpertsUsed, c.ExpertFFN, c.ExpertNorm)
+		if c.SharedExpertFFN > 0 {
+			add("shared expert", "ffn %d, sigmoid-gated per token", c.SharedExpertFFN)
+		}
+	}
+	add("qk norm", "%v (over whole projections: %v)", c.QKNorm, c.QKNormWhole)
+	add("attention", "%s", WindowLayout(c))
+	if c.QueryScale != 0 {
+		// Gemma's query_pre_attn_scalar and Phi-3's folded attention factor
+		// both move it off the head size's; say by how much.
+		if r := float64(c.QueryScale) * math.Sqrt(float64(c.HeadDim)); math.Abs(r-1) < 1e-6 {
+			add("query scale", "%.6g (1/√%d, the head size)", c.QueryScale, c.HeadDim)
+		} else {
+			add("query scale", "%.6g (%.6g × the head size's 1/√%d)", c.QueryScale, r, c.HeadDim)
+		}
+	}
+	if c.AttnSoftcap > 0 || c.FinalSoftcap > 0 {
+		add("soft-caps", "attention scores %s, final logits %s (s → cap·tanh(s/cap))", capOrNone(c.AttnSoftcap), capOrNone(c.FinalSoftcap))
+	}
+	return out
+}
+
+func orDefault(v, def float32) float32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func capOrNone(v float32) string {
+	if v > 0 {
+		return strconv.FormatFloat(float64(v), 'g', -1, 32)
+	}
+	return "none"
+}
+
+func describeScaling(s *RopeScaling) string {
+	switch {
+	case s == nil:
+		return "no scaling"
+	case s.Linear:
+		return fmt.Sprintf("linear scaling ×%g", s.Factor)
+	}
+	return fmt.Sprintf("llama3 scaling ×%g from %d tokens (low-frequency factor %g, high %g)",
+		s.Factor, s.OriginalContext, s.LowFreqFactor, s.HighFreqFactor)
+}
+
+// longRoPEFactors says which factor set the loader divides the frequencies by
+// (phi3Frequencies): it follows the context the model is loaded with, so a
+// server given a shorter --context may take the other set.
+func longRoPEFactors(c Config) string {
+	if c.ContextLen > c.RopeOrigContext {
+		return fmt.Sprintf("long factors active (context %d > original %d; a --context of %d or less takes the short ones)",
+			c.ContextLen, c.RopeOrigContext, c.RopeOrigContext)
+	}
+	return fmt.Sprintf("short factors active (context %d ≤ original %d)", c.ContextLen, c.RopeOrigContext)
+}
+
+// WindowLayout describes which layers attend globally and which over a
+// sliding window: "global" for the Llama family, else the window size, the
+// window layers' RoPE base and the global layers' indices.
+func WindowLayout(c Config) string {
+	if c.Window <= 0 {
+		return "global (every layer reads the whole context)"
+	}
+	var global []string
+	for i := range c.Layers {
+		if !c.IsWindowLayer(i) {
+			global = append(global, strconv.Itoa(i))
+		}
+	}
+	where := "no global layers"
+	if len(global) > 0 {
+		where = "global on layers " + strings.Join(global, ",")
+		if c.RopeThetaLocal != c.RopeTheta {
+			where += fmt.Sprintf(" (RoPE base %g)", c.RopeTheta)
+		}
+	}
+	return fmt.Sprintf("sliding window of %d tokens on %d of %d layers (RoPE base %g); %s",
+		c.Window, c.Layers-len(global), c.Layers, c.RopeThetaLocal, where)
 }

@@ -4,16 +4,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/server/nvml"
 )
 
-func runInspect(args []string) error {
+func runInspect(args []string) error { return inspect(os.Stdout, args) }
+
+func inspect(out io.Writer, args []string) error {
 	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
 	model := fs.String("model", os.Getenv("SLUICE_MODEL"), "model file (.gguf) or Hugging Face directory")
 	tensors := fs.Bool("tensors", false, "list every tensor, not only the totals per type")
@@ -22,7 +23,7 @@ func runInspect(args []string) error {
 		return err
 	}
 	if *gpus {
-		if err := nvml.Inspect(os.Stdout, nvml.System()); err != nil {
+		if err := nvml.Inspect(out, nvml.System()); err != nil {
 			return err
 		}
 		if *model == "" {
@@ -41,23 +42,16 @@ func runInspect(args []string) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "file\t%s\n", src.Path())
 	fmt.Fprintf(w, "architecture\t%s\n", cfg.Arch)
 	fmt.Fprintf(w, "layers\t%d\nhidden\t%d\nffn\t%d\n", cfg.Layers, cfg.Hidden, cfg.FFN)
 	fmt.Fprintf(w, "heads\t%d (kv %d, head size %d)\n", cfg.Heads, cfg.KVHeads, cfg.HeadDim)
 	fmt.Fprintf(w, "vocab\t%d\ncontext\t%d\n", cfg.Vocab, cfg.ContextLen)
-	fmt.Fprintf(w, "rope\ttheta %g, style %v, scaling %v\n", cfg.RopeTheta, cfg.RopeStyle, cfg.RopeScaling != nil)
 	fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\nqkv bias\t%v\n", cfg.RMSEps, cfg.TiedEmbeddings, cfg.QKVBias)
-	if cfg.Experts > 0 {
-		fmt.Fprintf(w, "experts\t%d per layer, %d per token (expert ffn %d, top-k weights renormalised: %v)\n",
-			cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm)
-		if cfg.SharedExpertFFN > 0 {
-			fmt.Fprintf(w, "shared expert\tffn %d, sigmoid-gated per token\n", cfg.SharedExpertFFN)
-		}
+	for _, f := range models.Describe(cfg, src) {
+		fmt.Fprintf(w, "%s\t%s\n", f.Key, f.Value)
 	}
-	fmt.Fprintf(w, "qk norm\t%v (over whole projections: %v)\n", cfg.QKNorm, cfg.QKNormWhole)
-	fmt.Fprintf(w, "attention\t%s\n", windowLayout(cfg))
 	fmt.Fprintf(w, "kv cache\t%d bytes/token (F16, all layers)", cfg.KVBytesPerToken())
 	if cfg.Window > 0 {
 		n := cfg.ContextLen
@@ -83,21 +77,4 @@ func runInspect(args []string) error {
 			float64(bytes)/(1<<20), len(g.Tensors()), 8*float64(bytes)/float64(max(params, 1)))
 	}
 	return w.Flush()
-}
-
-// windowLayout describes which layers attend globally and which over a
-// sliding window: "global" for the Llama family, else the window size and the
-// global layers' indices.
-func windowLayout(c models.Config) string {
-	if c.Window <= 0 {
-		return "global (every layer reads the whole context)"
-	}
-	var global []string
-	for i := range c.Layers {
-		if !c.IsWindowLayer(i) {
-			global = append(global, strconv.Itoa(i))
-		}
-	}
-	return fmt.Sprintf("sliding window of %d tokens on %d layers (RoPE base %g); global on layers %s",
-		c.Window, c.Layers-len(global), c.RopeThetaLocal, strings.Join(global, ","))
 }
