@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/scheduler"
@@ -27,13 +28,14 @@ type DeviceModel interface {
 // sample.cu) does not do. Everything else — greedy, temperature, top-k
 // (up to sampleCap), top-p with top-k, min-p, repetition/presence/frequency
 // penalties, seeds, IgnoreEOS (which changes no logit), constraint masks
-// (kernels.DeviceSampler.MaskLogits) and logprobs (LogprobRows, on the
-// masked row as logprobs.go computes them) — is done on the device.
+// (kernels.DeviceSampler.MaskLogits), min_tokens (its forbidden ids as a
+// mask: earlyMask) and logprobs (LogprobRows, on the masked row as
+// logprobs.go computes them) — is done on the device.
 func hostOnly(s *Sequence, vocab int) bool {
 	r, p := &s.req, &s.req.Sampling
 	topK := p.TopK > 0 && p.TopK < vocab
 	return len(r.LogitBias) > 0 || // adjust's edits (controls.go)
-		s.emitted < r.MinTokens || // adjust forbids the EOG and stop ids until then
+		s.emitted < r.MinTokens && r.Logprobs || // logprobs must not see min_tokens' edits (controls.go)
 		p.Temperature > 0 && p.TopP > 0 && p.TopP < 1 && !topK || // top-p over the whole vocabulary
 		p.Temperature > 0 && topK && p.TopK > sampleCap // more candidates than the kernel sorts
 }
@@ -93,7 +95,8 @@ type deviceSampling struct {
 	lpRows []kernels.LogprobRow
 	lpOut  []kernels.RowLogprobs
 	lps    []*Logprob
-	read   []int32 // logit rows read back
+	early  [][]uint32 // per logit row: earlyMask's bitsets
+	read   []int32    // logit rows read back
 	at     []int32
 	host   []float32
 }
@@ -162,6 +165,9 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 			p, tok, device = s.sampler.deviceParams(it.Seq.Tokens), onDevice, true
 			if j != nil {
 				bits = j.bits
+			}
+			if s.emitted < s.req.MinTokens {
+				bits = e.earlyMask(len(d.masks), bits, s)
 			}
 		}
 		d.params, d.masks, d.toks = append(d.params, p), append(d.masks, bits), append(d.toks, tok)
@@ -239,6 +245,32 @@ func (e *Engine) logprobsOnDevice(plan *scheduler.Plan, logits kernels.Tensor) e
 		d.lps[q.Row] = lp
 	}
 	return nil
+}
+
+// earlyMask is the mask of a row still short of its min_tokens: bits (all
+// tokens when nil) less the end-of-generation and stop ids, as adjust
+// forbids them on the host. It is built in row r's scratch.
+func (e *Engine) earlyMask(r int, bits []uint32, s *Sequence) []uint32 {
+	d, vocab := e.dev, e.model.VocabSize()
+	for len(d.early) <= r {
+		d.early = append(d.early, make([]uint32, (vocab+31)/32))
+	}
+	m := d.early[r]
+	if bits != nil {
+		copy(m, bits)
+	} else {
+		for w := range m {
+			m[w] = math.MaxUint32
+		}
+	}
+	for _, ids := range [][]int32{e.cfg.EOG, s.req.StopTokens} {
+		for _, id := range ids {
+			if id >= 0 && int(id) < vocab {
+				m[id/32] &^= 1 << (id % 32)
+			}
+		}
+	}
+	return m
 }
 
 // deviceParams are s's settings for the device's next token, with its

@@ -116,11 +116,12 @@ type hostModel struct{ Model }
 const devVocab = 2051 // more than the kernel's 1,024 top-k candidates, ending mid-word
 
 // devRequests are device-sampled rows (greedy, seeded top-k/top-p, min-p,
-// penalties, constraint masks, IgnoreEOS) and, with hostOnes, rows with
+// penalties, constraint masks, IgnoreEOS, min_tokens) and, with hostOnes, rows with
 // logprobs (computed on the device, also on a constrained row), rows the
 // device leaves Undecided (a constraint allowing fewer tokens than top-k:
 // every −Inf logit ties at the k-th place) and host-only ones (logit_bias
-// with and without logprobs, top-p alone, min_tokens until it is reached).
+// with and without logprobs, top-p alone, min_tokens with logprobs until
+// it is reached).
 func devRequests(vocab int, hostOnes bool) []Request {
 	seed := func(v uint64) *uint64 { return &v }
 	reqs := []Request{
@@ -131,6 +132,10 @@ func devRequests(vocab int, hostOnes bool) []Request {
 		{Constraint: &stepConstraint{mod: 7, salt: 1, vocab: vocab}},
 		{Sampling: SamplingParams{Temperature: 0.8, TopK: 20, Seed: seed(4)}, Constraint: &stepConstraint{mod: 3, salt: 2, vocab: vocab}},
 		{Sampling: SamplingParams{Temperature: 1, TopK: 20, Seed: seed(5)}, IgnoreEOS: true},
+		// min_tokens as a device mask, alone and over a constraint's: every
+		// token but ten stops the sequence, but not before token 6
+		{MinTokens: 6, StopTokens: allBut(1000, 1010, vocab), Sampling: SamplingParams{Temperature: 1, TopK: 5, Seed: seed(11)}},
+		{MinTokens: 6, StopTokens: allBut(1000, 1010, vocab), Constraint: &stepConstraint{mod: 2, salt: 1, vocab: vocab}},
 	}
 	if hostOnes {
 		reqs = append(reqs,
@@ -139,7 +144,7 @@ func devRequests(vocab int, hostOnes bool) []Request {
 			Request{Logprobs: true, TopLogprobs: 20, Constraint: &stepConstraint{mod: 5, salt: 3, vocab: vocab}},
 			Request{Logprobs: true, LogitBias: map[int32]float32{5: 3, 9: -100}, Sampling: SamplingParams{Temperature: 1, Seed: seed(7)}},
 			Request{Sampling: SamplingParams{Temperature: 1, TopP: 0.8, Seed: seed(8)}},
-			Request{MinTokens: 4, Sampling: SamplingParams{Temperature: 0.7, TopK: 10, Seed: seed(9)}},
+			Request{MinTokens: 4, Logprobs: true, StopTokens: allBut(1000, 1010, vocab), Sampling: SamplingParams{Temperature: 0.7, TopK: 10, Seed: seed(9)}},
 		)
 	}
 	for i := range reqs {
@@ -226,6 +231,7 @@ func TestDeviceSamplingInEngine(t *testing.T) {
 		reqs := devRequests(devVocab, mixed)
 		want, wantLP, hostSteps := runDev(t, be, path, reqs, true)
 		got, gotLP, devSteps := runDev(t, be, path, devRequests(devVocab, mixed), false)
+		stopped := 0
 		for i := range reqs {
 			if !slices.Equal(got[i], want[i]) {
 				t.Errorf("mixed %v, request %d (%+v): device path %v, host path %v", mixed, i, reqs[i].Sampling, got[i], want[i])
@@ -238,9 +244,17 @@ func TestDeviceSamplingInEngine(t *testing.T) {
 					t.Errorf("mixed %v, request %d, token %d: logprobs %+v on the device path, %+v on the host's", mixed, i, k, *gotLP[i][k], *wantLP[i][k])
 				}
 			}
+			if n := reqs[i].MinTokens; n > 0 && len(got[i]) < n {
+				t.Errorf("request %d: %d tokens %v, under min_tokens %d", i, len(got[i]), got[i], n)
+			} else if n > 0 && len(got[i]) < reqs[i].MaxTokens {
+				stopped++ // the stops were live: min_tokens held them off
+			}
 			if c, ok := reqs[i].Constraint.(*stepConstraint); ok && len(c.committed) == 0 {
 				t.Errorf("request %d: its constraint was never committed", i)
 			}
+		}
+		if stopped == 0 {
+			t.Errorf("mixed %v: no min_tokens request stopped before max_tokens: their stops never bit", mixed)
 		}
 		var rows, read, lpRows, hostBytes, devBytes int64
 		for _, s := range hostSteps {
@@ -294,4 +308,15 @@ func sameLogprob(a, b *Logprob) bool {
 		}
 	}
 	return true
+}
+
+// allBut is every id below vocab outside [lo, hi).
+func allBut(lo, hi, vocab int) []int32 {
+	var ids []int32
+	for i := range vocab {
+		if i < lo || i >= hi {
+			ids = append(ids, int32(i))
+		}
+	}
+	return ids
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // hostOnly sends to the host exactly the controls the device sampler lacks,
-// and min_tokens only until that many tokens are out.
+// and min_tokens with logprobs only until that many tokens are out.
 func TestHostOnly(t *testing.T) {
 	const vocab = 5000
 	for _, tc := range []struct {
@@ -26,8 +26,9 @@ func TestHostOnly(t *testing.T) {
 		{"top-p greedy", Request{Sampling: SamplingParams{TopP: 0.5}}, 0, false},
 		{"top-k 1024", Request{Sampling: SamplingParams{Temperature: 1, TopK: 1024}}, 0, false},
 		{"logit_bias", Request{LogitBias: map[int32]float32{3: 1}}, 0, true},
-		{"min_tokens early", Request{MinTokens: 3}, 2, true},
-		{"min_tokens reached", Request{MinTokens: 3}, 3, false},
+		{"min_tokens early", Request{MinTokens: 3}, 2, false},
+		{"min_tokens early with logprobs", Request{MinTokens: 3, Logprobs: true}, 2, true},
+		{"min_tokens reached with logprobs", Request{MinTokens: 3, Logprobs: true}, 3, false},
 		{"top-p alone", Request{Sampling: SamplingParams{Temperature: 1, TopP: 0.5}}, 0, true},
 		{"top-p, top-k off by size", Request{Sampling: SamplingParams{Temperature: 1, TopP: 0.5, TopK: vocab}}, 0, true},
 		{"top-k 1025", Request{Sampling: SamplingParams{Temperature: 1, TopK: 1025}}, 0, true},
