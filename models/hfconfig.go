@@ -25,7 +25,7 @@ type hfConfig struct {
 	RopeScaling           *hfRopeScaling `json:"rope_scaling"`
 	TieWordEmbeddings     *bool          `json:"tie_word_embeddings"`
 
-	// Gemma 3
+	// Gemma 3 and Gemma 2 (soft-capping is Gemma 2's)
 	QueryPreAttnScalar    *float64        `json:"query_pre_attn_scalar"`
 	SlidingWindow         *int            `json:"sliding_window"`
 	SlidingWindowPattern  *int            `json:"sliding_window_pattern"`
@@ -52,6 +52,20 @@ func gemma3TextDefaults() hfConfig {
 	}
 }
 
+// gemma2Defaults is transformers' Gemma2Config with nothing set (Gemma 2
+// 2B's shape); released config.json files spell every field out.
+func gemma2Defaults() hfConfig {
+	f := func(v float64) *float64 { return &v }
+	i := func(v int) *int { return &v }
+	return hfConfig{
+		HiddenSize: 2304, IntermediateSize: 9216, NumHiddenLayers: 26, NumAttentionHeads: 8, NumKeyValueHeads: 4,
+		HeadDim: 256, VocabSize: 256000, MaxPositionEmbeddings: 8192,
+		RMSNormEps: f(1e-6), RopeTheta: f(10000), QueryPreAttnScalar: f(256), SlidingWindow: i(gemma2Window),
+		AttnLogitSoftcapping: f(gemma2AttnSoftcap), FinalLogitSoftcapping: f(gemma2FinalSoftcap),
+		HiddenActivation: "gelu_pytorch_tanh",
+	}
+}
+
 type hfRopeScaling struct {
 	RopeType                      string  `json:"rope_type"`
 	Type                          string  `json:"type"` // older spelling of rope_type
@@ -68,6 +82,7 @@ var hfArchs = map[string]string{
 	"Qwen2ForCausalLM":   "qwen2",
 	"Qwen3ForCausalLM":   "qwen3",
 	"Gemma3ForCausalLM":  "gemma3",
+	"Gemma2ForCausalLM":  "gemma2",
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
@@ -89,7 +104,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	if arch == "gemma3" {
@@ -104,6 +119,14 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		hc = gemma3TextDefaults()
 		if err := json.Unmarshal(text, &hc); err != nil {
 			return Config{}, fmt.Errorf("hf config %s: text_config: %w: %w", path, ErrMalformed, err)
+		}
+		hc.Architectures = archs
+	}
+	if arch == "gemma2" {
+		archs := hc.Architectures
+		hc = gemma2Defaults()
+		if err := json.Unmarshal(raw, &hc); err != nil {
+			return Config{}, fmt.Errorf("hf config %s: %w: %w", path, ErrMalformed, err)
 		}
 		hc.Architectures = archs
 	}
@@ -140,8 +163,13 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
 		return Config{}, err
 	}
-	if arch == "gemma3" {
+	switch arch {
+	case "gemma3":
 		if err := hc.gemma3(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	case "gemma2":
+		if err := hc.gemma2(&cfg, path); err != nil {
 			return Config{}, err
 		}
 	}
@@ -200,17 +228,53 @@ func (hc *hfConfig) gemma3(cfg *Config, path string) error {
 			return fmt.Errorf("hf config %s: %s = %g (logit soft-capping, Gemma 2's) is not implemented: %w", path, key, *v, ErrUnsupported)
 		}
 	}
-	if hc.HiddenActivation != "gelu_pytorch_tanh" {
-		return fmt.Errorf("hf config %s: hidden_activation %q (Gemma 3's feed-forward is gelu_pytorch_tanh): %w", path, hc.HiddenActivation, ErrUnsupported)
-	}
-	cfg.TiedEmbeddings = true
 	cfg.RopeThetaLocal = gemma3RopeThetaLocal
 	if hc.RopeLocalBaseFreq != nil {
 		cfg.RopeThetaLocal = float32(*hc.RopeLocalBaseFreq)
 	}
+	return hc.gemmaCommon(cfg, path, gemma3WindowPattern)
+}
+
+// gemma2 reads Gemma 2's soft-caps beside what it shares with Gemma 3: one
+// RoPE base for every layer, every other layer (from the first) a window
+// layer unless layer_types says otherwise. A null cap is none, as
+// transformers skips it.
+func (hc *hfConfig) gemma2(cfg *Config, path string) error {
+	for _, c := range []struct {
+		key string
+		v   *float64
+		to  *float32
+	}{{"attn_logit_softcapping", hc.AttnLogitSoftcapping, &cfg.AttnSoftcap}, {"final_logit_softcapping", hc.FinalLogitSoftcapping, &cfg.FinalSoftcap}} {
+		if c.v == nil {
+			continue
+		}
+		if !(*c.v > 0) || math.IsInf(*c.v, 0) {
+			return fmt.Errorf("hf config %s: %s = %g must be positive (or null for none): %w", path, c.key, *c.v, ErrMalformed)
+		}
+		*c.to = float32(*c.v)
+	}
+	cfg.QKNorm = false // Gemma 2 has none; a stray q_norm is not read
+	cfg.RopeThetaLocal = cfg.RopeTheta
+	// Gemma2Config has no sliding_window_pattern; its layer_types default
+	// alternates.
+	hc.SlidingWindowPattern = nil
+	return hc.gemmaCommon(cfg, path, gemma2WindowPattern)
+}
+
+// gemmaCommon reads what Gemma 2 and 3 share: GELU-tanh, the tied head, the
+// query scale and the window layout (pattern: every pattern-th layer global
+// when config.json lists neither layer_types nor a pattern).
+func (hc *hfConfig) gemmaCommon(cfg *Config, path string, pattern int) error {
+	if hc.HiddenActivation != "gelu_pytorch_tanh" {
+		return fmt.Errorf("hf config %s: hidden_activation %q (Gemma's feed-forward is gelu_pytorch_tanh): %w", path, hc.HiddenActivation, ErrUnsupported)
+	}
+	cfg.TiedEmbeddings = true
 	scalar := float64(cfg.HeadDim)
 	if hc.QueryPreAttnScalar != nil {
 		scalar = *hc.QueryPreAttnScalar
+	}
+	if !(scalar > 0) || math.IsInf(scalar, 0) {
+		return fmt.Errorf("hf config %s: query_pre_attn_scalar = %g must be positive: %w", path, scalar, ErrMalformed)
 	}
 	cfg.QueryScale = float32(1 / math.Sqrt(scalar))
 	if hc.SlidingWindow == nil || *hc.SlidingWindow <= 0 {
@@ -232,7 +296,7 @@ func (hc *hfConfig) gemma3(cfg *Config, path string) error {
 	case hc.SlidingWindowPattern != nil:
 		setWindowPattern(cfg.WindowLayers, *hc.SlidingWindowPattern)
 	default:
-		setWindowPattern(cfg.WindowLayers, gemma3WindowPattern)
+		setWindowPattern(cfg.WindowLayers, pattern)
 	}
 	return nil
 }

@@ -73,7 +73,7 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	cfg.ContextLen = opts.ContextLen
 	m := &Llama{cfg: cfg, be: be, opts: opts}
 	w := weightLoader{src: src, be: be}
-	if _, hf := src.(*HFDir); hf && cfg.Arch == "gemma3" {
+	if _, hf := src.(*HFDir); hf && isGemma(cfg.Arch) {
 		w.normShift = 1 // Gemma's (1 + w) norms; GGUF files store 1 + w already
 	}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim

@@ -30,10 +30,11 @@ type Spec struct {
 	Gemma         bool
 	Window        int
 	WindowPattern int // 0: 6
-	// Gemma2 (with Gemma) makes it a Gemma 2 model (GGUF only): no QK-norm,
-	// one RoPE base, every other layer a window layer (the pattern is left to
-	// the reader's default of 2, as Gemma 2 files do) and the soft-caps
-	// written as attn_logit_softcapping and final_logit_softcapping.
+	// Gemma2 (with Gemma) makes it a Gemma 2 model (GGUF, or by WriteHF a
+	// Gemma2ForCausalLM checkpoint): no QK-norm, one RoPE base, every other
+	// layer a window layer (the pattern is left to the reader's default of
+	// 2, as Gemma 2 files do) and the soft-caps written as
+	// attn_logit_softcapping and final_logit_softcapping.
 	Gemma2       bool
 	AttnSoftcap  float32 // 0: 50
 	FinalSoftcap float32 // 0: 30

@@ -167,8 +167,8 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Experts > 0 || spec.Phi3 || spec.Gemma2 {
-		return fmt.Errorf("modeltest: mixture-of-experts, Phi-3 and Gemma 2 specs are written as GGUF only")
+	if spec.Experts > 0 || spec.Phi3 {
+		return fmt.Errorf("modeltest: mixture-of-experts and Phi-3 specs are written as GGUF only")
 	}
 	if _, ok := hfDTypes[dtype]; !ok {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
@@ -244,6 +244,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.Gemma {
 		arch, modelType = "Gemma3ForCausalLM", "gemma3_text"
 	}
+	if spec.Gemma2 {
+		arch, modelType = "Gemma2ForCausalLM", "gemma2"
+	}
 	torchDType := map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype]
 	cfg := map[string]any{
 		"architectures":           []string{arch},
@@ -271,12 +274,22 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.Gemma {
 		cfg["hidden_activation"] = "gelu_pytorch_tanh"
 		cfg["query_pre_attn_scalar"] = spec.HeadDim()
-		cfg["rope_local_base_freq"] = 10000
-		// null, not absent: transformers' Gemma3TextConfig defaults to 4096.
-		cfg["sliding_window"] = nil
-		if spec.Window > 0 {
+		switch {
+		case spec.Gemma2:
+			// Gemma2Config's keys: one RoPE base, the layers alternating
+			// from a window layer, both soft-caps.
 			cfg["sliding_window"] = spec.Window
-			cfg["sliding_window_pattern"] = spec.WindowPattern
+			cfg["attn_logit_softcapping"] = spec.AttnSoftcap
+			cfg["final_logit_softcapping"] = spec.FinalSoftcap
+			cfg["cache_implementation"] = "hybrid"
+		default:
+			cfg["rope_local_base_freq"] = 10000
+			// null, not absent: transformers' Gemma3TextConfig defaults to 4096.
+			cfg["sliding_window"] = nil
+			if spec.Window > 0 {
+				cfg["sliding_window"] = spec.Window
+				cfg["sliding_window_pattern"] = spec.WindowPattern
+			}
 		}
 	}
 	if rs := spec.RopeScaling; rs != nil {
