@@ -148,7 +148,7 @@ func (e *Engine) forwardStep(b *kernels.Batch, plan *scheduler.Plan, masks *mask
 // applying those rows' constraint masks there, and reads back the logits of
 // the rest: the hostOnly rows, rows whose mask failed (deliver reports the
 // error), and rows the device left Undecided (sampled on the host with the
-// draw already taken, sampler.hold).
+// draw deviceParams already took and held).
 func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, masks *maskJobs) (*stepLogits, error) {
 	d, vocab := e.dev, e.model.VocabSize()
 	d.params, d.masks, d.toks = d.params[:0], d.masks[:0], d.toks[:0]
