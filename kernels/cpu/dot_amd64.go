@@ -13,6 +13,12 @@ import (
 // blocks' f16 scales; every AVX2 CPU has it, but it is checked all the same.
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
+// useVNNI512 selects dotq8v_amd64.s's Q8_0 multi-activation kernels, which
+// give the AVX2 kernels' bits at two products a zmm (x/sys/cpu reports the
+// AVX-512 flags only where the OS saves the zmm state).
+var useVNNI512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
+	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
 //go:noescape
 func dotF32AVX2(a, b *float32, n int) float32
 
@@ -210,6 +216,12 @@ func dotQ4_1Q8_1Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, n
 func dotQ8_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ8_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
 func dotQ4_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
 
 //go:noescape
@@ -284,6 +296,10 @@ func init() {
 	quantKernels[kernels.Q8_0].rows4 = asmRowsM(dotQ8_0Q8_0Rows4, 4, 34, 34)
 	quantKernels[kernels.Q4_1].rows8 = asmRowsM(dotQ4_1Q8_1Rows8, 8, 20, 36)
 	quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8, 8, 34, 34)
+	if useVNNI512 {
+		quantKernels[kernels.Q8_0].rows4 = asmRowsM(dotQ8_0Q8_0Rows4VNNI, 4, 34, 34)
+		quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8VNNI, 8, 34, 34)
+	}
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)

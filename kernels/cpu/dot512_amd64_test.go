@@ -1,0 +1,67 @@
+//go:build amd64 && !noasm
+
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// TestQ8_0RowsVNNI checks the AVX-512 VNNI Q8_0 kernels against the AVX2
+// ones they replace, bit for bit, on the extremes the sign trick must get
+// right (w = −128, 0, 127 and x = ±127) and on odd row counts, whose lone
+// last row fills both halves of a zmm.
+func TestQ8_0RowsVNNI(t *testing.T) {
+	if !useVNNI512 {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	k := quantKernels[kernels.Q8_0]
+	r := rand.New(rand.NewPCG(31, 32))
+	for _, f := range []struct {
+		m          int
+		avx2, vnni rowsMKernel
+	}{{4, dotQ8_0Q8_0Rows4, dotQ8_0Q8_0Rows4VNNI}, {8, dotQ8_0Q8_0Rows8, dotQ8_0Q8_0Rows8VNNI}} {
+		m := f.m
+		for _, in := range []int{32, 256, 1536} {
+			for _, rows := range []int{1, 2, 3, 4, 7, 16, 17} {
+				t.Run(fmt.Sprintf("m%d/in%d/rows%d", m, in, rows), func(t *testing.T) {
+					nb := in / 32
+					wb := kernels.Q8_0.RowBytes(in)
+					w := mustQuantize(t, kernels.Q8_0, randVec(r, rows*in))
+					for i := 0; i < rows*nb; i++ {
+						q := w[i*34+2 : i*34+34]
+						q[r.IntN(32)] = 0x80 // −128
+						q[r.IntN(32)] = 0
+						q[r.IntN(32)] = 127
+					}
+					xrb := nb * 34
+					xstride := xrb + 34
+					xq := make([]byte, m*xstride)
+					for j := range m {
+						x := randVec(r, in)
+						x[r.IntN(in)] = -40 * float32(j+1)
+						k.quantize(xq[j*xstride:j*xstride+xrb], x)
+					}
+					sc := make([]float32, 2*m*nb)
+					actScales(sc, xq, xstride, 34, nb, m)
+					dstride := rows + 2
+					got, want := make([]float32, m*dstride), make([]float32, m*dstride)
+					for i := range got {
+						got[i], want[i] = float32(math.NaN()), float32(math.NaN())
+					}
+					asmRowsM(f.avx2, m, 34, 34)(want, dstride, w, wb, rows, xq, xstride, sc, nb)
+					asmRowsM(f.vnni, m, 34, 34)(got, dstride, w, wb, rows, xq, xstride, sc, nb)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("activation %d row %d: VNNI %v, AVX2 %v", i/dstride, i%dstride, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}
