@@ -202,8 +202,13 @@ func runDev(t *testing.T, be *cuda.Backend, path string, reqs []Request, hostOnl
 	if err := e.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Stats(); st.KV.Used != 0 {
+	st := e.Stats()
+	if st.KV.Used != 0 {
 		t.Errorf("KV blocks leaked: %d of %d in use", st.KV.Used, st.KV.Total)
+	}
+	// The metrics' byte counter: the backend's, and only on the device path.
+	if st.DeviceToHost == hostOnly || hostOnly && st.DeviceToHostBytes != 0 || !hostOnly && st.DeviceToHostBytes != be.DeviceToHostBytes() {
+		t.Errorf("Stats: DeviceToHost %v, %d bytes; backend copied %d (host path %v)", st.DeviceToHost, st.DeviceToHostBytes, be.DeviceToHostBytes(), hostOnly)
 	}
 	return out, lps, m.close()
 }

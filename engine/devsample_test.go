@@ -61,4 +61,12 @@ func TestNoDeviceSamplerOnCPU(t *testing.T) {
 	if newDeviceSampling(m) != nil || newDeviceSampling(newHashModel(64, 1024, 8, 16)) != nil {
 		t.Fatal("device sampling without a device sampler")
 	}
+	e, err := New(m, Config{Blocks: 8, BlockSize: 16, MaxSeqs: 2, MaxBatchTokens: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(bg)
+	if st := e.Stats(); st.DeviceToHost || st.DeviceToHostBytes != 0 {
+		t.Errorf("CPU engine's Stats report device-to-host copies: %v, %d bytes", st.DeviceToHost, st.DeviceToHostBytes)
+	}
 }

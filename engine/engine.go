@@ -389,6 +389,9 @@ func (e *Engine) publish() {
 	st.KVEvicts = ps.Evictions
 	st.Preemptions = ss.Preemptions
 	st.PrefixHitTokens = ss.HitTokens
+	if e.dev != nil {
+		st.DeviceToHost, st.DeviceToHostBytes = true, e.dev.ds.DeviceToHostBytes()
+	}
 	e.stats.Store(&st)
 	e.publishStatus(&st)
 }

@@ -27,6 +27,13 @@ type Stats struct {
 	Aborted         int64 // sequences ended by abort
 	StepFailures    int64 // steps that failed (their sequences ended with an error); see fault.go
 
+	// DeviceToHost says the tokens are sampled on a device whose backend
+	// counts its downloads; DeviceToHostBytes is that count (logits rows
+	// read back, token ids, logprobs), since the backend was made. Without
+	// a device sampler (the CPU's logits are host memory) both are zero.
+	DeviceToHost      bool
+	DeviceToHostBytes int64
+
 	LastStep      time.Duration // the last step's wall time (schedule → deliver)
 	LastBatchRows int           // rows (tokens) in the last step's batch
 	LastBatchSeqs int           // sequences in the last step's batch

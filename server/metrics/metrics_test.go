@@ -190,3 +190,34 @@ func TestParseCompat(t *testing.T) {
 		}
 	}
 }
+
+// The device→host byte counter is exported only by an engine sampling on a
+// device (whose backend counts); on the CPU backend the family is absent,
+// not a misleading 0.
+func TestDeviceToHostBytes(t *testing.T) {
+	const name = "sluice_backend_device_to_host_bytes_total"
+	for _, c := range []struct {
+		st      engine.Stats
+		present bool
+	}{
+		{engine.Stats{GenTokens: 3}, false},
+		{engine.Stats{DeviceToHost: true, DeviceToHostBytes: 935256}, true},
+	} {
+		m := newTest(t, Options{})
+		m.SetSource(func() *engine.Stats { return &c.st })
+		fams := metricstest.Scrape(t, m.Handler())
+		f, ok := fams[name]
+		if ok != c.present {
+			t.Fatalf("%+v: %s present %v, want %v", c.st, name, ok, c.present)
+		}
+		if !ok {
+			continue
+		}
+		if f.GetType() != dto.MetricType_COUNTER {
+			t.Errorf("%s type %v, want counter", name, f.GetType())
+		}
+		if got := fams.Value(t, name, "model", "smol"); got != 935256 {
+			t.Errorf("%s = %v, want 935256", name, got)
+		}
+	}
+}

@@ -17,10 +17,11 @@ var (
 	descGen      = prometheus.NewDesc("sluice_generation_tokens_total", "Tokens sampled (a stop token included).", nil, nil)
 	descPreempt  = prometheus.NewDesc("sluice_preemptions_total", "Sequences preempted (blocks freed, to be recomputed) for lack of KV blocks.", nil, nil)
 	descHits     = prometheus.NewDesc("sluice_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache at admission instead of computed.", nil, nil)
+	descD2H      = prometheus.NewDesc("sluice_backend_device_to_host_bytes_total", "Bytes the backend copied from the device to the host (logits rows, token ids, logprobs); only when tokens are sampled on the device.", nil, nil)
 )
 
 func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descKVTotal, descKVFree, descKVCached, descGen, descPreempt, descHits} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descKVTotal, descKVFree, descKVCached, descGen, descPreempt, descHits, descD2H} {
 		ch <- d
 	}
 }
@@ -44,4 +45,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descGen, st.GenTokens)
 	counter(descPreempt, st.Preemptions)
 	counter(descHits, st.PrefixHitTokens)
+	if st.DeviceToHost { // absent, not 0, where nothing is copied back (the CPU backend)
+		counter(descD2H, st.DeviceToHostBytes)
+	}
 }
