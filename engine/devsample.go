@@ -27,15 +27,15 @@ type DeviceModel interface {
 // its logits: the one list of what the device sampler (kernels/cuda
 // sample.cu) does not do. Everything else — greedy, temperature, top-k
 // (up to sampleCap), top-p with top-k, min-p, repetition/presence/frequency
-// penalties, seeds, IgnoreEOS (which changes no logit), constraint masks
+// penalties, logit_bias (on the kernel's copy of the row, which logprobs do
+// not see), seeds, IgnoreEOS (which changes no logit), constraint masks
 // (kernels.DeviceSampler.MaskLogits), min_tokens (its forbidden ids as a
 // mask: earlyMask) and logprobs (LogprobRows, on the masked row as
 // logprobs.go computes them) — is done on the device.
 func hostOnly(s *Sequence, vocab int) bool {
 	r, p := &s.req, &s.req.Sampling
 	topK := p.TopK > 0 && p.TopK < vocab
-	return len(r.LogitBias) > 0 || // adjust's edits (controls.go)
-		s.emitted < r.MinTokens && r.Logprobs || // logprobs must not see min_tokens' edits (controls.go)
+	return s.emitted < r.MinTokens && r.Logprobs || // logprobs must not see min_tokens' edits (controls.go)
 		p.Temperature > 0 && p.TopP > 0 && p.TopP < 1 && !topK || // top-p over the whole vocabulary
 		p.Temperature > 0 && topK && p.TopK > sampleCap // more candidates than the kernel sorts
 }
@@ -163,6 +163,7 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 		tok := onHost
 		if j := masks.of(s); !hostOnly(s, vocab) && (j == nil || j.err == nil) {
 			p, tok, device = s.sampler.deviceParams(it.Seq.Tokens), onDevice, true
+			p.Bias = s.req.LogitBias // as adjust adds it, over the masks (-Inf stays -Inf)
 			if j != nil {
 				bits = j.bits
 			}

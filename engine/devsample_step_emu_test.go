@@ -116,12 +116,12 @@ type hostModel struct{ Model }
 const devVocab = 2051 // more than the kernel's 1,024 top-k candidates, ending mid-word
 
 // devRequests are device-sampled rows (greedy, seeded top-k/top-p, min-p,
-// penalties, constraint masks, IgnoreEOS, min_tokens) and, with hostOnes, rows with
+// penalties, constraint masks, IgnoreEOS, min_tokens, logit_bias) and, with hostOnes, rows with
 // logprobs (computed on the device, also on a constrained row), rows the
 // device leaves Undecided (a constraint allowing fewer tokens than top-k:
-// every −Inf logit ties at the k-th place) and host-only ones (logit_bias
-// with and without logprobs, top-p alone, min_tokens with logprobs until
-// it is reached).
+// every −Inf logit ties at the k-th place), logit_bias with logprobs (which
+// see the unbiased row) and host-only ones (top-p alone, min_tokens with
+// logprobs until it is reached).
 func devRequests(vocab int, hostOnes bool) []Request {
 	seed := func(v uint64) *uint64 { return &v }
 	reqs := []Request{
@@ -136,6 +136,13 @@ func devRequests(vocab int, hostOnes bool) []Request {
 		// token but ten stops the sequence, but not before token 6
 		{MinTokens: 6, StopTokens: allBut(1000, 1010, vocab), Sampling: SamplingParams{Temperature: 1, TopK: 5, Seed: seed(11)}},
 		{MinTokens: 6, StopTokens: allBut(1000, 1010, vocab), Constraint: &stepConstraint{mod: 2, salt: 1, vocab: vocab}},
+		// logit_bias on the kernel's copy: a +100 that decides greedy rows,
+		// and biases under penalties, a constraint (a forbidden id biased up
+		// stays out) and min_tokens
+		{LogitBias: map[int32]float32{1003: 100, 7: -100}},
+		{LogitBias: map[int32]float32{4: 5, 11: -3, 12: 2.5, 1001: 1}, Sampling: SamplingParams{Temperature: 1, TopK: 30, RepetitionPenalty: 1.3, PresencePenalty: 0.2, PenaltyLastN: 8, Seed: seed(12)},
+			Constraint: &stepConstraint{mod: 3, salt: 1, vocab: vocab}},
+		{MinTokens: 3, StopTokens: allBut(1000, 1010, vocab), LogitBias: map[int32]float32{1004: 4, 2: 50}, Sampling: SamplingParams{Temperature: 0.9, TopK: 8, Seed: seed(13)}},
 	}
 	if hostOnes {
 		reqs = append(reqs,

@@ -53,6 +53,7 @@ type SampleParams struct {
 	FrequencyPenalty        float32
 	Penalized               []int32
 	U                       float64
+	Bias                    map[int32]float32 // logit_bias: added first, on a copy
 }
 
 // LogprobRow asks for logits row Row's logprobs: Token's and the K (0-20)

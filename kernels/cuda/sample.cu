@@ -3,6 +3,8 @@
 // host sampler (engine/sample.go, llama.cpp's chain) makes for the same
 // draw u, step for step:
 //
+//   logit_bias  each listed token's bias added (float32, as the host's adjust
+//               in engine/controls.go does before it samples)
 //   penalties   repetition (÷ or × by the logit's sign), then count·frequency
 //               + presence subtracted, on the listed tokens (float32, as the host)
 //   greedy      temperature ≤ 0: argmax, lowest id on ties
@@ -28,14 +30,15 @@
 
 // SampleParams is one row's settings: 12 int32 of the step table
 // (cuda.SampleParams). Penalized tokens are (id, count) pairs at
-// table[penOff...], table being the first row's params.
+// table[penOff...], table being the first row's params, and the biased
+// ones (id, bias's float bits) pairs right after them.
 struct SampleParams {
     float temperature, topP, minP;
     int topK;
     float repetition, presence, frequency;
     int penOff, penN;
     unsigned uLo, uHi; // the draw u ∈ [0, 1), a float64's bits
-    int pad;
+    int biasN;
 };
 
 // okey maps a float to a uint32 that orders as the float does.
@@ -68,11 +71,19 @@ extern "C" __global__ void __launch_bounds__(SNT)
     const SampleParams sp = params[blockIdx.x];
     const float* l = logits + (size_t)blockIdx.x * vocab;
 
-    if (sp.penN > 0) {
+    // Bias and penalties change a copy: the logits stay the model's, for
+    // logprobs and for a row read back to the host.
+    if (sp.penN > 0 || sp.biasN > 0) {
         float* w = work + (size_t)blockIdx.x * vocab;
         for (int i = tid; i < vocab; i += SNT) w[i] = l[i];
         __syncthreads();
         const int* pairs = (const int*)params + sp.penOff;
+        const int* bias = pairs + 2 * sp.penN;
+        for (int t = tid; t < sp.biasN; t += SNT) {
+            const int id = bias[2 * t];
+            w[id] = __fadd_rn(w[id], __uint_as_float((unsigned)bias[2 * t + 1]));
+        }
+        __syncthreads();
         const float rep = sp.repetition == 0.f ? 1.f : sp.repetition;
         for (int t = tid; t < sp.penN; t += SNT) {
             const int id = pairs[2 * t];

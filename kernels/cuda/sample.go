@@ -18,7 +18,9 @@ import (
 // the tokens the penalties count (the window of the sequence's history, a
 // token once per occurrence); penalties apply when RepetitionPenalty is
 // neither 0 nor 1 or PresencePenalty or FrequencyPenalty is not 0. U is the
-// draw in [0, 1) made by the caller's seeded RNG, so runs reproduce.
+// draw in [0, 1) made by the caller's seeded RNG, so runs reproduce. Bias
+// is added to its tokens' logits before all of that (OpenAI's logit_bias,
+// ids within the vocabulary), on the kernel's copy of the row.
 type SampleParams struct {
 	Temperature, TopP, MinP float32
 	TopK                    int32
@@ -27,6 +29,7 @@ type SampleParams struct {
 	FrequencyPenalty        float32
 	Penalized               []int32
 	U                       float64
+	Bias                    map[int32]float32
 }
 
 // Undecided is the id Sample leaves for a row it does not decide on the
@@ -98,13 +101,16 @@ func sampleTable(params []SampleParams, vocab int) (tab []int32, penalties bool)
 		row[3] = p.TopK
 		row[4], row[5], row[6] = f32Word(p.RepetitionPenalty), f32Word(p.PresencePenalty), f32Word(p.FrequencyPenalty)
 		row[9], row[10] = int32(uint32(u)), int32(uint32(u>>32))
-		if !p.penalize() || len(p.Penalized) == 0 {
+		pen := p.penalize() && len(p.Penalized) > 0
+		if !pen && len(p.Bias) == 0 {
 			continue
 		}
 		clear(counts)
-		for _, t := range p.Penalized {
-			if t >= 0 && int(t) < vocab {
-				counts[t]++
+		if pen {
+			for _, t := range p.Penalized {
+				if t >= 0 && int(t) < vocab {
+					counts[t]++
+				}
 			}
 		}
 		ids := make([]int32, 0, len(counts))
@@ -116,7 +122,20 @@ func sampleTable(params []SampleParams, vocab int) (tab []int32, penalties bool)
 		for _, t := range ids {
 			tab = append(tab, t, counts[t])
 		}
-		penalties = true
+		// The bias pairs follow the penalty pairs, ids ascending so that a
+		// step's table does not depend on map order.
+		ids = ids[:0]
+		for t := range p.Bias {
+			if t >= 0 && int(t) < vocab {
+				ids = append(ids, t)
+			}
+		}
+		slices.Sort(ids)
+		tab[sampleWords*i+11] = int32(len(ids))
+		for _, t := range ids {
+			tab = append(tab, t, f32Word(p.Bias[t]))
+		}
+		penalties = true // either needs the kernel's copy of the row
 	}
 	return tab, penalties
 }
