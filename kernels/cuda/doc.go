@@ -53,7 +53,7 @@
 // wgmma (needs CUDA 12+).
 //
 // Sampling: Sample (sample.cu) picks tokens on the device with the engine
-// sampler's chain and order (penalties, top-k, top-p, min-p, temperature,
+// sampler's chain and order (logit bias, penalties, top-k, top-p, min-p, temperature,
 // the caller's draw), so that a seeded generation gives the same tokens on
 // either side; rows it cannot decide (top-p without top-k) come back
 // Undecided for the host. Graphs: with Options.Graphs a step runs as a CUDA
