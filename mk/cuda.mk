@@ -32,3 +32,12 @@ cuda-emu-sample: $(TOKENIZERS_LIB)
 	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost|TestDeviceSamplingInEngine' ./engine/
 
 cuda-check: cuda-emu-sample
+
+# The emulator's cgo build (driver_emu.go's emu.cpp) #includes the kernels'
+# .cu sources, which Go's build cache does not hash: after an edit to a .cu
+# file alone, `go test -tags cudaemu` would link the previous build and test
+# the old kernel. A digest of those sources in the C++ flags is part of the
+# cache key, so every make target here rebuilds the emulator when a kernel
+# changes. (Run by hand, go test needs the same: CGO_CXXFLAGS as below.)
+CUDA_SRC_DIGEST := $(shell cat kernels/cuda/*.cu kernels/cuda/*.cuh kernels/cuda/emu/*.h 2>/dev/null | sha256sum | cut -c1-16)
+export CGO_CXXFLAGS := -O2 -g -DSLUICE_CUDA_SRC_DIGEST=$(CUDA_SRC_DIGEST)
