@@ -13,7 +13,7 @@ import (
 func BenchmarkRowsKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const rows, in = 16, 576
-	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q5_0, kernels.Q8_0} {
 		k := quantKernels[dt]
 		nb := in / dt.BlockElems()
 		wb := dt.RowBytes(in)

@@ -199,7 +199,8 @@ func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1
 	}
 }
 
-// The four- and eight-activation kernels (dotq4_amd64.s, dotq8_amd64.s)
+// The four- and eight-activation kernels (dotq4_amd64.s, dotq8_amd64.s,
+// dotq5_amd64.s)
 // share one signature.
 type rowsMKernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
@@ -214,6 +215,12 @@ func dotQ4_1Q8_1Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, n
 
 //go:noescape
 func dotQ8_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ5_0Q8_0Rows4(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ5_0Q8_0Rows8(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
 func dotQ8_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
@@ -303,6 +310,8 @@ func init() {
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
+	quantKernels[kernels.Q5_0].rows4 = asmRowsM(dotQ5_0Q8_0Rows4, 4, 22, 34)
+	quantKernels[kernels.Q5_0].rows8 = asmRowsM(dotQ5_0Q8_0Rows8, 8, 22, 34)
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
 	for _, k := range quantKernels {
 		switch k.actBlockBytes {
