@@ -42,13 +42,37 @@ func defaultServer(t *testing.T, r *rig) string {
 	return "http://" + ln.Addr().String()
 }
 
+// pyCmd is the command that runs script (a path under tests/) with env.
+// tests/common, the module the SDK tool scripts share, goes on PYTHONPATH
+// because Python puts only the script's own folder on its path.
+func pyCmd(t *testing.T, python, script string, env ...string) *exec.Cmd {
+	t.Helper()
+	common, err := filepath.Abs(filepath.Join("..", "..", "tests", "common"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prev := os.Getenv("PYTHONPATH"); prev != "" {
+		common += string(os.PathListSeparator) + prev
+	}
+	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", script))
+	cmd.Env = append(append(os.Environ(), "PYTHONPATH="+common), env...)
+	return cmd
+}
+
 // runPython runs a script of tests/openai-python against the rig's model
 // and fails unless it prints {"ok": true, …}.
 func runPython(t *testing.T, r *rig, python, script string, env ...string) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", "openai-python", script))
-	cmd.Env = append(append(os.Environ(), "SLUICE_URL="+defaultServer(t, r), "SLUICE_MODEL="+r.model.ID), env...)
-	out, err := cmd.Output()
+	runPyScript(t, r, python, filepath.Join("openai-python", script),
+		append([]string{"SLUICE_URL=" + defaultServer(t, r), "SLUICE_MODEL=" + r.model.ID}, env...)...)
+}
+
+// runPyScript runs script (a path under tests/) with env, fails unless it
+// prints {"ok": true, …}, and then waits for the rig to be idle: a request
+// the script left behind holds KV blocks.
+func runPyScript(t *testing.T, r *rig, python, script string, env ...string) {
+	t.Helper()
+	out, err := pyCmd(t, python, script, env...).Output()
 	var res struct {
 		OK bool `json:"ok"`
 	}

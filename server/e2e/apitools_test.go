@@ -2,11 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestResponsesToolsPythonSDK runs tests/openai-python/responses_tools.py
@@ -31,21 +28,7 @@ func TestResponsesToolsPythonSDK(t *testing.T) {
 func TestMessagesToolsPythonSDK(t *testing.T) {
 	r := getRig(t)
 	python := pyVenv(t, "anthropic-tools", "anthropic==2.14.0", "jsonschema==4.26.0")
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", "anthropic-python", "tools.py"))
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+defaultServer(t, r))
-	out, err := cmd.Output()
-	var res struct {
-		OK bool `json:"ok"`
-	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("tools.py: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("%s", out)
-	r.waitIdle(t, 5*time.Second)
+	runPyScript(t, r, python, filepath.Join("anthropic-python", "tools.py"), "SLUICE_URL="+defaultServer(t, r))
 }
 
 // The tool-call streams of both APIs join TestNamedStreamResume (and its

@@ -6,9 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +18,7 @@ import (
 // whether it passed (its "ok").
 func pyScript(t *testing.T, python, script string, env ...string) (map[string]any, bool) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", script))
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.Output()
+	out, err := pyCmd(t, python, script, env...).Output()
 	var res map[string]any
 	if jerr := json.Unmarshal(out, &res); jerr != nil {
 		var stderr []byte

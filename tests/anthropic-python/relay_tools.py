@@ -7,33 +7,16 @@ input_json_delta fragments join to its input, which validates; stop_reason
 tool_use; the usage; the same block from messages.create; and the second
 turn (the tool_use and its tool_result sent back) answered as directly."""
 import json
-import os
 import sys
 
 import anthropic
-import jsonschema
 
-relay = anthropic.Anthropic(base_url=os.environ["SLUICE_URL"], api_key="unused", max_retries=0)
-direct = anthropic.Anthropic(base_url=os.environ["SLUICE_DIRECT"], api_key="unused", max_retries=0)
-failures = []
-report = {}
+from sluice_tools import anthropic_tools, ask, check, client_args, failures, report, valid_input
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
-         "required": ["tz"], "additionalProperties": False}
-tools = [{"name": "get_weather", "description": "Current weather in a city", "input_schema": weather},
-         {"name": "get_time", "description": "Current time in a timezone", "input_schema": clock}]
-schemas = {"get_weather": weather, "get_time": clock}
-ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+relay = anthropic.Anthropic(**client_args())
+direct = anthropic.Anthropic(**client_args("SLUICE_DIRECT"))
+tools = anthropic_tools()
+ask = [{"role": "user", "content": ask}]
 kw = dict(model="", max_tokens=120, extra_body={"temperature": 0}, tools=tools,
           tool_choice={"type": "any", "disable_parallel_tool_use": True}, messages=ask)
 
@@ -66,10 +49,7 @@ if check(len(blocks) == 1 and len(rpartial) == 1, f"stream: blocks {rfinal.conte
     b, idx = blocks[0], next(iter(rpartial))
     check(b.id.startswith("toolu_") and rstarts[idx].id == b.id and rstarts[idx].name == b.name, f"stream: start {rstarts[idx]} vs {b}")
     check(json.loads(rpartial[idx]) == b.input, f"stream: joined {rpartial[idx]!r} vs final {b.input!r}")
-    try:
-        jsonschema.validate(b.input, schemas[b.name])
-    except Exception as e:  # noqa: BLE001 - any failure is the finding
-        check(False, f"stream: input {b.input!r}: {e}")
+    valid_input("stream", b.name, b.input)
 
 m = relay.messages.create(**kw)
 check(m.stop_reason == "tool_use" and uses(m) == uses(rfinal), f"create: {m.content} {m.stop_reason} vs streamed {uses(rfinal)}")

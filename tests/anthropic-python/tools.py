@@ -8,41 +8,20 @@ fragments accumulate into the final message's tool_use input; the tool_use
 and its tool_result go back and the model answers; count_tokens counts the
 tools; Anthropic's own tools are refused naming the field."""
 import json
-import os
 
 import anthropic
-import jsonschema
 
-client = anthropic.Anthropic(base_url=os.environ["SLUICE_URL"], api_key="unused", max_retries=0)
-failures = []
-report = {}
+from sluice_tools import anthropic_tools, ask, check, client_args, failures, report, schemas, valid_input
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
-         "required": ["tz"], "additionalProperties": False}
-tools = [{"name": "get_weather", "description": "Current weather in a city", "input_schema": weather},
-         {"name": "get_time", "description": "Current time in a timezone", "input_schema": clock}]
-schemas = {"get_weather": weather, "get_time": clock}
-ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+client = anthropic.Anthropic(**client_args())
+tools = anthropic_tools()
+ask = [{"role": "user", "content": ask}]
 
 
 def valid_use(label, block):
     if not check(block.type == "tool_use" and block.name in schemas and block.id.startswith("toolu_"), f"{label}: block {block}"):
         return False
-    try:
-        jsonschema.validate(block.input, schemas[block.name])
-    except Exception as e:  # noqa: BLE001 - any failure is the finding
-        return check(False, f"{label}: input {block.input!r}: {e}")
-    return True
+    return valid_input(label, block.name, block.input)
 
 
 uses = {}

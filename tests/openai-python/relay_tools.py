@@ -9,33 +9,17 @@ finish_reason tool_calls; the usage; the same calls whole; and the second
 turn (the call and its tool result sent back) answered as directly; and
 the Responses API's function_call items, streamed and whole."""
 import json
-import os
 import sys
 
-import jsonschema
 import openai
 
-relay = openai.OpenAI(base_url=os.environ["SLUICE_URL"] + "/v1", api_key="unused", max_retries=0)
-direct = openai.OpenAI(base_url=os.environ["SLUICE_DIRECT"] + "/v1", api_key="unused", max_retries=0)
-failures = []
-report = {}
+from sluice_tools import ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
-         "required": ["tz"], "additionalProperties": False}
-tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": weather}},
-         {"type": "function", "function": {"name": "get_time", "description": "Current time in a timezone", "parameters": clock}}]
-params = {"get_weather": weather, "get_time": clock}
-ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+relay = openai.OpenAI(**client_args(suffix="/v1"))
+direct = openai.OpenAI(**client_args("SLUICE_DIRECT", "/v1"))
+tools = chat_tools()
+params = schemas
+ask = [{"role": "user", "content": ask}]
 kw = dict(model="", messages=ask, tools=tools, tool_choice="required", parallel_tool_calls=False, max_tokens=120, temperature=0)
 
 
@@ -77,10 +61,7 @@ check(rcontent == dcontent, f"stream: content {rcontent!r} vs {dcontent!r}")
 check(rusage == dusage and rusage is not None and rusage[1] > 0, f"stream: usage {rusage} vs {dusage}")
 for c in rcalls:
     if check(c["id"] and c["name"] in params, f"stream: call {c}"):
-        try:
-            jsonschema.validate(json.loads(c["arguments"]), params[c["name"]])
-        except Exception as e:  # noqa: BLE001 - any failure is the finding
-            check(False, f"stream: arguments {c['arguments']!r}: {e}")
+        valid_arguments("stream", c["name"], c["arguments"])
 
 # The SDK's streaming helper parses the accumulated calls itself.
 with relay.chat.completions.stream(**kw) as s:

@@ -10,42 +10,22 @@ final response's arguments; the call and its function_call_output go back
 text.format json_schema output validates against its schema; hosted tools
 are refused naming the field."""
 import json
-import os
 
 import jsonschema
 import openai
 
-client = openai.OpenAI(base_url=os.environ["SLUICE_URL"] + "/v1", api_key="unused", max_retries=0)
-failures = []
-report = {}
+from sluice_tools import ask, check, client_args, failures, report, responses_tools, schemas, valid_arguments
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
-         "required": ["tz"], "additionalProperties": False}
-tools = [{"type": "function", "name": "get_weather", "description": "Current weather in a city", "parameters": weather, "strict": True},
-         {"type": "function", "name": "get_time", "description": "Current time in a timezone", "parameters": clock, "strict": True}]
-params = {"get_weather": weather, "get_time": clock}
-ask = "What is the weather like in Paris today?"
+client = openai.OpenAI(**client_args(suffix="/v1"))
+tools = responses_tools(strict=True)
+params = schemas
 
 
 def valid_call(label, item):
     if not check(item.type == "function_call" and item.name in params, f"{label}: item {item}"):
         return False
     check(item.call_id and item.id and item.status == "completed", f"{label}: call ids/status {item}")
-    try:
-        jsonschema.validate(json.loads(item.arguments), params[item.name])
-    except Exception as e:  # noqa: BLE001 - any failure is the finding
-        return check(False, f"{label}: arguments {item.arguments!r}: {e}")
-    return True
+    return valid_arguments(label, item.name, item.arguments)
 
 
 # Whole responses: required, then a named function.

@@ -13,26 +13,12 @@ import random
 import jsonschema
 import openai
 
-client = openai.OpenAI(base_url=os.environ["SLUICE_URL"] + "/v1", api_key="unused", max_retries=0)
-failures = []
-report = {}
+from sluice_tools import ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
-
-
-weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
-                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-clock = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 30}},
-         "required": ["tz"], "additionalProperties": False}
-tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city", "parameters": weather}},
-         {"type": "function", "function": {"name": "get_time", "description": "Current time in a timezone", "parameters": clock}}]
-params = {"get_weather": weather, "get_time": clock}
-ask = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+client = openai.OpenAI(**client_args(suffix="/v1"))
+tools = chat_tools()
+params = schemas
+ask = [{"role": "user", "content": ask}]
 
 
 def accumulate(stream):
@@ -69,10 +55,7 @@ for label, choice in [("required", "required"), ("named", {"type": "function", "
         check(first.get(0) == (c["name"], ""), f"{label}: first delta {first.get(0)} is not the name alone")
         if label == "named":
             check(c["name"] == "get_time", f"named: called {c['name']}")
-        try:
-            jsonschema.validate(json.loads(c["arguments"]), params[c["name"]])
-        except Exception as e:  # noqa: BLE001 - any failure is the finding
-            check(False, f"{label}: arguments {c['arguments']!r}: {e}")
+        valid_arguments(label, c["name"], c["arguments"])
         whole = client.chat.completions.create(model="", messages=ask, tools=tools, tool_choice=choice,
                                                parallel_tool_calls=False, max_tokens=120, temperature=0)
         m = whole.choices[0].message
