@@ -199,9 +199,8 @@ func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1
 	}
 }
 
-// The four- and eight-activation kernels (dotq4_amd64.s, dotq8_amd64.s,
-// dotq5_amd64.s)
-// share one signature.
+// The four- and eight-activation kernels (dotq4_amd64.s, dotq5_amd64.s,
+// dotq8_amd64.s) share one signature.
 type rowsMKernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
