@@ -112,29 +112,5 @@ func TestLangChainToolRoundTrip(t *testing.T) {
 // named) into a final completion whose calls parse and match their schemas.
 func TestOpenAINodeTools(t *testing.T) {
 	r := getRig(t)
-	node, errNode := exec.LookPath("node")
-	npm, errNpm := exec.LookPath("npm")
-	if errNode != nil || errNpm != nil {
-		t.Skip("node or npm not installed")
-	}
-	dir := filepath.Join("..", "..", "tests", "openai-node")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		cmd := exec.CommandContext(t.Context(), npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Skipf("npm ci failed (no registry?): %v\n%s", err, out)
-		}
-	}
-	cmd := exec.CommandContext(t.Context(), node, "tools.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+defaultServer(t, r))
-	out, err := cmd.Output()
-	var res struct {
-		OK bool `json:"ok"`
-	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		t.Fatalf("node tools.mjs: %v\n%s", err, out)
-	}
-	t.Logf("%s", out)
-	r.waitIdle(t, 5*time.Second)
+	runNode(t, r, "tools.mjs", defaultServer(t, r))
 }

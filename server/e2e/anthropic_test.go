@@ -2,15 +2,12 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/server"
 )
@@ -64,20 +61,5 @@ func TestAnthropicPythonSDK(t *testing.T) {
 	r := getRig(t)
 	python := pyVenv(t, "anthropic", "anthropic==2.14.0")
 	url := keyedServer(t, r, "sk-e2e")
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", "anthropic-python", "messages.py"))
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+url, "SLUICE_KEY=sk-e2e")
-	out, err := cmd.Output()
-	var res struct {
-		OK       bool     `json:"ok"`
-		Failures []string `json:"failures"`
-	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("messages.py: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("%s", out)
-	r.waitIdle(t, 5*time.Second)
+	runPyScript(t, r, python, filepath.Join("anthropic-python", "messages.py"), "SLUICE_URL="+url, "SLUICE_KEY=sk-e2e")
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 // TestResponsesToolsPythonSDK runs tests/openai-python/responses_tools.py
@@ -43,8 +45,8 @@ func init() {
 		path: "/v1/messages",
 		body: `{"max_tokens":120,"temperature":0,"stream":true,"messages":[{"role":"user","content":"What is the weather like in Paris today?"}],
 			"tool_choice":{"type":"any","disable_parallel_tool_use":true},"tools":[{"name":"get_weather","input_schema":` + weather + `}]}`,
-		delta: func(t *testing.T, ev namedEvent) string {
-			if ev.name != "content_block_delta" {
+		delta: func(t *testing.T, ev ssetest.Event) string {
+			if ev.Name != "content_block_delta" {
 				return ""
 			}
 			var d struct {
@@ -53,11 +55,11 @@ func init() {
 					PartialJSON string `json:"partial_json"`
 				} `json:"delta"`
 			}
-			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.Data, err)
 			}
 			if d.Delta.Type != "input_json_delta" {
-				t.Fatalf("a forced call's stream carries %s", ev.data)
+				t.Fatalf("a forced call's stream carries %s", ev.Data)
 			}
 			return d.Delta.PartialJSON
 		},
@@ -67,17 +69,17 @@ func init() {
 		path: "/v1/responses",
 		body: `{"max_output_tokens":120,"temperature":0,"stream":true,"store":false,"input":"What is the weather like in Paris today?",
 			"tool_choice":"required","parallel_tool_calls":false,"tools":[{"type":"function","name":"get_weather","parameters":` + weather + `}]}`,
-		delta: func(t *testing.T, ev namedEvent) string {
+		delta: func(t *testing.T, ev ssetest.Event) string {
 			var d struct {
 				Type  string
 				Seq   int `json:"sequence_number"`
 				Delta string
 			}
-			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.Data, err)
 			}
-			if d.Seq != int(ev.id-1) {
-				t.Fatalf("event %d has sequence_number %d", ev.id, d.Seq)
+			if d.Seq != int(ev.ID-1) {
+				t.Fatalf("event %d has sequence_number %d", ev.ID, d.Seq)
 			}
 			if d.Type != "response.function_call_arguments.delta" {
 				return ""

@@ -66,6 +66,14 @@ func TestCurl(t *testing.T) {
 // package, pinned) against the server. npm ci installs it when needed.
 func TestOpenAINodeSDK(t *testing.T) {
 	r := getRig(t)
+	runNode(t, r, "stream.mjs", r.url)
+}
+
+// runNode runs a script of tests/openai-node against url, installing the
+// pinned SDK by npm ci when it is missing; it fails unless the script
+// prints {"ok": true, …}, then waits for the rig to be idle.
+func runNode(t *testing.T, r *rig, script, url string) {
+	t.Helper()
 	node, errNode := exec.LookPath("node")
 	npm, errNpm := exec.LookPath("npm")
 	if errNode != nil || errNpm != nil {
@@ -79,16 +87,19 @@ func TestOpenAINodeSDK(t *testing.T) {
 			t.Skipf("npm ci failed (no registry?): %v\n%s", err, out)
 		}
 	}
-	cmd := exec.CommandContext(t.Context(), node, "stream.mjs")
+	cmd := exec.CommandContext(t.Context(), node, script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+r.url)
+	cmd.Env = append(os.Environ(), "SLUICE_URL="+url)
 	out, err := cmd.Output()
 	var res struct {
-		OK       bool     `json:"ok"`
-		Failures []string `json:"failures"`
+		OK bool `json:"ok"`
 	}
 	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		t.Fatalf("node stream.mjs: %v\n%s", err, out)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("node %s: %v\n%s\n%s", script, err, out, stderr)
 	}
 	t.Logf("%s", out)
 	r.waitIdle(t, 5*time.Second)

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestOpenAIPythonLogprobs runs tests/openai-python/logprobs.py (the official
@@ -16,19 +12,5 @@ import (
 func TestOpenAIPythonLogprobs(t *testing.T) {
 	r := getRig(t)
 	python := pyVenv(t, "openai", "openai==3.57.0")
-	cmd := exec.CommandContext(t.Context(), python, filepath.Join("..", "..", "tests", "openai-python", "logprobs.py"))
-	cmd.Env = append(os.Environ(), "SLUICE_URL="+r.url)
-	out, err := cmd.Output()
-	var res struct {
-		OK bool `json:"ok"`
-	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("logprobs.py: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("%s", out)
-	r.waitIdle(t, 5*time.Second)
+	runPyScript(t, r, python, filepath.Join("openai-python", "logprobs.py"), "SLUICE_URL="+r.url)
 }

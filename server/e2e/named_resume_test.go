@@ -9,72 +9,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
-
-// namedEvent is one event of a named-event stream (Messages, Responses).
-type namedEvent struct {
-	id         int64
-	name, data string
-}
-
-// readNamed reads events from br until EOF or limit events (0: no limit),
-// skipping comments, and no further than the end of the last one.
-func readNamed(t *testing.T, br *bufio.Reader, limit int) []namedEvent {
-	t.Helper()
-	var out []namedEvent
-	var cur namedEvent
-	for {
-		line, err := br.ReadString('\n')
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("reading the stream: %v", err)
-		}
-		line = strings.TrimSuffix(line, "\n")
-		switch {
-		case line == "":
-			if cur.data == "" {
-				continue
-			}
-			out = append(out, cur)
-			if limit > 0 && len(out) == limit {
-				return out
-			}
-			cur = namedEvent{}
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "id: "):
-			if cur.id, err = strconv.ParseInt(line[4:], 10, 64); err != nil {
-				t.Fatalf("bad id line %q", line)
-			}
-		case strings.HasPrefix(line, "event: "):
-			cur.name = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
-		default:
-			t.Fatalf("unexpected SSE line %q", line)
-		}
-	}
-}
 
 // namedAPI is what the resume test needs to know of an API's stream.
 type namedAPI struct {
 	path, body string
-	delta      func(t *testing.T, ev namedEvent) string // the text an event adds
-	last       string                                   // the name of the stream's last event
+	delta      func(t *testing.T, ev ssetest.Event) string // the text an event adds
+	last       string                                      // the name of the stream's last event
 }
 
 var namedAPIs = map[string]namedAPI{
 	"messages": {
 		path: "/v1/messages",
 		body: `{"max_tokens":80,"temperature":0,"stream":true,"messages":[{"role":"user","content":"Tell me a long story about a dragon and a knight."}]}`,
-		delta: func(t *testing.T, ev namedEvent) string {
-			if ev.name != "content_block_delta" {
+		delta: func(t *testing.T, ev ssetest.Event) string {
+			if ev.Name != "content_block_delta" {
 				return ""
 			}
 			var d struct{ Delta struct{ Text string } }
-			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.Data, err)
 			}
 			return d.Delta.Text
 		},
@@ -83,17 +39,17 @@ var namedAPIs = map[string]namedAPI{
 	"responses": {
 		path: "/v1/responses",
 		body: `{"max_output_tokens":80,"temperature":0,"stream":true,"store":false,"input":"Tell me a long story about a dragon and a knight."}`,
-		delta: func(t *testing.T, ev namedEvent) string {
+		delta: func(t *testing.T, ev ssetest.Event) string {
 			var d struct {
 				Type  string
 				Seq   int `json:"sequence_number"`
 				Delta string
 			}
-			if err := json.Unmarshal([]byte(ev.data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.data, err)
+			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+				t.Fatalf("%s: %v", ev.Data, err)
 			}
-			if d.Seq != int(ev.id-1) { // sequence numbers from 0, event ids from 1: both go on across the reconnect
-				t.Fatalf("event %d has sequence_number %d", ev.id, d.Seq)
+			if d.Seq != int(ev.ID-1) { // sequence numbers from 0, event ids from 1: both go on across the reconnect
+				t.Fatalf("event %d has sequence_number %d", ev.ID, d.Seq)
 			}
 			if d.Type != "response.output_text.delta" {
 				return ""
@@ -116,7 +72,7 @@ func TestNamedStreamResume(t *testing.T) {
 	for name, api := range namedAPIs {
 		t.Run(name, func(t *testing.T) {
 			r.waitIdle(t, 5*time.Second)
-			join := func(evs []namedEvent) string {
+			join := func(evs []ssetest.Event) string {
 				var b strings.Builder
 				for _, ev := range evs {
 					b.WriteString(api.delta(t, ev))
@@ -125,12 +81,12 @@ func TestNamedStreamResume(t *testing.T) {
 			}
 			before := *r.stats()
 			resp := r.post(t, api.path, api.body)
-			whole := readNamed(t, bufio.NewReader(resp.Body), 0)
+			whole := ssetest.ReadNamed(t, bufio.NewReader(resp.Body), 0)
 			resp.Body.Close()
 			once := r.waitIdle(t, 5*time.Second)
 			sampled := once.GenTokens - before.GenTokens
 			wantText := join(whole)
-			if len(whole) == 0 || whole[len(whole)-1].name != api.last || wantText == "" {
+			if len(whole) == 0 || whole[len(whole)-1].Name != api.last || wantText == "" {
 				t.Fatalf("uninterrupted stream: %d events, text %q", len(whole), wantText)
 			}
 
@@ -138,9 +94,9 @@ func TestNamedStreamResume(t *testing.T) {
 			resp = r.post(t, api.path, api.body)
 			id := resp.Header.Get("X-Sluice-Stream-Id")
 			br := bufio.NewReader(resp.Body)
-			var first []namedEvent
+			var first []ssetest.Event
 			for deltas := 0; deltas < 3; {
-				ev := readNamed(t, br, 1)
+				ev := ssetest.ReadNamed(t, br, 1)
 				if len(ev) == 0 {
 					t.Fatal("stream ended before three deltas")
 				}
@@ -151,17 +107,17 @@ func TestNamedStreamResume(t *testing.T) {
 			}
 			resp.Body.Close() // the client vanishes
 			cut := r.waitIdle(t, 5*time.Second)
-			last := first[len(first)-1].id
+			last := first[len(first)-1].ID
 			rest := resume(t, r, api, id, last)
 			for i, ev := range rest {
-				if ev.id != last+1+int64(i) {
-					t.Fatalf("resumed event %d has id %d, want %d", i, ev.id, last+1+int64(i))
+				if ev.ID != last+1+int64(i) {
+					t.Fatalf("resumed event %d has id %d, want %d", i, ev.ID, last+1+int64(i))
 				}
 			}
 			after := r.waitIdle(t, 5*time.Second)
 			all := append(first, rest...)
-			if got := join(all); got != wantText || all[len(all)-1].name != api.last {
-				t.Fatalf("resumed text %q (last event %s)\nuninterrupted %q", got, all[len(all)-1].name, wantText)
+			if got := join(all); got != wantText || all[len(all)-1].Name != api.last {
+				t.Fatalf("resumed text %q (last event %s)\nuninterrupted %q", got, all[len(all)-1].Name, wantText)
 			}
 			if got := after.GenTokens - once.GenTokens; got != sampled {
 				t.Errorf("interrupted and resumed, the engine sampled %d tokens; one run samples %d", got, sampled)
@@ -180,7 +136,7 @@ func TestNamedStreamResume(t *testing.T) {
 	}
 }
 
-func resume(t *testing.T, r *rig, api namedAPI, id string, last int64) []namedEvent {
+func resume(t *testing.T, r *rig, api namedAPI, id string, last int64) []ssetest.Event {
 	t.Helper()
 	resp := r.post(t, api.path, api.body, "X-Sluice-Stream-Id", id, "Last-Event-ID", strconv.FormatInt(last, 10))
 	defer resp.Body.Close()
@@ -188,7 +144,7 @@ func resume(t *testing.T, r *rig, api namedAPI, id string, last int64) []namedEv
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("resume: %s %s", resp.Status, b)
 	}
-	return readNamed(t, bufio.NewReader(resp.Body), 0)
+	return ssetest.ReadNamed(t, bufio.NewReader(resp.Body), 0)
 }
 
 // TestNamedStreamResumeErrors: an unknown stream and a Last-Event-ID that

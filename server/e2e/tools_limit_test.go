@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
 
 // TestToolCallsLengthCutLive: with tool_choice "required" (Messages: "any")
@@ -132,7 +134,7 @@ func messagesCut(t *testing.T, r *rig, maxTokens int, stream bool) (texts int, i
 		}
 		return texts, inputs, m.StopReason
 	}
-	for _, ev := range readNamed(t, bufio.NewReader(resp.Body), 0) {
+	for _, ev := range ssetest.ReadNamed(t, bufio.NewReader(resp.Body), 0) {
 		var e struct {
 			Type         string
 			ContentBlock block `json:"content_block"`
@@ -142,8 +144,8 @@ func messagesCut(t *testing.T, r *rig, maxTokens int, stream bool) (texts int, i
 				StopReason  string `json:"stop_reason"`
 			}
 		}
-		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
-			t.Fatalf("%s: %v", ev.data, err)
+		if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+			t.Fatalf("%s: %v", ev.Data, err)
 		}
 		switch {
 		case e.Type == "content_block_start" && e.ContentBlock.Type == "text":
@@ -153,11 +155,11 @@ func messagesCut(t *testing.T, r *rig, maxTokens int, stream bool) (texts int, i
 		case e.Type == "content_block_delta" && e.Delta.Type == "input_json_delta":
 			inputs[len(inputs)-1] += e.Delta.PartialJSON
 		case e.Type == "content_block_delta":
-			t.Fatalf("a forced reply streams %s", ev.data)
+			t.Fatalf("a forced reply streams %s", ev.Data)
 		case e.Type == "message_delta":
 			stop = e.Delta.StopReason
 		case e.Type == "error":
-			t.Fatalf("messages stream: %s", ev.data)
+			t.Fatalf("messages stream: %s", ev.Data)
 		}
 	}
 	return texts, inputs, stop

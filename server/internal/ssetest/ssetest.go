@@ -12,15 +12,32 @@ import (
 )
 
 // Event is one event of a stream. Comment lines (keep-alives) are skipped.
+// Name is the event: line's, on the named-event streams of the Messages and
+// Responses APIs.
 type Event struct {
 	ID   int64
+	Name string
 	Data string
 }
 
 // Read parses events from body until [DONE], EOF, or limit events (0: no
 // limit). It reads no further than the blank line ending the last event it
-// returns, so a later Read on the same body continues the stream.
+// returns, so a later Read on the same body continues the stream. An
+// event: line fails the test: chat streams send none.
 func Read(t testing.TB, body *bufio.Reader, limit int) []Event {
+	t.Helper()
+	return read(t, body, limit, false)
+}
+
+// ReadNamed is Read for a named-event stream (Messages, Responses): event:
+// lines name the events, and the stream ends at EOF, [DONE] being no
+// sentinel there.
+func ReadNamed(t testing.TB, body *bufio.Reader, limit int) []Event {
+	t.Helper()
+	return read(t, body, limit, true)
+}
+
+func read(t testing.TB, body *bufio.Reader, limit int, named bool) []Event {
 	t.Helper()
 	var out []Event
 	var cur Event
@@ -39,7 +56,7 @@ func Read(t testing.TB, body *bufio.Reader, limit int) []Event {
 				continue
 			}
 			out = append(out, cur)
-			if cur.Data == "[DONE]" || (limit > 0 && len(out) == limit) {
+			if (!named && cur.Data == "[DONE]") || (limit > 0 && len(out) == limit) {
 				return out
 			}
 			cur = Event{}
@@ -49,6 +66,8 @@ func Read(t testing.TB, body *bufio.Reader, limit int) []Event {
 			if err != nil {
 				t.Fatalf("bad id line %q", line)
 			}
+		case named && strings.HasPrefix(line, "event: "):
+			cur.Name = line[7:]
 		case strings.HasPrefix(line, "data: "):
 			cur.Data = line[6:]
 		default:
