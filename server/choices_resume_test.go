@@ -2,9 +2,7 @@ package server
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,34 +12,6 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/ssetest"
 )
-
-// choicesOfEvents is choicesOf over events already read.
-func choicesOfEvents(t *testing.T, events []ssetest.Event) (text, finish map[int]string, usage *Usage) {
-	t.Helper()
-	text, finish = map[int]string{}, map[int]string{}
-	if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
-		t.Fatalf("stream does not end with [DONE]: %v", events)
-	}
-	for _, ev := range events[:len(events)-1] {
-		var c indexedChunk
-		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
-			t.Fatalf("event %d: %v: %s", ev.ID, err, ev.Data)
-		}
-		if c.Usage != nil {
-			usage = c.Usage
-		}
-		for _, ch := range c.Choices {
-			if _, done := finish[ch.Index]; done {
-				t.Fatalf("choice %d has a chunk after its finish: %s", ch.Index, ev.Data)
-			}
-			text[ch.Index] += ch.Delta.Content + ch.Text
-			if ch.FinishReason != nil {
-				finish[ch.Index] = *ch.FinishReason
-			}
-		}
-	}
-	return text, finish, usage
-}
 
 // TestChoicesResume cuts an n=3 stream mid-generation and reconnects with
 // its id and Last-Event-ID: exactly the missing events arrive, with
@@ -62,25 +32,14 @@ func TestChoicesResume(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rig := newRig(t, script, 5*time.Millisecond, nil)
 			body := fmt.Sprintf(chatBody, "", true, `,"n":3,"seed":40,"stream_options":{"include_usage":true}`)
-			wantText, wantFinish, wantUsage := choicesOfEvents(t, ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0))
+			wantText, _, wantFinish, wantUsage := choicesOfEvents(t, ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0))
 
 			resp := rig.post(t, "/v1/chat/completions", body)
 			id := resp.Header.Get(streamIDHeader)
 			first := ssetest.Read(t, bufio.NewReader(resp.Body), tt.cutAt)
 			resp.Body.Close() // the client vanishes mid-stream
 			last := first[len(first)-1].ID
-			var again *http.Response
-			if tt.viaGET {
-				req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
-				req.Header.Set(lastEventIDHeader, strconv.FormatInt(last, 10))
-				var err error
-				if again, err = http.DefaultClient.Do(req); err != nil {
-					t.Fatal(err)
-				}
-				defer again.Body.Close()
-			} else {
-				again = rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
-			}
+			again := resumeChat(t, rig, body, id, last, tt.viaGET)
 			if again.StatusCode != 200 || again.Header.Get(streamIDHeader) != id {
 				t.Fatalf("resume status %d, stream id %q (want %q)", again.StatusCode, again.Header.Get(streamIDHeader), id)
 			}
@@ -90,7 +49,7 @@ func TestChoicesResume(t *testing.T) {
 					t.Fatalf("resumed event %d has id %d, want %d", i, ev.ID, last+1+int64(i))
 				}
 			}
-			text, finish, usage := choicesOfEvents(t, append(first, rest...))
+			text, _, finish, usage := choicesOfEvents(t, append(first, rest...))
 			for i := range 3 {
 				if text[i] != wantText[i] || finish[i] != wantFinish[i] || finish[i] != "stop" {
 					t.Errorf("choice %d: %q (%s), uninterrupted %q (%s)", i, text[i], finish[i], wantText[i], wantFinish[i])

@@ -34,8 +34,14 @@ func choicesOf(t *testing.T, resp *http.Response) (text, role, finish map[int]st
 		body, _ := io.ReadAll(resp.Body)
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
+	return choicesOfEvents(t, ssetest.Read(t, bufio.NewReader(resp.Body), 0))
+}
+
+// choicesOfEvents is choicesOf over events already read, which must end
+// with [DONE]; no choice may have a chunk after its finish.
+func choicesOfEvents(t *testing.T, events []ssetest.Event) (text, role, finish map[int]string, usage *Usage) {
+	t.Helper()
 	text, role, finish = map[int]string{}, map[int]string{}, map[int]string{}
-	events := ssetest.Read(t, bufio.NewReader(resp.Body), 0)
 	if len(events) == 0 || events[len(events)-1].Data != "[DONE]" {
 		t.Fatalf("stream does not end with [DONE]: %v", events)
 	}

@@ -45,18 +45,7 @@ func TestResume(t *testing.T) {
 			resp.Body.Close() // the client vanishes mid-stream
 			last := first[len(first)-1].ID
 
-			var again *http.Response
-			if tt.viaGET {
-				req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
-				req.Header.Set(lastEventIDHeader, strconv.FormatInt(last, 10))
-				var err error
-				if again, err = http.DefaultClient.Do(req); err != nil {
-					t.Fatal(err)
-				}
-				defer again.Body.Close()
-			} else {
-				again = rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
-			}
+			again := resumeChat(t, rig, body, id, last, tt.viaGET)
 			if again.StatusCode != 200 {
 				t.Fatalf("resume status %d", again.StatusCode)
 			}
@@ -162,4 +151,22 @@ func TestResumeAfterLastToken(t *testing.T) {
 	if n := len(rig.eng.Submits()); n != 1 {
 		t.Errorf("%d submits, want 1", n)
 	}
+}
+
+// resumeChat reconnects to chat stream id after event last, as a client
+// does: by GET /v1/streams/{id}, or by the same POST with the stream id and
+// Last-Event-ID headers.
+func resumeChat(t *testing.T, rig *testRig, body, id string, last int64, viaGET bool) *http.Response {
+	t.Helper()
+	if !viaGET {
+		return rig.post(t, "/v1/chat/completions", body, streamIDHeader, id, lastEventIDHeader, strconv.FormatInt(last, 10))
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", rig.url+"/v1/streams/"+id, nil)
+	req.Header.Set(lastEventIDHeader, strconv.FormatInt(last, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }
