@@ -1,21 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/faultinject"
-	"github.com/sluicehq/sluice/loader"
-	"github.com/sluicehq/sluice/server"
 )
 
 // What a client of each API sees when the step running its request panics:
@@ -28,32 +22,7 @@ func TestStepPanicOnEveryEndpoint(t *testing.T) {
 	needModel(t)
 	// Requests run one at a time and each needs more than 3 steps (a prefill
 	// and max_tokens decodes), so every one meets a panicking step.
-	m, err := loader.Load(defaultModel, loader.Options{Threads: 2, ContextLen: 1024, KVBlocks: 128, MaxSeqs: 4,
-		WrapModel: func(m engine.Model) engine.Model {
-			return faultinject.Wrap(m, faultinject.Every(3, faultinject.Fault{Kind: faultinject.Panic}))
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(context.Background())
-	cfg := server.DefaultConfig()
-	cfg.ModelID = m.ID
-	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SetBackend(m.Backend()); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	defer func() { cancel(); <-served }()
-	url := "http://" + ln.Addr().String()
+	m, _, _, url := faultyServer(t, faultinject.Every(3, faultinject.Fault{Kind: faultinject.Panic}))
 
 	const prompt = "Count from one to fifty."
 	msgs := fmt.Sprintf(`"messages":[{"role":"user","content":%q}]`, prompt)

@@ -56,31 +56,7 @@ func chatStream(t *testing.T, url string, maxTokens int) (int, string) {
 // between; the process-level exit is TestFaultBinary's.
 func TestBrokenBackendMarksNotReadyAndDrains(t *testing.T) {
 	needModel(t)
-	m, err := loader.Load(defaultModel, loader.Options{Threads: 2, ContextLen: 1024, KVBlocks: 128, MaxSeqs: 4,
-		WrapModel: func(m engine.Model) engine.Model {
-			return faultinject.Wrap(m, faultinject.At(faultinject.Fault{Kind: faultinject.DeviceLost}, 4))
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close(context.Background())
-	cfg := server.DefaultConfig()
-	cfg.ModelID = m.ID
-	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SetBackend(m.Backend()); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+	m, srv, ctx, url := faultyServer(t, faultinject.At(faultinject.Fault{Kind: faultinject.DeviceLost}, 4))
 
 	stopped := make(chan struct{})
 	broke := watchBroken(ctx, m.Engine, srv, func() { close(stopped) }, slog.New(slog.DiscardHandler))
@@ -103,8 +79,37 @@ func TestBrokenBackendMarksNotReadyAndDrains(t *testing.T) {
 	if err := <-broke; !errors.Is(err, engine.ErrBroken) || !errors.Is(err, kernels.ErrDeviceLost) {
 		t.Fatalf("watchBroken: %v", err)
 	}
-	cancel()
-	<-served
+}
+
+// faultyServer serves the default model, its steps faulted by plan, on a
+// free port: the model, the server, the context it serves under and its
+// URL. Serving ends, and the model closes, when the test does.
+func faultyServer(t *testing.T, plan faultinject.Plan) (*loader.Model, *server.Server, context.Context, string) {
+	t.Helper()
+	m, err := loader.Load(defaultModel, loader.Options{Threads: 2, ContextLen: 1024, KVBlocks: 128, MaxSeqs: 4,
+		WrapModel: func(m engine.Model) engine.Model { return faultinject.Wrap(m, plan) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	cfg := server.DefaultConfig()
+	cfg.ModelID = m.ID
+	srv, err := server.New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetBackend(m.Backend()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-served })
+	return m, srv, ctx, "http://" + ln.Addr().String()
 }
 
 // buildFaultBinary builds the CLI with the faultinject tag into dir.
