@@ -107,17 +107,7 @@ func equalAny(a, b any) bool {
 // the refusals.
 func TestGemma2HFConfig(t *testing.T) {
 	write := func(t *testing.T, edit func(map[string]any) map[string]any) (Config, error) {
-		dir := filepath.Join(t.TempDir(), "hf")
-		if err := modeltest.WriteHF(dir, gemma2Tiny, kernels.F32); err != nil {
-			t.Fatal(err)
-		}
-		editJSON(t, dir, edit)
-		h, err := OpenHF(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		return h.Config()
+		return tinyHFConfig(t, gemma2Tiny, edit)
 	}
 	c, err := write(t, func(c map[string]any) map[string]any {
 		for _, k := range []string{"attn_logit_softcapping", "final_logit_softcapping", "sliding_window", "query_pre_attn_scalar", "hidden_activation", "rope_theta"} {

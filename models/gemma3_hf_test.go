@@ -162,17 +162,7 @@ func tinyLogits(t *testing.T, path string) [][]float32 {
 // config.json leaves out, and the refusals.
 func TestGemma3HFConfig(t *testing.T) {
 	write := func(t *testing.T, edit func(map[string]any) map[string]any) (Config, error) {
-		dir := filepath.Join(t.TempDir(), "hf")
-		if err := modeltest.WriteHF(dir, gemma3Tiny, kernels.F32); err != nil {
-			t.Fatal(err)
-		}
-		editJSON(t, dir, edit)
-		h, err := OpenHF(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		return h.Config()
+		return tinyHFConfig(t, gemma3Tiny, edit)
 	}
 	// Gemma3TextConfig's defaults: query_pre_attn_scalar 256 (not the head
 	// size), local RoPE base 10k, a 4096 window on five of every six layers.
@@ -385,4 +375,21 @@ func TestGemma3RealHFMatchesGGUF(t *testing.T) {
 	if worst > 2.5 || rms > 0.5 {
 		t.Errorf("|Δlogit| worst %.3g, RMS %.3g: want at most 2.5 and 0.5", worst, rms)
 	}
+}
+
+// tinyHFConfig writes spec as an F32 HF checkpoint, edits its config.json, and
+// returns the Config OpenHF reads from it (or its refusal).
+func tinyHFConfig(t *testing.T, spec modeltest.Spec, edit func(map[string]any) map[string]any) (Config, error) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "hf")
+	if err := modeltest.WriteHF(dir, spec, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	editJSON(t, dir, edit)
+	h, err := OpenHF(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	return h.Config()
 }
