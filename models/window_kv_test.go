@@ -152,6 +152,17 @@ func TestMistralHFWindow(t *testing.T) {
 	if c := m.Config(); c.Window != w || !slices.Equal(c.WindowLayers, []bool{true}) || c.RopeThetaLocal != c.RopeTheta {
 		t.Fatalf("sliding_window %d: config %+v", w, c)
 	}
+	checkWindowLogits(t, w, m, fresh, load(nil), load(nil))
+}
+
+// checkWindowLogits checks that m's one layer, a window of w, reads only the
+// last w positions: with one layer attention sees only relative positions,
+// so the logits at position p must equal those of a fresh sequence (on
+// fresh, a second copy: a soloRunner keeps position p in slot p) of the w
+// tokens ending at p. full and fullFresh, the same model without the
+// window, must fail that check, or it proves nothing.
+func checkWindowLogits(t *testing.T, w int, m, fresh, full, fullFresh *Llama) {
+	t.Helper()
 	toks := []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5}
 	whole := newSoloRunner(m)
 	for p, tok := range toks {
@@ -171,8 +182,8 @@ func TestMistralHFWindow(t *testing.T) {
 		}
 	}
 	// Without the window the same check must fail, or it proves nothing.
-	got := newSoloRunner(load(nil)).feed(t, toks)
-	want := newSoloRunner(load(nil)).feed(t, toks[len(toks)-w:])
+	got := newSoloRunner(full).feed(t, toks)
+	want := newSoloRunner(fullFresh).feed(t, toks[len(toks)-w:])
 	worst := 0.0
 	for i := range want {
 		worst = math.Max(worst, math.Abs(float64(got[i]-want[i])))
