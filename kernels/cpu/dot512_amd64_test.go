@@ -65,3 +65,62 @@ func TestQ8_0RowsVNNI(t *testing.T) {
 		}
 	}
 }
+
+// TestQ5_0RowsVNNI checks the AVX-512 VNNI Q5_0 kernels against the AVX2
+// ones bit for bit, on blocks with every fifth bit set, none set and mixed
+// (levels −16 and 15 among them), and on odd row counts.
+func TestQ5_0RowsVNNI(t *testing.T) {
+	if !useVNNI512 {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	k := quantKernels[kernels.Q5_0]
+	r := rand.New(rand.NewPCG(33, 34))
+	for _, f := range []struct {
+		m          int
+		avx2, vnni rowsMKernel
+	}{{4, dotQ5_0Q8_0Rows4, dotQ5_0Q8_0Rows4VNNI}, {8, dotQ5_0Q8_0Rows8, dotQ5_0Q8_0Rows8VNNI}} {
+		m := f.m
+		for _, in := range []int{32, 640, 1536} {
+			for _, rows := range []int{1, 2, 3, 4, 7, 16, 17} {
+				t.Run(fmt.Sprintf("m%d/in%d/rows%d", m, in, rows), func(t *testing.T) {
+					nb := in / 32
+					wb := kernels.Q5_0.RowBytes(in)
+					w := mustQuantize(t, kernels.Q5_0, randVec(r, rows*in))
+					for i := 0; i < rows*nb; i++ {
+						b := w[i*22 : i*22+22]
+						switch i % 3 {
+						case 0: // all levels ≥ 0, one at 15
+							copy(b[2:6], []byte{0xff, 0xff, 0xff, 0xff})
+							b[6+r.IntN(16)] |= 0x0f
+						case 1: // all levels < 0, one at −16
+							copy(b[2:6], []byte{0, 0, 0, 0})
+							b[6+r.IntN(16)] &= 0xf0
+						}
+					}
+					xrb := nb * 34
+					xstride := xrb + 34
+					xq := make([]byte, m*xstride)
+					for j := range m {
+						x := randVec(r, in)
+						x[r.IntN(in)] = -40 * float32(j+1)
+						k.quantize(xq[j*xstride:j*xstride+xrb], x)
+					}
+					sc := make([]float32, 2*m*nb)
+					actScales(sc, xq, xstride, 34, nb, m)
+					dstride := rows + 2
+					got, want := make([]float32, m*dstride), make([]float32, m*dstride)
+					for i := range got {
+						got[i], want[i] = float32(math.NaN()), float32(math.NaN())
+					}
+					asmRowsM(f.avx2, m, 22, 34)(want, dstride, w, wb, rows, xq, xstride, sc, nb)
+					asmRowsM(f.vnni, m, 22, 34)(got, dstride, w, wb, rows, xq, xstride, sc, nb)
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("activation %d row %d: VNNI %v, AVX2 %v", i/dstride, i%dstride, got[i], want[i])
+						}
+					}
+				})
+			}
+		}
+	}
+}

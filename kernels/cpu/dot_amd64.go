@@ -13,9 +13,10 @@ import (
 // blocks' f16 scales; every AVX2 CPU has it, but it is checked all the same.
 var useAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
 
-// useVNNI512 selects dotq8v_amd64.s's Q8_0 multi-activation kernels, which
-// give the AVX2 kernels' bits at two products a zmm (x/sys/cpu reports the
-// AVX-512 flags only where the OS saves the zmm state).
+// useVNNI512 selects the Q8_0 and Q5_0 multi-activation kernels of
+// dotq8v_amd64.s and dotq5v_amd64.s, which give the AVX2 kernels' bits at
+// two products a zmm (x/sys/cpu reports the AVX-512 flags only where the OS
+// saves the zmm state).
 var useVNNI512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &&
 	cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
 
@@ -228,6 +229,12 @@ func dotQ8_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float3
 func dotQ8_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ5_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ5_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
 func dotQ4_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
 
 //go:noescape
@@ -311,6 +318,10 @@ func init() {
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	quantKernels[kernels.Q5_0].rows4 = asmRowsM(dotQ5_0Q8_0Rows4, 4, 22, 34)
 	quantKernels[kernels.Q5_0].rows8 = asmRowsM(dotQ5_0Q8_0Rows8, 8, 22, 34)
+	if useVNNI512 {
+		quantKernels[kernels.Q5_0].rows4 = asmRowsM(dotQ5_0Q8_0Rows4VNNI, 4, 22, 34)
+		quantKernels[kernels.Q5_0].rows8 = asmRowsM(dotQ5_0Q8_0Rows8VNNI, 8, 22, 34)
+	}
 	quantKernels[kernels.Q5_1].rows = asmRows(dotQ5_1Q8_1Rows, 24, 36)
 	for _, k := range quantKernels {
 		switch k.actBlockBytes {
