@@ -42,33 +42,13 @@ func (s *sim) fork(arg byte) (shared int, err error) {
 // runForkEvents is runEvents with forks among the events: op ≥ 192 forks.
 func runForkEvents(t *testing.T, s *sim, events []byte) (sharingForks int) {
 	t.Helper()
-	for i := 0; i+1 < len(events); i += 2 {
-		op, arg := events[i], events[i+1]
-		var err error
-		if op >= 192 && len(s.seqs) > 0 {
-			var shared int
-			if shared, err = s.fork(arg); shared > 0 {
-				sharingForks++
-			}
-		} else {
-			err = s.apply(op, arg)
+	runEventsWith(t, s, events, func(arg byte) error {
+		shared, err := s.fork(arg)
+		if shared > 0 {
+			sharingForks++
 		}
-		if err != nil {
-			t.Fatalf("event %d: %v", i/2, err)
-		}
-		if err := s.p.CheckRefs(s.tables()); err != nil {
-			t.Fatalf("event %d (op %d arg %d): %v", i/2, op, arg, err)
-		}
-	}
-	for _, q := range s.seqs {
-		s.p.Free(&q.table)
-	}
-	if err := s.p.CheckRefs(nil); err != nil {
-		t.Fatal(err)
-	}
-	if u := s.p.Usage(); u.Used != 0 || u.Free+u.Cached != u.Total {
-		t.Fatalf("after all ended: %+v", u)
-	}
+		return err
+	})
 	return sharingForks
 }
 

@@ -90,19 +90,31 @@ func (s *sim) admit(r *rand.Rand, reserve int) error {
 // readmit shares q's cached prefix and allocates its first chunk, or drops q
 // when it does not fit (as a scheduler would leave it waiting).
 func (s *sim) readmit(q *simSeq, reserve int) error {
+	n, ok, err := s.share(q, reserve, 2*s.p.bs)
+	if !ok || err != nil {
+		return err
+	}
+	return s.compute(q, n)
+}
+
+// share looks up q's cached prefix and allocates it and the next chunk
+// positions; every shared slot must hold q's own prefix's fingerprint. ok
+// is false when q did not fit and was dropped; n is what is left to compute
+// of the chunk.
+func (s *sim) share(q *simSeq, reserve, chunk int) (n int, ok bool, err error) {
 	hit := s.p.Lookup(&s.pre, q.tokens, len(q.tokens)-1)
-	chunk := min(len(q.tokens)-hit, 2*s.p.bs)
-	if !s.p.Allocate(&q.table, &s.pre, hit+chunk, reserve) {
+	n = min(len(q.tokens)-hit, chunk)
+	if !s.p.Allocate(&q.table, &s.pre, hit+n, reserve) {
 		s.seqs = slices.DeleteFunc(s.seqs, func(x *simSeq) bool { return x == q })
-		return nil
+		return 0, false, nil
 	}
 	for pos := range hit {
 		if got, want := s.store[s.slot(q, pos)], fingerprint(q.tokens[:pos+1]); got != want {
-			return fmt.Errorf("shared slot for position %d holds another prefix's KV", pos)
+			return 0, true, fmt.Errorf("shared global slot for position %d holds another prefix's KV", pos)
 		}
 	}
 	q.computed = hit
-	return s.compute(q, chunk)
+	return n, true, nil
 }
 
 func (s *sim) slot(q *simSeq, pos int) int {
@@ -112,14 +124,8 @@ func (s *sim) slot(q *simSeq, pos int) int {
 // compute writes n more positions of q (decoding a new token when q's known
 // tokens are all computed), growing its table; a failed allocation preempts q.
 func (s *sim) compute(q *simSeq, n int) error {
-	if q.computed == len(q.tokens) {
-		q.tokens = append(q.tokens, int32(len(q.tokens)%4))
-		n = 1
-	}
-	n = min(n, len(q.tokens)-q.computed)
-	if !s.p.Allocate(&q.table, nil, q.computed+n, 0) {
-		s.p.Free(&q.table)
-		q.computed = 0
+	n, ok := s.grow(q, n)
+	if !ok {
 		return nil
 	}
 	for pos := q.computed; pos < q.computed+n; pos++ {
@@ -133,23 +139,62 @@ func (s *sim) compute(q *simSeq, n int) error {
 	return nil
 }
 
-func runEvents(t *testing.T, s *sim, events []byte) {
-	t.Helper()
-	for i := 0; i+1 < len(events); i += 2 {
-		if err := s.apply(events[i], events[i+1]); err != nil {
-			t.Fatalf("event %d: %v", i/2, err)
-		}
-		if err := s.p.CheckRefs(s.tables()); err != nil {
-			t.Fatalf("event %d (op %d arg %d): %v", i/2, events[i], events[i+1], err)
-		}
+// grow readies n more positions of q (one, a new token, when q's known
+// tokens are all computed), growing its table; a failed allocation preempts
+// q (ok false).
+func (s *sim) grow(q *simSeq, n int) (int, bool) {
+	if q.computed == len(q.tokens) {
+		q.tokens = append(q.tokens, int32(len(q.tokens)%4))
+		n = 1
 	}
+	n = min(n, len(q.tokens)-q.computed)
+	if !s.p.Allocate(&q.table, nil, q.computed+n, 0) {
+		s.p.Free(&q.table)
+		q.computed = 0
+		return 0, false
+	}
+	return n, true
+}
+
+// endAll ends every sequence, checks that no block is still referenced, and
+// returns the pool's usage then.
+func (s *sim) endAll(t *testing.T) Usage {
+	t.Helper()
 	for _, q := range s.seqs {
 		s.p.Free(&q.table)
 	}
 	if err := s.p.CheckRefs(nil); err != nil {
 		t.Fatal(err)
 	}
-	if u := s.p.Usage(); u.Used != 0 || u.Free+u.Cached != u.Total {
+	return s.p.Usage()
+}
+
+func runEvents(t *testing.T, s *sim, events []byte) {
+	t.Helper()
+	runEventsWith(t, s, events, nil)
+}
+
+// runEventsWith applies events, (op, arg) byte pairs, to s, checking every
+// block's references after each; an op ≥ 192 goes to special when it is set
+// and a sequence exists. All blocks are back when every sequence has ended.
+func runEventsWith(t *testing.T, s *sim, events []byte, special func(arg byte) error) {
+	t.Helper()
+	for i := 0; i+1 < len(events); i += 2 {
+		op, arg := events[i], events[i+1]
+		var err error
+		if special != nil && op >= 192 && len(s.seqs) > 0 {
+			err = special(arg)
+		} else {
+			err = s.apply(op, arg)
+		}
+		if err != nil {
+			t.Fatalf("event %d: %v", i/2, err)
+		}
+		if err := s.p.CheckRefs(s.tables()); err != nil {
+			t.Fatalf("event %d (op %d arg %d): %v", i/2, op, arg, err)
+		}
+	}
+	if u := s.endAll(t); u.Used != 0 || u.Free+u.Cached != u.Total {
 		t.Fatalf("after all ended: %+v", u)
 	}
 }

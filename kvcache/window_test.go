@@ -58,32 +58,18 @@ func (s *wsim) apply(op, arg byte) error {
 }
 
 func (s *wsim) readmit(q *simSeq, reserve int) error {
-	hit := s.p.Lookup(&s.pre, q.tokens, len(q.tokens)-1)
-	n := min(len(q.tokens)-hit, s.chunk)
-	if !s.p.Allocate(&q.table, &s.pre, hit+n, reserve) {
-		s.seqs = slices.DeleteFunc(s.seqs, func(x *simSeq) bool { return x == q })
-		return nil
+	n, ok, err := s.share(q, reserve, s.chunk)
+	if !ok || err != nil {
+		return err
 	}
-	for pos := range hit {
-		if got, want := s.store[s.slot(q, pos)], fingerprint(q.tokens[:pos+1]); got != want {
-			return fmt.Errorf("shared global slot for position %d holds another prefix's KV", pos)
-		}
-	}
-	q.computed = hit
 	return s.compute(q, n)
 }
 
 // compute writes n more positions of q in both groups; each row then reads
 // its window from the window store.
 func (s *wsim) compute(q *simSeq, n int) error {
-	if q.computed == len(q.tokens) {
-		q.tokens = append(q.tokens, int32(len(q.tokens)%4))
-		n = 1
-	}
-	n = min(n, len(q.tokens)-q.computed)
-	if !s.p.Allocate(&q.table, nil, q.computed+n, 0) {
-		s.p.Free(&q.table)
-		q.computed = 0
+	n, ok := s.grow(q, n)
+	if !ok {
 		return nil
 	}
 	bs, wt := s.p.bs, q.table.WindowBlocks()
@@ -138,14 +124,9 @@ func TestWindowRandomEventsConserveBlocks(t *testing.T) {
 						t.Fatalf("seed %d event %d: %v", seed, i, err)
 					}
 				}
-				for _, q := range s.seqs {
-					s.p.Free(&q.table)
-				}
-				if err := s.p.CheckRefs(nil); err != nil {
-					t.Fatal(err)
-				}
+				u := s.endAll(t)
 				wu, _ := s.p.WindowUsage()
-				if u := s.p.Usage(); u.Used != 0 || wu.Used != 0 || wu.Free+wu.Cached != wu.Total {
+				if u.Used != 0 || wu.Used != 0 || wu.Free+wu.Cached != wu.Total {
 					t.Fatalf("after all ended: global %+v window %+v", u, wu)
 				}
 				// A table never holds more window blocks than its window and one chunk span.
