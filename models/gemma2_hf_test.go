@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
-	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
 
@@ -22,17 +21,7 @@ var gemma2Tiny = modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN
 // window), and returns its config and each step's logits.
 func gemma2Logits(t *testing.T, path string) (Config, [][]float32) {
 	t.Helper()
-	src, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	be := cpu.New(1)
-	defer be.Close()
-	m, err := Load(src, be, Options{MaxBatchTokens: 3, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadTinyAt(t, path)
 	r := newSoloRunner(m)
 	var out [][]float32
 	for _, tok := range []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5} {

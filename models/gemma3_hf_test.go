@@ -136,17 +136,7 @@ func TestGemma3HFVariants(t *testing.T) {
 // tinyLogits runs gemma3Tiny from path over a fixed sequence, one token a step.
 func tinyLogits(t *testing.T, path string) [][]float32 {
 	t.Helper()
-	src, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	be := cpu.New(1)
-	defer be.Close()
-	m, err := Load(src, be, Options{MaxBatchTokens: 3, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := loadTinyAt(t, path)
 	if c := m.Config(); c.Window != 5 || !slices.Equal(c.WindowLayers, []bool{true, true, false}) || c.QueryScale != 0.25 {
 		t.Fatalf("%s: config %+v", path, c)
 	}
@@ -392,4 +382,23 @@ func tinyHFConfig(t *testing.T, spec modeltest.Spec, edit func(map[string]any) m
 	}
 	defer h.Close()
 	return h.Config()
+}
+
+// loadTinyAt loads the tiny checkpoint at path (GGUF or HF) on one CPU
+// thread, with room for one sequence past the tiny models' window of 5;
+// model and backend close when the test ends.
+func loadTinyAt(t *testing.T, path string) *Llama {
+	t.Helper()
+	src, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	be := cpu.New(1)
+	t.Cleanup(func() { be.Close() })
+	m, err := Load(src, be, Options{MaxBatchTokens: 3, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
