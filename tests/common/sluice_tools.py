@@ -1,8 +1,9 @@
 """What the SDK tool scripts of tests/openai-python and tests/anthropic-python
 share: the check list every script reports as {"ok", "failures", ...}, the
-two tools an agent is offered (get_weather, get_time) in each API's shape,
-and validation of a call's arguments against its tool's schema. The Go
-runner (server/e2e pyCmd) puts tests/common on PYTHONPATH; by hand:
+chat stream's tool-call accumulation, the two tools an agent is offered
+(get_weather, get_time) in each API's shape, and validation of a call's
+arguments against its tool's schema. The Go runner (server/e2e pyCmd) puts
+tests/common on PYTHONPATH; by hand:
 PYTHONPATH=tests/common SLUICE_URL=... python tests/openai-python/tools.py."""
 import json
 import os
@@ -47,6 +48,32 @@ def responses_tools(**extra):
 
 def anthropic_tools():
     return [{"name": n, "description": descriptions[n], "input_schema": s} for n, s in schemas.items()]
+
+
+def accumulate(stream):
+    """Joins a chat stream's tool-call deltas by index as an SDK user does:
+    the calls, the content, the finish_reason, each call's first delta's
+    (name, arguments), and the usage (prompt, completion) if a chunk
+    carried it."""
+    calls, content, finish, first, usage = {}, "", None, {}, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        if not chunk.choices:
+            continue
+        ch = chunk.choices[0]
+        content += ch.delta.content or ""
+        for d in ch.delta.tool_calls or []:
+            c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+            if d.id:
+                c["id"] = d.id
+                first[d.index] = (d.function.name, d.function.arguments) if d.function else (None, None)
+            if d.function and d.function.name:
+                c["name"] += d.function.name
+            if d.function and d.function.arguments:
+                c["arguments"] += d.function.arguments
+        finish = ch.finish_reason or finish
+    return [calls[i] for i in sorted(calls)], content, finish, first, usage
 
 
 def valid_arguments(label, name, arguments):

@@ -13,7 +13,7 @@ import sys
 
 import openai
 
-from sluice_tools import ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
+from sluice_tools import accumulate, ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
 
 relay = openai.OpenAI(**client_args(suffix="/v1"))
 direct = openai.OpenAI(**client_args("SLUICE_DIRECT", "/v1"))
@@ -23,28 +23,6 @@ ask = [{"role": "user", "content": ask}]
 kw = dict(model="", messages=ask, tools=tools, tool_choice="required", parallel_tool_calls=False, max_tokens=120, temperature=0)
 
 
-def accumulate(stream):
-    """Joins tool-call deltas by index as an SDK user does."""
-    calls, content, finish, usage = {}, "", None, None
-    for chunk in stream:
-        if chunk.usage:
-            usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
-        if not chunk.choices:
-            continue
-        ch = chunk.choices[0]
-        content += ch.delta.content or ""
-        for d in ch.delta.tool_calls or []:
-            c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
-            if d.id:
-                c["id"] = d.id
-            if d.function and d.function.name:
-                c["name"] += d.function.name
-            if d.function and d.function.arguments:
-                c["arguments"] += d.function.arguments
-        finish = ch.finish_reason or finish
-    return [calls[i] for i in sorted(calls)], content, finish, usage
-
-
 def strip(calls):
     return [(c["name"], c["arguments"]) for c in calls]  # ids are each generation's own
 
@@ -52,8 +30,8 @@ def strip(calls):
 got = {}
 for label, client in [("relayed", relay), ("direct", direct)]:
     got[label] = accumulate(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw))
-rcalls, rcontent, rfinish, rusage = got["relayed"]
-dcalls, dcontent, dfinish, dusage = got["direct"]
+rcalls, rcontent, rfinish, _, rusage = got["relayed"]
+dcalls, dcontent, dfinish, _, dusage = got["direct"]
 report["relayed"], report["direct"] = rcalls, dcalls
 check(rfinish == dfinish == "tool_calls", f"stream: finish_reason {rfinish!r} vs {dfinish!r}")
 check(len(rcalls) == 1 and strip(rcalls) == strip(dcalls), f"stream: calls {rcalls} vs {dcalls}")

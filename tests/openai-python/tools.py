@@ -13,7 +13,7 @@ import random
 import jsonschema
 import openai
 
-from sluice_tools import ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
+from sluice_tools import accumulate, ask, chat_tools, check, client_args, failures, report, schemas, valid_arguments
 
 client = openai.OpenAI(**client_args(suffix="/v1"))
 tools = chat_tools()
@@ -21,29 +21,8 @@ params = schemas
 ask = [{"role": "user", "content": ask}]
 
 
-def accumulate(stream):
-    """Joins tool-call deltas by index as an SDK user does."""
-    calls, content, finish, first = {}, "", None, {}
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        ch = chunk.choices[0]
-        content += ch.delta.content or ""
-        for d in ch.delta.tool_calls or []:
-            c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
-            if d.id:
-                c["id"] = d.id
-                first[d.index] = (d.function.name, d.function.arguments)
-            if d.function and d.function.name:
-                c["name"] += d.function.name
-            if d.function and d.function.arguments:
-                c["arguments"] += d.function.arguments
-        finish = ch.finish_reason or finish
-    return [calls[i] for i in sorted(calls)], content, finish, first
-
-
 for label, choice in [("required", "required"), ("named", {"type": "function", "function": {"name": "get_time"}})]:
-    calls, content, finish, first = accumulate(client.chat.completions.create(
+    calls, content, finish, first, _ = accumulate(client.chat.completions.create(
         model="", messages=ask, tools=tools, tool_choice=choice, parallel_tool_calls=False,
         max_tokens=120, temperature=0, stream=True))
     report[label] = calls
