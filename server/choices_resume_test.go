@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,10 +19,7 @@ import (
 // one, usage included. A reconnect after the end replays and generates
 // nothing.
 func TestChoicesResume(t *testing.T) {
-	script := strings.Split("The quick brown fox jumps over the lazy dog again and again.", " ")
-	for i := range script[1:] {
-		script[i+1] = " " + script[i+1]
-	}
+	script := foxScript()
 	for _, tt := range []struct {
 		name   string
 		cutAt  int
@@ -34,10 +30,7 @@ func TestChoicesResume(t *testing.T) {
 			body := fmt.Sprintf(chatBody, "", true, `,"n":3,"seed":40,"stream_options":{"include_usage":true}`)
 			wantText, _, wantFinish, wantUsage := choicesOfEvents(t, ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0))
 
-			resp := rig.post(t, "/v1/chat/completions", body)
-			id := resp.Header.Get(streamIDHeader)
-			first := ssetest.Read(t, bufio.NewReader(resp.Body), tt.cutAt)
-			resp.Body.Close() // the client vanishes mid-stream
+			id, first := cutChat(t, rig, body, tt.cutAt)
 			last := first[len(first)-1].ID
 			again := resumeChat(t, rig, body, id, last, tt.viaGET)
 			if again.StatusCode != 200 || again.Header.Get(streamIDHeader) != id {

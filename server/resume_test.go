@@ -19,10 +19,7 @@ import (
 // that the generation continued (not restarted) from the tokens already
 // produced, and that the result equals an uninterrupted stream.
 func TestResume(t *testing.T) {
-	script := strings.Split("The quick brown fox jumps over the lazy dog again and again.", " ")
-	for i := range script[1:] {
-		script[i+1] = " " + script[i+1]
-	}
+	script := foxScript()
 	tests := []struct {
 		name   string
 		cutAt  int // events read before the disconnect
@@ -39,10 +36,7 @@ func TestResume(t *testing.T) {
 			whole := ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0)
 			wantText, _, _, wantUsage := contentOf(t, whole)
 
-			resp := rig.post(t, "/v1/chat/completions", body)
-			id := resp.Header.Get(streamIDHeader)
-			first := ssetest.Read(t, bufio.NewReader(resp.Body), tt.cutAt)
-			resp.Body.Close() // the client vanishes mid-stream
+			id, first := cutChat(t, rig, body, tt.cutAt)
 			last := first[len(first)-1].ID
 
 			again := resumeChat(t, rig, body, id, last, tt.viaGET)
@@ -169,4 +163,25 @@ func resumeChat(t *testing.T, rig *testRig, body, id string, last int64, viaGET 
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+// foxScript is the engine script of the resume tests: a word a token,
+// enough tokens that a cut stream is still generating.
+func foxScript() []string {
+	script := strings.Split("The quick brown fox jumps over the lazy dog again and again.", " ")
+	for i := range script[1:] {
+		script[i+1] = " " + script[i+1]
+	}
+	return script
+}
+
+// cutChat posts body, reads n events and drops the connection, as a client
+// that vanishes mid-stream: the stream's id and the events it got.
+func cutChat(t *testing.T, rig *testRig, body string, n int) (string, []ssetest.Event) {
+	t.Helper()
+	resp := rig.post(t, "/v1/chat/completions", body)
+	id := resp.Header.Get(streamIDHeader)
+	first := ssetest.Read(t, bufio.NewReader(resp.Body), n)
+	resp.Body.Close()
+	return id, first
 }
