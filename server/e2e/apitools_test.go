@@ -69,23 +69,7 @@ func init() {
 		path: "/v1/responses",
 		body: `{"max_output_tokens":120,"temperature":0,"stream":true,"store":false,"input":"What is the weather like in Paris today?",
 			"tool_choice":"required","parallel_tool_calls":false,"tools":[{"type":"function","name":"get_weather","parameters":` + weather + `}]}`,
-		delta: func(t *testing.T, ev ssetest.Event) string {
-			var d struct {
-				Type  string
-				Seq   int `json:"sequence_number"`
-				Delta string
-			}
-			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.Data, err)
-			}
-			if d.Seq != int(ev.ID-1) {
-				t.Fatalf("event %d has sequence_number %d", ev.ID, d.Seq)
-			}
-			if d.Type != "response.function_call_arguments.delta" {
-				return ""
-			}
-			return d.Delta
-		},
-		last: "response.completed",
+		delta: responsesDelta("response.function_call_arguments.delta"),
+		last:  "response.completed",
 	}
 }

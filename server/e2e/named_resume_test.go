@@ -37,26 +37,10 @@ var namedAPIs = map[string]namedAPI{
 		last: "message_stop",
 	},
 	"responses": {
-		path: "/v1/responses",
-		body: `{"max_output_tokens":80,"temperature":0,"stream":true,"store":false,"input":"Tell me a long story about a dragon and a knight."}`,
-		delta: func(t *testing.T, ev ssetest.Event) string {
-			var d struct {
-				Type  string
-				Seq   int `json:"sequence_number"`
-				Delta string
-			}
-			if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
-				t.Fatalf("%s: %v", ev.Data, err)
-			}
-			if d.Seq != int(ev.ID-1) { // sequence numbers from 0, event ids from 1: both go on across the reconnect
-				t.Fatalf("event %d has sequence_number %d", ev.ID, d.Seq)
-			}
-			if d.Type != "response.output_text.delta" {
-				return ""
-			}
-			return d.Delta
-		},
-		last: "response.incomplete", // max_output_tokens ends this story
+		path:  "/v1/responses",
+		body:  `{"max_output_tokens":80,"temperature":0,"stream":true,"store":false,"input":"Tell me a long story about a dragon and a knight."}`,
+		delta: responsesDelta("response.output_text.delta"),
+		last:  "response.incomplete", // max_output_tokens ends this story
 	},
 }
 
@@ -168,5 +152,28 @@ func TestNamedStreamResumeErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// responsesDelta is a Responses stream's delta func: the delta of each event
+// of type kind. Every event's sequence_number must follow its id (numbers
+// from 0, ids from 1), both going on across the reconnect.
+func responsesDelta(kind string) func(t *testing.T, ev ssetest.Event) string {
+	return func(t *testing.T, ev ssetest.Event) string {
+		var d struct {
+			Type  string
+			Seq   int `json:"sequence_number"`
+			Delta string
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+			t.Fatalf("%s: %v", ev.Data, err)
+		}
+		if d.Seq != int(ev.ID-1) {
+			t.Fatalf("event %d has sequence_number %d", ev.ID, d.Seq)
+		}
+		if d.Type != kind {
+			return ""
+		}
+		return d.Delta
 	}
 }
