@@ -75,16 +75,22 @@ func (s *sim) apply(op, arg byte) error {
 }
 
 func (s *sim) admit(r *rand.Rand, reserve int) error {
+	return s.readmit(s.newSeq(r, 2*s.p.bs), reserve)
+}
+
+// newSeq adds a sequence of up to most random tokens, most often after one
+// of the shared bases.
+func (s *sim) newSeq(r *rand.Rand, most int) *simSeq {
 	var toks []int32
 	if r.IntN(4) != 0 {
 		toks = append(toks, s.bases[r.IntN(len(s.bases))]...)
 	}
-	for range 1 + r.IntN(2*s.p.bs) {
+	for range 1 + r.IntN(most) {
 		toks = append(toks, int32(r.IntN(4)))
 	}
 	q := &simSeq{tokens: toks}
 	s.seqs = append(s.seqs, q)
-	return s.readmit(q, reserve)
+	return q
 }
 
 // readmit shares q's cached prefix and allocates its first chunk, or drops q

@@ -33,16 +33,7 @@ func (s *wsim) apply(op, arg byte) error {
 	r := rand.New(rand.NewPCG(uint64(op), uint64(arg)))
 	switch {
 	case op%4 == 0 || len(s.seqs) == 0:
-		var toks []int32
-		if r.IntN(4) != 0 {
-			toks = append(toks, s.bases[r.IntN(len(s.bases))]...)
-		}
-		for range 1 + r.IntN(6*s.p.bs) {
-			toks = append(toks, int32(r.IntN(4)))
-		}
-		q := &simSeq{tokens: toks}
-		s.seqs = append(s.seqs, q)
-		return s.readmit(q, int(arg%3))
+		return s.readmit(s.newSeq(r, 6*s.p.bs), int(arg%3))
 	case op%4 == 1 || op%4 == 2:
 		return s.compute(s.seqs[int(arg)%len(s.seqs)], 1+int(arg)%s.chunk)
 	default:
