@@ -112,10 +112,17 @@ async function resumes(page) {
   const prompt = 'List five facts about the Moon.';
   const want = await complete([{ role: 'user', content: prompt }], 120);
   await setSettings(page, { max_tokens: 120 });
-  await send(page, prompt);
-  await page.waitForFunction(() => (document.querySelector('.msg.assistant:last-child .body')?.textContent.length || 0) > 40, null, { timeout: 30000 });
-  check(await page.evaluate(() => window.sluice.dropConnection()), 'no request to drop');
-  await waitDone(page);
+  // On a loaded machine the browser can paint a reply only once it has all
+  // arrived, leaving nothing to drop: the drop is what is tested, so such a
+  // reply is asked again (at most three times), never counted as a resume.
+  let dropped = false;
+  for (let attempt = 0; attempt < 3 && !dropped; attempt++) {
+    await send(page, prompt);
+    await page.waitForFunction(() => (document.querySelector('.msg.assistant:last-child .body')?.textContent.length || 0) > 0, null, { timeout: 30000 });
+    dropped = await page.evaluate(() => window.sluice.dropConnection());
+    await waitDone(page);
+  }
+  check(dropped, 'no request to drop in three replies');
   const notes = await lastReply(page).locator('.note.resume').allTextContents();
   const got = await page.evaluate(() => window.sluice.chat.messages.at(-1).content);
   figures.resume = { notes, equal: got === want, chars: got.length };
