@@ -210,9 +210,17 @@ func FuzzToolParser(f *testing.F) {
 				t.Fatalf("format %d, %q at the limit: cut %q, whole %q", tf.f, text, cut.items, limited.items)
 			}
 			o := map[ToolFormat]string{ToolsHermes: "<tool_call>", ToolsLlama3: "<|python_tag|>", ToolsMistral: "[TOOL_CALLS]"}[tf.f]
-			for n := 1; n < len(o); n++ {
-				if strings.HasSuffix(limited.content, o[:n]) {
-					t.Fatalf("format %d, %q at the limit: content %q ends in %q", tf.f, text, limited.content, o[:n])
+			// The first bytes of an opener the text ends with are held back,
+			// so at the limit they must be dropped, not shown. Content may
+			// still end in such bytes when they were released earlier ("<<":
+			// the first "<" cannot start an opener, the second is dropped),
+			// so the check is on text with no whole opener, where nothing but
+			// that fragment may be missing from the content.
+			if !strings.Contains(text, o) {
+				for n := 1; n < len(o); n++ {
+					if strings.HasSuffix(text, o[:n]) && limited.content == text {
+						t.Fatalf("format %d, %q at the limit: content %q keeps the held %q", tf.f, text, limited.content, o[:n])
+					}
 				}
 			}
 			// A well-formed reply: exactly its calls.
