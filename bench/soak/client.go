@@ -62,19 +62,27 @@ func runJob(ctx context.Context, cl conns, j job) outcome {
 	return runStream(ctx, cl.hc, cl.base, j)
 }
 
-// runWhole sends a non-streaming request and checks the response it gets.
-func runWhole(ctx context.Context, hc *http.Client, base string, j job) outcome {
-	o := outcome{endpoint: j.ep.name + "_whole"}
+// send posts j's body under j's key on a context of its own, cancelled after
+// j's cut delay when its client is one that abandons; the caller defers stop.
+func send(ctx context.Context, hc *http.Client, base string, j job) (context.Context, *http.Response, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	stop := cancel
 	if j.behave == behaveAbandon && j.cutDelay > 0 {
 		t := time.AfterFunc(j.cutDelay, cancel)
-		defer t.Stop()
+		stop = func() { t.Stop(); cancel() }
 	}
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+j.ep.path, bytes.NewReader(j.body))
 	req.Header.Set("Content-Type", "application/json")
 	authHeader(req.Header, j.key)
 	resp, err := hc.Do(req)
+	return ctx, resp, stop, err
+}
+
+// runWhole sends a non-streaming request and checks the response it gets.
+func runWhole(ctx context.Context, hc *http.Client, base string, j job) outcome {
+	o := outcome{endpoint: j.ep.name + "_whole"}
+	ctx, resp, stop, err := send(ctx, hc, base, j)
+	defer stop()
 	if err != nil {
 		return failed(ctx, o, j, err, "connect")
 	}
@@ -99,16 +107,8 @@ func runWhole(ctx context.Context, hc *http.Client, base string, j job) outcome 
 // what it received when the stream ran to its end.
 func runStream(ctx context.Context, hc *http.Client, base string, j job) outcome {
 	o := outcome{endpoint: j.ep.name}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if j.behave == behaveAbandon && j.cutDelay > 0 {
-		t := time.AfterFunc(j.cutDelay, cancel)
-		defer t.Stop()
-	}
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+j.ep.path, bytes.NewReader(j.body))
-	req.Header.Set("Content-Type", "application/json")
-	authHeader(req.Header, j.key)
-	resp, err := hc.Do(req)
+	ctx, resp, stop, err := send(ctx, hc, base, j)
+	defer stop()
 	if err != nil {
 		return failed(ctx, o, j, err, "connect")
 	}
