@@ -38,28 +38,7 @@ func TestQ8_0RowsVNNI(t *testing.T) {
 						q[r.IntN(32)] = 0
 						q[r.IntN(32)] = 127
 					}
-					xrb := nb * 34
-					xstride := xrb + 34
-					xq := make([]byte, m*xstride)
-					for j := range m {
-						x := randVec(r, in)
-						x[r.IntN(in)] = -40 * float32(j+1)
-						k.quantize(xq[j*xstride:j*xstride+xrb], x)
-					}
-					sc := make([]float32, 2*m*nb)
-					actScales(sc, xq, xstride, 34, nb, m)
-					dstride := rows + 2
-					got, want := make([]float32, m*dstride), make([]float32, m*dstride)
-					for i := range got {
-						got[i], want[i] = float32(math.NaN()), float32(math.NaN())
-					}
-					asmRowsM(f.avx2, m, 34, 34)(want, dstride, w, wb, rows, xq, xstride, sc, nb)
-					asmRowsM(f.vnni, m, 34, 34)(got, dstride, w, wb, rows, xq, xstride, sc, nb)
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("activation %d row %d: VNNI %v, AVX2 %v", i/dstride, i%dstride, got[i], want[i])
-						}
-					}
+					compareRowsM(t, r, k, m, 34, f.avx2, f.vnni, w, wb, rows, in)
 				})
 			}
 		}
@@ -97,30 +76,40 @@ func TestQ5_0RowsVNNI(t *testing.T) {
 							b[6+r.IntN(16)] &= 0xf0
 						}
 					}
-					xrb := nb * 34
-					xstride := xrb + 34
-					xq := make([]byte, m*xstride)
-					for j := range m {
-						x := randVec(r, in)
-						x[r.IntN(in)] = -40 * float32(j+1)
-						k.quantize(xq[j*xstride:j*xstride+xrb], x)
-					}
-					sc := make([]float32, 2*m*nb)
-					actScales(sc, xq, xstride, 34, nb, m)
-					dstride := rows + 2
-					got, want := make([]float32, m*dstride), make([]float32, m*dstride)
-					for i := range got {
-						got[i], want[i] = float32(math.NaN()), float32(math.NaN())
-					}
-					asmRowsM(f.avx2, m, 22, 34)(want, dstride, w, wb, rows, xq, xstride, sc, nb)
-					asmRowsM(f.vnni, m, 22, 34)(got, dstride, w, wb, rows, xq, xstride, sc, nb)
-					for i := range got {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("activation %d row %d: VNNI %v, AVX2 %v", i/dstride, i%dstride, got[i], want[i])
-						}
-					}
+					compareRowsM(t, r, k, m, 22, f.avx2, f.vnni, w, wb, rows, in)
 				})
 			}
+		}
+	}
+}
+
+// compareRowsM runs the AVX2 and VNNI forms of an m-activation kernel over
+// rows weight rows of in inputs (w, wb bytes a row, wbb a block) against m
+// random Q8_0 activations, one of them with an outlier, and fails on the
+// first output whose bits differ.
+func compareRowsM(t *testing.T, r *rand.Rand, k *quantKernel, m, wbb int, avx2, vnni rowsMKernel, w []byte, wb, rows, in int) {
+	t.Helper()
+	nb := in / 32
+	xrb := nb * 34
+	xstride := xrb + 34
+	xq := make([]byte, m*xstride)
+	for j := range m {
+		x := randVec(r, in)
+		x[r.IntN(in)] = -40 * float32(j+1)
+		k.quantize(xq[j*xstride:j*xstride+xrb], x)
+	}
+	sc := make([]float32, 2*m*nb)
+	actScales(sc, xq, xstride, 34, nb, m)
+	dstride := rows + 2
+	got, want := make([]float32, m*dstride), make([]float32, m*dstride)
+	for i := range got {
+		got[i], want[i] = float32(math.NaN()), float32(math.NaN())
+	}
+	asmRowsM(avx2, m, wbb, 34)(want, dstride, w, wb, rows, xq, xstride, sc, nb)
+	asmRowsM(vnni, m, wbb, 34)(got, dstride, w, wb, rows, xq, xstride, sc, nb)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("activation %d row %d: VNNI %v, AVX2 %v", i/dstride, i%dstride, got[i], want[i])
 		}
 	}
 }
