@@ -14,31 +14,14 @@ import (
 // engine samples itself, and a count of every byte downloaded.
 var _ kernels.DeviceSampler = (*Backend)(nil)
 
-// SampleRows is Sample with the backend-neutral parameters.
+// SampleRows is Sample under the interface's name.
 func (b *Backend) SampleRows(logits kernels.Tensor, params []kernels.SampleParams, dst []int32) error {
-	ps := make([]SampleParams, len(params))
-	for i, p := range params {
-		ps[i] = SampleParams(p)
-	}
-	return b.Sample(logits, ps, dst)
+	return b.Sample(logits, params, dst)
 }
 
-// LogprobRows is Logprobs with the backend-neutral types.
+// LogprobRows is Logprobs under the interface's name.
 func (b *Backend) LogprobRows(logits kernels.Tensor, rows []kernels.LogprobRow, dst []kernels.RowLogprobs) error {
-	rs, out := make([]LogprobRow, len(rows)), make([]RowLogprobs, len(dst))
-	for i, r := range rows {
-		rs[i] = LogprobRow(r)
-	}
-	if err := b.Logprobs(logits, rs, out); err != nil {
-		return err
-	}
-	for i, o := range out {
-		dst[i] = kernels.RowLogprobs{Logprob: o.Logprob, Top: make([]kernels.TopLogprob, len(o.Top))}
-		for j, t := range o.Top {
-			dst[i].Top[j] = kernels.TopLogprob(t)
-		}
-	}
-	return nil
+	return b.Logprobs(logits, rows, dst)
 }
 
 // ReadRows copies the listed rows of an F32 [rows, vocab] tensor to dst,

@@ -17,26 +17,13 @@ const MaxTopLogprobs = 20
 // lpWords is the kernel's answer per row in int32s (LP_WORDS).
 const lpWords = 1 + 2*MaxTopLogprobs
 
-// LogprobRow asks for one logits row's logprobs: the sampled Token's and
-// the K (0-20) most likely tokens'.
-type LogprobRow struct {
-	Row   int
-	Token int32
-	K     int
-}
-
-// RowLogprobs is a LogprobRow's answer, with engine.Logprob's meaning:
-// log_softmax of the row, Top most likely first, ties to the lower id.
-type RowLogprobs struct {
-	Logprob float32
-	Top     []TopLogprob
-}
-
-// TopLogprob is one of a row's most likely tokens.
-type TopLogprob struct {
-	ID      int32
-	Logprob float32
-}
+// The row requests and answers are kernels' own types (the engine's), so
+// LogprobRows hands them over without a copy.
+type (
+	LogprobRow  = kernels.LogprobRow
+	RowLogprobs = kernels.RowLogprobs
+	TopLogprob  = kernels.TopLogprob
+)
 
 // Logprobs computes, on the device, the logprobs rows ask for from logits
 // ([n, vocab] F32) into dst (one per row): only 41 int32s a row cross to

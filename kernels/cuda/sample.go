@@ -11,26 +11,9 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 )
 
-// SampleParams are one row's sampling settings, with the engine's meaning
-// (engine.SamplingParams, llama.cpp's chain: penalties → top-k → top-p →
-// min-p → temperature → draw). Temperature ≤ 0 is greedy; TopK ≤ 0 (or ≥ the
-// vocabulary), TopP 0 or ≥ 1 and MinP 0 switch those off. Penalized lists
-// the tokens the penalties count (the window of the sequence's history, a
-// token once per occurrence); penalties apply when RepetitionPenalty is
-// neither 0 nor 1 or PresencePenalty or FrequencyPenalty is not 0. U is the
-// draw in [0, 1) made by the caller's seeded RNG, so runs reproduce. Bias
-// is added to its tokens' logits before all of that (OpenAI's logit_bias,
-// ids within the vocabulary), on the kernel's copy of the row.
-type SampleParams struct {
-	Temperature, TopP, MinP float32
-	TopK                    int32
-	RepetitionPenalty       float32
-	PresencePenalty         float32
-	FrequencyPenalty        float32
-	Penalized               []int32
-	U                       float64
-	Bias                    map[int32]float32
-}
+// SampleParams are one row's sampling settings: kernels.SampleParams, the
+// type the engine fills, so a step's parameters reach the kernel uncopied.
+type SampleParams = kernels.SampleParams
 
 // Undecided is the id Sample leaves for a row it does not decide on the
 // device (top-p without top-k; a top-k set of more than 1,024 candidates
@@ -40,7 +23,8 @@ const Undecided = -1
 // sampleWords is the kernel's struct SampleParams in int32s.
 const sampleWords = 12
 
-func (p *SampleParams) penalize() bool {
+// penalize says whether p's penalties change any logit.
+func penalize(p *SampleParams) bool {
 	return (p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1) || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
@@ -101,7 +85,7 @@ func sampleTable(params []SampleParams, vocab int) (tab []int32, penalties bool)
 		row[3] = p.TopK
 		row[4], row[5], row[6] = f32Word(p.RepetitionPenalty), f32Word(p.PresencePenalty), f32Word(p.FrequencyPenalty)
 		row[9], row[10] = int32(uint32(u)), int32(uint32(u>>32))
-		pen := p.penalize() && len(p.Penalized) > 0
+		pen := penalize(p) && len(p.Penalized) > 0
 		if !pen && len(p.Bias) == 0 {
 			continue
 		}

@@ -14,7 +14,7 @@ import (
 // softmax → the draw u, candidates in the order the engine walks them.
 func refChain(logits []float32, p SampleParams) int32 {
 	l := slices.Clone(logits)
-	if p.penalize() {
+	if penalize(&p) {
 		counts := map[int32]int32{}
 		for _, t := range p.Penalized {
 			counts[t]++
