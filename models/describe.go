@@ -97,6 +97,9 @@ func Describe(c Config, src WeightSource) []Fact {
 		if c.SharedExpertFFN > 0 {
 			add("shared expert", "ffn %d, sigmoid-gated per token", c.SharedExpertFFN)
 		}
+		if layout := expertLayout(src); layout != "" {
+			add("expert layout", "%s", layout)
+		}
 	}
 	add("qk norm", "%v (over whole projections: %v)", c.QKNorm, c.QKNormWhole)
 	add("attention", "%s", WindowLayout(c))

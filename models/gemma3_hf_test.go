@@ -178,8 +178,6 @@ func TestGemma3HFConfig(t *testing.T) {
 		want error
 		text string
 	}{
-		{"final soft-cap", func(c map[string]any) map[string]any { c["final_logit_softcapping"] = 30.0; return c }, ErrUnsupported, "final_logit_softcapping"},
-		{"attention soft-cap", func(c map[string]any) map[string]any { c["attn_logit_softcapping"] = 50.0; return c }, ErrUnsupported, "attn_logit_softcapping"},
 		{"exact GELU", func(c map[string]any) map[string]any { c["hidden_activation"] = "gelu"; return c }, ErrUnsupported, "gelu"},
 		{"unknown layer type", func(c map[string]any) map[string]any {
 			c["layer_types"] = []string{"sliding_attention", "chunked_attention", "full_attention"}

@@ -35,6 +35,20 @@ type hfConfig struct {
 	AttnLogitSoftcapping  *float64        `json:"attn_logit_softcapping"`
 	HiddenActivation      string          `json:"hidden_activation"`
 	TextConfig            json.RawMessage `json:"text_config"` // Gemma3ForConditionalGeneration: the language model's config
+
+	// Mixture of experts (hfmoe.go): Mixtral counts its experts in
+	// num_local_experts, Qwen2/3-MoE and OLMoE in num_experts.
+	HiddenAct                    string   `json:"hidden_act"`
+	NumLocalExperts              *int     `json:"num_local_experts"`
+	NumExperts                   *int     `json:"num_experts"`
+	NumExpertsPerTok             *int     `json:"num_experts_per_tok"`
+	MoEIntermediateSize          *int     `json:"moe_intermediate_size"`
+	SharedExpertIntermediateSize *int     `json:"shared_expert_intermediate_size"`
+	NormTopkProb                 *bool    `json:"norm_topk_prob"`
+	DecoderSparseStep            *int     `json:"decoder_sparse_step"`
+	MLPOnlyLayers                []int    `json:"mlp_only_layers"`
+	ClipQKV                      *float64 `json:"clip_qkv"`
+	UseSlidingWindow             *bool    `json:"use_sliding_window"`
 }
 
 // gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
@@ -83,6 +97,11 @@ var hfArchs = map[string]string{
 	"Qwen3ForCausalLM":   "qwen3",
 	"Gemma3ForCausalLM":  "gemma3",
 	"Gemma2ForCausalLM":  "gemma2",
+	// Mixtures of experts (hfmoe.go); Mixtral is Llama with experts.
+	"MixtralForCausalLM":  "llama",
+	"Qwen2MoeForCausalLM": "qwen2moe",
+	"Qwen3MoeForCausalLM": "qwen3moe",
+	"OlmoeForCausalLM":    "olmoe",
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
@@ -104,7 +123,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	if arch == "gemma3" {
@@ -173,9 +192,15 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 			return Config{}, err
 		}
 	}
-	if hc.Architectures[0] == "MistralForCausalLM" && hc.SlidingWindow != nil && *hc.SlidingWindow > 0 {
+	if isHFMoE(hc.Architectures[0]) {
+		if err := hc.moe(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	}
+	if a := hc.Architectures[0]; (a == "MistralForCausalLM" || a == "MixtralForCausalLM") && hc.SlidingWindow != nil && *hc.SlidingWindow > 0 {
 		// Mistral 7B v0.1's window (4096) is on every layer, as transformers'
-		// MistralModel masks it; later Mistrals set sliding_window null.
+		// MistralModel (and MixtralModel) masks it; later Mistrals and
+		// Mixtrals set sliding_window null.
 		cfg.Window, cfg.RopeThetaLocal = *hc.SlidingWindow, cfg.RopeTheta
 		cfg.WindowLayers = make([]bool, max(cfg.Layers, 0))
 		setWindowPattern(cfg.WindowLayers, 0)
@@ -217,16 +242,21 @@ func (s *hfRopeScaling) config(path string) (*RopeScaling, error) {
 	}, nil
 }
 
-// gemma3 reads Gemma 3's window layout and query scale. Gemma ties its head
-// to the embedding; its norms are stored as w for (1 + w), which the loader
-// shifts (weightLoader.normShift).
+// gemma3 reads Gemma 3's window layout, query scale and soft-caps. Gemma ties
+// its head to the embedding; its norms are stored as w for (1 + w), which the
+// loader shifts (weightLoader.normShift).
 func (hc *hfConfig) gemma3(cfg *Config, path string) error {
-	// Gemma 2's soft-capping survives in Gemma 3's config as null; a value
-	// would change every logit, so it is refused rather than ignored.
-	for key, v := range map[string]*float64{"final_logit_softcapping": hc.FinalLogitSoftcapping, "attn_logit_softcapping": hc.AttnLogitSoftcapping} {
-		if v != nil && *v != 0 {
-			return fmt.Errorf("hf config %s: %s = %g (logit soft-capping, Gemma 2's) is not implemented: %w", path, key, *v, ErrUnsupported)
-		}
+	// Gemma 2's soft-caps survive in Gemma3TextConfig, null in every
+	// released checkpoint; transformers' Gemma3Attention and
+	// Gemma3ForCausalLM apply a number exactly as Gemma 2 does.
+	// Gemma3ForConditionalGeneration's head does not apply the final cap, so
+	// which logits such a checkpoint means is ambiguous: refused.
+	if hc.Architectures[0] == "Gemma3ForConditionalGeneration" && hc.FinalLogitSoftcapping != nil {
+		return fmt.Errorf("hf config %s: text_config.final_logit_softcapping = %g: transformers' Gemma3ForConditionalGeneration does not apply it (Gemma3ForCausalLM does): %w",
+			path, *hc.FinalLogitSoftcapping, ErrUnsupported)
+	}
+	if err := hc.softcaps(cfg, path); err != nil {
+		return err
 	}
 	cfg.RopeThetaLocal = gemma3RopeThetaLocal
 	if hc.RopeLocalBaseFreq != nil {
@@ -240,6 +270,22 @@ func (hc *hfConfig) gemma3(cfg *Config, path string) error {
 // layer unless layer_types says otherwise. A null cap is none, as
 // transformers skips it.
 func (hc *hfConfig) gemma2(cfg *Config, path string) error {
+	if err := hc.softcaps(cfg, path); err != nil {
+		return err
+	}
+	cfg.QKNorm = false // Gemma 2 has none; a stray q_norm is not read
+	cfg.RopeThetaLocal = cfg.RopeTheta
+	// Gemma2Config has no sliding_window_pattern; its layer_types default
+	// alternates.
+	hc.SlidingWindowPattern = nil
+	return hc.gemmaCommon(cfg, path, gemma2WindowPattern)
+}
+
+// softcaps reads attn_logit_softcapping and final_logit_softcapping, applied
+// as s → cap·tanh(s/cap) to the attention scores (after the query scale,
+// before the mask) and to the logits. A null cap is none, as transformers
+// skips it.
+func (hc *hfConfig) softcaps(cfg *Config, path string) error {
 	for _, c := range []struct {
 		key string
 		v   *float64
@@ -253,12 +299,7 @@ func (hc *hfConfig) gemma2(cfg *Config, path string) error {
 		}
 		*c.to = float32(*c.v)
 	}
-	cfg.QKNorm = false // Gemma 2 has none; a stray q_norm is not read
-	cfg.RopeThetaLocal = cfg.RopeTheta
-	// Gemma2Config has no sliding_window_pattern; its layer_types default
-	// alternates.
-	hc.SlidingWindowPattern = nil
-	return hc.gemmaCommon(cfg, path, gemma2WindowPattern)
+	return nil
 }
 
 // gemmaCommon reads what Gemma 2 and 3 share: GELU-tanh, the tied head, the

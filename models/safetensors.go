@@ -52,11 +52,14 @@ type HFDir struct {
 	files   []string
 	maps    [][]byte // nil after Close
 	tensors map[string]stEntry
+	// experts: a mixture's stacked tensors (blk.N.ffn_{gate,up,down}_exps),
+	// each as its experts' entries in order, stacked by Tensor (hfmoe.go).
+	experts map[string][]stEntry
 }
 
 // OpenHF maps the safetensors of the model directory dir and checks their headers.
 func OpenHF(dir string) (*HFDir, error) {
-	h := &HFDir{dir: dir, tensors: map[string]stEntry{}}
+	h := &HFDir{dir: dir, tensors: map[string]stEntry{}, experts: map[string][]stEntry{}}
 	wanted, err := h.shards()
 	if err != nil {
 		return nil, err
@@ -66,6 +69,10 @@ func OpenHF(dir string) (*HFDir, error) {
 			_ = h.Close()
 			return nil, err
 		}
+	}
+	if err := h.checkExperts(); err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	h.gemmaNormNames()
 	return h, nil
@@ -147,7 +154,14 @@ func (h *HFDir) openShard(name string, want []string) error {
 			return fmt.Errorf("safetensors %s: tensor %q listed in the index: %w", path, hfName, ErrNoTensor)
 		}
 		e.file = len(h.maps) - 1
+		if stacked, expert, ok := hfExpertName(hfName); ok {
+			if err := h.addExpert(path, stacked, expert, e); err != nil {
+				return err
+			}
+			continue
+		}
 		name := hfToGGUF(hfName)
+		sharedGateShape(name, &e)
 		if prev, dup := h.tensors[name]; dup {
 			return fmt.Errorf("safetensors %s: tensors %q and %q both map to %q: %w", path, prev.hfName, hfName, name, ErrMalformed)
 		}
@@ -252,6 +266,14 @@ var hfLayerParts = map[string]string{
 	"mlp.gate_proj.weight":              "ffn_gate.weight",
 	"mlp.up_proj.weight":                "ffn_up.weight",
 	"mlp.down_proj.weight":              "ffn_down.weight",
+	// A mixture's router (Mixtral's block_sparse_moe, the others' mlp) and
+	// Qwen2-MoE's shared expert; the experts are stacked (hfmoe.go).
+	"block_sparse_moe.gate.weight":       "ffn_gate_inp.weight",
+	"mlp.gate.weight":                    "ffn_gate_inp.weight",
+	"mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
+	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
 }
 
 var hfTopNames = map[string]string{
@@ -293,10 +315,18 @@ func (h *HFDir) Config() (Config, error) {
 func (h *HFDir) Vocab() (*vocab.Vocab, error) { return nil, nil }
 
 // Has reports whether the checkpoint holds the tensor (GGUF name).
-func (h *HFDir) Has(name string) bool { _, ok := h.tensors[name]; return ok }
+func (h *HFDir) Has(name string) bool {
+	_, ok := h.tensors[name]
+	if !ok {
+		_, ok = h.experts[name]
+	}
+	return ok
+}
 
 // Tensors lists the tensors Sluice can load (F32, F16, BF16) under their GGUF
-// names, sorted; Offset is from the start of the tensor's shard.
+// names, sorted; Offset is from the start of the tensor's shard. A stacked
+// expert tensor is listed as the loader gets it, [experts, rows, cols], with
+// the Offset of expert 0 and the Size of all.
 func (h *HFDir) Tensors() []TensorInfo {
 	var out []TensorInfo
 	for _, name := range sortedKeys(h.tensors) {
@@ -305,12 +335,24 @@ func (h *HFDir) Tensors() []TensorInfo {
 			out = append(out, TensorInfo{Name: name, DType: dt, Shape: append([]int(nil), e.shape...), Offset: e.begin, Size: e.end - e.begin})
 		}
 	}
+	for name, parts := range h.experts {
+		e := parts[0]
+		if dt, ok := stDTypes[e.dtype]; ok {
+			out = append(out, TensorInfo{Name: name, DType: dt, Shape: []int{len(parts), e.shape[0], e.shape[1]},
+				Offset: e.begin, Size: uint64(len(parts)) * (e.end - e.begin)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // Tensor returns the tensor called name (GGUF convention); Data is a slice of
-// the shard's mmap.
+// the shard's mmap, except for a stacked expert tensor, a new buffer on every
+// call that HFDir does not keep.
 func (h *HFDir) Tensor(name string) (kernels.HostTensor, error) {
+	if parts, ok := h.experts[name]; ok {
+		return h.stackedTensor(name, parts)
+	}
 	e, ok := h.tensors[name]
 	if !ok {
 		return kernels.HostTensor{}, fmt.Errorf("hf %s: tensor %q: %w", h.dir, name, ErrNoTensor)

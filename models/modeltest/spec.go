@@ -47,9 +47,10 @@ type Spec struct {
 	RopeDims int       // 0: HeadDim
 	LongRoPE *LongRoPE // nil: none
 
-	// Experts > 0 makes the feed-forward a mixture of experts (GGUF only):
-	// arch qwen3moe with QKNorm, qwen2moe with SharedExpertFFN, olmoe with
-	// OLMoE, else llama with experts (Mixtral).
+	// Experts > 0 makes the feed-forward a mixture of experts: arch
+	// qwen3moe with QKNorm, qwen2moe with SharedExpertFFN, olmoe with
+	// OLMoE, else llama with experts (Mixtral); WriteHF writes one tensor
+	// per expert (hfmoe.go).
 	Experts     int
 	ExpertsUsed int // top k
 	ExpertFFN   int // 0: FFN

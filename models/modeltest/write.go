@@ -167,8 +167,8 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	if err := spec.validate(); err != nil {
 		return err
 	}
-	if spec.Experts > 0 || spec.Phi3 {
-		return fmt.Errorf("modeltest: mixture-of-experts and Phi-3 specs are written as GGUF only")
+	if spec.Phi3 {
+		return fmt.Errorf("modeltest: Phi-3 specs are written as GGUF only")
 	}
 	if _, ok := hfDTypes[dtype]; !ok {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
@@ -189,13 +189,15 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 		}
 		var ts []Tensor
 		for _, t := range list[min(s*per, len(list)):min((s+1)*per, len(list))] {
-			data, err := quant.Quantize(dtype, weights[t.name])
+			hts, err := hfTensors(spec, t, weights[t.name], dtype)
 			if err != nil {
-				return fmt.Errorf("modeltest: %s: %w", t.name, err)
+				return err
 			}
-			ts = append(ts, Tensor{Name: hfName(t.name, spec.Gemma), DType: dtype, Shape: t.shape, Data: data})
-			weightMap[hfName(t.name, spec.Gemma)] = file
-			total += len(data)
+			for _, ht := range hts {
+				ts = append(ts, ht)
+				weightMap[ht.Name] = file
+				total += len(ht.Data)
+			}
 		}
 		if err := WriteSafetensors(filepath.Join(dir, file), ts); err != nil {
 			return err
@@ -300,6 +302,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 			"high_freq_factor":                 rs.HighFreqFactor,
 			"original_max_position_embeddings": rs.OriginalContext,
 		}
+	}
+	if spec.Experts > 0 {
+		moeHFConfig(spec, cfg)
 	}
 	return cfg
 }
