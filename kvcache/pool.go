@@ -55,6 +55,7 @@ type Pool struct {
 	toks   []int32 // [len(blocks)*bs]: the token ids of each indexed block, to verify hits
 	index  map[uint64]int32
 	events Events
+	group  Group // what events say of this pool's blocks
 
 	head, tail  int32 // free list: head is taken (evicted) first
 	nFree       int   // blocks on the free list (free + cached)
@@ -82,6 +83,10 @@ func NewPool(cfg Config) (*Pool, error) {
 	var err error
 	if p.win, err = newWindowGroup(cfg); err != nil {
 		return nil, err
+	}
+	p.group.Groups = 1
+	if p.win != nil {
+		p.group.Groups = 2
 	}
 	if p.cache {
 		p.toks = make([]int32, cfg.Blocks*cfg.BlockSize)
@@ -207,7 +212,7 @@ func (p *Pool) takeFresh() int32 {
 		p.nCachedFree--
 		p.stats.Evictions++
 		if p.events != nil {
-			p.events.BlockRemoved(b.hash)
+			p.events.BlockRemoved(p.group, b.hash)
 		}
 	}
 	b.ref = 1

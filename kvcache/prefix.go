@@ -97,7 +97,7 @@ func (p *Pool) Commit(t *Table, tokens []int32, computed int) {
 			copy(p.toks[int(id)*p.bs:], toks)
 			p.index[h] = id
 			if p.events != nil {
-				p.events.BlockStored(h, parent, toks)
+				p.events.BlockStored(p.group, h, parent, toks)
 			}
 		}
 		t.hashes = append(t.hashes, h)

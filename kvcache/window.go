@@ -26,7 +26,8 @@ import "fmt"
 // covering [L−W+1, L) are all still indexed; the global group's chain alone
 // is not enough. Window blocks released mid-sequence stay indexed (cached)
 // until evicted, so a resume or a shared prefix finds them while they last.
-// KV events (Events) describe the global group's index only.
+// KV events (Events) report both groups' indexes, each event naming its
+// group, so a router replaying them predicts the trimmed hit (PredictHit).
 
 // WindowConfig adds a sliding-window block group to a pool.
 type WindowConfig struct {
@@ -61,13 +62,14 @@ func newWindowGroup(cfg Config) (*windowGroup, error) {
 	if w.Window == 0 && w.Blocks == 0 {
 		return nil, nil
 	}
-	if w.Window < 0 || w.Blocks <= 0 {
+	if w.Window <= 0 || w.Blocks <= 0 {
 		return nil, fmt.Errorf("%w: window %d over %d blocks", ErrConfig, w.Window, w.Blocks)
 	}
-	inner, err := NewPool(Config{Blocks: w.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: cfg.PrefixCaching})
+	inner, err := NewPool(Config{Blocks: w.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: cfg.PrefixCaching, Events: cfg.Events})
 	if err != nil {
 		return nil, err
 	}
+	inner.group = Group{Index: 1, Window: w.Window, Groups: 2}
 	return &windowGroup{pool: inner, window: w.Window}, nil
 }
 

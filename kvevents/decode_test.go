@@ -32,11 +32,18 @@ type storedEv struct {
 	tokens    []uint32
 	blockSize int
 	medium    string
+	// A hybrid model's KV cache group, as vLLM names it (fields 9–11);
+	// kind "" when the event has none.
+	group  int
+	kind   string
+	window int
 }
 
 type removedEv struct {
-	hashes []uint64
-	medium string
+	hashes  []uint64
+	medium  string
+	group   int
+	grouped bool // the event names its group (field 3)
 }
 
 type clearedEv struct{}
@@ -102,6 +109,21 @@ func decodeEvent(f []any) (any, error) {
 		if len(f) > 5 && f[5] != nil || len(f) > 7 && f[7] != nil {
 			return nil, fmt.Errorf("BlockStored: a LoRA id or name %v %v", f[5], f[7])
 		}
+		if len(f) == 8 {
+			return ev, nil
+		}
+		if len(f) != 12 || f[8] != nil {
+			return nil, fmt.Errorf("BlockStored: %d fields, extra_keys %v", len(f), f[min(8, len(f)-1)])
+		}
+		if ev.group, err = toInt(f[9]); err != nil {
+			return nil, err
+		}
+		ev.kind, _ = f[10].(string)
+		if f[11] != nil {
+			if ev.window, err = toInt(f[11]); err != nil {
+				return nil, err
+			}
+		}
 		return ev, nil
 	case "BlockRemoved":
 		ev := &removedEv{}
@@ -111,6 +133,12 @@ func decodeEvent(f []any) (any, error) {
 		}
 		if len(f) > 2 && f[2] != nil {
 			ev.medium, _ = f[2].(string)
+		}
+		if len(f) > 3 {
+			ev.grouped = true
+			if ev.group, err = toInt(f[3]); err != nil {
+				return nil, err
+			}
 		}
 		return ev, nil
 	case "AllBlocksCleared":

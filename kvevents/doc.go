@@ -20,6 +20,35 @@
 // one's parent is parent (nil for a sequence's first block), and token holds
 // block_size ids per hash, in order.
 //
+// Sliding-window models (Gemma 2 and 3, a windowed Phi-3 or Mistral, served
+// with their window layers in a store of their own: docs/sliding-window.md)
+// have two block groups, indexed under the same hashes, and every event
+// names its group with the fields vLLM gives a hybrid model's KV cache
+// groups (vllm-project/vllm #40984), after the ones above:
+//
+//	["BlockStored", ..., lora_name=nil, extra_keys=nil, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window]
+//	    group 0: "full_attention", nil    the global group: every block of a prefix
+//	    group 1: "sliding_window", W      the window group: a row reads the last W positions
+//	["BlockRemoved", [hash...], medium, group_idx]
+//
+// A model without a window keeps the 8- and 3-field events above,
+// unchanged. A window-group block leaves the window as its sequence
+// advances; it stays indexed (and serves hits) until it is evicted, which
+// BlockRemoved with group_idx 1 reports. A consumer that replays both
+// groups predicts exactly the hit Sluice serves (kvcache.PredictHit, the
+// rule of vLLM's SlidingWindowManager): the longest run of whole leading
+// blocks, ending at most one token before the prompt's end, of L tokens
+// such that group 0 holds all L/block_size of them and group 1 those that
+// cover positions [L−W+1, L). One that reads group 0 alone (group_idx
+// absent or 0, as Dynamo's indexer does) sees the blocks it always saw and
+// may predict a longer hit than is served; one that ignores group_idx
+// altogether (llm-d-kv-cache before its HMA support) merges the groups, so
+// a window-group removal hides a block group 0 still holds: a shorter
+// predicted hit, a worse route, never a wrong answer. A model whose
+// every layer is a window layer (Phi-3) still reports group 0 as
+// "full_attention": its blocks hold no KV there, but the hit needs its
+// chain all the same, so the rule above stays exact.
+//
 // Differences from vLLM, all invisible to llm-d's indexer:
 //   - Events are positional arrays, vLLM's layout before vllm-project/vllm
 //     #42892; vLLM now sends each event as a map ("type" and field names).

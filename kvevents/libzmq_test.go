@@ -97,8 +97,7 @@ func TestLibzmqSubscriber(t *testing.T) {
 	if err := lines.Err(); err != nil || r.nextSeq != last+1 {
 		t.Fatalf("read up to batch %d of %d: %v", r.nextSeq, last+1, err)
 	}
-	indexed := map[uint64]bool{}
-	pool.Indexed(func(hash, _ uint64, _ []int32) { indexed[hash] = true })
+	indexed := indexedBlocks(pool)
 	if !maps.Equal(indexed, r.live) || r.removed == 0 {
 		t.Errorf("through libzmq: %d live, %d removed; the pool indexes %d", len(r.live), r.removed, len(indexed))
 	}

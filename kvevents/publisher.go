@@ -55,6 +55,7 @@ const (
 
 type event struct {
 	kind         kind
+	group        kvcache.Group
 	hash, parent uint64
 	tokens       []int32
 }
@@ -147,12 +148,14 @@ func (p *Publisher) Dropped() uint64 { return p.dropped.Load() }
 func (p *Publisher) Batches() uint64 { return p.sent.Load() }
 
 // BlockStored implements kvcache.Events: on the engine loop, never blocking.
-func (p *Publisher) BlockStored(hash, parent uint64, tokens []int32) {
-	p.offer(event{kind: stored, hash: hash, parent: parent, tokens: slices.Clone(tokens)})
+func (p *Publisher) BlockStored(g kvcache.Group, hash, parent uint64, tokens []int32) {
+	p.offer(event{kind: stored, group: g, hash: hash, parent: parent, tokens: slices.Clone(tokens)})
 }
 
 // BlockRemoved implements kvcache.Events.
-func (p *Publisher) BlockRemoved(hash uint64) { p.offer(event{kind: removed, hash: hash}) }
+func (p *Publisher) BlockRemoved(g kvcache.Group, hash uint64) {
+	p.offer(event{kind: removed, group: g, hash: hash})
+}
 
 func (p *Publisher) offer(ev event) {
 	p.pending.Add(1)

@@ -144,7 +144,7 @@ func TestEngineStreamMatchesPool(t *testing.T) {
 		var parent uint64
 		for end := testBS; end <= len(p); end += testBS {
 			h := kvcache.BlockHash(parent, p[end-testBS:end])
-			if !r.ever[h] {
+			if !r.ever[block{0, h}] {
 				t.Fatalf("prompt %d: block ending at %d (hash %x) never stored", i, end, h)
 			}
 			parent = h
@@ -191,8 +191,7 @@ func TestPoolStreamMatchesIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	indexed := map[uint64]bool{}
-	pool.Indexed(func(hash, _ uint64, _ []int32) { indexed[hash] = true })
+	indexed := indexedBlocks(pool)
 	if !maps.Equal(indexed, r.live) {
 		t.Errorf("the pool indexes %d blocks, the stream leaves %d stored, not the same", len(indexed), len(r.live))
 	}
@@ -221,8 +220,7 @@ func familyPrompts(families, n int) [][]int32 {
 	return out
 }
 
-// drain waits until pub has handed every event to its socket, then collects
-// batches until the last one it sent has arrived, and closes pub.
+// drain collects what pub has sent (catchUp) and closes pub.
 func drain(t *testing.T, ctx context.Context, pub *Publisher, msgs <-chan zmq4.Msg) []decoded {
 	t.Helper()
 	defer func() {
@@ -230,11 +228,22 @@ func drain(t *testing.T, ctx context.Context, pub *Publisher, msgs <-chan zmq4.M
 			t.Error(err)
 		}
 	}()
+	return catchUp(t, ctx, pub, msgs, 0)
+}
+
+// catchUp waits until pub has handed every event to its socket, then
+// collects batches until the last one it sent has arrived; none when it
+// has sent none from batch next on.
+func catchUp(t *testing.T, ctx context.Context, pub *Publisher, msgs <-chan zmq4.Msg, next uint64) []decoded {
+	t.Helper()
 	for pub.pending.Load() != 0 {
 		if ctx.Err() != nil {
 			t.Fatalf("%d events never sent", pub.pending.Load())
 		}
 		time.Sleep(time.Millisecond) // the sender gives no signal; it is seconds at most
+	}
+	if pub.Batches() <= next {
+		return nil
 	}
 	last := pub.Batches() - 1
 	var out []decoded
@@ -259,18 +268,49 @@ func drain(t *testing.T, ctx context.Context, pub *Publisher, msgs <-chan zmq4.M
 }
 
 // replay rebuilds a pod's index from its stream, as llm-d's indexer does,
-// checking every rule a consumer relies on.
+// checking every rule a consumer relies on. Blocks are keyed by group and
+// hash: a pool with a window group stores each hash in both.
 type replay struct {
 	medium  string
-	live    map[uint64]bool
-	ever    map[uint64]bool
+	live    map[block]bool
+	ever    map[block]bool
 	removed int
 	nextSeq uint64
 	first   bool
+	window  int // the window group's W, once an event has named it
+}
+
+type block struct {
+	group int
+	hash  uint64
 }
 
 func newReplay(medium string) *replay {
-	return &replay{medium: medium, live: map[uint64]bool{}, ever: map[uint64]bool{}, first: true}
+	return &replay{medium: medium, live: map[block]bool{}, ever: map[block]bool{}, first: true}
+}
+
+// indexedBlocks is what pool's prefix index holds, in replay's keys.
+func indexedBlocks(pool *kvcache.Pool) map[block]bool {
+	out := map[block]bool{}
+	pool.Indexed(func(g kvcache.Group, hash, _ uint64, _ []int32) { out[block{g.Index, hash}] = true })
+	return out
+}
+
+// has is what kvcache.PredictHit asks of the rebuilt index.
+func (r *replay) has(group int, hash uint64) bool { return r.live[block{group, hash}] }
+
+// checkGroup: a BlockStored names its group as vLLM names a hybrid model's,
+// consistently, or (kind "") not at all, which is the global group.
+func (r *replay) checkGroup(ev *storedEv) error {
+	switch {
+	case ev.kind == "" && ev.group == 0 && ev.window == 0:
+	case ev.kind == "full_attention" && ev.group == 0 && ev.window == 0:
+	case ev.kind == "sliding_window" && ev.group == 1 && ev.window > 0 && (r.window == 0 || r.window == ev.window):
+		r.window = ev.window
+	default:
+		return fmt.Errorf("BlockStored of group %d, kind %q, window %d (after window %d)", ev.group, ev.kind, ev.window, r.window)
+	}
+	return nil
 }
 
 func (r *replay) apply(d decoded) error {
@@ -289,9 +329,12 @@ func (r *replay) apply(d decoded) error {
 			if ev.blockSize != testBS || len(ev.tokens) != len(ev.hashes)*testBS || ev.medium != r.medium {
 				return fmt.Errorf("BlockStored %+v", ev)
 			}
+			if err := r.checkGroup(ev); err != nil {
+				return err
+			}
 			parent := ev.parent
-			if parent != 0 && !r.ever[parent] {
-				return fmt.Errorf("block %x chains from %x, never stored", ev.hashes[0], parent)
+			if parent != 0 && !r.ever[block{ev.group, parent}] {
+				return fmt.Errorf("group %d: block %x chains from %x, never stored", ev.group, ev.hashes[0], parent)
 			}
 			for i, h := range ev.hashes {
 				toks := make([]int32, testBS)
@@ -301,10 +344,11 @@ func (r *replay) apply(d decoded) error {
 				if want := kvcache.BlockHash(parent, toks); h != want {
 					return fmt.Errorf("block %x: parent %x and tokens %v hash to %x", h, parent, toks, want)
 				}
-				if r.live[h] {
-					return fmt.Errorf("block %x stored twice", h)
+				b := block{ev.group, h}
+				if r.live[b] {
+					return fmt.Errorf("group %d: block %x stored twice", ev.group, h)
 				}
-				r.live[h], r.ever[h] = true, true
+				r.live[b], r.ever[b] = true, true
 				parent = h
 			}
 		case *removedEv:
@@ -312,10 +356,11 @@ func (r *replay) apply(d decoded) error {
 				return fmt.Errorf("BlockRemoved %+v", ev)
 			}
 			for _, h := range ev.hashes {
-				if !r.live[h] {
-					return fmt.Errorf("block %x removed while not stored", h)
+				b := block{ev.group, h}
+				if !r.live[b] {
+					return fmt.Errorf("group %d: block %x removed while not stored", ev.group, h)
 				}
-				delete(r.live, h)
+				delete(r.live, b)
 				r.removed++
 			}
 		case clearedEv:

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/sluicehq/sluice/kvcache"
 )
 
 // encodeBatch writes one EventBatch in vLLM's positional layout (see doc.go).
@@ -31,18 +33,18 @@ func encodeBatch(now time.Time, evs []event, blockSize int, medium string) ([]by
 	return buf.Bytes(), err
 }
 
-// groupRuns splits evs into runs: a chain of stored blocks, one removed
-// block or a clear. Removals stay one per event so that a consumer never
-// sees a removal before a store that preceded it.
+// groupRuns splits evs into runs of one block group: a chain of stored
+// blocks, consecutive removed blocks or a clear. Runs keep the events'
+// order, so a consumer never sees a removal before a store that preceded it.
 func groupRuns(evs []event) [][]event {
 	var runs [][]event
 	for i := 0; i < len(evs); {
 		j := i + 1
-		for evs[i].kind == stored && j < len(evs) && evs[j].kind == stored && evs[j].parent == evs[j-1].hash {
+		for evs[i].kind == stored && j < len(evs) && evs[j].kind == stored && evs[j].group == evs[i].group && evs[j].parent == evs[j-1].hash {
 			j++
 		}
 		if evs[i].kind == removed {
-			for j < len(evs) && evs[j].kind == removed {
+			for j < len(evs) && evs[j].kind == removed && evs[j].group == evs[i].group {
 				j++
 			}
 		}
@@ -53,16 +55,28 @@ func groupRuns(evs []event) [][]event {
 }
 
 func encodeRun(enc *msgpack.Encoder, run []event, blockSize int, medium string) error {
+	g := run[0].group
 	switch run[0].kind {
 	case cleared:
 		return first(enc.EncodeArrayLen(1), enc.EncodeString("AllBlocksCleared"))
 	case removed:
-		if err := first(enc.EncodeArrayLen(3), enc.EncodeString("BlockRemoved"), encodeHashes(enc, run)); err != nil {
+		n := 3
+		if g.Groups > 1 {
+			n = 4
+		}
+		if err := first(enc.EncodeArrayLen(n), enc.EncodeString("BlockRemoved"), encodeHashes(enc, run)); err != nil {
 			return err
 		}
-		return enc.EncodeString(medium)
+		if err := enc.EncodeString(medium); err != nil || n == 3 {
+			return err
+		}
+		return enc.EncodeInt(int64(g.Index)) // group_idx
 	}
-	err := first(enc.EncodeArrayLen(8), enc.EncodeString("BlockStored"), encodeHashes(enc, run))
+	n := 8
+	if g.Groups > 1 {
+		n = 12
+	}
+	err := first(enc.EncodeArrayLen(n), enc.EncodeString("BlockStored"), encodeHashes(enc, run))
 	if err != nil {
 		return err
 	}
@@ -82,12 +96,29 @@ func encodeRun(enc *msgpack.Encoder, run []event, blockSize int, medium string) 
 			err = enc.EncodeInt(int64(t))
 		}
 	}
-	return first(err,
+	err = first(err,
 		enc.EncodeInt(int64(blockSize)),
 		enc.EncodeNil(), // lora_id: no adapters
 		enc.EncodeString(medium),
 		enc.EncodeNil(), // lora_name
 	)
+	if err != nil || n == 8 {
+		return err
+	}
+	return encodeGroup(enc, g)
+}
+
+// encodeGroup writes BlockStored's trailing fields for a pool of two block
+// groups, as vLLM names a hybrid model's KV cache groups (see doc.go).
+func encodeGroup(enc *msgpack.Encoder, g kvcache.Group) error {
+	err := first(
+		enc.EncodeNil(), // extra_keys: no multimodal inputs, LoRA or salt enter the hash
+		enc.EncodeInt(int64(g.Index)),
+	)
+	if g.Window == 0 {
+		return first(err, enc.EncodeString("full_attention"), enc.EncodeNil())
+	}
+	return first(err, enc.EncodeString("sliding_window"), enc.EncodeInt(int64(g.Window)))
 }
 
 // encodeHashes writes fixed-width uint64s (see doc.go on llm-d's types).
