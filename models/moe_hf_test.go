@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -344,4 +346,104 @@ func cpuBackend(t *testing.T) kernels.Backend {
 	be := cpu.New(1)
 	t.Cleanup(func() { be.Close() })
 	return be
+}
+
+// TestMixtralHFWindow: a Mixtral checkpoint's sliding_window holds on its
+// (mixture) layer: the logits at each position are those of the last w
+// tokens alone, and without the window they are not.
+func TestMixtralHFWindow(t *testing.T) {
+	const w = 5
+	spec := moeHFSpecs()["mixtral"]
+	spec.Layers = 1
+	load := func(window any) *Llama {
+		dir := filepath.Join(t.TempDir(), "hf")
+		if err := modeltest.WriteHF(dir, spec, kernels.F32); err != nil {
+			t.Fatal(err)
+		}
+		editJSON(t, dir, func(c map[string]any) map[string]any { c["sliding_window"] = window; return c })
+		src, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { src.Close() })
+		m, err := Load(src, cpuBackend(t), Options{MaxBatchTokens: 16, MaxSeqs: 1, BlockSize: 4, KVBlocks: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := load(w)
+	if c := m.Config(); c.Window != w || !slices.Equal(c.WindowLayers, []bool{true}) || c.Experts != spec.Experts {
+		t.Fatalf("sliding_window %d: config %+v", w, c)
+	}
+	checkWindowLogits(t, w, m, load(w), load(nil), load(nil))
+}
+
+// mappedRSS is how much of the mapping of file is resident in this process
+// (/proc/self/smaps), in bytes.
+func mappedRSS(t *testing.T, file string) int64 {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no smaps: %v", err)
+	}
+	var total int64
+	in := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			in = f[len(f)-1] == file
+		case in && len(f) == 3 && f[0] == "Rss:":
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			total += kb << 10
+		}
+	}
+	return total
+}
+
+// TestMoEHFStackReleasesPages: stacking a layer's experts leaves their
+// pages of the mapped checkpoint unmapped again, so a loaded mixture does
+// not hold its experts both in its stacked buffers and in the mapping. The
+// control reads every page first, so the measure can see them resident.
+func TestMoEHFStackReleasesPages(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/smaps")
+	}
+	spec := modeltest.Spec{Layers: 1, Hidden: 256, Heads: 4, KVHeads: 2, FFN: 512, Vocab: 300, Seed: 71, Experts: 8, ExpertsUsed: 2, QKNorm: true}
+	hf := filepath.Join(t.TempDir(), "hf")
+	if err := modeltest.WriteHF(hf, spec, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	file, err := filepath.EvalSymlinks(filepath.Join(hf, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := OpenHF(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var sum byte
+	for i := 0; i < len(h.maps[0]); i += os.Getpagesize() {
+		sum += h.maps[0][i]
+	}
+	before := mappedRSS(t, file)
+	var stacked int64
+	for _, kind := range []string{"gate", "up", "down"} {
+		ht, err := h.Tensor("blk.0.ffn_" + kind + "_exps.weight")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stacked += int64(len(ht.Data))
+	}
+	after := mappedRSS(t, file)
+	t.Logf("mapping resident: %d KiB with every page read, %d KiB after stacking %d KiB of experts (checksum %d)", before>>10, after>>10, stacked>>10, sum)
+	if before < stacked {
+		t.Fatalf("only %d bytes resident after reading every page of a file with %d bytes of experts: the measure is blind", before, stacked)
+	}
+	if released := before - after; released < stacked-int64(3*2*spec.Experts*os.Getpagesize()) {
+		t.Errorf("stacking %d bytes of experts released %d bytes of the mapping", stacked, released)
+	}
 }
