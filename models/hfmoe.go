@@ -1,9 +1,11 @@
 package models
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,10 +126,6 @@ var hfExpertParts = map[string]string{
 	"gate_proj": "ffn_gate_exps.weight", "up_proj": "ffn_up_exps.weight", "down_proj": "ffn_down_exps.weight",
 }
 
-// maxExperts bounds an expert index read from a tensor name, so a hostile
-// name cannot make HFDir allocate a huge table.
-const maxExperts = 1 << 12
-
 // hfExpertName says which stacked GGUF tensor an expert's projection belongs
 // to, and at which index.
 func hfExpertName(name string) (stacked string, expert int, ok bool) {
@@ -136,28 +134,23 @@ func hfExpertName(name string) (stacked string, expert int, ok bool) {
 		return "", 0, false
 	}
 	e, err := strconv.Atoi(m[2])
-	if err != nil || e >= maxExperts {
+	if err != nil {
 		return "", 0, false
 	}
 	return "blk." + m[1] + "." + hfExpertParts[m[3]], e, true
 }
 
-// addExpert files one expert's projection under its stacked name.
-func (h *HFDir) addExpert(path, stacked string, expert int, e stEntry) error {
-	parts := h.experts[stacked]
-	for len(parts) <= expert {
-		parts = append(parts, stEntry{})
-	}
-	if prev := parts[expert]; prev.hfName != "" {
-		return fmt.Errorf("safetensors %s: tensors %q and %q are both expert %d of %s: %w", path, prev.hfName, e.hfName, expert, stacked, ErrMalformed)
-	}
-	parts[expert] = e
-	h.experts[stacked] = parts
-	return nil
+// addExpert files one expert's projection under its stacked name; the
+// experts are put in order (and gaps found) once every shard is read, so a
+// hostile index costs nothing beyond its header entry.
+func (h *HFDir) addExpert(stacked string, expert int, e stEntry) {
+	e.expert = expert
+	h.experts[stacked] = append(h.experts[stacked], e)
 }
 
 // checkExperts checks, once every shard is read, that each stacked tensor
-// has experts 0…E−1, all matrices of one dtype and shape.
+// has experts 0…E−1 once each, all matrices of one dtype and shape, and
+// puts them in order.
 func (h *HFDir) checkExperts() error {
 	// transformers 5's fused expert parameters have no per-expert tensors to stack.
 	for _, name := range sortedKeys(h.tensors) {
@@ -167,11 +160,14 @@ func (h *HFDir) checkExperts() error {
 	}
 	for _, name := range sortedKeys(h.experts) {
 		parts := h.experts[name]
+		slices.SortFunc(parts, func(a, b stEntry) int { return cmp.Compare(a.expert, b.expert) })
 		first := parts[0]
 		for i, e := range parts {
 			switch {
-			case e.hfName == "":
-				return fmt.Errorf("hf %s: %s: expert %d of %d is missing: %w", h.dir, name, i, len(parts), ErrMalformed)
+			case i > 0 && e.expert == parts[i-1].expert:
+				return fmt.Errorf("hf %s: tensors %q and %q are both expert %d of %s: %w", h.dir, parts[i-1].hfName, e.hfName, e.expert, name, ErrMalformed)
+			case e.expert != i:
+				return fmt.Errorf("hf %s: %s: expert %d of %d is missing: %w", h.dir, name, i, parts[len(parts)-1].expert+1, ErrMalformed)
 			case len(e.shape) != 2:
 				return fmt.Errorf("safetensors %s: expert tensor %q has shape %v (want a matrix): %w", h.files[e.file], e.hfName, e.shape, ErrMalformed)
 			case e.dtype != first.dtype || e.shape[0] != first.shape[0] || e.shape[1] != first.shape[1]:

@@ -245,6 +245,12 @@ func TestMoEHFLoadRefusals(t *testing.T) {
 			}
 			return n
 		}, ErrMalformed, "blk.1.ffn_up_exps.weight: expert 2 of 10 is missing"},
+		{"an expert twice", func(n string) string {
+			if n == expert(1, "up_proj") {
+				return "model.layers.1.block_sparse_moe.experts.0.w3.weight"
+			}
+			return n
+		}, ErrMalformed, "are both expert 0 of blk.1.ffn_up_exps.weight"},
 		{"transformers 5's fused experts", func(n string) string {
 			return strings.Replace(n, "layers.0.mlp.experts.0.gate_proj.weight", "layers.0.mlp.experts.gate_up_proj", 1)
 		}, ErrUnsupported, "experts.gate_up_proj"},

@@ -42,6 +42,7 @@ type stEntry struct {
 	shape  []int
 	begin  uint64 // absolute offsets in the file
 	end    uint64
+	expert int // an expert's projection: its index in the stacked tensor (hfmoe.go)
 }
 
 // HFDir is a Hugging Face model directory: config.json and model.safetensors
@@ -155,9 +156,7 @@ func (h *HFDir) openShard(name string, want []string) error {
 		}
 		e.file = len(h.maps) - 1
 		if stacked, expert, ok := hfExpertName(hfName); ok {
-			if err := h.addExpert(path, stacked, expert, e); err != nil {
-				return err
-			}
+			h.addExpert(stacked, expert, e)
 			continue
 		}
 		name := hfToGGUF(hfName)
