@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -451,5 +452,59 @@ func TestMoEHFStackReleasesPages(t *testing.T) {
 	}
 	if released := before - after; released < stacked-int64(3*2*spec.Experts*os.Getpagesize()) {
 		t.Errorf("stacking %d bytes of experts released %d bytes of the mapping", stacked, released)
+	}
+}
+
+// TestMoEHFShardedExperts: a checkpoint whose experts are spread over two
+// shards (odd experts in the second, as a large checkpoint splits a layer)
+// stacks them in order and gives the single file's logits.
+func TestMoEHFShardedExperts(t *testing.T) {
+	spec := moeHFSpecs()["qwen2moe"]
+	hf := filepath.Join(t.TempDir(), "hf")
+	if err := modeltest.WriteHF(hf, spec, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	_, want := moeLogits(t, hf)
+	single := filepath.Join(hf, "model.safetensors")
+	raw, err := os.ReadFile(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := parseSafetensors(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shards [2][]modeltest.Tensor
+	files := [2]string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+	weightMap := map[string]string{}
+	for _, name := range sortedKeys(entries) {
+		e := entries[name]
+		s := 0
+		if _, expert, ok := hfExpertName(name); ok && expert%2 == 1 {
+			s = 1
+		}
+		shards[s] = append(shards[s], modeltest.Tensor{Name: name, DType: stDTypes[e.dtype], Shape: e.shape, Data: raw[e.begin:e.end]})
+		weightMap[name] = files[s]
+	}
+	for s := range shards {
+		if err := modeltest.WriteSafetensors(filepath.Join(hf, files[s]), shards[s]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := json.Marshal(map[string]any{"weight_map": weightMap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hf, "model.safetensors.index.json"), idx, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(single); err != nil {
+		t.Fatal(err)
+	}
+	_, got := moeLogits(t, hf)
+	for s := range want {
+		if !slices.Equal(got[s], want[s]) {
+			t.Fatalf("call %d: logits from two shards differ from one file's", s)
+		}
 	}
 }
