@@ -11,9 +11,10 @@
 .PHONY: k8s-check k8s-update kvevents-check
 K8S_TOOLS := deploy/k8s/tools
 # kvevents-check has libzmq (pyzmq's bundled 4.3.x, what llm-d's indexer
-# links) subscribe to the pure-Go KV-event publisher and Python's msgpack
-# decode it, from a pinned venv (.build/py-kvevents).
-KVEVENTS_PY_PINS := pyzmq==27.3.0 msgpack==1.2.4
+# links) subscribe to the pure-Go KV-event publisher, and Python's msgpack
+# and msgspec (in vLLM's event structs) decode it, from a pinned venv
+# (.build/py-kvevents).
+KVEVENTS_PY_PINS := pyzmq==27.3.0 msgpack==1.2.4 msgspec==0.22.0
 
 k8s-check:
 	cd $(K8S_TOOLS) && $(GO) mod tidy -diff && $(GO) mod download && $(GO) vet ./... && $(GO) test -count=1 ./...
