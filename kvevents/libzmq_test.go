@@ -200,15 +200,15 @@ func fromPython(line []byte) (decoded, error) {
 
 // vllmEvent is an event as msgspec decoded it into vLLM's structs.
 type vllmEvent struct {
-	Type       string
-	Hashes     []string `json:"block_hashes"`
-	Medium     string
-	ExtraKeys  []any   `json:"extra_keys"`
-	Group      *int    `json:"group_idx"`
-	Kind       *string `json:"kv_cache_spec_kind"`
-	Window     *int    `json:"kv_cache_spec_sliding_window"`
-	BlockSize  int     `json:"block_size"`
-	TokenCount []int   `json:"token_ids"`
+	Type      string
+	Hashes    []string `json:"block_hashes"`
+	Medium    string
+	ExtraKeys []any   `json:"extra_keys"`
+	Group     *int    `json:"group_idx"`
+	Kind      *string `json:"kv_cache_spec_kind"`
+	Window    *int    `json:"kv_cache_spec_sliding_window"`
+	BlockSize int     `json:"block_size"`
+	Tokens    []int   `json:"token_ids"`
 }
 
 // same reports whether v is the event msgpack's positional reading gave.
@@ -232,7 +232,7 @@ func (v vllmEvent) same(ev any) error {
 			wantGroup = ev.group
 		}
 		ok = v.Type == "BlockStored" && slices.Equal(hashes, ev.hashes) && v.Medium == ev.medium && v.BlockSize == ev.blockSize &&
-			len(v.TokenCount) == len(ev.tokens) && v.ExtraKeys == nil && group == wantGroup && kind == ev.kind && window == ev.window
+			len(v.Tokens) == len(ev.tokens) && v.ExtraKeys == nil && group == wantGroup && kind == ev.kind && window == ev.window
 	case *removedEv:
 		wantGroup := -1
 		if ev.grouped {
