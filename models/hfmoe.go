@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -220,7 +221,7 @@ func releasePages(m []byte, begin, end uint64) {
 	ps := uint64(os.Getpagesize())
 	lo, hi := (begin+ps-1)/ps*ps, end/ps*ps
 	if hi > lo {
-		_ = syscall.Madvise(m[lo:hi], syscall.MADV_DONTNEED)
+		_ = unix.Madvise(m[lo:hi], unix.MADV_DONTNEED)
 	}
 }
 
