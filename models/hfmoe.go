@@ -29,23 +29,21 @@ import (
 
 // hfMoE is what each mixture architecture's config.json means.
 type hfMoE struct {
-	experts    func(*hfConfig) *int // the expert count's key
-	expertsKey string
-	// expertFFN: the experts' width is moe_intermediate_size (Qwen), else
+	expertsKey string // num_local_experts (Mixtral) or num_experts
+	// moeWidth: the experts are moe_intermediate_size wide (Qwen), else
 	// intermediate_size (Mixtral, OLMoE: their layers have no dense FFN).
 	moeWidth bool
-	// norm: Mixtral always renormalises the top k; the others do when
-	// norm_topk_prob says (transformers' default false).
+	// alwaysNorm: Mixtral always renormalises the top k; the others do
+	// when norm_topk_prob says (transformers' default false).
 	alwaysNorm bool
 	eps, theta float64 // transformers' defaults when config.json omits them
 }
 
 var hfMoEArchs = map[string]hfMoE{
-	"MixtralForCausalLM": {experts: func(h *hfConfig) *int { return h.NumLocalExperts }, expertsKey: "num_local_experts",
-		alwaysNorm: true, eps: 1e-5, theta: 1e6},
-	"Qwen2MoeForCausalLM": {experts: func(h *hfConfig) *int { return h.NumExperts }, expertsKey: "num_experts", moeWidth: true, eps: 1e-6, theta: 10000},
-	"Qwen3MoeForCausalLM": {experts: func(h *hfConfig) *int { return h.NumExperts }, expertsKey: "num_experts", moeWidth: true, eps: 1e-6, theta: 10000},
-	"OlmoeForCausalLM":    {experts: func(h *hfConfig) *int { return h.NumExperts }, expertsKey: "num_experts", eps: 1e-5, theta: 10000},
+	"MixtralForCausalLM":  {expertsKey: "num_local_experts", alwaysNorm: true, eps: 1e-5, theta: 1e6},
+	"Qwen2MoeForCausalLM": {expertsKey: "num_experts", moeWidth: true, eps: 1e-6, theta: 10000},
+	"Qwen3MoeForCausalLM": {expertsKey: "num_experts", moeWidth: true, eps: 1e-6, theta: 10000},
+	"OlmoeForCausalLM":    {expertsKey: "num_experts", eps: 1e-5, theta: 10000},
 }
 
 func isHFMoE(arch string) bool { _, ok := hfMoEArchs[arch]; return ok }
@@ -69,7 +67,10 @@ func (hc *hfConfig) moe(cfg *Config, path string) error {
 	if hc.HiddenAct != "" && hc.HiddenAct != "silu" {
 		return fail(ErrUnsupported, "hidden_act %q (the experts are SwiGLU: silu)", hc.HiddenAct)
 	}
-	experts := a.experts(hc)
+	experts := hc.NumExperts
+	if a.expertsKey == "num_local_experts" {
+		experts = hc.NumLocalExperts
+	}
 	switch {
 	case experts == nil:
 		return fail(ErrMissingKey, "%s", a.expertsKey)
