@@ -28,7 +28,10 @@ func TestHFToGGUFNames(t *testing.T) {
 		"model.layers.x.mlp.up_proj.weight":              "model.layers.x.mlp.up_proj.weight",
 		"transformer.h.0.attn.c_attn.weight":             "transformer.h.0.attn.c_attn.weight",
 		"model.layers.1.self_attn.k_proj.weight.extra":   "model.layers.1.self_attn.k_proj.weight.extra",
-		"model.layers.1.block_sparse_moe.gate.weight":    "model.layers.1.block_sparse_moe.gate.weight",
+		"model.layers.1.block_sparse_moe.gate.weight":    "blk.1.ffn_gate_inp.weight",
+		"model.layers.4.mlp.gate.weight":                 "blk.4.ffn_gate_inp.weight",
+		"model.layers.4.mlp.shared_expert_gate.weight":   "blk.4.ffn_gate_inp_shexp.weight",
+		"model.layers.4.mlp.experts.3.up_proj.weight":    "model.layers.4.mlp.experts.3.up_proj.weight", // stacked by HFDir, not renamed
 		"model.layers.10.mlp.gate_proj.weight":           "blk.10.ffn_gate.weight",
 		"model.layers.10.self_attn.k_proj.bias":          "blk.10.attn_k.bias",
 		"model.layers.2.self_attn.q_proj.bias":           "blk.2.attn_q.bias",
