@@ -33,3 +33,15 @@ golden-tiny:
 	.build/venv/bin/python scripts/golden/make_tiny_golden.py .build/tiny-models testdata/golden/tiny
 
 golden: golden-tiny
+
+# Hugging Face transformers logits (CPU PyTorch, float32) for the tiny
+# safetensors checkpoints of every architecture read from safetensors
+# (models/testdata/hf/*.json): TestHFReference writes the checkpoints,
+# scripts/golden/hf_logits.py runs them. Not part of `make test` (the venv is
+# torch's, several GB); the test itself reads only the JSON.
+HF_PINS := torch==2.15.0 transformers==5.23.0 safetensors==0.8.0 numpy==2.3.5
+.PHONY: golden-hf
+golden-hf:
+	rm -rf .build/hf-models && mkdir -p .build/hf-models
+	$(GO) test ./models -run '^TestHFReference$$' -count=1 -hf-out $(CURDIR)/.build/hf-models
+	"$$(./scripts/py-venv.sh hf $(HF_PINS))" scripts/golden/hf_logits.py .build/hf-models models/testdata/hf

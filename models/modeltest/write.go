@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -261,8 +262,8 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 		"head_dim":                spec.HeadDim(),
 		"vocab_size":              spec.Vocab,
 		"max_position_embeddings": spec.ContextLen,
-		"rms_norm_eps":            spec.RMSEps,
-		"rope_theta":              spec.RopeTheta,
+		"rms_norm_eps":            jsonFloat(spec.RMSEps),
+		"rope_theta":              jsonFloat(spec.RopeTheta),
 		"tie_word_embeddings":     spec.Tied,
 		"hidden_act":              "silu",
 		"torch_dtype":             torchDType,
@@ -281,11 +282,11 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 			// Gemma2Config's keys: one RoPE base, the layers alternating
 			// from a window layer, both soft-caps.
 			cfg["sliding_window"] = spec.Window
-			cfg["attn_logit_softcapping"] = spec.AttnSoftcap
-			cfg["final_logit_softcapping"] = spec.FinalSoftcap
+			cfg["attn_logit_softcapping"] = jsonFloat(spec.AttnSoftcap)
+			cfg["final_logit_softcapping"] = jsonFloat(spec.FinalSoftcap)
 			cfg["cache_implementation"] = "hybrid"
 		default:
-			cfg["rope_local_base_freq"] = 10000
+			cfg["rope_local_base_freq"] = jsonFloat(10000)
 			// null, not absent: transformers' Gemma3TextConfig defaults to 4096.
 			cfg["sliding_window"] = nil
 			if spec.Window > 0 {
@@ -297,9 +298,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if rs := spec.RopeScaling; rs != nil {
 		cfg["rope_scaling"] = map[string]any{
 			"rope_type":                        "llama3",
-			"factor":                           rs.Factor,
-			"low_freq_factor":                  rs.LowFreqFactor,
-			"high_freq_factor":                 rs.HighFreqFactor,
+			"factor":                           jsonFloat(rs.Factor),
+			"low_freq_factor":                  jsonFloat(rs.LowFreqFactor),
+			"high_freq_factor":                 jsonFloat(rs.HighFreqFactor),
 			"original_max_position_embeddings": rs.OriginalContext,
 		}
 	}
@@ -307,6 +308,18 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 		moeHFConfig(spec, cfg)
 	}
 	return cfg
+}
+
+// jsonFloat spells v as a JSON float even when it is whole (30.0, not 30),
+// as Python's json writes a float: transformers 5's config classes check
+// types strictly and refuse an int where a float field is declared
+// (final_logit_softcapping = 30 fails to load).
+func jsonFloat(v float32) json.Number {
+	s := strconv.FormatFloat(float64(v), 'g', -1, 32)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	return json.Number(s)
 }
 
 // WriteSafetensors writes tensors (F32, F16 or BF16, each in its own) as one
