@@ -13,15 +13,17 @@ var (
 	_ kernels.SharedExpertOps = (*Backend)(nil)
 )
 
-// moeScratch is MoEFFN's reusable state: the routing of the current call and
-// the gathered rows of one expert at a time.
+// moeScratch is MoEFFN's reusable state: the routing of the current call,
+// the grouped products of quantized experts (moe_group.go), and for float
+// experts the gathered rows of one expert at a time.
 type moeScratch struct {
 	rows    [][]int32   // by expert: the batch rows routed to it
 	weights [][]float32 // by expert: those rows' weights
 	probs   []float32   // [experts] one row's softmax
 	pick    []int       // [k] one row's experts
-	x, g, u []float32   // [m, hidden], [m, ffn] ×2: one expert's rows
-	o       []float32   // [m, hidden]
+	grp     moeGroups
+	x, g, u []float32 // [m, hidden], [m, ffn] ×2: one float expert's rows
+	o       []float32 // [m, hidden]
 }
 
 func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
@@ -64,6 +66,10 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 	}
 	s := &b.moe
 	s.route(ls, n, experts, k, norm)
+	if kg, ku, kd, ok := moeKernels(gt, ut, wd); ok {
+		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd)
+		return nil
+	}
 	clear(d[:n*hidden])
 	for e := range experts {
 		m := len(s.rows[e])

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
 )
 
 func f32Weight(t *testing.T, b *Backend, v []float32, shape ...int) kernels.Tensor {
@@ -121,5 +122,97 @@ func TestGatedAdd(t *testing.T) {
 	}
 	if err := b.GatedAdd(dst, x, x, n); err == nil {
 		t.Fatal("a gate of 12 columns was accepted")
+	}
+}
+
+// TestMoEFFNGrouped checks the grouped products of quantized experts: with
+// experts taking 1 to 9 rows (every group of rows8/rows4/rows2/rows, the
+// padded 3 and 7 included), each row of the batch must equal the same row
+// run alone bit for bit, and stay within quantization error of the same
+// mixture over the dequantized weights (the float path). The cases cover
+// each activation format (Q8_0, Q8_1, Q8_K), down in another type than gate
+// and up, and gate and up wanting different formats.
+func TestMoEFFNGrouped(t *testing.T) {
+	cases := []struct {
+		name           string
+		gate, up, down kernels.DType
+		hidden, ffn    int
+	}{
+		{"q8_0", kernels.Q8_0, kernels.Q8_0, kernels.Q8_0, 64, 96},
+		{"q4_0+q5_0-down", kernels.Q4_0, kernels.Q4_0, kernels.Q5_0, 64, 96},
+		{"q4_1", kernels.Q4_1, kernels.Q4_1, kernels.Q4_1, 64, 96},
+		{"q8_0-gate+q4_1-up", kernels.Q8_0, kernels.Q4_1, kernels.Q8_0, 64, 96},
+		{"q4_k+q6_k-down", kernels.Q4_K, kernels.Q4_K, kernels.Q6_K, 256, 256},
+	}
+	counts := []int{1, 2, 3, 4, 5, 6, 7, 9} // rows per expert with k = 1
+	const experts = 8
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(9, uint64(tc.hidden)))
+			b := New(2)
+			defer b.Close()
+			weight := func(dt kernels.DType, rows, cols int) (q, f kernels.Tensor) {
+				v := randF32(r, experts*rows*cols)
+				data := mustQuantize(t, dt, v)
+				deq := make([]float32, len(v))
+				if err := quant.Dequantize(dt, data, deq); err != nil {
+					t.Fatal(err)
+				}
+				w, err := b.Upload(kernels.HostTensor{Name: "w", DType: dt, Shape: []int{experts, rows, cols}, Data: data})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w, f32Weight(t, b, deq, experts, rows, cols)
+			}
+			gq, gf := weight(tc.gate, tc.ffn, tc.hidden)
+			uq, uf := weight(tc.up, tc.ffn, tc.hidden)
+			dq, df := weight(tc.down, tc.hidden, tc.ffn)
+			for _, k := range []int{1, 2} {
+				var order []int // row i's first expert, interleaved so groups gather from afar
+				for e, c := range counts {
+					for range c {
+						order = append(order, e)
+					}
+				}
+				r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				n := len(order)
+				lv := randF32(r, n*experts)
+				for i, e := range order {
+					lv[i*experts+e] = 20 // first choice; with k = 2 the second is random
+				}
+				xv := randF32(r, n*tc.hidden)
+				x, logits := scratch(t, b, xv, n, tc.hidden), scratch(t, b, lv, n, experts)
+				dst, ref := scratch(t, b, nil, n, tc.hidden), scratch(t, b, nil, n, tc.hidden)
+				if err := b.MoEFFN(dst, x, logits, gq, uq, dq, n, k, true); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.MoEFFN(ref, x, logits, gf, uf, df, n, k, true); err != nil {
+					t.Fatal(err)
+				}
+				got, want := dst.(*tensor).f32, ref.(*tensor).f32
+				one := scratch(t, b, nil, 1, tc.hidden)
+				for i := range n {
+					xi := scratch(t, b, xv[i*tc.hidden:(i+1)*tc.hidden], 1, tc.hidden)
+					li := scratch(t, b, lv[i*experts:(i+1)*experts], 1, experts)
+					if err := b.MoEFFN(one, xi, li, gq, uq, dq, 1, k, true); err != nil {
+						t.Fatal(err)
+					}
+					row := got[i*tc.hidden : (i+1)*tc.hidden]
+					for o, v := range one.(*tensor).f32 {
+						if math.Float32bits(v) != math.Float32bits(row[o]) {
+							t.Fatalf("k %d row %d (expert %d) output %d: batched %g, alone %g", k, i, order[i], o, row[o], v)
+						}
+					}
+					var num, den float64
+					for o, v := range row {
+						d := float64(v - want[i*tc.hidden+o])
+						num, den = num+d*d, den+float64(want[i*tc.hidden+o])*float64(want[i*tc.hidden+o])
+					}
+					if e := math.Sqrt(num / den); e > 0.05 {
+						t.Fatalf("k %d row %d: relative RMS error %.3g from the dequantized mixture", k, i, e)
+					}
+				}
+			}
+		})
 	}
 }
