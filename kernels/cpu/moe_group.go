@@ -20,7 +20,9 @@ import (
 // rows, in groups of 8, 4, 2 and 1 (rows8, rows4, rows2, rows), so the tile
 // is read from memory once and from L1 after that. Every kernel gives each
 // product the one-row kernel's bits, so a row's result does not depend on
-// which rows share its expert (TestMoEBatchMatchesSolo). Where the 4- and
+// which rows share its expert (TestMoEBatchMatchesSolo). Q8_0 experts on
+// AVX-512 VNNI take moe_amd64.s's kernels for 1–4 and 8 rows, which want
+// their activations offset by 128 (moeOffset); elsewhere, where the 4- and
 // 8-row kernels are much faster than the 1- and 2-row ones (moePads), a
 // last group of 3 or 7 rows is padded to 4 or 8 with copies of the last row
 // in the slots past m, whose results are never read.
@@ -44,6 +46,7 @@ type moeGroups struct {
 // moeActs are one pass's activation slots in one partner format.
 type moeActs struct {
 	k      *quantKernel
+	u      *[9]rowsMDot // kernels for 1–4 and 8 offset rows (moeOffsetRows), or nil
 	pad    bool
 	rb, nb int       // bytes and blocks of one row
 	q      []byte    // [slots][rb]
@@ -57,6 +60,15 @@ const moeTile = 16
 // group returns the rows the next kernel call takes when left rows remain:
 // the largest group the kernel has, or a padded 4 or 8.
 func (a *moeActs) group(left int) int {
+	if a.u != nil {
+		switch {
+		case left >= 8:
+			return 8
+		case left >= 4:
+			return 4
+		}
+		return left
+	}
 	switch k := a.k; {
 	case k.rows8 != nil && (left >= 8 || a.pad && left == 7):
 		return 8
@@ -78,7 +90,7 @@ func (a *moeActs) slots(m int) int {
 }
 
 func (a *moeActs) init(k *quantKernel, dt kernels.DType, cols, slots int) {
-	a.k, a.pad = k, moePads(dt)
+	a.k, a.u, a.pad = k, moeOffsetRows(dt), moePads(dt)
 	a.nb = cols / dt.BlockElems()
 	a.rb = a.nb * k.actBlockBytes
 	a.q = growBytes(a.q, slots*a.rb)
@@ -98,7 +110,7 @@ func (a *moeActs) fill(first, m int) {
 	}
 	for i := 0; i < m; {
 		size := a.group(m - i)
-		if size >= 4 {
+		if size >= 4 || a.u != nil {
 			s := first + i
 			actScales(a.sc[2*a.nb*s:], a.q[s*a.rb:], a.rb, a.k.actBlockBytes, a.nb, size)
 		}
@@ -121,7 +133,9 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 	g.active = g.active[:0]
 	gate, up, down := &g.in[0], &g.in[1], &g.in[2]
 	// The kernels first: the slots an expert takes depend on their groups.
-	gate.k, gate.pad, up.k, up.pad, down.k, down.pad = kg, moePads(gt.dtype), ku, moePads(ut.dtype), kd, moePads(wd.dtype)
+	gate.k, gate.u, gate.pad = kg, moeOffsetRows(gt.dtype), moePads(gt.dtype)
+	up.k, up.u, up.pad = ku, moeOffsetRows(ut.dtype), moePads(ut.dtype)
+	down.k, down.u, down.pad = kd, moeOffsetRows(wd.dtype), moePads(wd.dtype)
 	slots := 0
 	for e := range experts {
 		m := len(s.rows[e])
@@ -136,7 +150,7 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 	gate.init(kg, gt.dtype, hidden, slots)
 	g.gather(gate, s.rows, xs, n, hidden)
 	upActs := gate
-	if ku != kg || up.pad != gate.pad {
+	if ku != kg || up.pad != gate.pad || up.u != gate.u {
 		up.init(ku, ut.dtype, hidden, slots)
 		g.gather(up, s.rows, xs, n, hidden)
 		upActs = up
@@ -154,6 +168,9 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 			h := g.g[s*ffn : (s+1)*ffn]
 			siluMulF32(h, h, g.u[s*ffn:(s+1)*ffn])
 			kd.quantize(down.q[s*down.rb:(s+1)*down.rb], h)
+			if down.u != nil {
+				moeOffset(down.q[s*down.rb : (s+1)*down.rb])
+			}
 		}
 		down.fill(f, m)
 	}
@@ -176,6 +193,9 @@ func (g *moeGroups) gather(a *moeActs, rows [][]int32, xs []float32, n, hidden i
 	g.xq = growBytes(g.xq, n*a.rb)
 	for r := range n {
 		a.k.quantize(g.xq[r*a.rb:(r+1)*a.rb], xs[r*hidden:(r+1)*hidden])
+	}
+	if a.u != nil {
+		moeOffset(g.xq[:n*a.rb])
 	}
 	for _, e := range g.active {
 		f := g.first[e]
@@ -217,6 +237,11 @@ func (g *moeGroups) unit(e int, w *tensor, a *moeActs, dst []float32, t int) {
 	f, m := g.first[e], g.count[e]
 	for i := 0; i < m; {
 		size, s := a.group(m-i), f+i
+		if a.u != nil {
+			a.u[size](dst[s*out+o0:], out, ws, wrb, o1-o0, q[s*rb:], rb, a.sc[s*2*nb:(s+size)*2*nb], nb)
+			i += size
+			continue
+		}
 		switch size {
 		case 8:
 			k.rows8(dst[s*out+o0:], out, ws, wrb, o1-o0, q[s*rb:], rb, a.sc[s*2*nb:(s+8)*2*nb], nb)
