@@ -31,14 +31,26 @@ func dotQ8_0Q8_0Rows3U(w *byte, wstride int, x *byte, xstride int, sc *float32, 
 func dotQ8_0Q8_0Rows4U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ8_0Q8_0Rows5U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows6U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows7U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
 func dotQ8_0Q8_0Rows8U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
-// q8OffsetRows are the kernels of moe_amd64.s by activation rows (1–4, 8).
+// q8OffsetRows are the kernels of moe_amd64.s by activation rows (1–8).
 var q8OffsetRows = [9]rowsMDot{
 	1: asmRowsM(dotQ8_0Q8_0Rows1U, 1, 34, 34),
 	2: asmRowsM(dotQ8_0Q8_0Rows2U, 2, 34, 34),
 	3: asmRowsM(dotQ8_0Q8_0Rows3U, 3, 34, 34),
 	4: asmRowsM(dotQ8_0Q8_0Rows4U, 4, 34, 34),
+	5: asmRowsM(dotQ8_0Q8_0Rows5U, 5, 34, 34),
+	6: asmRowsM(dotQ8_0Q8_0Rows6U, 6, 34, 34),
+	7: asmRowsM(dotQ8_0Q8_0Rows7U, 7, 34, 34),
 	8: asmRowsM(dotQ8_0Q8_0Rows8U, 8, 34, 34),
 }
 

@@ -3,7 +3,7 @@
 #include "dotq_amd64.h"
 
 // Q8_0 row kernels for MoEFFN's grouped expert products (moe_group.go), for
-// 1, 2, 3, 4 and 8 activation rows, on AVX-512 VNNI. They take the layout of
+// 1 to 8 activation rows, on AVX-512 VNNI. They take the layout of
 // dotQ8_0Q8_0Rows4VNNI (dotq8v_amd64.s): a zmm holds two weight rows'
 // products with one activation block (lanes 0..7 row r, 8..15 row r+1), and
 // give each product the bits of the one-row AVX2 kernel: the same int32
@@ -276,6 +276,258 @@ u4blk:
 	UPAIR_NEXT(u4row, u4done)
 
 u4done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0Q8_0Rows5U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+TEXT ·dotQ8_0Q8_0Rows5U(SB), NOSPLIT, $0-72
+	ULOAD_ARGS
+
+u5row:
+	UPAIR_START(u5done)
+	MOVQ   x+16(FP), DI
+	LEAQ   (DI)(R10*2), DX
+	ADDQ   R10, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+
+u5blk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (AX)(R15*1)
+	UPAIR_LOAD
+	UPROD(0, 2(DI), Z0, Z20, Z21, Z22)
+	UPROD(4, 2(DI)(R10*1), Z1, Z23, Z24, Z25)
+	UPROD(8, 2(DI)(R10*2), Z2, Z26, Z27, Z28)
+	UPROD(12, 2(DX), Z3, Z29, Z19, Z8)
+	UPROD(16, 2(DI)(R10*4), Z4, Z9, Z10, Z11)
+	ADDQ       $34, AX
+	ADDQ       $34, DI
+	ADDQ       $34, DX
+	ADDQ       $40, BX
+	DECQ       CX
+	JNZ        u5blk
+
+	VEXTRACTF64X4 $1, Z0, Y16
+	VEXTRACTF64X4 $1, Z1, Y17
+	VEXTRACTF64X4 $1, Z2, Y18
+	VEXTRACTF64X4 $1, Z3, Y19
+	VEXTRACTF64X4 $1, Z4, Y20
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	VMOVSS X0, 0(R12)
+	VMOVSS X1, 0(R12)(R13*1)
+	VMOVSS X2, 0(R12)(R13*2)
+	VMOVSS X4, 0(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 0(BX)
+	TESTQ R9, R9
+	JEQ   u5done
+	VMOVAPS Y16, Y0
+	VMOVAPS Y17, Y1
+	VMOVAPS Y18, Y2
+	VMOVAPS Y19, Y3
+	VMOVAPS Y20, Y4
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	VMOVSS X0, 4(R12)
+	VMOVSS X1, 4(R12)(R13*1)
+	VMOVSS X2, 4(R12)(R13*2)
+	VMOVSS X4, 4(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 4(BX)
+	UPAIR_NEXT(u5row, u5done)
+
+u5done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0Q8_0Rows6U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+TEXT ·dotQ8_0Q8_0Rows6U(SB), NOSPLIT, $0-72
+	ULOAD_ARGS
+
+u6row:
+	UPAIR_START(u6done)
+	MOVQ   x+16(FP), DI
+	LEAQ   (DI)(R10*2), DX
+	ADDQ   R10, DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+
+u6blk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (AX)(R15*1)
+	UPAIR_LOAD
+	UPROD(0, 2(DI), Z0, Z20, Z21, Z22)
+	UPROD(4, 2(DI)(R10*1), Z1, Z23, Z24, Z25)
+	UPROD(8, 2(DI)(R10*2), Z2, Z26, Z27, Z28)
+	UPROD(12, 2(DX), Z3, Z29, Z19, Z8)
+	UPROD(16, 2(DI)(R10*4), Z4, Z9, Z10, Z11)
+	UPROD(20, 2(DX)(R10*2), Z5, Z12, Z13, Z14)
+	ADDQ       $34, AX
+	ADDQ       $34, DI
+	ADDQ       $34, DX
+	ADDQ       $48, BX
+	DECQ       CX
+	JNZ        u6blk
+
+	VEXTRACTF64X4 $1, Z0, Y16
+	VEXTRACTF64X4 $1, Z1, Y17
+	VEXTRACTF64X4 $1, Z2, Y18
+	VEXTRACTF64X4 $1, Z3, Y19
+	VEXTRACTF64X4 $1, Z4, Y20
+	VEXTRACTF64X4 $1, Z5, Y21
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	HSUM(Y5, X5, X13)
+	VMOVSS X0, 0(R12)
+	VMOVSS X1, 0(R12)(R13*1)
+	VMOVSS X2, 0(R12)(R13*2)
+	VMOVSS X4, 0(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 0(BX)
+	VMOVSS X5, 0(BX)(R13*2)
+	TESTQ R9, R9
+	JEQ   u6done
+	VMOVAPS Y16, Y0
+	VMOVAPS Y17, Y1
+	VMOVAPS Y18, Y2
+	VMOVAPS Y19, Y3
+	VMOVAPS Y20, Y4
+	VMOVAPS Y21, Y5
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	HSUM(Y5, X5, X13)
+	VMOVSS X0, 4(R12)
+	VMOVSS X1, 4(R12)(R13*1)
+	VMOVSS X2, 4(R12)(R13*2)
+	VMOVSS X4, 4(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 4(BX)
+	VMOVSS X5, 4(BX)(R13*2)
+	UPAIR_NEXT(u6row, u6done)
+
+u6done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0Q8_0Rows7U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+TEXT ·dotQ8_0Q8_0Rows7U(SB), NOSPLIT, $0-72
+	ULOAD_ARGS
+
+u7row:
+	UPAIR_START(u7done)
+	MOVQ   x+16(FP), DI
+	LEAQ   (DI)(R10*2), DX
+	ADDQ   R10, DX
+	LEAQ   (DX)(R10*2), R11
+	ADDQ   R10, R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+
+u7blk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (AX)(R15*1)
+	UPAIR_LOAD
+	UPROD(0, 2(DI), Z0, Z20, Z21, Z22)
+	UPROD(4, 2(DI)(R10*1), Z1, Z23, Z24, Z25)
+	UPROD(8, 2(DI)(R10*2), Z2, Z26, Z27, Z28)
+	UPROD(12, 2(DX), Z3, Z29, Z19, Z8)
+	UPROD(16, 2(DI)(R10*4), Z4, Z9, Z10, Z11)
+	UPROD(20, 2(DX)(R10*2), Z5, Z12, Z13, Z14)
+	UPROD(24, 2(R11), Z6, Z15, Z20, Z21)
+	ADDQ       $34, AX
+	ADDQ       $34, DI
+	ADDQ       $34, DX
+	ADDQ       $34, R11
+	ADDQ       $56, BX
+	DECQ       CX
+	JNZ        u7blk
+
+	VEXTRACTF64X4 $1, Z0, Y16
+	VEXTRACTF64X4 $1, Z1, Y17
+	VEXTRACTF64X4 $1, Z2, Y18
+	VEXTRACTF64X4 $1, Z3, Y19
+	VEXTRACTF64X4 $1, Z4, Y20
+	VEXTRACTF64X4 $1, Z5, Y21
+	VEXTRACTF64X4 $1, Z6, Y22
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	HSUM(Y5, X5, X13)
+	HSUM(Y6, X6, X13)
+	VMOVSS X0, 0(R12)
+	VMOVSS X1, 0(R12)(R13*1)
+	VMOVSS X2, 0(R12)(R13*2)
+	VMOVSS X4, 0(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 0(BX)
+	VMOVSS X5, 0(BX)(R13*2)
+	ADDQ   R13, BX
+	ADDQ   R13, BX
+	ADDQ   R13, BX
+	VMOVSS X6, 0(BX)
+	TESTQ R9, R9
+	JEQ   u7done
+	VMOVAPS Y16, Y0
+	VMOVAPS Y17, Y1
+	VMOVAPS Y18, Y2
+	VMOVAPS Y19, Y3
+	VMOVAPS Y20, Y4
+	VMOVAPS Y21, Y5
+	VMOVAPS Y22, Y6
+	HSUM(Y0, X0, X13)
+	HSUM(Y1, X1, X13)
+	HSUM(Y2, X2, X13)
+	HSUM(Y3, X3, X13)
+	HSUM(Y4, X4, X13)
+	HSUM(Y5, X5, X13)
+	HSUM(Y6, X6, X13)
+	VMOVSS X0, 4(R12)
+	VMOVSS X1, 4(R12)(R13*1)
+	VMOVSS X2, 4(R12)(R13*2)
+	VMOVSS X4, 4(R12)(R13*4)
+	LEAQ   (R12)(R13*2), BX
+	ADDQ   R13, BX
+	VMOVSS X3, 4(BX)
+	VMOVSS X5, 4(BX)(R13*2)
+	ADDQ   R13, BX
+	ADDQ   R13, BX
+	ADDQ   R13, BX
+	VMOVSS X6, 4(BX)
+	UPAIR_NEXT(u7row, u7done)
+
+u7done:
 	VZEROUPPER
 	RET
 

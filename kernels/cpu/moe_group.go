@@ -21,7 +21,7 @@ import (
 // is read from memory once and from L1 after that. Every kernel gives each
 // product the one-row kernel's bits, so a row's result does not depend on
 // which rows share its expert (TestMoEBatchMatchesSolo). Q8_0 experts on
-// AVX-512 VNNI take moe_amd64.s's kernels for 1–4 and 8 rows, which want
+// AVX-512 VNNI take moe_amd64.s's kernels for 1 to 8 rows, which want
 // their activations offset by 128 (moeOffset); elsewhere, where the 4- and
 // 8-row kernels are much faster than the 1- and 2-row ones (moePads), a
 // last group of 3 or 7 rows is padded to 4 or 8 with copies of the last row
@@ -39,14 +39,15 @@ type moeGroups struct {
 	mats  [2]*tensor
 	acts  [2]*moeActs
 	outs  [2][]float32
-	tiles int // tiles per matrix
+	wrb   [2]int // bytes of a weight row of each matrix
+	tiles int    // tiles per matrix
 	fn    func(lo, hi int)
 }
 
 // moeActs are one pass's activation slots in one partner format.
 type moeActs struct {
 	k      *quantKernel
-	u      *[9]rowsMDot // kernels for 1–4 and 8 offset rows (moeOffsetRows), or nil
+	u      *[9]rowsMDot // kernels for 1–8 offset rows (moeOffsetRows), or nil
 	pad    bool
 	rb, nb int       // bytes and blocks of one row
 	q      []byte    // [slots][rb]
@@ -61,13 +62,7 @@ const moeTile = 16
 // the largest group the kernel has, or a padded 4 or 8.
 func (a *moeActs) group(left int) int {
 	if a.u != nil {
-		switch {
-		case left >= 8:
-			return 8
-		case left >= 4:
-			return 4
-		}
-		return left
+		return min(left, 8)
 	}
 	switch k := a.k; {
 	case k.rows8 != nil && (left >= 8 || a.pad && left == 7):
@@ -98,7 +93,7 @@ func (a *moeActs) init(k *quantKernel, dt kernels.DType, cols, slots int) {
 }
 
 // fill pads expert e's slots past its m rows with copies of the last row
-// and converts the scales of its 4- and 8-row groups.
+// and converts the scales of the groups whose kernels take tables.
 func (a *moeActs) fill(first, m int) {
 	end := first + a.slots(m)
 	last := a.q[(first+m-1)*a.rb : (first+m)*a.rb]
@@ -213,6 +208,9 @@ func (g *moeGroups) runPass(w *workers, mats, out int) {
 		g.fn = g.run
 	}
 	g.tiles = (out + moeTile - 1) / moeTile
+	for j, w := range g.mats[:mats] {
+		g.wrb[j] = w.dtype.RowBytes(w.shape[2])
+	}
 	w.parallelFor(len(g.active)*mats*g.tiles, 1, g.fn)
 }
 
@@ -223,15 +221,14 @@ func (g *moeGroups) run(lo, hi int) {
 	}
 	for u := lo; u < hi; u++ {
 		j := u % per / g.tiles
-		g.unit(g.active[u/per], g.mats[j], g.acts[j], g.outs[j], u%g.tiles)
+		g.unit(g.active[u/per], g.mats[j], g.wrb[j], g.acts[j], g.outs[j], u%g.tiles)
 	}
 }
 
 // unit multiplies tile t of expert e's matrix of w by the expert's rows.
-func (g *moeGroups) unit(e int, w *tensor, a *moeActs, dst []float32, t int) {
-	out, cols := w.shape[1], w.shape[2]
+func (g *moeGroups) unit(e int, w *tensor, wrb int, a *moeActs, dst []float32, t int) {
+	out := w.shape[1]
 	o0, o1 := t*moeTile, min(out, (t+1)*moeTile)
-	wrb := w.dtype.RowBytes(cols)
 	ws := w.raw[(e*out+o0)*wrb : (e*out+o1)*wrb]
 	k, q, rb, nb := a.k, a.q, a.rb, a.nb
 	f, m := g.first[e], g.count[e]
