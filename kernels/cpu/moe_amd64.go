@@ -18,6 +18,9 @@ func moePads(dt kernels.DType) bool {
 	return useVNNI512 && dt == kernels.Q5_0
 }
 
+// The kernels after moe_amd64.s's header are written by moe_amd64_gen.py.
+//go:generate python3 moe_amd64_gen.py
+
 //go:noescape
 func dotQ8_0Q8_0Rows1U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 

@@ -8,7 +8,8 @@
 // products with one activation block (lanes 0..7 row r, 8..15 row r+1), and
 // give each product the bits of the one-row AVX2 kernel: the same int32
 // four-byte sums, then that kernel's d·dx, conversion, FMA chain over the
-// blocks and horizontal sum, in its order.
+// blocks and horizontal sum, in its order. This header is written by hand;
+// the kernels after it by moe_amd64_gen.py (go generate).
 //
 // What differs is the sign trick. VPDPBUSD multiplies unsigned by signed
 // bytes; dotq8v_amd64.s makes the weights unsigned (|w|) and moves their
