@@ -37,9 +37,13 @@ type KVStore interface {
 
 // SeqRows is one sequence's share of a Batch.
 type SeqRows struct {
-	Start, End int     // the sequence's rows in the batch: [Start, End), consecutive positions
-	ContextLen int     // tokens in the cache once this step has written its rows (= last position + 1)
-	Blocks     []int32 // block table: Blocks[p/BlockSize] holds position p
+	Start, End int // the sequence's rows in the batch: [Start, End), consecutive positions
+	ContextLen int // tokens in the cache once this step has written its rows (= last position + 1)
+	// Prompt is the length of the request's prompt: rows at positions below
+	// it are prompt tokens, the rest generated ones (decoded, or recomputed
+	// after preemption or resume). See PromptRows.
+	Prompt int
+	Blocks []int32 // block table: Blocks[p/BlockSize] holds position p
 	// WindowBlocks is the table of the sliding-window layers' own KV store
 	// (kvcache's window group), −1 for blocks no window row reads any more;
 	// nil when those layers share Blocks.
@@ -68,6 +72,17 @@ const (
 	// RoPEHalves rotates pairs (i, i+d/2): Hugging Face checkpoints and GGUF qwen2.
 	RoPEHalves
 )
+
+// PromptRows is implemented by a backend whose fastest kernels for prompt
+// tokens compute in another order than those for generated tokens (the CPU
+// backend's AMX tiles). The model flags each batch row (true: a prompt
+// token, as SeqRows.Prompt says) before its layers and clears the flags
+// (nil) before the logits; a MatMul over the batch's rows then picks each
+// row's kernel by its flag alone, so a row's result does not depend on the
+// rows beside it.
+type PromptRows interface {
+	SetPromptRows(prompt []bool)
+}
 
 // Backend allocates and moves memory. Its operations come through Ops.
 type Backend interface {

@@ -18,11 +18,15 @@ type windowRunner struct {
 	table  kvcache.Table
 	tokens []int32
 	chunk  int
+	prompt int // the first feed, as soloRunner's
 }
 
 func (r *windowRunner) feed(t testing.TB, toks []int32) []float32 {
 	t.Helper()
 	bs := int32(r.m.opts.BlockSize)
+	if len(r.tokens) == 0 {
+		r.prompt = len(toks)
+	}
 	var logits []float32
 	for len(toks) > 0 {
 		n := min(len(toks), r.chunk)
@@ -40,7 +44,7 @@ func (r *windowRunner) feed(t testing.TB, toks []int32) []float32 {
 			b.Slots = append(b.Slots, gt[pos/bs]*bs+pos%bs)
 			b.WindowSlots = append(b.WindowSlots, wt[pos/bs]*bs+pos%bs)
 		}
-		b.Seqs = []kernels.SeqRows{{Start: 0, End: n, ContextLen: len(r.tokens), Blocks: gt, WindowBlocks: wt}}
+		b.Seqs = []kernels.SeqRows{{Start: 0, End: n, ContextLen: len(r.tokens), Blocks: gt, WindowBlocks: wt, Prompt: r.prompt}}
 		b.LogitRows = []int32{int32(n - 1)}
 		out, err := r.m.Forward(b)
 		if err != nil {

@@ -22,6 +22,7 @@ type Llama struct {
 	kv                       kernels.KVStore
 	win                      *windowKV               // set with Options.WindowKV (gemma3_window.go)
 	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma2 or gemma3
+	promptRows               []bool                  // promptFlags' buffer
 	headNorm                 kernels.HeadNormOps     // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps          // set when cfg.Experts > 0
 	shared                   kernels.SharedExpertOps // set when cfg.SharedExpertFFN > 0 (qwen2moe.go)
@@ -79,6 +80,11 @@ func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 		}
 	}
 	c, be := &m.cfg, m.be
+	promptRows, _ := be.(kernels.PromptRows)
+	if promptRows != nil {
+		promptRows.SetPromptRows(m.promptFlags(b))
+		defer promptRows.SetPromptRows(nil)
+	}
 	err := be.GetRows(m.x, m.tokEmbd, b.Tokens)
 	if err == nil {
 		if m.gemma != nil {
@@ -86,6 +92,9 @@ func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 		} else {
 			err = m.llamaLayers(b, n)
 		}
+	}
+	if promptRows != nil {
+		promptRows.SetPromptRows(nil) // the logits: the row kernels for every row
 	}
 	if err == nil && nl > 0 {
 		err = firstErr(
@@ -99,6 +108,18 @@ func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 		return nil, fmt.Errorf("%s forward: %w", c.Arch, err)
 	}
 	return m.logits, nil
+}
+
+// promptFlags marks the rows of b that are prompt tokens (kernels.PromptRows).
+func (m *Llama) promptFlags(b *kernels.Batch) []bool {
+	f := m.promptRows[:0]
+	for _, s := range b.Seqs {
+		for r := s.Start; r < s.End; r++ {
+			f = append(f, int(b.Positions[r]) < s.Prompt)
+		}
+	}
+	m.promptRows = f
+	return f
 }
 
 // llamaLayers runs the n rows of b through every layer, m.x in and out.

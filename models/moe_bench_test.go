@@ -18,13 +18,14 @@ import (
 type multiRunner struct {
 	m      *Llama
 	pos    []int // next position of each stream
+	prompt []int // each stream's first feed: its prompt (SeqRows.Prompt)
 	blocks [][]int32
 }
 
 func newMultiRunner(m *Llama, streams, firstBlock, maxLen int) *multiRunner {
 	bs := m.opts.BlockSize
 	per := (maxLen + bs - 1) / bs
-	r := &multiRunner{m: m, pos: make([]int, streams), blocks: make([][]int32, streams)}
+	r := &multiRunner{m: m, pos: make([]int, streams), prompt: make([]int, streams), blocks: make([][]int32, streams)}
 	for s := range r.blocks {
 		for i := range per {
 			r.blocks[s] = append(r.blocks[s], int32(firstBlock+s*per+i))
@@ -45,6 +46,9 @@ func (r *multiRunner) step(t testing.TB, toks [][]int32) []float32 {
 			continue
 		}
 		start := len(b.Tokens)
+		if r.pos[s] == 0 {
+			r.prompt[s] = len(ts)
+		}
 		for _, tok := range ts {
 			p := int32(r.pos[s])
 			b.Tokens = append(b.Tokens, tok)
@@ -52,7 +56,7 @@ func (r *multiRunner) step(t testing.TB, toks [][]int32) []float32 {
 			b.Slots = append(b.Slots, r.blocks[s][p/bs]*bs+p%bs)
 			r.pos[s]++
 		}
-		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: start, End: len(b.Tokens), ContextLen: r.pos[s], Blocks: r.blocks[s]})
+		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: start, End: len(b.Tokens), ContextLen: r.pos[s], Blocks: r.blocks[s], Prompt: r.prompt[s]})
 		b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
 	}
 	out, err := r.m.Forward(b)

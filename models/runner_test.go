@@ -9,11 +9,13 @@ import (
 // soloRunner drives one sequence through a model without the engine: its KV
 // lives in blocks 0, 1, 2, ... and the prompt is prefilled in chunks of the
 // model's batch limit. It is how the model tests check the forward pass on its
-// own, so that an engine bug cannot hide (or fake) a model bug.
+// own, so that an engine bug cannot hide (or fake) a model bug. The first
+// feed is the prompt (SeqRows.Prompt), as the engine's first step is.
 type soloRunner struct {
 	m      *Llama
 	tokens []int32
 	blocks []int32
+	prompt int
 }
 
 func newSoloRunner(m *Llama) *soloRunner { return &soloRunner{m: m} }
@@ -22,6 +24,9 @@ func newSoloRunner(m *Llama) *soloRunner { return &soloRunner{m: m} }
 func (r *soloRunner) feed(t testing.TB, toks []int32) []float32 {
 	t.Helper()
 	bs := r.m.opts.BlockSize
+	if len(r.tokens) == 0 {
+		r.prompt = len(toks)
+	}
 	var logits []float32
 	for len(toks) > 0 {
 		n := min(len(toks), r.m.opts.MaxBatchTokens)
@@ -36,7 +41,7 @@ func (r *soloRunner) feed(t testing.TB, toks []int32) []float32 {
 			b.Slots = append(b.Slots, int32(pos))
 		}
 		r.tokens = append(r.tokens, toks[:n]...)
-		b.Seqs = []kernels.SeqRows{{Start: 0, End: n, ContextLen: len(r.tokens), Blocks: r.blocks}}
+		b.Seqs = []kernels.SeqRows{{Start: 0, End: n, ContextLen: len(r.tokens), Blocks: r.blocks, Prompt: r.prompt}}
 		b.LogitRows = []int32{int32(n - 1)}
 		out, err := r.m.Forward(b)
 		if err != nil {

@@ -15,6 +15,7 @@ type Backend struct {
 	swiglu swigluScratch          // SwiGLU's (ops.go)
 	moe    moeScratch             // MoEFFN's (moe.go)
 	geglu  gegluScratch           // GeGLU's (gemma.go)
+	prompt []bool                 // SetPromptRows' flags, one per batch row
 }
 
 // New returns a CPU backend that splits large operations over threads
@@ -30,6 +31,10 @@ func New(threads int) *Backend {
 }
 
 func (b *Backend) Name() string { return "cpu" }
+
+// SetPromptRows flags the batch rows that are prompt tokens: MatMul over
+// those rows uses the tiled kernels where the CPU has them (kernels.PromptRows).
+func (b *Backend) SetPromptRows(prompt []bool) { b.prompt = append(b.prompt[:0], prompt...) }
 
 // Threads is the number of goroutines large operations are split over.
 func (b *Backend) Threads() int { return b.threads }

@@ -15,6 +15,13 @@ type matScratch struct {
 	wt           *tensor
 	k            *quantKernel
 	fn           func(lo, hi int)
+
+	tiled bool    // this call takes the tiled (AMX) path
+	plan  amxPlan // its activation tiles (amx.go)
+
+	// matMulPrompt's gathered rows when a batch mixes prompt rows with
+	// others.
+	px, pdst, rx, rdst []float32
 }
 
 // Tiling for n > 1: a tile of wTile weight rows (≤ 16·0.9 KB for in=1536)
@@ -33,6 +40,73 @@ const (
 // partner format, as llama.cpp does, so our logits track its logits.
 // Shapes were checked by the caller (Backend.MatMul).
 func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32) {
+	matMulWith(w, dst, x, n, in, wt, out, bias, false)
+}
+
+// matMulPrompt is matMul with the rows flagged in prompt (len n, or nil for
+// none) computed by the tiled kernels where the CPU and the weight type
+// have them (amx.go), the others by the row kernels.
+//
+// Why by row and not by batch size: the two kernels sum a block's products
+// in different f32 orders, and with activations re-quantized at every layer
+// a last-bit difference grows into a different token now and then. A row's
+// kernel must therefore depend on the row alone, never on the rows beside
+// it (design invariant 6: a prompt alone and inside a batch give the same
+// greedy output): prompt rows always take the tiled path, even a lone one,
+// and generated tokens the row kernels, whether decoded or recomputed.
+func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, prompt []bool) {
+	f, tileable := amxFormats[wt.dtype]
+	if !useAMX || !tileable || !f.fits(in) || prompt == nil {
+		matMul(w, dst, x, n, in, wt, out, bias)
+		return
+	}
+	tiled := 0
+	for _, p := range prompt[:n] {
+		if p {
+			tiled++
+		}
+	}
+	switch tiled {
+	case 0:
+		matMul(w, dst, x, n, in, wt, out, bias)
+		return
+	case n:
+		matMulWith(w, dst, x, n, in, wt, out, bias, true)
+		return
+	}
+	// A step that prefills some sequences and decodes others: each kind of
+	// row gathered, multiplied, and put back.
+	s := &w.mm
+	s.px, s.rx = grow(s.px, tiled*in), grow(s.rx, (n-tiled)*in)
+	s.pdst, s.rdst = grow(s.pdst, tiled*out), grow(s.rdst, (n-tiled)*out)
+	pi, ri := 0, 0
+	for i, p := range prompt[:n] {
+		if p {
+			copy(s.px[pi*in:(pi+1)*in], x[i*in:(i+1)*in])
+			pi++
+		} else {
+			copy(s.rx[ri*in:(ri+1)*in], x[i*in:(i+1)*in])
+			ri++
+		}
+	}
+	px, pdst, rx, rdst := s.px, s.pdst, s.rx, s.rdst
+	matMulWith(w, pdst, px, tiled, in, wt, out, bias, true)
+	matMulWith(w, rdst, rx, n-tiled, in, wt, out, bias, false)
+	pi, ri = 0, 0
+	for i, p := range prompt[:n] {
+		if p {
+			copy(dst[i*out:(i+1)*out], pdst[pi*out:(pi+1)*out])
+			pi++
+		} else {
+			copy(dst[i*out:(i+1)*out], rdst[ri*out:(ri+1)*out])
+			ri++
+		}
+	}
+}
+
+// matMulWith is matMul, on the tiled kernels when tiled is set (the caller
+// checked the weight type has them).
+func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, tiled bool) {
 	s := &w.mm
 	if s.fn == nil {
 		s.fn = s.run
@@ -50,7 +124,12 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 		for i := range n {
 			s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
 		}
-		s.scales(n, nb, rb)
+		s.tiled = tiled
+		if tiled {
+			s.plan.prepare(amxFormats[wt.dtype], s.xq, rb, s.k.actBlockBytes, n, in)
+		} else {
+			s.scales(n, nb, rb)
+		}
 	}
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
@@ -87,6 +166,11 @@ func (s *matScratch) run(lo, hi int) {
 		s.runFloat(lo, hi)
 		return
 	}
+	if s.tiled {
+		s.plan.run(s.dst[:s.n*s.out], s.out, s.wt, lo, hi)
+		s.addBias(lo, hi)
+		return
+	}
 	dt := s.wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
@@ -116,11 +200,16 @@ func (s *matScratch) run(lo, hi int) {
 			}
 		}
 	}
-	if s.bias != nil {
-		for i := range s.n {
-			for o := lo; o < hi; o++ {
-				dst[i*out+o] += s.bias[o]
-			}
+	s.addBias(lo, hi)
+}
+
+func (s *matScratch) addBias(lo, hi int) {
+	if s.bias == nil {
+		return
+	}
+	for i := range s.n {
+		for o := lo; o < hi; o++ {
+			s.dst[i*s.out+o] += s.bias[o]
 		}
 	}
 }

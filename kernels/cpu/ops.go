@@ -103,7 +103,11 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 			return fmt.Errorf("cpu backend: MatMul: bias of %d for %d outputs", len(bs), out)
 		}
 	}
-	matMul(&b.workers, d, xs, n, in, wt, out, bs)
+	var prompt []bool
+	if len(b.prompt) == n { // a MatMul over the batch's rows
+		prompt = b.prompt
+	}
+	matMulPrompt(&b.workers, d, xs, n, in, wt, out, bs, prompt)
 	return nil
 }
 

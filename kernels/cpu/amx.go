@@ -1,0 +1,488 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"sync"
+	"unsafe"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// Tiled prompt matmuls (AMX on amd64; amxDotTiles' pure-Go form elsewhere
+// and as the test reference).
+//
+// Why: a prompt chunk multiplies every weight row with tens to hundreds of
+// activation rows. The VNNI kernels spend ~7 vector operations per 64
+// int8 products, once the weights are unpacked, and that bound the prompt
+// speed (Gemma 3 270M: 0.95× llama.cpp, 46% of the time in Q5_0 rows8).
+// An AMX TDPBSSD does 16×16×32 int8 products in one instruction. The
+// blocks' scales still differ per 32 (or 16) elements, so each block's
+// int32 tile is stored and scaled into f32 accumulators as ggml's integer
+// block sums are: the integers are exact, only the float order differs
+// from the row kernels.
+//
+// Layout: the activations are tile A, 16 rows of one block's int8s (their
+// blocks' int8s copied once per call into rows of K bytes); the weights
+// are tile B, 16 rows' signed levels in the VNNI pair layout
+// (B[k/4][m·4 + k%4]), unpacked per call into a scratch of 16 × K bytes
+// that every group of activation rows reuses. C[n][m] is activation row n
+// times weight row m, so a C row is 16 consecutive outputs of one
+// activation row: one store. (Weights as A and activations as B would
+// make a C row a column of dst, and its 16-way scatter took half the
+// time.)
+
+// amxFormat is how a weight type is tiled: its K-block size (32, or 16 for
+// Q6_K's sub-blocks), whether its blocks carry a min term (Q4_1, Q5_1,
+// Q4_K, Q5_K: Σ min·Σx, taken from the activation's sums), and its unpacker.
+type amxFormat struct {
+	blockK int
+	hasMin bool
+	unpack amxUnpack
+}
+
+// amxUnpack writes the signed levels of weight rows [0, rows) (rows ≤ 16) to
+// img as B tiles (see levels) and their per-K-block scales to sc: block b's
+// 16 scales at sc[b*step:], then its 16 mins (if any) at sc[b*step+16:]. w
+// holds the quantized rows, wstride bytes apart; nb is the weight type's
+// blocks per row.
+type amxUnpack func(img levels, sc []float32, step int, w []byte, wstride, rows, nb int)
+
+// fits says whether rows of in elements can take the tiled path: an even
+// number of K-blocks, since the assembly keeps two blocks in flight.
+func (f amxFormat) fits(in int) bool { return (in/f.blockK)%2 == 0 }
+
+var amxFormats = map[kernels.DType]amxFormat{
+	kernels.Q8_0: {32, false, unpackQ8_0},
+	kernels.Q4_0: {32, false, unpackQ4_0},
+	kernels.Q5_0: {32, false, unpackQ5_0},
+	kernels.Q4_1: {32, true, unpackQ4_1},
+	kernels.Q5_1: {32, true, unpackQ5_1},
+	kernels.Q4_K: {32, true, unpackQ4_K},
+	kernels.Q5_K: {32, true, unpackQ5_K},
+	kernels.Q6_K: {16, false, unpackQ6_K},
+}
+
+// amxCall is one call of amxDotTiles: one tile of 16 weight rows against
+// every group of 16 activation rows. The assembly reads it by offset: keep
+// the field order and the 8-byte fields.
+type amxCall struct {
+	cfg      *amxConfig
+	a        *byte // group 0's activation int8s, 16 rows astride apart
+	astride  int
+	akstep   int      // bytes from one K-block to the next in a row (blockK)
+	agstride int      // bytes from one group's rows to the next
+	sw       *float32 // weight scales (and mins), step floats a block
+	b        *byte    // the weight tiles
+	bstep    int      // bytes a K-block of weight tiles (blockK·16)
+	sx       *float32 // group 0's activation scales (and sums), step floats a block
+	sgstride int      // bytes from one group's scales to the next
+	nbk      int      // K-blocks
+	groups   int
+	dst      *float32 // dst of activation row 0, weight row 0
+	dstride  int      // bytes from one activation row's dst to the next (out·4)
+	dgstride int      // bytes from one group's first dst row to the next (16·out·4)
+	lastRows int      // valid activation rows of the last group
+	rowMask  int      // valid weight rows, as a bit mask
+	cbuf     *int32   // two 16×16 int32 stored C tiles
+	hasMin   int
+}
+
+// amxConfig is the 64-byte tile configuration LDTILECFG reads: palette 1,
+// tmm0/tmm1 C tiles, tmm2/tmm3 A, tmm4/tmm5 B (two blocks in flight).
+type amxConfig struct {
+	palette  uint8
+	startRow uint8
+	_        [14]byte
+	colsb    [16]uint16
+	rows     [16]uint8
+}
+
+func newAMXConfig(blockK int) *amxConfig {
+	c := &amxConfig{palette: 1}
+	for i := range 2 {
+		c.colsb[0+i], c.rows[0+i] = 64, 16              // C: 16 × 16 int32
+		c.colsb[2+i], c.rows[2+i] = uint16(blockK), 16  // A: 16 activation rows × blockK int8s
+		c.colsb[4+i], c.rows[4+i] = 64, uint8(blockK/4) // B: blockK/4 rows of 16 weight rows × 4 levels
+	}
+	return c
+}
+
+var amxConfigs = map[int]*amxConfig{32: newAMXConfig(32), 16: newAMXConfig(16)}
+
+// levels is a weight tile scratch: K-block b's B tile at b·bstep, level k
+// of weight row m at (k/4)·64 + m·4 + k%4 within it. shift is log2 of the
+// block size (5, or 4 for Q6_K).
+type levels struct {
+	img   []byte
+	shift uint
+}
+
+func newLevels(img []byte, blockK int) levels {
+	if blockK == 16 {
+		return levels{img, 4}
+	}
+	return levels{img, 5}
+}
+
+// put8 stores levels e..e+7 (e a multiple of 8) of weight row m < 16,
+// packed in v, as two dwords of the VNNI layout. It is the unpackers'
+// inner store, so it skips bounds checks: the one check covers both
+// dwords, whose offsets are below len(img) for e < K when len(img) = 16·K.
+func (l levels) put8(m, e int, v uint64) {
+	k := e & (1<<l.shift - 1)
+	o := (e>>l.shift)<<(l.shift+4) + (k>>2)<<6 + m<<2
+	_ = l.img[o+64+3]
+	p := unsafe.Pointer(unsafe.SliceData(l.img))
+	*(*uint32)(unsafe.Add(p, o)) = uint32(v)
+	*(*uint32)(unsafe.Add(p, o+64)) = uint32(v >> 32)
+}
+
+// amxScratch is one thread's weight unpack space, pooled across calls.
+type amxScratch struct {
+	img  []byte
+	sc   []float32
+	cbuf [512]int32 // two stored C tiles
+}
+
+var amxScratchPool = sync.Pool{New: func() any { return new(amxScratch) }}
+
+// amxPlan is matMul's per-call state for the tiled path: the activation
+// rows and scales, shared read-only by the threads.
+type amxPlan struct {
+	f      amxFormat
+	k      int // elements per row
+	n      int // activation rows
+	nbk    int
+	groups int
+	step   int // floats a K-block in sw and sx
+	act    []byte
+	sx     []float32
+	dot    func(*amxCall) // amxDotTiles; the tests swap in amxDotTilesGo
+}
+
+// prepare copies the quantized activations xq (n rows of xrb bytes, in the
+// weight type's partner format of bb bytes a block) into rows of K int8s,
+// in groups of 16 rows (the last padded with zeros), and their scales.
+func (p *amxPlan) prepare(f amxFormat, xq []byte, xrb, bb, n, k int) {
+	p.f, p.k, p.n = f, k, n
+	p.nbk = k / f.blockK
+	p.groups = (n + 15) / 16
+	p.step = 16
+	if f.hasMin {
+		p.step = 32
+	}
+	needAct := p.groups * 16 * k
+	if cap(p.act) < needAct {
+		p.act = make([]byte, needAct)
+	}
+	p.act = p.act[:needAct]
+	needSx := p.groups * p.nbk * p.step
+	if cap(p.sx) < needSx {
+		p.sx = make([]float32, needSx)
+	}
+	p.sx = p.sx[:needSx]
+	if n%16 != 0 {
+		clear(p.act[n*k:])
+		clear(p.sx[(p.groups-1)*p.nbk*p.step:])
+	}
+	for i := range n {
+		g, nn := i/16, i%16
+		row := xq[i*xrb : (i+1)*xrb]
+		act := p.act[i*k : (i+1)*k]
+		sx := p.sx[g*p.nbk*p.step:]
+		for b := range p.nbk {
+			off, scale, sum := actBlock(row, bb, f.blockK, b, f.hasMin)
+			copy(act[b*f.blockK:(b+1)*f.blockK], row[off:])
+			sx[b*p.step+nn] = scale
+			if f.hasMin {
+				sx[b*p.step+16+nn] = sum
+			}
+		}
+	}
+}
+
+// actBlock locates K-block b (of blockK elements) of a quantized activation
+// row in format bb: the offset of its int8s, its scale and, with min, the
+// scale times the sum of its int8s (what a block's min multiplies).
+func actBlock(row []byte, bb, blockK, b int, withMin bool) (off int, scale, sum float32) {
+	switch bb {
+	case quant.Q8_0BlockBytes:
+		blk := row[b*bb:]
+		return b*bb + 2, f16le(blk), 0
+	case quant.Q8_1BlockBytes:
+		blk := row[b*bb:]
+		return b*bb + 4, f16le(blk), f16le(blk[2:])
+	}
+	per := 256 / blockK // Q8_K: K-blocks a super-block
+	sb, j := b/per, b%per
+	blk := row[sb*bb:]
+	d := q8KScale(blk)
+	if withMin { // blockK 32: two of the super-block's 16-element sums
+		sum = d * float32(q8KBsum(blk, 2*j)+q8KBsum(blk, 2*j+1))
+	}
+	return sb*bb + 4 + j*blockK, d, sum
+}
+
+// run computes output columns [lo, hi) for every activation row, a tile of
+// 16 weight rows at a time; dst holds n rows of out.
+func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
+	s := amxScratchPool.Get().(*amxScratch)
+	defer amxScratchPool.Put(s)
+	if need := 16 * p.k; cap(s.img) < need {
+		s.img = make([]byte, need)
+	}
+	if need := p.nbk * p.step; cap(s.sc) < need {
+		s.sc = make([]float32, need)
+	}
+	img, sc := s.img[:16*p.k], s.sc[:p.nbk*p.step]
+	dt := wt.dtype
+	wrb := dt.RowBytes(p.k)
+	nb := p.k / dt.BlockElems()
+	c := amxCall{
+		cfg: amxConfigs[p.f.blockK], a: &p.act[0], astride: p.k, akstep: p.f.blockK,
+		agstride: 16 * p.k, sw: &sc[0], b: &img[0], bstep: p.f.blockK * 16,
+		sx: &p.sx[0], sgstride: p.nbk * p.step * 4, nbk: p.nbk, groups: p.groups,
+		dstride: out * 4, dgstride: 16 * out * 4, lastRows: p.n - 16*(p.groups-1),
+		cbuf: &s.cbuf[0],
+	}
+	if p.f.hasMin {
+		c.hasMin = 1
+	}
+	for o0 := lo; o0 < hi; o0 += 16 {
+		rows := min(16, hi-o0)
+		if rows < 16 {
+			clear(img) // the padding rows' levels are multiplied too
+		}
+		p.f.unpack(newLevels(img, p.f.blockK), sc, p.step, wt.raw[o0*wrb:], wrb, rows, nb)
+		c.rowMask = 1<<rows - 1
+		c.dst = &dst[o0]
+		if p.dot != nil {
+			p.dot(&c)
+		} else {
+			amxDotTiles(&c)
+		}
+	}
+}
+
+// amxDotTilesGo is amxDotTiles in Go: the reference for the assembly, and
+// its definition off amd64.
+func amxDotTilesGo(c *amxCall) {
+	step := 16
+	if c.hasMin != 0 {
+		step = 32
+	}
+	sw := unsafe.Slice(c.sw, c.nbk*step)
+	img := unsafe.Slice(c.b, c.nbk*c.bstep)
+	for g := range c.groups {
+		act := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c.a), g*c.agstride)), 16*c.astride)
+		sx := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c.sx), g*c.sgstride)), c.nbk*step)
+		rows := 16
+		if g == c.groups-1 {
+			rows = c.lastRows
+		}
+		var acc [16][16]float32
+		for b := range c.nbk {
+			t := img[b*c.bstep:]
+			for n := range rows {
+				arow := act[n*c.astride+b*c.akstep:]
+				for m := range 16 {
+					var dot int32
+					for k := range c.akstep {
+						dot += int32(int8(arow[k])) * int32(int8(t[(k/4)*64+m*4+k%4]))
+					}
+					v := float32(dot)*(sx[b*step+n]*sw[b*step+m]) + acc[n][m]
+					if c.hasMin != 0 {
+						v = sx[b*step+16+n]*sw[b*step+16+m] + v
+					}
+					acc[n][m] = v
+				}
+			}
+		}
+		dst := unsafe.Add(unsafe.Pointer(c.dst), g*c.dgstride)
+		for n := range rows {
+			for m := range 16 {
+				if c.rowMask>>m&1 != 0 {
+					*(*float32)(unsafe.Add(dst, n*c.dstride+4*m)) = acc[n][m]
+				}
+			}
+		}
+	}
+}
+
+// Unpackers. Each writes blockK signed levels per K-block, eight at a time
+// through a uint64 where the layout allows it.
+
+const lowNibbles = 0x0f0f0f0f0f0f0f0f
+
+// spreadBits[v] has byte i = 0x10 where bit i of v is set: the fifth bit
+// of eight Q5 levels.
+var spreadBits = func() (t [256]uint64) {
+	for v := range 256 {
+		for i := range 8 {
+			if v>>i&1 != 0 {
+				t[v] |= 0x10 << (8 * i)
+			}
+		}
+	}
+	return t
+}()
+
+func get64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// biased turns eight unsigned levels v (each < 2^bits) into v − 2^(bits−1)
+// as int8s: the top bit clear means negative, so it becomes the sign fill.
+func biased(v uint64, bits uint) uint64 {
+	half := uint64(0x0101010101010101) << (bits - 1)
+	low := half - 0x0101010101010101 // the bits below the top one
+	neg := (^v & half) >> (bits - 1) * (0xff &^ (low & 0xff))
+	return v&low | neg
+}
+
+func unpackQ8_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for b := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[b*34 : b*34+34]
+			sc[b*step+r] = f16le(blk)
+			for i := 0; i < 32; i += 8 {
+				img.put8(r, b*32+i, get64(blk[2+i:]))
+			}
+		}
+	}
+}
+
+func unpackQ4_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for b := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[b*18 : b*18+18]
+			sc[b*step+r] = f16le(blk)
+			q0, q1 := get64(blk[2:]), get64(blk[10:])
+			img.put8(r, b*32, biased(q0&lowNibbles, 4))
+			img.put8(r, b*32+8, biased(q1&lowNibbles, 4))
+			img.put8(r, b*32+16, biased(q0>>4&lowNibbles, 4))
+			img.put8(r, b*32+24, biased(q1>>4&lowNibbles, 4))
+		}
+	}
+}
+
+func unpackQ5_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for b := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[b*22 : b*22+22]
+			sc[b*step+r] = f16le(blk)
+			qh := binary.LittleEndian.Uint32(blk[2:])
+			q0, q1 := get64(blk[6:]), get64(blk[14:])
+			img.put8(r, b*32, biased(q0&lowNibbles|spreadBits[qh&0xff], 5))
+			img.put8(r, b*32+8, biased(q1&lowNibbles|spreadBits[qh>>8&0xff], 5))
+			img.put8(r, b*32+16, biased(q0>>4&lowNibbles|spreadBits[qh>>16&0xff], 5))
+			img.put8(r, b*32+24, biased(q1>>4&lowNibbles|spreadBits[qh>>24], 5))
+		}
+	}
+}
+
+func unpackQ4_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for b := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[b*20 : b*20+20]
+			sc[b*step+r], sc[b*step+16+r] = f16le(blk), f16le(blk[2:])
+			q0, q1 := get64(blk[4:]), get64(blk[12:])
+			img.put8(r, b*32, q0&lowNibbles)
+			img.put8(r, b*32+8, q1&lowNibbles)
+			img.put8(r, b*32+16, q0>>4&lowNibbles)
+			img.put8(r, b*32+24, q1>>4&lowNibbles)
+		}
+	}
+}
+
+func unpackQ5_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for b := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[b*24 : b*24+24]
+			sc[b*step+r], sc[b*step+16+r] = f16le(blk), f16le(blk[2:])
+			qh := binary.LittleEndian.Uint32(blk[4:])
+			q0, q1 := get64(blk[8:]), get64(blk[16:])
+			img.put8(r, b*32, q0&lowNibbles|spreadBits[qh&0xff])
+			img.put8(r, b*32+8, q1&lowNibbles|spreadBits[qh>>8&0xff])
+			img.put8(r, b*32+16, q0>>4&lowNibbles|spreadBits[qh>>16&0xff])
+			img.put8(r, b*32+24, q1>>4&lowNibbles|spreadBits[qh>>24])
+		}
+	}
+}
+
+// kScales writes a Q4_K/Q5_K super-block's eight sub-block scales d·sc and
+// negated mins −dmin·m (the min term is subtracted) for row r.
+func kScales(sc []float32, step, sb, r int, blk []byte) {
+	d, dmin := f16le(blk), f16le(blk[2:])
+	for j := range 8 {
+		s, m := quant.ScaleMinK4(j, blk[4:16])
+		b := sb*8 + j
+		sc[b*step+r] = d * float32(s)
+		sc[b*step+16+r] = -dmin * float32(m)
+	}
+}
+
+func unpackQ4_K(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for sb := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[sb*144 : sb*144+144]
+			kScales(sc, step, sb, r, blk)
+			for c := range 4 {
+				q := blk[16+32*c : 16+32*c+32]
+				for i := 0; i < 32; i += 8 {
+					v := get64(q[i:])
+					img.put8(r, sb*256+64*c+i, v&lowNibbles)
+					img.put8(r, sb*256+64*c+32+i, v>>4&lowNibbles)
+				}
+			}
+		}
+	}
+}
+
+func unpackQ5_K(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	for sb := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[sb*176 : sb*176+176]
+			kScales(sc, step, sb, r, blk)
+			qh, ql := blk[16:48], blk[48:176]
+			for c := range 4 {
+				q := ql[32*c : 32*c+32]
+				for i := 0; i < 32; i += 8 {
+					v, h := get64(q[i:]), get64(qh[i:])
+					img.put8(r, sb*256+64*c+i, v&lowNibbles|(h>>(2*c)&0x0101010101010101)<<4)
+					img.put8(r, sb*256+64*c+32+i, v>>4&lowNibbles|(h>>(2*c+1)&0x0101010101010101)<<4)
+				}
+			}
+		}
+	}
+}
+
+func unpackQ6_K(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+	const two = 0x0303030303030303
+	for sb := range nb {
+		for r := range rows {
+			wr := w[r*wstride:]
+			blk := wr[sb*210 : sb*210+210]
+			d := f16le(blk[208:])
+			for s := range 16 {
+				sc[(sb*16+s)*step+r] = d * float32(int8(blk[192+s]))
+			}
+			for half := range 2 {
+				ql, qh := blk[64*half:64*half+64], blk[128+32*half:128+32*half+32]
+				for l := 0; l < 32; l += 8 {
+					lo, hi, h := get64(ql[l:]), get64(ql[32+l:]), get64(qh[l:])
+					img.put8(r, sb*256+128*half+l, biased(lo&lowNibbles|(h&two)<<4, 6))
+					img.put8(r, sb*256+128*half+32+l, biased(hi&lowNibbles|(h>>2&two)<<4, 6))
+					img.put8(r, sb*256+128*half+64+l, biased(lo>>4&lowNibbles|(h>>4&two)<<4, 6))
+					img.put8(r, sb*256+128*half+96+l, biased(hi>>4&lowNibbles|(h>>6&two)<<4, 6))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,45 @@
+//go:build amd64 && !noasm
+
+package cpu
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/cpu"
+)
+
+// useAMX: the CPU has AMX-INT8 (and the AVX-512 the scaling and scatter
+// use), and Linux granted this process the tile data state, which it asks
+// for explicitly (arch_prctl ARCH_REQ_XCOMP_PERM) because the 8 KiB of
+// tile registers grow every signal frame. SLUICE_AMX=0 turns the path off,
+// to compare with the VNNI kernels.
+var useAMX = cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && useVNNI512 &&
+	os.Getenv("SLUICE_AMX") != "0" && requestTileData()
+
+func requestTileData() bool {
+	const (
+		archReqXcompPerm = 0x1023
+		xfeatureTileData = 18
+	)
+	_, _, errno := syscall.RawSyscall(syscall.SYS_ARCH_PRCTL, archReqXcompPerm, xfeatureTileData, 0)
+	return errno == 0
+}
+
+// amxDotTiles runs one amxCall with TDPBSSD (amx_amd64.s). The tiles are
+// configured and released inside the call, so no goroutine ever leaves an
+// assembly function holding tile state (and a goroutine is never
+// preempted inside one: assembly has no asynchronous safe points).
+func amxDotTiles(c *amxCall) {
+	if c.hasMin != 0 {
+		amxDotTilesMin(c)
+	} else {
+		amxDotTilesPlain(c)
+	}
+}
+
+//go:noescape
+func amxDotTilesPlain(c *amxCall)
+
+//go:noescape
+func amxDotTilesMin(c *amxCall)
