@@ -2,7 +2,7 @@ package cpu
 
 import (
 	"encoding/binary"
-	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -22,45 +22,52 @@ import (
 // block sums are: the integers are exact, only the float order differs
 // from the row kernels.
 //
-// Layout: the activations are tile A, 16 rows of one block's int8s (their
-// blocks' int8s copied once per call into rows of K bytes); the weights
-// are tile B, 16 rows' signed levels in the VNNI pair layout
-// (B[k/4][m·4 + k%4]), unpacked per call into a scratch of 16 × K bytes
-// that every group of activation rows reuses. C[n][m] is activation row n
-// times weight row m, so a C row is 16 consecutive outputs of one
-// activation row: one store. (Weights as A and activations as B would
-// make a C row a column of dst, and its 16-way scatter took half the
-// time.)
+// Layout: the weights are tile A, 16 rows of one block's signed levels,
+// unpacked per call into a row-major scratch of 16 × K bytes that every
+// group of activation rows reuses; the activations are tile B, 16 rows in
+// the VNNI pair layout (B[k/4][n·4 + k%4]), packed once per call. C[m][n]
+// is weight row m times activation row n: the 16 accumulators (one per
+// weight row, a lane per activation row) are transposed in registers once
+// per tile and group, so each activation row's 16 outputs are one store.
+// The other two layouts measured worse: activations as A needed the
+// weights transposed into the VNNI layout at every unpack (as long as the
+// tile products themselves), and weights as A with a 16-way scatter of
+// each accumulator to dst took half the time.
 
 // amxFormat is how a weight type is tiled: its K-block size (32, or 16 for
 // Q6_K's sub-blocks), whether its blocks carry a min term (Q4_1, Q5_1,
-// Q4_K, Q5_K: Σ min·Σx, taken from the activation's sums), and its unpacker.
+// Q4_K, Q5_K: Σ min·Σx, taken from the activation's sums), its unpacker,
+// and whether that leaves the scales as the blocks' f16 bits (converted
+// afterwards in one vector pass: a 256 KiB table lookup per block missed
+// the cache often enough to cost as much as the unpack).
 type amxFormat struct {
-	blockK int
-	hasMin bool
-	unpack amxUnpack
+	blockK     int
+	hasMin     bool
+	unpack     amxUnpack
+	halfScales bool
 }
 
 // amxUnpack writes the signed levels of weight rows [0, rows) (rows ≤ 16) to
-// img as B tiles (see levels) and their per-K-block scales to sc: block b's
-// 16 scales at sc[b*step:], then its 16 mins (if any) at sc[b*step+16:]. w
-// holds the quantized rows, wstride bytes apart; nb is the weight type's
-// blocks per row.
+// img and their per-K-block scales to sc (or, with halfScales, their f16
+// bits to img.half, laid out the same): block b's 16 scales at
+// sc[b*step:], then its 16 mins (if any) at sc[b*step+16:]. w holds the
+// quantized rows, wstride bytes apart; nb is the weight type's blocks per
+// row.
 type amxUnpack func(img levels, sc []float32, step int, w []byte, wstride, rows, nb int)
 
-// fits says whether rows of in elements can take the tiled path: an even
-// number of K-blocks, since the assembly keeps two blocks in flight.
-func (f amxFormat) fits(in int) bool { return (in/f.blockK)%2 == 0 }
+// fits says whether rows of in elements can take the tiled path: all the
+// weight types' rows do (whole K-blocks); kept as the one place to say so.
+func (f amxFormat) fits(in int) bool { return in%f.blockK == 0 }
 
 var amxFormats = map[kernels.DType]amxFormat{
-	kernels.Q8_0: {32, false, unpackQ8_0},
-	kernels.Q4_0: {32, false, unpackQ4_0},
-	kernels.Q5_0: {32, false, unpackQ5_0},
-	kernels.Q4_1: {32, true, unpackQ4_1},
-	kernels.Q5_1: {32, true, unpackQ5_1},
-	kernels.Q4_K: {32, true, unpackQ4_K},
-	kernels.Q5_K: {32, true, unpackQ5_K},
-	kernels.Q6_K: {16, false, unpackQ6_K},
+	kernels.Q8_0: {32, false, unpackQ8_0, true},
+	kernels.Q4_0: {32, false, unpackQ4_0, true},
+	kernels.Q5_0: {32, false, unpackQ5_0, true},
+	kernels.Q4_1: {32, true, unpackQ4_1, true},
+	kernels.Q5_1: {32, true, unpackQ5_1, true},
+	kernels.Q4_K: {32, true, unpackQ4_K, false},
+	kernels.Q5_K: {32, true, unpackQ5_K, false},
+	kernels.Q6_K: {16, false, unpackQ6_K, false},
 }
 
 // amxCall is one call of amxDotTiles: one tile of 16 weight rows against
@@ -68,13 +75,13 @@ var amxFormats = map[kernels.DType]amxFormat{
 // the field order and the 8-byte fields.
 type amxCall struct {
 	cfg      *amxConfig
-	a        *byte // group 0's activation int8s, 16 rows astride apart
+	a        *byte // the weight levels, 16 rows astride apart
 	astride  int
 	akstep   int      // bytes from one K-block to the next in a row (blockK)
-	agstride int      // bytes from one group's rows to the next
 	sw       *float32 // weight scales (and mins), step floats a block
-	b        *byte    // the weight tiles
-	bstep    int      // bytes a K-block of weight tiles (blockK·16)
+	b        *byte    // group 0's activation tiles
+	bstep    int      // bytes a K-block of a group's tiles (blockK·16)
+	gstride  int      // bytes from one group's tiles to the next
 	sx       *float32 // group 0's activation scales (and sums), step floats a block
 	sgstride int      // bytes from one group's scales to the next
 	nbk      int      // K-blocks
@@ -84,12 +91,12 @@ type amxCall struct {
 	dgstride int      // bytes from one group's first dst row to the next (16·out·4)
 	lastRows int      // valid activation rows of the last group
 	rowMask  int      // valid weight rows, as a bit mask
-	cbuf     *int32   // two 16×16 int32 stored C tiles
+	cbuf     *int32   // four 16×16 int32 stored C tiles
 	hasMin   int
 }
 
 // amxConfig is the 64-byte tile configuration LDTILECFG reads: palette 1,
-// tmm0/tmm1 C tiles, tmm2/tmm3 A, tmm4/tmm5 B (two blocks in flight).
+// tmm0..3 C tiles, tmm4/5 A, tmm6/7 B (four blocks in flight).
 type amxConfig struct {
 	palette  uint8
 	startRow uint8
@@ -100,52 +107,58 @@ type amxConfig struct {
 
 func newAMXConfig(blockK int) *amxConfig {
 	c := &amxConfig{palette: 1}
+	for i := range 4 {
+		c.colsb[i], c.rows[i] = 64, 16 // C: 16 × 16 int32
+	}
 	for i := range 2 {
-		c.colsb[0+i], c.rows[0+i] = 64, 16              // C: 16 × 16 int32
-		c.colsb[2+i], c.rows[2+i] = uint16(blockK), 16  // A: 16 activation rows × blockK int8s
-		c.colsb[4+i], c.rows[4+i] = 64, uint8(blockK/4) // B: blockK/4 rows of 16 weight rows × 4 levels
+		c.colsb[4+i], c.rows[4+i] = uint16(blockK), 16  // A: 16 weight rows × blockK levels
+		c.colsb[6+i], c.rows[6+i] = 64, uint8(blockK/4) // B: blockK/4 rows of 16 activation rows × 4 int8s
 	}
 	return c
 }
 
 var amxConfigs = map[int]*amxConfig{32: newAMXConfig(32), 16: newAMXConfig(16)}
 
-// levels is a weight tile scratch: K-block b's B tile at b·bstep, level k
-// of weight row m at (k/4)·64 + m·4 + k%4 within it. shift is log2 of the
-// block size (5, or 4 for Q6_K).
+// levels is a weight tile scratch: level k of weight row m at
+// lv[m·stride + k], and the blocks' f16 scales for halfScales formats.
 type levels struct {
-	img   []byte
-	shift uint
+	lv     []byte
+	stride int
+	half   []uint16
 }
 
-func newLevels(img []byte, blockK int) levels {
-	if blockK == 16 {
-		return levels{img, 4}
-	}
-	return levels{img, 5}
-}
-
-// put8 stores levels e..e+7 (e a multiple of 8) of weight row m < 16,
-// packed in v, as two dwords of the VNNI layout. It is the unpackers'
-// inner store, so it skips bounds checks: the one check covers both
-// dwords, whose offsets are below len(img) for e < K when len(img) = 16·K.
+// put8 stores levels e..e+7 of weight row m < 16, packed in v. It is the
+// unpackers' inner store, so one bounds check covers the eight bytes.
 func (l levels) put8(m, e int, v uint64) {
-	k := e & (1<<l.shift - 1)
-	o := (e>>l.shift)<<(l.shift+4) + (k>>2)<<6 + m<<2
-	_ = l.img[o+64+3]
-	p := unsafe.Pointer(unsafe.SliceData(l.img))
-	*(*uint32)(unsafe.Add(p, o)) = uint32(v)
-	*(*uint32)(unsafe.Add(p, o+64)) = uint32(v >> 32)
+	o := m*l.stride + e
+	_ = l.lv[o+7]
+	*(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(l.lv)), o)) = v
 }
 
-// amxScratch is one thread's weight unpack space, pooled across calls.
+// amxScratch is one thread's weight unpack space. A plan keeps one per
+// thread, claimed by whichever thread runs a chunk: a sync.Pool lost them
+// at every GC, and reallocating 40 KiB a chunk was 1,100 allocations a
+// 2-thread Gemma 3 prompt.
 type amxScratch struct {
-	img  []byte
+	busy atomic.Bool
+	lv   []byte
 	sc   []float32
-	cbuf [512]int32 // two stored C tiles
+	half []uint16
+	cbuf [1024]int32 // four stored C tiles
+	call amxCall
 }
 
-var amxScratchPool = sync.Pool{New: func() any { return new(amxScratch) }}
+// claim returns a scratch no other thread holds; release it when done. At
+// most len(scratch) threads run chunks at once, so one is always free.
+func (p *amxPlan) claim() *amxScratch {
+	for {
+		for i := range p.scratch {
+			if s := &p.scratch[i]; !s.busy.Load() && s.busy.CompareAndSwap(false, true) {
+				return s
+			}
+		}
+	}
+}
 
 // amxPlan is matMul's per-call state for the tiled path: the activation
 // rows and scales, shared read-only by the threads.
@@ -155,45 +168,64 @@ type amxPlan struct {
 	n      int // activation rows
 	nbk    int
 	groups int
-	step   int // floats a K-block in sw and sx
-	act    []byte
+	step   int    // floats a K-block in sw and sx
+	img    []byte // the groups' B tiles
 	sx     []float32
 	dot    func(*amxCall) // amxDotTiles; the tests swap in amxDotTilesGo
+
+	scratch []amxScratch // one per thread (size)
 }
 
-// prepare copies the quantized activations xq (n rows of xrb bytes, in the
-// weight type's partner format of bb bytes a block) into rows of K int8s,
-// in groups of 16 rows (the last padded with zeros), and their scales.
-func (p *amxPlan) prepare(f amxFormat, xq []byte, xrb, bb, n, k int) {
+// size sets the plan up for n activation rows of k elements: buffers, and
+// the last group's padding rows zeroed.
+func (p *amxPlan) size(f amxFormat, n, k, threads int) {
 	p.f, p.k, p.n = f, k, n
+	if len(p.scratch) < threads {
+		p.scratch = make([]amxScratch, threads)
+	}
 	p.nbk = k / f.blockK
 	p.groups = (n + 15) / 16
 	p.step = 16
 	if f.hasMin {
 		p.step = 32
 	}
-	needAct := p.groups * 16 * k
-	if cap(p.act) < needAct {
-		p.act = make([]byte, needAct)
+	bstep := f.blockK * 16
+	needImg := p.groups * p.nbk * bstep
+	if cap(p.img) < needImg {
+		p.img = make([]byte, needImg)
 	}
-	p.act = p.act[:needAct]
+	p.img = p.img[:needImg]
 	needSx := p.groups * p.nbk * p.step
 	if cap(p.sx) < needSx {
 		p.sx = make([]float32, needSx)
 	}
 	p.sx = p.sx[:needSx]
 	if n%16 != 0 {
-		clear(p.act[n*k:])
+		clear(p.img[(p.groups-1)*p.nbk*bstep:])
 		clear(p.sx[(p.groups-1)*p.nbk*p.step:])
 	}
-	for i := range n {
+}
+
+// pack copies quantized activation rows [lo, hi) of xq (rows of xrb bytes,
+// in the weight type's partner format of bb bytes a block) into the B
+// tiles of their groups, with their scales. Rows of one group may be packed
+// by different threads: each writes only its own lanes.
+func (p *amxPlan) pack(xq []byte, xrb, bb, lo, hi int) {
+	f := p.f
+	bstep := f.blockK * 16
+	dwords := f.blockK / 4
+	for i := lo; i < hi; i++ {
 		g, nn := i/16, i%16
 		row := xq[i*xrb : (i+1)*xrb]
-		act := p.act[i*k : (i+1)*k]
+		img := p.img[g*p.nbk*bstep : (g+1)*p.nbk*bstep]
 		sx := p.sx[g*p.nbk*p.step:]
 		for b := range p.nbk {
 			off, scale, sum := actBlock(row, bb, f.blockK, b, f.hasMin)
-			copy(act[b*f.blockK:(b+1)*f.blockK], row[off:])
+			src := row[off : off+f.blockK]
+			t := img[b*bstep : (b+1)*bstep]
+			for kk := range dwords {
+				binary.LittleEndian.PutUint32(t[kk*64+nn*4:], binary.LittleEndian.Uint32(src[4*kk:]))
+			}
 			sx[b*p.step+nn] = scale
 			if f.hasMin {
 				sx[b*p.step+16+nn] = sum
@@ -227,21 +259,27 @@ func actBlock(row []byte, bb, blockK, b int, withMin bool) (off int, scale, sum 
 // run computes output columns [lo, hi) for every activation row, a tile of
 // 16 weight rows at a time; dst holds n rows of out.
 func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
-	s := amxScratchPool.Get().(*amxScratch)
-	defer amxScratchPool.Put(s)
-	if need := 16 * p.k; cap(s.img) < need {
-		s.img = make([]byte, need)
+	s := p.claim()
+	defer s.busy.Store(false)
+	astride := p.k + 64 // off the 4 KiB stride, so 16 rows do not share L1 sets
+	if need := 16 * astride; cap(s.lv) < need {
+		s.lv = make([]byte, need)
 	}
-	if need := p.nbk * p.step; cap(s.sc) < need {
-		s.sc = make([]float32, need)
+	nsc := p.nbk * p.step
+	if cap(s.sc) < nsc {
+		s.sc, s.half = make([]float32, nsc), make([]uint16, nsc)
 	}
-	img, sc := s.img[:16*p.k], s.sc[:p.nbk*p.step]
+	lv, sc, half := s.lv[:16*astride], s.sc[:nsc], s.half[:nsc]
 	dt := wt.dtype
 	wrb := dt.RowBytes(p.k)
 	nb := p.k / dt.BlockElems()
-	c := amxCall{
-		cfg: amxConfigs[p.f.blockK], a: &p.act[0], astride: p.k, akstep: p.f.blockK,
-		agstride: 16 * p.k, sw: &sc[0], b: &img[0], bstep: p.f.blockK * 16,
+	bstep := p.f.blockK * 16
+	// The call lives in the scratch: handed to p.dot (a func value) a
+	// local would escape, one allocation a chunk.
+	c := &s.call
+	*c = amxCall{
+		cfg: amxConfigs[p.f.blockK], a: &lv[0], astride: astride, akstep: p.f.blockK,
+		sw: &sc[0], b: &p.img[0], bstep: bstep, gstride: p.nbk * bstep,
 		sx: &p.sx[0], sgstride: p.nbk * p.step * 4, nbk: p.nbk, groups: p.groups,
 		dstride: out * 4, dgstride: 16 * out * 4, lastRows: p.n - 16*(p.groups-1),
 		cbuf: &s.cbuf[0],
@@ -251,16 +289,17 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 	}
 	for o0 := lo; o0 < hi; o0 += 16 {
 		rows := min(16, hi-o0)
-		if rows < 16 {
-			clear(img) // the padding rows' levels are multiplied too
+		p.f.unpack(levels{lv, astride, half}, sc, p.step, wt.raw[o0*wrb:], wrb, rows, nb)
+		if p.f.halfScales {
+			clear(sc)
+			axpyHalf(sc, 1, half) // exact: 1·x + 0
 		}
-		p.f.unpack(newLevels(img, p.f.blockK), sc, p.step, wt.raw[o0*wrb:], wrb, rows, nb)
 		c.rowMask = 1<<rows - 1
 		c.dst = &dst[o0]
 		if p.dot != nil {
-			p.dot(&c)
+			p.dot(c)
 		} else {
-			amxDotTiles(&c)
+			amxDotTiles(c)
 		}
 	}
 }
@@ -273,29 +312,29 @@ func amxDotTilesGo(c *amxCall) {
 		step = 32
 	}
 	sw := unsafe.Slice(c.sw, c.nbk*step)
-	img := unsafe.Slice(c.b, c.nbk*c.bstep)
+	a := unsafe.Slice(c.a, 16*c.astride)
 	for g := range c.groups {
-		act := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c.a), g*c.agstride)), 16*c.astride)
+		img := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c.b), g*c.gstride)), c.nbk*c.bstep)
 		sx := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c.sx), g*c.sgstride)), c.nbk*step)
 		rows := 16
 		if g == c.groups-1 {
 			rows = c.lastRows
 		}
-		var acc [16][16]float32
+		var acc [16][16]float32 // [weight row][activation row]
 		for b := range c.nbk {
 			t := img[b*c.bstep:]
-			for n := range rows {
-				arow := act[n*c.astride+b*c.akstep:]
-				for m := range 16 {
+			for m := range 16 {
+				wrow := a[m*c.astride+b*c.akstep:]
+				for n := range 16 {
 					var dot int32
 					for k := range c.akstep {
-						dot += int32(int8(arow[k])) * int32(int8(t[(k/4)*64+m*4+k%4]))
+						dot += int32(int8(wrow[k])) * int32(int8(t[(k/4)*64+n*4+k%4]))
 					}
-					v := float32(dot)*(sx[b*step+n]*sw[b*step+m]) + acc[n][m]
+					v := float32(dot)*(sw[b*step+m]*sx[b*step+n]) + acc[m][n]
 					if c.hasMin != 0 {
-						v = sx[b*step+16+n]*sw[b*step+16+m] + v
+						v = sw[b*step+16+m]*sx[b*step+16+n] + v
 					}
-					acc[n][m] = v
+					acc[m][n] = v
 				}
 			}
 		}
@@ -303,7 +342,7 @@ func amxDotTilesGo(c *amxCall) {
 		for n := range rows {
 			for m := range 16 {
 				if c.rowMask>>m&1 != 0 {
-					*(*float32)(unsafe.Add(dst, n*c.dstride+4*m)) = acc[n][m]
+					*(*float32)(unsafe.Add(dst, n*c.dstride+4*m)) = acc[m][n]
 				}
 			}
 		}
@@ -344,7 +383,7 @@ func unpackQ8_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 		for r := range rows {
 			wr := w[r*wstride:]
 			blk := wr[b*34 : b*34+34]
-			sc[b*step+r] = f16le(blk)
+			img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
 			for i := 0; i < 32; i += 8 {
 				img.put8(r, b*32+i, get64(blk[2+i:]))
 			}
@@ -357,7 +396,7 @@ func unpackQ4_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 		for r := range rows {
 			wr := w[r*wstride:]
 			blk := wr[b*18 : b*18+18]
-			sc[b*step+r] = f16le(blk)
+			img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
 			q0, q1 := get64(blk[2:]), get64(blk[10:])
 			img.put8(r, b*32, biased(q0&lowNibbles, 4))
 			img.put8(r, b*32+8, biased(q1&lowNibbles, 4))
@@ -372,7 +411,7 @@ func unpackQ5_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 		for r := range rows {
 			wr := w[r*wstride:]
 			blk := wr[b*22 : b*22+22]
-			sc[b*step+r] = f16le(blk)
+			img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
 			qh := binary.LittleEndian.Uint32(blk[2:])
 			q0, q1 := get64(blk[6:]), get64(blk[14:])
 			img.put8(r, b*32, biased(q0&lowNibbles|spreadBits[qh&0xff], 5))
@@ -388,7 +427,7 @@ func unpackQ4_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 		for r := range rows {
 			wr := w[r*wstride:]
 			blk := wr[b*20 : b*20+20]
-			sc[b*step+r], sc[b*step+16+r] = f16le(blk), f16le(blk[2:])
+			img.half[b*step+r], img.half[b*step+16+r] = binary.LittleEndian.Uint16(blk), binary.LittleEndian.Uint16(blk[2:])
 			q0, q1 := get64(blk[4:]), get64(blk[12:])
 			img.put8(r, b*32, q0&lowNibbles)
 			img.put8(r, b*32+8, q1&lowNibbles)
@@ -403,7 +442,7 @@ func unpackQ5_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 		for r := range rows {
 			wr := w[r*wstride:]
 			blk := wr[b*24 : b*24+24]
-			sc[b*step+r], sc[b*step+16+r] = f16le(blk), f16le(blk[2:])
+			img.half[b*step+r], img.half[b*step+16+r] = binary.LittleEndian.Uint16(blk), binary.LittleEndian.Uint16(blk[2:])
 			qh := binary.LittleEndian.Uint32(blk[4:])
 			q0, q1 := get64(blk[8:]), get64(blk[16:])
 			img.put8(r, b*32, q0&lowNibbles|spreadBits[qh&0xff])

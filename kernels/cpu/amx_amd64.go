@@ -2,6 +2,8 @@
 
 package cpu
 
+//go:generate python3 amx_amd64_gen.py
+
 import (
 	"os"
 	"syscall"

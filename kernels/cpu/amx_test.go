@@ -37,7 +37,7 @@ func TestAMXTiles(t *testing.T) {
 	}
 	for _, dt := range types {
 		k := quantKernels[dt]
-		for _, in := range []int{64, 256, 640, 1536} {
+		for _, in := range []int{32, 64, 96, 160, 256, 640, 1536} {
 			if in%dt.BlockElems() != 0 || !amxFormats[dt].fits(in) {
 				continue
 			}
@@ -62,7 +62,8 @@ func TestAMXTiles(t *testing.T) {
 					t.Run(fmt.Sprintf("%v/in%d/n%d/out%d/%s", dt, in, n, out, kind.name), func(t *testing.T) {
 						var p amxPlan
 						p.dot = kind.dot
-						p.prepare(amxFormats[dt], xq, xrb, k.actBlockBytes, n, in)
+						p.size(amxFormats[dt], n, in, 1)
+						p.pack(xq, xrb, k.actBlockBytes, 0, n)
 						// dst is one row wider than n·out reads; the extra cells must stay NaN.
 						dst := make([]float32, n*out+out)
 						for i := range dst {
@@ -112,9 +113,15 @@ func TestAMXUnpackLevels(t *testing.T) {
 		if f.hasMin {
 			step = 32
 		}
-		img := newLevels(make([]byte, 16*in), f.blockK)
-		sc := make([]float32, in/f.blockK*step)
+		nsc := in / f.blockK * step
+		img := levels{make([]byte, 16*in), in, make([]uint16, nsc)}
+		sc := make([]float32, nsc)
 		f.unpack(img, sc, step, w, wrb, rows, nb)
+		if f.halfScales {
+			for i, h := range img.half {
+				sc[i] = quant.F16ToF32(h)
+			}
+		}
 		for row := range rows {
 			want := make([]float32, in)
 			if err := quant.Dequantize(dt, w[row*wrb:(row+1)*wrb], want); err != nil {
@@ -122,7 +129,7 @@ func TestAMXUnpackLevels(t *testing.T) {
 			}
 			for e := range in {
 				b := e / f.blockK
-				lv := int8(img.img[b*f.blockK*16+(e%f.blockK/4)*64+row*4+e%4])
+				lv := int8(img.lv[row*in+e])
 				got := float32(lv) * sc[b*step+row]
 				if f.hasMin {
 					got += sc[b*step+16+row]
@@ -184,7 +191,8 @@ func BenchmarkAMXTileKernel(b *testing.B) {
 	}
 	w := mustQuantize(b, dt, randVec(r, out*in))
 	var p amxPlan
-	p.prepare(amxFormats[dt], xq, xrb, k.actBlockBytes, n, in)
+	p.size(amxFormats[dt], n, in, 1)
+	p.pack(xq, xrb, k.actBlockBytes, 0, n)
 	p.dot = func(c *amxCall) {
 		cpu0 := processCPU()
 		b.ResetTimer()

@@ -22,6 +22,7 @@ type matScratch struct {
 	// matMulPrompt's gathered rows when a batch mixes prompt rows with
 	// others.
 	px, pdst, rx, rdst []float32
+	packFn             func(lo, hi int) // pack, kept as one closure
 }
 
 // Tiling for n > 1: a tile of wTile weight rows (≤ 16·0.9 KB for in=1536)
@@ -121,19 +122,35 @@ func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bi
 		}
 		s.xq = s.xq[:need]
 		rb := nb * s.k.actBlockBytes
-		for i := range n {
-			s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
-		}
 		s.tiled = tiled
 		if tiled {
-			s.plan.prepare(amxFormats[wt.dtype], s.xq, rb, s.k.actBlockBytes, n, in)
+			// Quantizing and packing a prompt chunk's rows is a tenth of its
+			// work on one thread: the rows are shared out.
+			if s.packFn == nil {
+				s.packFn = s.pack
+			}
+			s.plan.size(amxFormats[wt.dtype], n, in, w.threads)
+			w.parallelFor(n, 4, s.packFn)
 		} else {
+			for i := range n {
+				s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
+			}
 			s.scales(n, nb, rb)
 		}
 	}
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
 	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
+}
+
+// pack quantizes activation rows [lo, hi) and packs them into the tiled
+// path's B tiles.
+func (s *matScratch) pack(lo, hi int) {
+	rb := s.in / s.wt.dtype.BlockElems() * s.k.actBlockBytes
+	for i := lo; i < hi; i++ {
+		s.k.quantize(s.xq[i*rb:(i+1)*rb], s.x[i*s.in:(i+1)*s.in])
+	}
+	s.plan.pack(s.xq, rb, s.k.actBlockBytes, lo, hi)
 }
 
 // scales converts the activation scales for the groups of 8 and 4 rows that
