@@ -237,3 +237,35 @@ func TestMatMulPromptRows(t *testing.T) {
 		})
 	}
 }
+
+// TestActQ8_KAVX512: the assembly Q8_K quantizer gives quant.ActQ8_K's
+// bytes: random rows with outliers, a block whose largest magnitude occurs
+// twice with both signs (the first wins), negative maxima, zero blocks.
+func TestActQ8_KAVX512(t *testing.T) {
+	k := quantKernels[kernels.Q4_K]
+	r := rand.New(rand.NewPCG(41, 42))
+	for trial := range 200 {
+		nb := 1 + trial%5
+		x := randVec(r, nb*256)
+		switch trial % 4 {
+		case 1:
+			x[r.IntN(len(x))] = -50
+		case 2:
+			x[3], x[200] = 9, -9 // ties: the first decides the sign
+		case 3:
+			clear(x[:256]) // an all-zero block
+		}
+		got := make([]byte, nb*quant.Q8_KBlockBytes)
+		want := make([]byte, len(got))
+		for i := range got {
+			got[i] = 0xa5 // every byte must be written
+		}
+		k.quantize(got, x)
+		quant.ActQ8_K(want, x)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("trial %d: byte %d (block %d, offset %d): %#x, want %#x", trial, i, i/quant.Q8_KBlockBytes, i%quant.Q8_KBlockBytes, got[i], want[i])
+			}
+		}
+	}
+}

@@ -113,6 +113,19 @@ func actQ8_0AVX2(dst *byte, x *float32, nb int)
 //go:noescape
 func actQ8_1AVX2(dst *byte, x *float32, nb int)
 
+//go:noescape
+func actQ8_KAVX512(dst *byte, x *float32, nb int)
+
+// quantizeQ8_KAVX512 is quant.ActQ8_K in AVX-512 (actk_amd64.s).
+func quantizeQ8_KAVX512(dst []byte, x []float32) {
+	nb := len(x) / 256
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*quant.Q8_KBlockBytes-1]
+	actQ8_KAVX512(&dst[0], &x[0], nb)
+}
+
 // asmQuantize wraps an activation quantizer (blocks of 32 floats, bb bytes).
 func asmQuantize(kernel func(dst *byte, x *float32, nb int), bb int) func(dst []byte, x []float32) {
 	return func(dst []byte, x []float32) {
@@ -329,6 +342,10 @@ func init() {
 			k.quantize = asmQuantize(actQ8_0AVX2, quant.Q8_0BlockBytes)
 		case quant.Q8_1BlockBytes:
 			k.quantize = asmQuantize(actQ8_1AVX2, quant.Q8_1BlockBytes)
+		case quant.Q8_KBlockBytes:
+			if useVNNI512 {
+				k.quantize = quantizeQ8_KAVX512
+			}
 		}
 	}
 	quantKernels[kernels.Q4_K].rows = asmDot(dotQ4_KQ8_K, 144, 292)

@@ -1,0 +1,375 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// actQ8_KAVX512 quantizes nb blocks of 256 floats at x into Q8_K blocks at
+// dst, bit-identical to quant.ActQ8_K (ggml's quantize_row_q8_K_ref): max
+// = the first element of largest magnitude, iscale = −127/max, q =
+// min(127, round-half-even(iscale·x)), d = 1/iscale, and the 16 sums of 16
+// quants. An all-zero block is all zeros. In Go it was a tenth of a
+// K-quant prompt matmul's time beside the AMX tiles.
+
+DATA kAbsMask<>+0(SB)/4, $0x7fffffff
+GLOBL kAbsMask<>(SB), RODATA|NOPTR, $4
+
+DATA kNeg127<>+0(SB)/4, $-127.0
+GLOBL kNeg127<>(SB), RODATA|NOPTR, $4
+
+DATA kOne<>+0(SB)/4, $1.0
+GLOBL kOne<>(SB), RODATA|NOPTR, $4
+
+DATA kMax127<>+0(SB)/4, $127
+GLOBL kMax127<>(SB), RODATA|NOPTR, $4
+
+#define QUANT16 \
+	VMULPS       Z19, Z0, Z0; \
+	VCVTPS2DQ    Z0, Z0; \
+	VPMINSD      Z30, Z0, Z0; \
+	VPMOVDB      Z0, X21; \
+	VMOVDQU32    X21, 4(DI); \
+	VEXTRACTI64X4 $1, Z0, Y22; \
+	VPADDD       Y0, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 260(DI); \
+	VMULPS       Z19, Z1, Z1; \
+	VCVTPS2DQ    Z1, Z1; \
+	VPMINSD      Z30, Z1, Z1; \
+	VPMOVDB      Z1, X21; \
+	VMOVDQU32    X21, 20(DI); \
+	VEXTRACTI64X4 $1, Z1, Y22; \
+	VPADDD       Y1, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 262(DI); \
+	VMULPS       Z19, Z2, Z2; \
+	VCVTPS2DQ    Z2, Z2; \
+	VPMINSD      Z30, Z2, Z2; \
+	VPMOVDB      Z2, X21; \
+	VMOVDQU32    X21, 36(DI); \
+	VEXTRACTI64X4 $1, Z2, Y22; \
+	VPADDD       Y2, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 264(DI); \
+	VMULPS       Z19, Z3, Z3; \
+	VCVTPS2DQ    Z3, Z3; \
+	VPMINSD      Z30, Z3, Z3; \
+	VPMOVDB      Z3, X21; \
+	VMOVDQU32    X21, 52(DI); \
+	VEXTRACTI64X4 $1, Z3, Y22; \
+	VPADDD       Y3, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 266(DI); \
+	VMULPS       Z19, Z4, Z4; \
+	VCVTPS2DQ    Z4, Z4; \
+	VPMINSD      Z30, Z4, Z4; \
+	VPMOVDB      Z4, X21; \
+	VMOVDQU32    X21, 68(DI); \
+	VEXTRACTI64X4 $1, Z4, Y22; \
+	VPADDD       Y4, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 268(DI); \
+	VMULPS       Z19, Z5, Z5; \
+	VCVTPS2DQ    Z5, Z5; \
+	VPMINSD      Z30, Z5, Z5; \
+	VPMOVDB      Z5, X21; \
+	VMOVDQU32    X21, 84(DI); \
+	VEXTRACTI64X4 $1, Z5, Y22; \
+	VPADDD       Y5, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 270(DI); \
+	VMULPS       Z19, Z6, Z6; \
+	VCVTPS2DQ    Z6, Z6; \
+	VPMINSD      Z30, Z6, Z6; \
+	VPMOVDB      Z6, X21; \
+	VMOVDQU32    X21, 100(DI); \
+	VEXTRACTI64X4 $1, Z6, Y22; \
+	VPADDD       Y6, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 272(DI); \
+	VMULPS       Z19, Z7, Z7; \
+	VCVTPS2DQ    Z7, Z7; \
+	VPMINSD      Z30, Z7, Z7; \
+	VPMOVDB      Z7, X21; \
+	VMOVDQU32    X21, 116(DI); \
+	VEXTRACTI64X4 $1, Z7, Y22; \
+	VPADDD       Y7, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 274(DI); \
+	VMULPS       Z19, Z8, Z8; \
+	VCVTPS2DQ    Z8, Z8; \
+	VPMINSD      Z30, Z8, Z8; \
+	VPMOVDB      Z8, X21; \
+	VMOVDQU32    X21, 132(DI); \
+	VEXTRACTI64X4 $1, Z8, Y22; \
+	VPADDD       Y8, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 276(DI); \
+	VMULPS       Z19, Z9, Z9; \
+	VCVTPS2DQ    Z9, Z9; \
+	VPMINSD      Z30, Z9, Z9; \
+	VPMOVDB      Z9, X21; \
+	VMOVDQU32    X21, 148(DI); \
+	VEXTRACTI64X4 $1, Z9, Y22; \
+	VPADDD       Y9, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 278(DI); \
+	VMULPS       Z19, Z10, Z10; \
+	VCVTPS2DQ    Z10, Z10; \
+	VPMINSD      Z30, Z10, Z10; \
+	VPMOVDB      Z10, X21; \
+	VMOVDQU32    X21, 164(DI); \
+	VEXTRACTI64X4 $1, Z10, Y22; \
+	VPADDD       Y10, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 280(DI); \
+	VMULPS       Z19, Z11, Z11; \
+	VCVTPS2DQ    Z11, Z11; \
+	VPMINSD      Z30, Z11, Z11; \
+	VPMOVDB      Z11, X21; \
+	VMOVDQU32    X21, 180(DI); \
+	VEXTRACTI64X4 $1, Z11, Y22; \
+	VPADDD       Y11, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 282(DI); \
+	VMULPS       Z19, Z12, Z12; \
+	VCVTPS2DQ    Z12, Z12; \
+	VPMINSD      Z30, Z12, Z12; \
+	VPMOVDB      Z12, X21; \
+	VMOVDQU32    X21, 196(DI); \
+	VEXTRACTI64X4 $1, Z12, Y22; \
+	VPADDD       Y12, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 284(DI); \
+	VMULPS       Z19, Z13, Z13; \
+	VCVTPS2DQ    Z13, Z13; \
+	VPMINSD      Z30, Z13, Z13; \
+	VPMOVDB      Z13, X21; \
+	VMOVDQU32    X21, 212(DI); \
+	VEXTRACTI64X4 $1, Z13, Y22; \
+	VPADDD       Y13, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 286(DI); \
+	VMULPS       Z19, Z14, Z14; \
+	VCVTPS2DQ    Z14, Z14; \
+	VPMINSD      Z30, Z14, Z14; \
+	VPMOVDB      Z14, X21; \
+	VMOVDQU32    X21, 228(DI); \
+	VEXTRACTI64X4 $1, Z14, Y22; \
+	VPADDD       Y14, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 288(DI); \
+	VMULPS       Z19, Z15, Z15; \
+	VCVTPS2DQ    Z15, Z15; \
+	VPMINSD      Z30, Z15, Z15; \
+	VPMOVDB      Z15, X21; \
+	VMOVDQU32    X21, 244(DI); \
+	VEXTRACTI64X4 $1, Z15, Y22; \
+	VPADDD       Y15, Y22, Y22; \
+	VEXTRACTI32X4 $1, Y22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0x4E, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VPSHUFD      $0xB1, X22, X23; \
+	VPADDD       X23, X22, X22; \
+	VMOVD        X22, AX; \
+	MOVW         AX, 290(DI)
+
+// func actQ8_KAVX512(dst *byte, x *float32, nb int)
+TEXT ·actQ8_KAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ nb+16(FP), CX
+	VPBROADCASTD kAbsMask<>(SB), Z31
+	VPBROADCASTD kMax127<>(SB), Z30
+	VXORPS  X24, X24, X24
+
+block:
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	VMOVUPS 768(SI), Z12
+	VMOVUPS 832(SI), Z13
+	VMOVUPS 896(SI), Z14
+	VMOVUPS 960(SI), Z15
+	VPXORD  Z16, Z16, Z16
+	VANDPS  Z31, Z0, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z1, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z2, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z3, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z4, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z5, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z6, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z7, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z8, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z9, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z10, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z11, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z12, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z13, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z14, Z17
+	VMAXPS  Z17, Z16, Z16
+	VANDPS  Z31, Z15, Z17
+	VMAXPS  Z17, Z16, Z16
+	VEXTRACTF64X4 $1, Z16, Y17
+	VMAXPS  Y17, Y16, Y16
+	VEXTRACTF32X4 $1, Y16, X17
+	VMAXPS  X17, X16, X16
+	VPERMILPS $0x4E, X16, X17
+	VMAXPS  X17, X16, X16
+	VPERMILPS $0xB1, X16, X17
+	VMAXPS  X17, X16, X16
+	VUCOMISS X24, X16
+	JEQ     zero
+	VBROADCASTSS X16, Z16
+
+	// The first element whose magnitude is amax gives max's sign.
+	XORQ    R9, R9
+find:
+	VMOVUPS (SI)(R9*4), Z17
+	VANDPS  Z31, Z17, Z17
+	VCMPPS  $0, Z16, Z17, K1
+	KMOVW   K1, AX
+	TESTL   AX, AX
+	JNZ     found
+	ADDQ    $16, R9
+	JMP     find
+found:
+	TZCNTL  AX, AX
+	ADDQ    AX, R9
+	VMOVSS  (SI)(R9*4), X18
+	VMOVSS  kNeg127<>(SB), X19
+	VDIVSS  X18, X19, X19
+	VMOVSS  kOne<>(SB), X20
+	VDIVSS  X19, X20, X20
+	VMOVSS  X20, (DI)
+	VBROADCASTSS X19, Z19
+	QUANT16
+	JMP     next
+
+zero:
+	VPXORD  Z0, Z0, Z0
+	VMOVDQU64 Z0, (DI)
+	VMOVDQU64 Z0, 64(DI)
+	VMOVDQU64 Z0, 128(DI)
+	VMOVDQU64 Z0, 192(DI)
+	VMOVDQU64 Z0, 228(DI)
+
+next:
+	ADDQ    $1024, SI
+	ADDQ    $292, DI
+	DECQ    CX
+	JNZ     block
+	VZEROUPPER
+	RET
