@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 
@@ -266,6 +267,32 @@ func TestActQ8_KAVX512(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("trial %d: byte %d (block %d, offset %d): %#x, want %#x", trial, i, i/quant.Q8_KBlockBytes, i%quant.Q8_KBlockBytes, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestAMXUnpackQ5_0Fast: the assembly Q5_0 unpacker writes the Go one's
+// levels and scale bits, and nothing past its rows.
+func TestAMXUnpackQ5_0Fast(t *testing.T) {
+	if !useAMX {
+		t.Skip("no AMX: the Go unpacker is the only one")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	for _, rows := range []int{1, 5, 16} {
+		in := 640
+		nb := in / 32
+		wrb := kernels.Q5_0.RowBytes(in)
+		w := mustQuantize(t, kernels.Q5_0, randVec(r, rows*in))
+		stride := in + 64
+		a := levels{make([]byte, 16*stride), stride, make([]uint16, nb*16)}
+		b := levels{make([]byte, 16*stride), stride, make([]uint16, nb*16)}
+		for i := range a.lv {
+			a.lv[i], b.lv[i] = 0x5a, 0x5a
+		}
+		unpackQ5_0(a, nil, 16, w, wrb, rows, nb)
+		amxFormats[kernels.Q5_0].unpack(b, nil, 16, w, wrb, rows, nb)
+		if !slices.Equal(a.lv, b.lv) || !slices.Equal(a.half, b.half) {
+			t.Fatalf("rows %d: the assembly's levels or scales differ from the Go unpacker's", rows)
 		}
 	}
 }
