@@ -1,6 +1,9 @@
-// Package cpu is the reference kernels.Backend: plain Go plus AVX2 assembly for
-// the quantized dot products. Tensors are host slices; weights uploaded from an
-// mmap'd model file are used in place, still quantized.
+// Package cpu is the reference kernels.Backend: plain Go plus AVX2 and AVX-512
+// assembly for the quantized dot products, and AMX-INT8 tiles for prompt rows
+// where the CPU has them (amx.go; kernels.PromptRows says which rows are
+// prompt tokens, so a row's arithmetic never depends on its batch). Tensors
+// are host slices; weights uploaded from an mmap'd model file are used in
+// place, still quantized.
 //
 // Concurrency: one goroutine drives the backend. Large operations split their
 // rows over a fixed set of worker goroutines (Threads) and return only when all
