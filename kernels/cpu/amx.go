@@ -55,10 +55,6 @@ type amxFormat struct {
 // row.
 type amxUnpack func(img levels, sc []float32, step int, w []byte, wstride, rows, nb int)
 
-// fits says whether rows of in elements can take the tiled path: all the
-// weight types' rows do (whole K-blocks); kept as the one place to say so.
-func (f amxFormat) fits(in int) bool { return in%f.blockK == 0 }
-
 var amxFormats = map[kernels.DType]amxFormat{
 	kernels.Q8_0: {32, false, unpackQ8_0, true},
 	kernels.Q4_0: {32, false, unpackQ4_0, true},

@@ -39,7 +39,7 @@ func TestAMXTiles(t *testing.T) {
 	for _, dt := range types {
 		k := quantKernels[dt]
 		for _, in := range []int{32, 64, 96, 160, 256, 640, 1536} {
-			if in%dt.BlockElems() != 0 || !amxFormats[dt].fits(in) {
+			if in%dt.BlockElems() != 0 {
 				continue
 			}
 			for _, shape := range [][2]int{{16, 16}, {21, 35}, {40, 7}, {33, 1}, {33, 96}} {

@@ -56,8 +56,7 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 // greedy output): prompt rows always take the tiled path, even a lone one,
 // and generated tokens the row kernels, whether decoded or recomputed.
 func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, prompt []bool) {
-	f, tileable := amxFormats[wt.dtype]
-	if !useAMX || !tileable || !f.fits(in) || prompt == nil {
+	if _, tileable := amxFormats[wt.dtype]; !useAMX || !tileable || prompt == nil {
 		matMul(w, dst, x, n, in, wt, out, bias)
 		return
 	}
