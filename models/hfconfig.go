@@ -49,6 +49,10 @@ type hfConfig struct {
 	MLPOnlyLayers                []int    `json:"mlp_only_layers"`
 	ClipQKV                      *float64 `json:"clip_qkv"`
 	UseSlidingWindow             *bool    `json:"use_sliding_window"`
+
+	// Phi-3, 3.5 and 4 (phi3): partial rotary (Phi-4-mini) and LongRoPE.
+	PartialRotaryFactor           *float64 `json:"partial_rotary_factor"`
+	OriginalMaxPositionEmbeddings *int     `json:"original_max_position_embeddings"`
 }
 
 // gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
@@ -63,6 +67,19 @@ func gemma3TextDefaults() hfConfig {
 		RMSNormEps: f(1e-6), RopeTheta: f(1e6), QueryPreAttnScalar: f(256),
 		SlidingWindow: i(4096), SlidingWindowPattern: i(gemma3WindowPattern), RopeLocalBaseFreq: f(gemma3RopeThetaLocal),
 		HiddenActivation: "gelu_pytorch_tanh",
+	}
+}
+
+// phi3Defaults is transformers' Phi3Config with nothing set (Phi-3 mini's
+// shape): rms_norm_eps 1e-5, not the Llama family's 1e-6, and an original
+// context of 4096 whatever max_position_embeddings says.
+func phi3Defaults() hfConfig {
+	f := func(v float64) *float64 { return &v }
+	i := func(v int) *int { return &v }
+	return hfConfig{
+		HiddenSize: 3072, IntermediateSize: 8192, NumHiddenLayers: 32, NumAttentionHeads: 32,
+		VocabSize: 32064, MaxPositionEmbeddings: 4096, OriginalMaxPositionEmbeddings: i(4096),
+		RMSNormEps: f(1e-5), RopeTheta: f(10000), HiddenAct: "silu",
 	}
 }
 
@@ -87,6 +104,11 @@ type hfRopeScaling struct {
 	LowFreqFactor                 float64 `json:"low_freq_factor"`
 	HighFreqFactor                float64 `json:"high_freq_factor"`
 	OriginalMaxPositionEmbeddings int     `json:"original_max_position_embeddings"`
+	// LongRoPE (Phi-3's "longrope", formerly "su"): per-pair frequency
+	// divisors for contexts up to the original one and beyond it.
+	ShortFactor     []float64 `json:"short_factor"`
+	LongFactor      []float64 `json:"long_factor"`
+	AttentionFactor *float64  `json:"attention_factor"`
 }
 
 // hfArchs maps config.json's architectures[0] to our architecture names.
@@ -102,6 +124,7 @@ var hfArchs = map[string]string{
 	"Qwen2MoeForCausalLM": "qwen2moe",
 	"Qwen3MoeForCausalLM": "qwen3moe",
 	"OlmoeForCausalLM":    "olmoe",
+	"Phi3ForCausalLM":     "phi3",
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
@@ -123,7 +146,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	if arch == "gemma3" {
@@ -141,9 +164,9 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 		hc.Architectures = archs
 	}
-	if arch == "gemma2" {
+	if defaults, ok := map[string]func() hfConfig{"gemma2": gemma2Defaults, "phi3": phi3Defaults}[arch]; ok {
 		archs := hc.Architectures
-		hc = gemma2Defaults()
+		hc = defaults()
 		if err := json.Unmarshal(raw, &hc); err != nil {
 			return Config{}, fmt.Errorf("hf config %s: %w: %w", path, ErrMalformed, err)
 		}
@@ -179,10 +202,16 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		cfg.RopeTheta = float32(*hc.RopeTheta)
 	}
 	cfg.TiedEmbeddings = !has("output.weight") || (hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings)
-	if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
-		return Config{}, err
+	if arch != "phi3" { // Phi-3's rope_scaling is LongRoPE (hfConfig.phi3)
+		if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
+			return Config{}, err
+		}
 	}
 	switch arch {
+	case "phi3":
+		if err := hc.phi3(&cfg, path); err != nil {
+			return Config{}, err
+		}
 	case "gemma3":
 		if err := hc.gemma3(&cfg, path); err != nil {
 			return Config{}, err
@@ -339,5 +368,102 @@ func (hc *hfConfig) gemmaCommon(cfg *Config, path string, pattern int) error {
 	default:
 		setWindowPattern(cfg.WindowLayers, pattern)
 	}
+	return nil
+}
+
+// phi3 reads Phi-3's rotary embedding and window as transformers'
+// Phi3Config and Phi3RotaryEmbedding do, into the fields the GGUF reader
+// fills from what convert_hf_to_gguf.py writes (metaReader.phi3): the first
+// int(head_dim · partial_rotary_factor) elements of each head rotate in
+// NeoX pairs (q and k are not permuted, in the checkpoint or in GGUF);
+// LongRoPE's short_factor and long_factor are exposed by HFDir as
+// rope_factors_short.weight and rope_factors_long.weight; the attention
+// factor is rope_scaling.attention_factor, else √(1 + ln s / ln original)
+// for s = rope_scaling.factor or else max/original context, above 1.
+func (hc *hfConfig) phi3(cfg *Config, path string) error {
+	if hc.HiddenAct != "silu" {
+		return fmt.Errorf("hf config %s: hidden_act %q (Phi-3's feed-forward is silu): %w", path, hc.HiddenAct, ErrUnsupported)
+	}
+	prf := 1.0
+	if hc.PartialRotaryFactor != nil {
+		prf = *hc.PartialRotaryFactor
+	}
+	cfg.RopeDims = int(float64(cfg.HeadDim) * prf)
+	if !(prf > 0 && prf <= 1) || cfg.RopeDims <= 0 || cfg.RopeDims%2 != 0 {
+		return fmt.Errorf("hf config %s: partial_rotary_factor %g of head size %d is %d rotary dims (want an even count, at least 2): %w",
+			path, prf, cfg.HeadDim, cfg.RopeDims, ErrMalformed)
+	}
+	cfg.RopeOrigContext, cfg.RopeAttnFactor = cfg.ContextLen, 1
+	window := 0
+	if hc.SlidingWindow != nil {
+		window = *hc.SlidingWindow
+	}
+	if s := hc.RopeScaling; s != nil {
+		typ := s.RopeType
+		if typ == "" {
+			typ = s.Type
+		}
+		switch typ {
+		case "default":
+		case "longrope", "su":
+			if err := hc.longRoPE(cfg, path); err != nil {
+				return err
+			}
+		default:
+			// transformers reads a Phi-3 "yarn" as LongRoPE, llama.cpp as
+			// YaRN with another attention factor: no one answer to follow.
+			return fmt.Errorf("hf config %s: Phi-3 rope_scaling type %q (want longrope, su or default): %w", path, typ, ErrUnsupported)
+		}
+	}
+	phi3Derive(cfg, window)
+	return nil
+}
+
+// longRoPE checks LongRoPE's factors (the tensors are HFDir's) and sets the
+// original context and the attention factor.
+func (hc *hfConfig) longRoPE(cfg *Config, path string) error {
+	s := hc.RopeScaling
+	if hc.OriginalMaxPositionEmbeddings == nil {
+		return fmt.Errorf("hf config %s: LongRoPE with original_max_position_embeddings null: %w", path, ErrMissingKey)
+	}
+	orig := *hc.OriginalMaxPositionEmbeddings
+	// transformers takes the top-level key over rope_scaling's own.
+	if s.OriginalMaxPositionEmbeddings != 0 && s.OriginalMaxPositionEmbeddings != orig {
+		return fmt.Errorf("hf config %s: original_max_position_embeddings %d and rope_scaling's %d disagree: %w",
+			path, orig, s.OriginalMaxPositionEmbeddings, ErrUnsupported)
+	}
+	if orig <= 1 {
+		return fmt.Errorf("hf config %s: original_max_position_embeddings %d: %w", path, orig, ErrMalformed)
+	}
+	for _, f := range []struct {
+		key string
+		v   []float64
+	}{{"short_factor", s.ShortFactor}, {"long_factor", s.LongFactor}} {
+		if len(f.v) != cfg.RopeDims/2 {
+			return fmt.Errorf("hf config %s: rope_scaling.%s has %d factors for %d rotary dims (want %d): %w",
+				path, f.key, len(f.v), cfg.RopeDims, cfg.RopeDims/2, ErrMalformed)
+		}
+		for i, v := range f.v {
+			if !(v > 0) || math.IsInf(v, 0) || float32(v) == 0 {
+				return fmt.Errorf("hf config %s: rope_scaling.%s[%d] = %g is not a positive frequency divisor: %w", path, f.key, i, v, ErrMalformed)
+			}
+		}
+	}
+	attn := 1.0
+	switch scale := float64(cfg.ContextLen) / float64(orig); {
+	case s.AttentionFactor != nil:
+		attn = *s.AttentionFactor
+	case s.Factor > 0:
+		scale = s.Factor
+		fallthrough
+	default:
+		if scale > 1 {
+			attn = math.Sqrt(1 + math.Log(scale)/math.Log(float64(orig)))
+		}
+	}
+	if !(attn > 0) || math.IsInf(attn, 0) {
+		return fmt.Errorf("hf config %s: LongRoPE attention factor %g: %w", path, attn, ErrMalformed)
+	}
+	cfg.RopeOrigContext, cfg.RopeAttnFactor = orig, float32(attn)
 	return nil
 }

@@ -34,12 +34,7 @@ func (m *metaReader) phi3(cfg *Config) error {
 	cfg.RopeDims = m.intOr("rope.dimension_count", cfg.HeadDim)
 	cfg.RopeOrigContext = m.intOr("rope.scaling.original_context_length", cfg.ContextLen)
 	cfg.RopeAttnFactor = m.floatOr("rope.scaling.attn_factor", 1)
-	if w := m.intOr("attention.sliding_window", 0); w > 0 {
-		cfg.Window = w
-		cfg.RopeThetaLocal = cfg.RopeTheta // one RoPE for all layers, window or not
-		cfg.WindowLayers = make([]bool, max(cfg.Layers, 0))
-		setWindowPattern(cfg.WindowLayers, 0)
-	}
+	window := m.intOr("attention.sliding_window", 0)
 	if m.err != nil {
 		return m.err
 	}
@@ -48,6 +43,19 @@ func (m *metaReader) phi3(cfg *Config) error {
 		return fmt.Errorf("gguf %s: phi3.rope.dimension_count %d for head size %d: %w", m.g.path, cfg.RopeDims, cfg.HeadDim, ErrMalformed)
 	case cfg.RopeAttnFactor <= 0:
 		return fmt.Errorf("gguf %s: phi3.rope.scaling.attn_factor %g: %w", m.g.path, cfg.RopeAttnFactor, ErrMalformed)
+	}
+	phi3Derive(cfg, window)
+	return nil
+}
+
+// phi3Derive sets what follows from Phi-3's checked rotary settings and
+// window, the same for a GGUF file and a Hugging Face checkpoint (hfconfig.go).
+func phi3Derive(cfg *Config, window int) {
+	if window > 0 {
+		cfg.Window = window
+		cfg.RopeThetaLocal = cfg.RopeTheta // one RoPE for all layers, window or not
+		cfg.WindowLayers = make([]bool, max(cfg.Layers, 0))
+		setWindowPattern(cfg.WindowLayers, 0)
 	}
 	if cfg.RopeDims < cfg.HeadDim {
 		// The rotated part is permuted at load so that the interleaved
@@ -59,7 +67,6 @@ func (m *metaReader) phi3(cfg *Config) error {
 		f := float64(cfg.RopeAttnFactor)
 		cfg.QueryScale = float32(f * f / math.Sqrt(float64(cfg.HeadDim)))
 	}
-	return nil
 }
 
 // phi3Layer loads one Phi-3 layer: the Llama layer's tensors cut out of the

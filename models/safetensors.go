@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,9 @@ type HFDir struct {
 	// experts: a mixture's stacked tensors (blk.N.ffn_{gate,up,down}_exps),
 	// each as its experts' entries in order, stacked by Tensor (hfmoe.go).
 	experts map[string][]stEntry
+	// config: tensors config.json holds (Phi-3's LongRoPE factors), F32,
+	// owned here.
+	config map[string]kernels.HostTensor
 }
 
 // OpenHF maps the safetensors of the model directory dir and checks their headers.
@@ -76,7 +80,48 @@ func OpenHF(dir string) (*HFDir, error) {
 		return nil, err
 	}
 	h.gemmaNormNames()
+	if err := h.longRoPEFactors(); err != nil {
+		_ = h.Close()
+		return nil, err
+	}
 	return h, nil
+}
+
+// longRoPEFactors exposes a Phi-3 checkpoint's rope_scaling.short_factor and
+// long_factor as the F32 tensors a GGUF file stores them in
+// (rope_factors_short.weight, rope_factors_long.weight), so that the loader
+// reads them one way (phi3Frequencies); Config checks their count.
+func (h *HFDir) longRoPEFactors() error {
+	path := filepath.Join(h.dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil // Config reports it
+	}
+	var hc hfConfig
+	if json.Unmarshal(raw, &hc) != nil || len(hc.Architectures) == 0 || hc.Architectures[0] != "Phi3ForCausalLM" || hc.RopeScaling == nil {
+		return nil
+	}
+	// Factors beside another type are not applied (transformers ignores them).
+	if typ := cmp.Or(hc.RopeScaling.RopeType, hc.RopeScaling.Type); typ != "longrope" && typ != "su" {
+		return nil
+	}
+	for name, f := range map[string][]float64{"rope_factors_short.weight": hc.RopeScaling.ShortFactor, "rope_factors_long.weight": hc.RopeScaling.LongFactor} {
+		if f == nil {
+			continue
+		}
+		if _, dup := h.tensors[name]; dup {
+			return fmt.Errorf("hf %s: %s is both a tensor and config.json's rope_scaling: %w", h.dir, name, ErrMalformed)
+		}
+		data := make([]byte, 4*len(f))
+		for i, v := range f {
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(v)))
+		}
+		if h.config == nil {
+			h.config = map[string]kernels.HostTensor{}
+		}
+		h.config[name] = kernels.HostTensor{Name: name, DType: kernels.F32, Shape: []int{len(f)}, Data: data}
+	}
+	return nil
 }
 
 // gemmaNormNames: in a Gemma checkpoint post_attention_layernorm is the norm
@@ -265,6 +310,10 @@ var hfLayerParts = map[string]string{
 	"mlp.gate_proj.weight":              "ffn_gate.weight",
 	"mlp.up_proj.weight":                "ffn_up.weight",
 	"mlp.down_proj.weight":              "ffn_down.weight",
+	// Phi-3's fused projections: q, k, v rows and gate, up rows, split at
+	// load (phi3Layer) as GGUF's attn_qkv and ffn_up are.
+	"self_attn.qkv_proj.weight": "attn_qkv.weight",
+	"mlp.gate_up_proj.weight":   "ffn_up.weight",
 	// A mixture's router (Mixtral's block_sparse_moe, the others' mlp) and
 	// Qwen2-MoE's shared expert; the experts are stacked (hfmoe.go).
 	"block_sparse_moe.gate.weight":       "ffn_gate_inp.weight",
@@ -319,6 +368,9 @@ func (h *HFDir) Has(name string) bool {
 	if !ok {
 		_, ok = h.experts[name]
 	}
+	if !ok {
+		_, ok = h.config[name]
+	}
 	return ok
 }
 
@@ -341,6 +393,10 @@ func (h *HFDir) Tensors() []TensorInfo {
 				Offset: e.begin, Size: uint64(len(parts)) * (e.end - e.begin)})
 		}
 	}
+	for name, t := range h.config {
+		// Offset 0: the values are config.json's, in no shard.
+		out = append(out, TensorInfo{Name: name, DType: t.DType, Shape: append([]int(nil), t.Shape...), Size: uint64(len(t.Data))})
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -351,6 +407,13 @@ func (h *HFDir) Tensors() []TensorInfo {
 func (h *HFDir) Tensor(name string) (kernels.HostTensor, error) {
 	if parts, ok := h.experts[name]; ok {
 		return h.stackedTensor(name, parts)
+	}
+	if t, ok := h.config[name]; ok {
+		if h.maps == nil {
+			return kernels.HostTensor{}, fmt.Errorf("hf %s: tensor %q: %w", h.dir, name, ErrClosed)
+		}
+		t.Shape = append([]int(nil), t.Shape...)
+		return t, nil
 	}
 	e, ok := h.tensors[name]
 	if !ok {

@@ -33,7 +33,7 @@ func hfTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Te
 	var layer int
 	var part string
 	if _, err := fmt.Sscanf(t.name, "blk.%d.%s", &layer, &part); err != nil || spec.Experts == 0 || !strings.HasPrefix(part, "ffn_") {
-		h, err := one(hfName(t.name, spec.Gemma), t.shape, w)
+		h, err := one(hfName(t.name, spec), t.shape, w)
 		return []Tensor{h}, err
 	}
 	block, projs := "mlp", map[string]string{"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
@@ -64,7 +64,7 @@ func hfTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Te
 		}
 		return out, nil
 	}
-	h, err := one(hfName(t.name, spec.Gemma), t.shape, w)
+	h, err := one(hfName(t.name, spec), t.shape, w)
 	return []Tensor{h}, err
 }
 

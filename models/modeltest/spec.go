@@ -39,7 +39,8 @@ type Spec struct {
 	AttnSoftcap  float32 // 0: 50
 	FinalSoftcap float32 // 0: 30
 
-	// Phi3 makes a Phi-3 model (GGUF only): attn_qkv holding Q, K and V rows,
+	// Phi3 makes a Phi-3 model (GGUF, or by WriteHF a Phi3ForCausalLM
+	// checkpoint with qkv_proj and gate_up_proj): attn_qkv holding Q, K and V rows,
 	// ffn_up holding the gate rows then the up rows, RoPE over the first
 	// RopeDims elements of each head in NeoX pairs, LongRoPE factors when
 	// LongRoPE is set, and with Window > 0 every layer a window layer.

@@ -118,8 +118,8 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	return f.Close()
 }
 
-// hfName is the Hugging Face checkpoint name of a GGUF tensor name.
-func hfName(name string, gemma bool) string {
+// hfName is the Hugging Face checkpoint name of a GGUF tensor name in spec.
+func hfName(name string, spec Spec) string {
 	switch name {
 	case "token_embd.weight":
 		return "model.embed_tokens.weight"
@@ -149,7 +149,11 @@ func hfName(name string, gemma bool) string {
 		"ffn_up.weight":      "mlp.up_proj.weight",
 		"ffn_down.weight":    "mlp.down_proj.weight",
 	}
-	if gemma {
+	if spec.Phi3 {
+		parts["attn_qkv.weight"] = "self_attn.qkv_proj.weight"
+		parts["ffn_up.weight"] = "mlp.gate_up_proj.weight"
+	}
+	if spec.Gemma {
 		parts["post_attention_norm.weight"] = "post_attention_layernorm.weight"
 		parts["ffn_norm.weight"] = "pre_feedforward_layernorm.weight"
 		parts["post_ffw_norm.weight"] = "post_feedforward_layernorm.weight"
@@ -167,9 +171,6 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 	spec = spec.withDefaults()
 	if err := spec.validate(); err != nil {
 		return err
-	}
-	if spec.Phi3 {
-		return fmt.Errorf("modeltest: Phi-3 specs are written as GGUF only")
 	}
 	if _, ok := hfDTypes[dtype]; !ok {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
@@ -190,6 +191,9 @@ func WriteHF(dir string, spec Spec, dtype kernels.DType) error {
 		}
 		var ts []Tensor
 		for _, t := range list[min(s*per, len(list)):min((s+1)*per, len(list))] {
+			if strings.HasPrefix(t.name, "rope_factors_") {
+				continue // Phi-3's LongRoPE factors are config.json's (phi3HFConfig)
+			}
 			hts, err := hfTensors(spec, t, weights[t.name], dtype)
 			if err != nil {
 				return err
@@ -307,7 +311,50 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.Experts > 0 {
 		moeHFConfig(spec, cfg)
 	}
+	if spec.Phi3 {
+		phi3HFConfig(spec, cfg)
+	}
 	return cfg
+}
+
+// phi3HFConfig sets a Phi-3 spec's config.json keys as transformers'
+// Phi3Config spells them: partial_rotary_factor as Phi-4-mini writes it,
+// the window on every layer, and LongRoPE as rope_scaling with the factors
+// WriteGGUF stores as rope_factors_{short,long}.weight, each spelled as the
+// float64 of its float32 so that both formats hold the same values. The
+// attention factor is left to the reader to derive from the two contexts, as
+// released checkpoints leave it.
+func phi3HFConfig(spec Spec, cfg map[string]any) {
+	cfg["architectures"], cfg["model_type"] = []string{"Phi3ForCausalLM"}, "phi3"
+	// Phi3Config's default pad id, 32000, is past the tiny vocabulary.
+	cfg["pad_token_id"] = nil
+	delete(cfg, "attention_bias")
+	cfg["original_max_position_embeddings"] = spec.ContextLen
+	cfg["sliding_window"] = nil
+	if spec.Window > 0 {
+		cfg["sliding_window"] = spec.Window
+	}
+	if spec.RopeDims != spec.HeadDim() {
+		cfg["partial_rotary_factor"] = jsonFloat(float32(spec.RopeDims) / float32(spec.HeadDim()))
+	}
+	lr := spec.LongRoPE
+	if lr == nil {
+		return
+	}
+	cfg["original_max_position_embeddings"] = lr.OriginalContext
+	w := Weights(spec)
+	exact := func(f []float32) []json.Number {
+		out := make([]json.Number, len(f))
+		for i, v := range f {
+			out[i] = json.Number(strconv.FormatFloat(float64(v), 'g', -1, 64))
+		}
+		return out
+	}
+	cfg["rope_scaling"] = map[string]any{
+		"type":         "longrope",
+		"short_factor": exact(w["rope_factors_short.weight"]),
+		"long_factor":  exact(w["rope_factors_long.weight"]),
+	}
 }
 
 // jsonFloat spells v as a JSON float even when it is whole (30.0, not 30),
