@@ -60,7 +60,10 @@ func TestChoicesResume(t *testing.T) {
 				t.Fatalf("%d submits, want 3+3 and 3 continuations", len(subs))
 			}
 			for _, c := range subs[6:] {
-				if len(c.Resume) == 0 || !slices.Equal(c.Resume, rig.eng.Script[:len(c.Resume)]) {
+				// Cut right after the roles, a choice may not have had its
+				// first token yet (a loaded machine): it continues from no
+				// tokens, with its seed. After 9 events every choice has some.
+				if (len(c.Resume) == 0 && tt.cutAt > 3) || !slices.Equal(c.Resume, rig.eng.Script[:len(c.Resume)]) {
 					t.Errorf("continuation Resume %v is not a prefix of the script", c.Resume)
 				}
 				if s := *c.Sampling.Seed; s < 40 || s > 42 {
