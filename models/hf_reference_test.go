@@ -65,6 +65,13 @@ var hfReferenceModels = []struct {
 	{"qwen2moe", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Seed: 70, Experts: 6, ExpertsUsed: 2, ExpertFFN: 32,
 		SharedExpertFFN: 48, QKVBias: true, RMSEps: 1e-6}, nil},
 	{"olmoe", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, Seed: 71, Experts: 6, ExpertsUsed: 2, OLMoE: true}, nil},
+	// Phi-3: fused qkv_proj and gate_up_proj; mini 4k's shape (full
+	// rotary, a window, here of 6, on every layer), and Phi-4-mini's
+	// (rotary over 12 of 16 head elements, LongRoPE from an original
+	// context of 32 to 256, tied head, one KV head) with RoPE base 20000.
+	{"phi3", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 72, Phi3: true, Window: 6}, nil},
+	{"phi3-longrope", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, Seed: 73, Phi3: true, RopeDims: 12,
+		Tied: true, RopeTheta: 20000, ContextLen: 256, LongRoPE: &modeltest.LongRoPE{OriginalContext: 32}}, nil},
 }
 
 // hfReference is what hf_logits.py writes per model.
@@ -134,7 +141,15 @@ func TestHFReference(t *testing.T) {
 					t.Fatalf("modeltest now writes a different %s/%s than transformers ran: run make golden-hf", c.name, name)
 				}
 			}
-			step, chunked := loadHFRef(t, dir, 1), loadHFRef(t, dir, 16)
+			step, chunked := loadHFRef(t, dir, 1, 0), loadHFRef(t, dir, 16, 0)
+			// transformers picks LongRoPE's factors per forward by the
+			// sequence's length, the short ones up to the original context;
+			// Sluice by the context it is loaded with (phi3Frequencies). Each
+			// prompt runs on the model loaded as transformers chose.
+			var shortStep, shortChunked *Llama
+			if lr := c.spec.LongRoPE; lr != nil {
+				shortStep, shortChunked = loadHFRef(t, dir, 1, lr.OriginalContext), loadHFRef(t, dir, 16, lr.OriginalContext)
+			}
 			cfg := step.Config()
 			if ref.LayerTypes != nil {
 				for i, lt := range ref.LayerTypes {
@@ -157,6 +172,10 @@ func TestHFReference(t *testing.T) {
 				return d
 			}
 			for pi, p := range ref.Prompts {
+				step, chunked := step, chunked
+				if shortStep != nil && len(p.Tokens) <= c.spec.LongRoPE.OriginalContext {
+					step, chunked = shortStep, shortChunked
+				}
 				r := newSoloRunner(step)
 				var got []float32
 				for pos, tok := range p.Tokens {
@@ -245,8 +264,9 @@ func readHFReference(t *testing.T, name string) hfReference {
 }
 
 // loadHFRef loads the checkpoint at dir on one CPU thread, prefilling batch
-// tokens a forward, with room for the longest prompt (48 tokens).
-func loadHFRef(t *testing.T, dir string, batch int) *Llama {
+// tokens a forward, with room for the longest prompt (48 tokens), its
+// context capped at ctx (0: the model's own).
+func loadHFRef(t *testing.T, dir string, batch, ctx int) *Llama {
 	t.Helper()
 	src, err := Open(dir)
 	if err != nil {
@@ -255,7 +275,7 @@ func loadHFRef(t *testing.T, dir string, batch int) *Llama {
 	t.Cleanup(func() { src.Close() })
 	be := cpu.New(1)
 	t.Cleanup(func() { be.Close() })
-	m, err := Load(src, be, Options{MaxBatchTokens: batch, MaxSeqs: 1, BlockSize: 4, KVBlocks: 16})
+	m, err := Load(src, be, Options{MaxBatchTokens: batch, MaxSeqs: 1, BlockSize: 4, KVBlocks: 16, ContextLen: ctx})
 	if err != nil {
 		t.Fatal(err)
 	}

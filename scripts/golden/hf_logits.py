@@ -23,9 +23,10 @@ from transformers import AutoModelForCausalLM
 
 # Token ids only (modeltest's tiny vocabulary has 300). One prompt of one
 # token, the tiny llama.cpp goldens' 20, a repeated token, and 48 ids: longer
-# than every sliding window in the reference set (5 and 6 tokens) and than
-# Sluice's test prefill chunk, so window masks and chunked prefill are both
-# exercised past their edges.
+# than every sliding window in the reference set (5 and 6 tokens), than
+# Sluice's test prefill chunk and than phi3-longrope's original context (32:
+# transformers takes the long LongRoPE factors for it alone), so window
+# masks, chunked prefill and both factor sets are exercised.
 PROMPTS = [
     [1],
     [1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5, 280, 11, 0, 199, 76, 18, 2, 44],
