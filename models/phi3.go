@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
-// Phi-3, 3.5 and 4 (GGUF arch phi3) are the Llama block with its weights
+// Phi-3, 3.5 and 4 (GGUF arch phi3, or a Phi3ForCausalLM checkpoint read by
+// hfConfig.phi3 into the same Config) are the Llama block with its weights
 // fused and its rotary embedding changed; the forward pass is llamaLayers'.
 //
 //	attn_qkv [q | k | v rows]     split at load into wq, wk, wv (row slices, no copy)
