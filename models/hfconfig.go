@@ -1,6 +1,7 @@
 package models
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -23,7 +24,9 @@ type hfConfig struct {
 	RMSNormEps            *float64       `json:"rms_norm_eps"`
 	RopeTheta             *float64       `json:"rope_theta"`
 	RopeScaling           *hfRopeScaling `json:"rope_scaling"`
-	TieWordEmbeddings     *bool          `json:"tie_word_embeddings"`
+	// RopeParameters is transformers 5's spelling of both (foldRopeParameters).
+	RopeParameters    json.RawMessage `json:"rope_parameters"`
+	TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
 
 	// Gemma 3 and Gemma 2 (soft-capping is Gemma 2's)
 	QueryPreAttnScalar    *float64        `json:"query_pre_attn_scalar"`
@@ -172,6 +175,13 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 		hc.Architectures = archs
 	}
+	src := raw // the object hc was read from: Gemma 3's text_config where there is one
+	if arch == "gemma3" && hc.TextConfig != nil {
+		src = hc.TextConfig
+	}
+	if err := hc.foldRopeParameters(path, src); err != nil {
+		return Config{}, err
+	}
 	cfg := Config{
 		Arch:       arch,
 		Layers:     hc.NumHiddenLayers,
@@ -238,6 +248,68 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		return Config{}, fmt.Errorf("hf config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// foldRopeParameters reads transformers 5's rope_parameters (the base and
+// the scaling in one object, or one object per attention type as Gemma's
+// configs have it) into rope_theta, rope_local_base_freq and rope_scaling,
+// so that a checkpoint saved in that layout does not silently get the
+// default base.
+func (hc *hfConfig) foldRopeParameters(path string, src []byte) error {
+	if len(hc.RopeParameters) == 0 || string(hc.RopeParameters) == "null" {
+		return nil
+	}
+	type params struct {
+		hfRopeScaling
+		RopeTheta *float64 `json:"rope_theta"`
+	}
+	var flat params
+	if err := json.Unmarshal(hc.RopeParameters, &flat); err != nil {
+		return fmt.Errorf("hf config %s: rope_parameters: %w: %w", path, ErrMalformed, err)
+	}
+	global, local := &flat, (*params)(nil)
+	if flat.RopeTheta == nil {
+		var byType map[string]*params
+		if err := json.Unmarshal(hc.RopeParameters, &byType); err != nil {
+			return fmt.Errorf("hf config %s: rope_parameters: %w: %w", path, ErrMalformed, err)
+		}
+		global, local = byType["full_attention"], byType["sliding_attention"]
+		delete(byType, "full_attention")
+		delete(byType, "sliding_attention")
+		if global == nil || global.RopeTheta == nil || len(byType) > 0 || (local != nil && local.RopeTheta == nil) {
+			return fmt.Errorf("hf config %s: rope_parameters: want rope_theta, or full_attention (and sliding_attention) objects with one: %w", path, ErrUnsupported)
+		}
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(src, &keys); err != nil {
+		return fmt.Errorf("hf config %s: %w: %w", path, ErrMalformed, err)
+	}
+	if err := foldTheta(&hc.RopeTheta, global.RopeTheta, keys, "rope_theta", path); err != nil {
+		return err
+	}
+	if typ := cmp.Or(global.RopeType, global.Type); hc.RopeScaling == nil && typ != "" && typ != "default" {
+		hc.RopeScaling = &global.hfRopeScaling
+	}
+	if local != nil {
+		if typ := cmp.Or(local.RopeType, local.Type); typ != "" && typ != "default" {
+			return fmt.Errorf("hf config %s: rope_parameters.sliding_attention rope_type %q (scaling of the window layers' RoPE) is not implemented: %w", path, typ, ErrUnsupported)
+		}
+		return foldTheta(&hc.RopeLocalBaseFreq, local.RopeTheta, keys, "rope_local_base_freq", path)
+	}
+	return nil
+}
+
+// foldTheta sets *dst from rope_parameters' v, over an architecture default;
+// where the file sets key itself, the two must agree.
+func foldTheta(dst **float64, v *float64, keys map[string]json.RawMessage, key, path string) error {
+	_, inFile := keys[key]
+	switch {
+	case !inFile:
+		*dst = v
+	case **dst != *v:
+		return fmt.Errorf("hf config %s: %s %g and rope_parameters' %g disagree: %w", path, key, **dst, *v, ErrMalformed)
+	}
+	return nil
 }
 
 func (s *hfRopeScaling) config(path string) (*RopeScaling, error) {

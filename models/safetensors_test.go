@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -143,6 +145,9 @@ func TestHFDirectoryErrors(t *testing.T) {
 		{"yarn rope scaling", editConfig(`"rope_scaling": null`, `"rope_scaling": {"type": "yarn", "factor": 2}`), true, ErrUnsupported, "yarn"},
 		{"linear rope scaling without factor", editConfig(`"rope_scaling": null`, `"rope_scaling": {"type": "linear"}`), true, ErrMissingKey, "factor"},
 		{"llama3 without factor", editConfig(`"rope_scaling": null`, `"rope_scaling": {"rope_type": "llama3"}`), true, ErrMissingKey, "factor"},
+		{"rope_parameters of an unknown attention type", editConfig(`"rope_scaling": null`, `"rope_scaling": null, "rope_parameters": {"linear_attention": {"rope_type": "default", "rope_theta": 1e6}}`), true, ErrUnsupported, "rope_parameters"},
+		{"rope_parameters disagreeing with rope_theta", editConfig(`"rope_scaling": null`, `"rope_scaling": null, "rope_parameters": {"rope_type": "default", "rope_theta": 500000}`), true, ErrMalformed, "disagree"},
+		{"yarn in rope_parameters", editConfig(`"rope_scaling": null`, `"rope_scaling": null, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000, "factor": 2}`), true, ErrUnsupported, "yarn"},
 		{"zero layers", editConfig(`"num_hidden_layers": 1`, `"num_hidden_layers": 0`), true, ErrMalformed, "zero dimension"},
 		{"bad JSON", editConfig(`{`, `[`), true, ErrMalformed, "config.json"},
 	}
@@ -236,4 +241,72 @@ func FuzzSafetensorsHeader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHFRopeParameters: transformers 5's rope_parameters (base and scaling in
+// one object) gives the Config that rope_theta and rope_scaling give, and
+// Gemma's per-attention-type form sets both bases over the defaults.
+func TestHFRopeParameters(t *testing.T) {
+	spec := modeltest.Spec{Layers: 1, Hidden: 8, Heads: 2, FFN: 8, Vocab: 259, Seed: 5}
+	scaling := map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+	config := func(t *testing.T, edit func(map[string]any)) Config {
+		dir := t.TempDir()
+		if err := modeltest.WriteHF(dir, spec, kernels.F32); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "config.json")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		edit(c)
+		if raw, err = json.Marshal(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := OpenHF(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		cfg, err := h.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	old := config(t, func(c map[string]any) { c["rope_theta"], c["rope_scaling"] = 500000.0, scaling })
+	params := maps.Clone(scaling)
+	params["rope_theta"] = 500000.0
+	newer := config(t, func(c map[string]any) {
+		delete(c, "rope_theta")
+		delete(c, "rope_scaling")
+		c["rope_parameters"] = params
+	})
+	if old.RopeTheta != 500000 || old.RopeScaling == nil {
+		t.Fatalf("rope_theta/rope_scaling read as base %v, scaling %+v", old.RopeTheta, old.RopeScaling)
+	}
+	if !reflect.DeepEqual(old, newer) {
+		t.Fatalf("rope_parameters gives %+v (scaling %+v), rope_theta/rope_scaling %+v (scaling %+v)", newer, newer.RopeScaling, old, old.RopeScaling)
+	}
+	// Gemma's per-attention-type form, over Gemma 3's defaults (base 1e6,
+	// local 10000): both bases come from the file.
+	spec = gemma3Tiny
+	byType := config(t, func(c map[string]any) {
+		delete(c, "rope_theta")
+		delete(c, "rope_local_base_freq")
+		c["rope_parameters"] = map[string]any{
+			"full_attention":    map[string]any{"rope_type": "default", "rope_theta": 250000.0},
+			"sliding_attention": map[string]any{"rope_type": "default", "rope_theta": 5000.0},
+		}
+	})
+	if byType.RopeTheta != 250000 || byType.RopeThetaLocal != 5000 {
+		t.Fatalf("per-attention-type rope_parameters: bases %v and %v, want 250000 and 5000", byType.RopeTheta, byType.RopeThetaLocal)
+	}
 }
