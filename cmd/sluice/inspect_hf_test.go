@@ -17,21 +17,8 @@ import (
 func TestInspectMoEHF(t *testing.T) {
 	spec := modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 96, Vocab: 300, Seed: 7,
 		QKVBias: true, Experts: 6, ExpertsUsed: 2, ExpertFFN: 32, SharedExpertFFN: 48}
-	dir := t.TempDir()
-	hf, gguf := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
-	if err := modeltest.WriteHF(hf, spec, kernels.BF16); err != nil {
-		t.Fatal(err)
-	}
-	if err := modeltest.WriteGGUF(gguf, spec, kernels.F32); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) string {
-		var out strings.Builder
-		if err := inspect(&out, args); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
+	hf, gguf := writeHFAndGGUF(t, spec)
+	run := func(args ...string) string { return inspectOutput(t, args...) }
 	out := run("--model", hf, "--tensors")
 	for _, w := range []string{
 		`architecture +qwen2moe`,
@@ -54,4 +41,29 @@ func TestInspectMoEHF(t *testing.T) {
 	if !strings.Contains(g, "; stacked in the file\n") {
 		t.Errorf("GGUF expert layout not shown as stored stacked:\n%s", g)
 	}
+}
+
+// writeHFAndGGUF writes spec as a BF16 Hugging Face directory and as an F32
+// GGUF file, for inspect tests that compare the two.
+func writeHFAndGGUF(t *testing.T, spec modeltest.Spec) (hf, gguf string) {
+	t.Helper()
+	dir := t.TempDir()
+	hf, gguf = filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
+	if err := modeltest.WriteHF(hf, spec, kernels.BF16); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeltest.WriteGGUF(gguf, spec, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	return hf, gguf
+}
+
+// inspectOutput runs `sluice inspect` with args and returns what it printed.
+func inspectOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	var out strings.Builder
+	if err := inspect(&out, args); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
 
@@ -19,21 +16,8 @@ import (
 func TestInspectPhi3HF(t *testing.T) {
 	spec := modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 8,
 		Phi3: true, RopeDims: 12, Tied: true, ContextLen: 256, LongRoPE: &modeltest.LongRoPE{OriginalContext: 32}}
-	dir := t.TempDir()
-	hf, gguf := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
-	if err := modeltest.WriteHF(hf, spec, kernels.BF16); err != nil {
-		t.Fatal(err)
-	}
-	if err := modeltest.WriteGGUF(gguf, spec, kernels.F32); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) string {
-		var out strings.Builder
-		if err := inspect(&out, args); err != nil {
-			t.Fatal(err)
-		}
-		return out.String()
-	}
+	hf, gguf := writeHFAndGGUF(t, spec)
+	run := func(args ...string) string { return inspectOutput(t, args...) }
 	out := run("--model", hf, "--tensors")
 	rotary := `rotary +partial: the first 12 of 16 head elements rotate, the other 4 pass through`
 	longrope := fmt.Sprintf(`longrope +long factors active \(context 256 > original 32; a --context of 32 or less takes the short ones\); attention factor %g`,
