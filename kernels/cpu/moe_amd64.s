@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "dotq_amd64.h"
+#include "dotqv_amd64.h"
 
 // Q8_0 row kernels for MoEFFN's grouped expert products (moe_group.go), for
 // 1 to 8 activation rows, on AVX-512 VNNI. They take the layout of
@@ -54,40 +55,20 @@
 	VMULPS.BCST     off(BX), Z18, t; \
 	VFMADD231PS     s, t, acc
 
+// ULOAD_ARGS, UPAIR_START and UPAIR_NEXT are dotqv_amd64.h's V forms plus
+// the 0x80 bytes in Z30 and the prefetch distance in R15.
 #define ULOAD_ARGS \
-	MOVQ   w+0(FP), SI; \
-	MOVQ   wstride+8(FP), R8; \
-	MOVQ   xstride+24(FP), R10; \
-	MOVQ   dst+48(FP), R12; \
-	MOVQ   dstride+56(FP), R13; \
-	SHLQ   $2, R13; \
-	MOVQ   rows+64(FP), R14; \
-	VPXORD Z31, Z31, Z31; \
+	VLOAD_ARGS; \
 	MOVL   $0x80808080, DX; \
 	VMOVD  DX, X30; \
 	VPBROADCASTD X30, Z30
 
 // UPAIR_START picks row r+1 (or row r again for a lone last row).
 #define UPAIR_START(done) \
-	TESTQ  R14, R14; \
-	JEQ    done; \
-	MOVQ   R8, R9; \
-	XORQ   AX, AX; \
-	CMPQ   R14, $1; \
-	CMOVQEQ AX, R9; \
-	LEAQ   (R9)(R8*8), R15; \
-	MOVQ   SI, AX; \
-	MOVQ   nb+40(FP), CX; \
-	MOVQ   sc+32(FP), BX
+	VPAIR_START(done); \
+	LEAQ   (R9)(R8*8), R15
 
-// UPAIR_NEXT moves on past the pair (or ends after a lone row).
-#define UPAIR_NEXT(loop, done) \
-	TESTQ R9, R9; \
-	JEQ   done; \
-	ADDQ  $8, R12; \
-	LEAQ  (SI)(R8*2), SI; \
-	SUBQ  $2, R14; \
-	JMP   loop
+#define UPAIR_NEXT(loop, done) VPAIR_NEXT(loop, done)
 
 // func dotQ8_0Q8_0Rows1U(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 TEXT ·dotQ8_0Q8_0Rows1U(SB), NOSPLIT, $0-72
