@@ -387,67 +387,50 @@ func unpackQ8_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb 
 	}
 }
 
-func unpackQ4_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
-	for b := range nb {
-		for r := range rows {
-			wr := w[r*wstride:]
-			blk := wr[b*18 : b*18+18]
-			img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
-			q0, q1 := get64(blk[2:]), get64(blk[10:])
-			img.put8(r, b*32, biased(q0&lowNibbles, 4))
-			img.put8(r, b*32+8, biased(q1&lowNibbles, 4))
-			img.put8(r, b*32+16, biased(q0>>4&lowNibbles, 4))
-			img.put8(r, b*32+24, biased(q1>>4&lowNibbles, 4))
+// unpackLegacy makes the unpacker of a 32-element legacy type: blocks of
+// [d (m) (qh) qs16], nibbles with an optional fifth bit from qh, signed
+// (q − 8 or q − 16, no min) or unsigned (with the min m).
+func unpackLegacy(hasMin, fifthBit bool) amxUnpack {
+	bits, qs := uint(4), 2
+	if hasMin {
+		qs += 2
+	}
+	qhAt := qs
+	if fifthBit {
+		bits, qs = 5, qs+4
+	}
+	bb := qs + 16
+	return func(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
+		for b := range nb {
+			for r := range rows {
+				blk := w[r*wstride+b*bb : r*wstride+(b+1)*bb]
+				img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
+				if hasMin {
+					img.half[b*step+16+r] = binary.LittleEndian.Uint16(blk[2:])
+				}
+				var qh uint32
+				if fifthBit {
+					qh = binary.LittleEndian.Uint32(blk[qhAt:])
+				}
+				q0, q1 := get64(blk[qs:]), get64(blk[qs+8:])
+				for i, v := range [4]uint64{q0 & lowNibbles, q1 & lowNibbles, q0 >> 4 & lowNibbles, q1 >> 4 & lowNibbles} {
+					v |= spreadBits[qh>>(8*i)&0xff] // zero without a fifth bit
+					if !hasMin {
+						v = biased(v, bits)
+					}
+					img.put8(r, b*32+8*i, v)
+				}
+			}
 		}
 	}
 }
 
-func unpackQ5_0(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
-	for b := range nb {
-		for r := range rows {
-			wr := w[r*wstride:]
-			blk := wr[b*22 : b*22+22]
-			img.half[b*step+r] = binary.LittleEndian.Uint16(blk)
-			qh := binary.LittleEndian.Uint32(blk[2:])
-			q0, q1 := get64(blk[6:]), get64(blk[14:])
-			img.put8(r, b*32, biased(q0&lowNibbles|spreadBits[qh&0xff], 5))
-			img.put8(r, b*32+8, biased(q1&lowNibbles|spreadBits[qh>>8&0xff], 5))
-			img.put8(r, b*32+16, biased(q0>>4&lowNibbles|spreadBits[qh>>16&0xff], 5))
-			img.put8(r, b*32+24, biased(q1>>4&lowNibbles|spreadBits[qh>>24], 5))
-		}
-	}
-}
-
-func unpackQ4_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
-	for b := range nb {
-		for r := range rows {
-			wr := w[r*wstride:]
-			blk := wr[b*20 : b*20+20]
-			img.half[b*step+r], img.half[b*step+16+r] = binary.LittleEndian.Uint16(blk), binary.LittleEndian.Uint16(blk[2:])
-			q0, q1 := get64(blk[4:]), get64(blk[12:])
-			img.put8(r, b*32, q0&lowNibbles)
-			img.put8(r, b*32+8, q1&lowNibbles)
-			img.put8(r, b*32+16, q0>>4&lowNibbles)
-			img.put8(r, b*32+24, q1>>4&lowNibbles)
-		}
-	}
-}
-
-func unpackQ5_1(img levels, sc []float32, step int, w []byte, wstride, rows, nb int) {
-	for b := range nb {
-		for r := range rows {
-			wr := w[r*wstride:]
-			blk := wr[b*24 : b*24+24]
-			img.half[b*step+r], img.half[b*step+16+r] = binary.LittleEndian.Uint16(blk), binary.LittleEndian.Uint16(blk[2:])
-			qh := binary.LittleEndian.Uint32(blk[4:])
-			q0, q1 := get64(blk[8:]), get64(blk[16:])
-			img.put8(r, b*32, q0&lowNibbles|spreadBits[qh&0xff])
-			img.put8(r, b*32+8, q1&lowNibbles|spreadBits[qh>>8&0xff])
-			img.put8(r, b*32+16, q0>>4&lowNibbles|spreadBits[qh>>16&0xff])
-			img.put8(r, b*32+24, q1>>4&lowNibbles|spreadBits[qh>>24])
-		}
-	}
-}
+var (
+	unpackQ4_0 = unpackLegacy(false, false)
+	unpackQ5_0 = unpackLegacy(false, true)
+	unpackQ4_1 = unpackLegacy(true, false)
+	unpackQ5_1 = unpackLegacy(true, true)
+)
 
 // kScales writes a Q4_K/Q5_K super-block's eight sub-block scales d·sc and
 // negated mins −dmin·m (the min term is subtracted) for row r.
