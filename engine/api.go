@@ -76,6 +76,16 @@ type Request struct {
 	// outputs, forced tool calls); see Constraint. For a Resume it must
 	// already have been advanced past the Resume tokens.
 	Constraint Constraint
+	// Tenant names who sent the request: an opaque, non-secret key id
+	// ("" when the server runs without keys). The waiting queue is shared
+	// fairly between tenants: none holds more than its share of MaxQueue
+	// while others wait, and admission takes turns between them.
+	Tenant string
+	// CacheSalt partitions the prefix cache: it seeds the hash chain of the
+	// prompt's blocks, so requests with different salts never share a
+	// cached block and CachedTokens reveals nothing across salts; equal
+	// salts share as before. "" is the unsalted cache.
+	CacheSalt string
 }
 
 // FinishReason says why a sequence ended.
