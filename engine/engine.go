@@ -189,15 +189,17 @@ func (e *Engine) validate(req Request) (int, error) {
 	if err := e.validateControls(req); err != nil {
 		return 0, err
 	}
+	// Compared as room left, never as a sum: prompt + MaxTokens overflows
+	// for a MaxTokens near MaxInt, and a negative length would size the
+	// output channel.
 	known := len(req.Prompt) + len(req.Resume)
-	maxLen := e.limit
-	if req.MaxTokens > 0 {
-		maxLen = len(req.Prompt) + req.MaxTokens
+	if known >= e.limit || req.MaxTokens > e.limit-len(req.Prompt) {
+		return 0, fmt.Errorf("%w: %d prompt + %d output tokens, limit %d", ErrPromptTooLong, len(req.Prompt), req.MaxTokens, e.limit)
 	}
-	if known >= e.limit || maxLen > e.limit {
-		return 0, fmt.Errorf("%w: %d prompt + %d output tokens, limit %d", ErrPromptTooLong, len(req.Prompt), maxLen-len(req.Prompt), e.limit)
+	if req.MaxTokens == 0 {
+		return e.limit, nil
 	}
-	return maxLen, nil
+	return len(req.Prompt) + req.MaxTokens, nil
 }
 
 // Close aborts every sequence with CauseShutdown, stops the loop and waits
