@@ -11,6 +11,9 @@ import (
 // core, which validates their ranges; the engine checks the ids against the
 // vocabulary.
 func (wr *wireRequest) controlParams(p *stream.Params) error {
+	if n := len(wr.LogitBias); n > stream.MaxLogitBiasEntries {
+		return stream.InvalidParam("logit_bias", "logit_bias has at most %d entries, got %d", stream.MaxLogitBiasEntries, n)
+	}
 	for k, v := range wr.LogitBias {
 		id, err := strconv.ParseInt(k, 10, 32)
 		if err != nil {

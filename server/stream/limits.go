@@ -21,6 +21,13 @@ const (
 	// refused after paying for its tokenization. It sits below the default
 	// --max-body-bytes (4 MiB), so it is the limit a client meets.
 	MaxPromptBytes = 1 << 20
+	// MaxTokensCap bounds max_tokens and min_tokens before the context is
+	// known: no context Sluice serves comes near it, and with it every sum
+	// of token counts stays far from overflowing an int.
+	MaxTokensCap = 1 << 24
+	// MaxLogitBiasEntries bounds logit_bias, OpenAI's documented limit: the
+	// engine applies every entry at every step.
+	MaxLogitBiasEntries = 300
 )
 
 // checkLimits refuses a request over one of the limits above, or over the

@@ -45,9 +45,12 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 	case n >= limit: // context_length_exceeded, as OpenAI answers it
 		return engine.Request{}, &ParamError{Param: param, Sentinel: engine.ErrPromptTooLong,
 			Message: fmt.Sprintf("the prompt is %d tokens long; the model's context is %d tokens", n, limit)}
-	case g.MaxTokens > 0 && n+g.MaxTokens > limit:
+	case g.MaxTokens > limit-n: // not n+MaxTokens: that sum can overflow
 		return engine.Request{}, &ParamError{Param: "max_tokens", Sentinel: engine.ErrPromptTooLong,
 			Message: fmt.Sprintf("the model's context is %d tokens; the prompt (%d tokens) plus max_tokens (%d) exceed it", limit, n, g.MaxTokens)}
+	case g.MinTokens > limit-n:
+		return engine.Request{}, &ParamError{Param: "min_tokens", Sentinel: engine.ErrPromptTooLong,
+			Message: fmt.Sprintf("the model's context is %d tokens; the prompt (%d tokens) plus min_tokens (%d) exceed it", limit, n, g.MinTokens)}
 	}
 	constraint, err := b.constraint(g, nil)
 	if err != nil {

@@ -136,8 +136,8 @@ func (g *GenRequest) setLimits(p Params) error {
 		if param == "" {
 			param = "max_tokens"
 		}
-		if *p.MaxTokens < 1 {
-			return InvalidParam(param, "%s must be at least 1, got %d", param, *p.MaxTokens)
+		if n := *p.MaxTokens; n < 1 || n > MaxTokensCap {
+			return InvalidParam(param, "%s must be between 1 and %d, got %d", param, MaxTokensCap, n)
 		}
 		g.MaxTokens = *p.MaxTokens
 	}
@@ -228,6 +228,9 @@ func (g *GenRequest) setLogprobs(p Params) error {
 }
 
 func (g *GenRequest) setControls(p Params) error {
+	if n := len(p.LogitBias); n > MaxLogitBiasEntries {
+		return InvalidParam("logit_bias", "logit_bias has at most %d entries, got %d", MaxLogitBiasEntries, n)
+	}
 	for id, b := range p.LogitBias {
 		if math.IsNaN(b) || b < -engine.MaxLogitBias || b > engine.MaxLogitBias {
 			return InvalidParam("logit_bias", "logit_bias for token %d must be between -%d and %d, got %g", id, engine.MaxLogitBias, engine.MaxLogitBias, b)
@@ -241,8 +244,8 @@ func (g *GenRequest) setControls(p Params) error {
 		g.LogitBias[id] = float32(b)
 	}
 	if p.MinTokens != nil {
-		if *p.MinTokens < 0 || g.MaxTokens > 0 && *p.MinTokens > g.MaxTokens {
-			return InvalidParam("min_tokens", "min_tokens must be between 0 and max_tokens, got %d", *p.MinTokens)
+		if n := *p.MinTokens; n < 0 || n > MaxTokensCap || g.MaxTokens > 0 && n > g.MaxTokens {
+			return InvalidParam("min_tokens", "min_tokens must be between 0 and max_tokens (at most %d), got %d", MaxTokensCap, n)
 		}
 		g.MinTokens = *p.MinTokens
 	}
