@@ -137,3 +137,79 @@ func BenchmarkAllow16Keys(b *testing.B) {
 		k.Allow("not-a-key-but-the-same-length-as-one-of-them")
 	}
 }
+
+// TestIdentify: each key has its own tenant id, the same whichever
+// source and position the key has and across reloads; the id is not the
+// key; a refused token and a keyless server have none.
+func TestIdentify(t *testing.T) {
+	path := writeFile(t, "alpha\nbeta\n")
+	k := must(New([]string{"cli-key", "beta"}, path))
+	ids := map[string]string{}
+	for _, token := range []string{"alpha", "beta", "cli-key"} {
+		id, ok := k.Identify(token)
+		if !ok || id != KeyID(token) || !strings.HasPrefix(id, "key-") || len(id) != len("key-")+16 || strings.Contains(id, token) {
+			t.Errorf("Identify(%q) = %q, %v; KeyID %q", token, id, ok, KeyID(token))
+		}
+		ids[id] = token
+	}
+	if len(ids) != 3 {
+		t.Errorf("three keys share ids: %v", ids)
+	}
+	if id, ok := k.Identify("gamma"); ok || id != "" {
+		t.Errorf("Identify(unknown) = %q, %v", id, ok)
+	}
+	before, _ := k.Identify("beta")
+	if err := os.WriteFile(path, []byte("new\nbeta\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := k.Identify("beta"); after != before {
+		t.Errorf("beta's id changed with a reload that moved it: %q -> %q", before, after)
+	}
+	if id, ok := must(New(nil, "")).Identify("anything"); !ok || id != "" {
+		t.Errorf("keyless: Identify = %q, %v; want the one tenant \"\"", id, ok)
+	}
+}
+
+func TestIdentifyHeader(t *testing.T) {
+	k := must(New([]string{"sk-1", "sk-2"}, ""))
+	for _, tc := range []struct {
+		authorization, xAPIKey string
+		want                   string
+		ok                     bool
+	}{
+		{"Bearer sk-1", "", KeyID("sk-1"), true},
+		{"", "sk-2", KeyID("sk-2"), true},
+		{"Bearer sk-1", "sk-2", KeyID("sk-1"), true}, // the bearer's when both are keys
+		{"Bearer wrong", "sk-2", KeyID("sk-2"), true},
+		{"Bearer wrong", "wrong", "", false},
+	} {
+		got, ok := k.IdentifyHeader(tc.authorization, tc.xAPIKey)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("IdentifyHeader(%q, %q) = %q, %v; want %q, %v", tc.authorization, tc.xAPIKey, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestTenantContext: the context a transport marks names the tenant, and
+// the cache partition is the tenant only when more than one key is in force.
+func TestTenantContext(t *testing.T) {
+	ctx := t.Context()
+	if Tenant(ctx) != "" || CachePartition(ctx) != "" {
+		t.Fatal("an unmarked context has a tenant")
+	}
+	two := must(New([]string{"sk-1", "sk-2"}, ""))
+	id, _ := two.Identify("sk-1")
+	if c := two.WithTenant(ctx, id); Tenant(c) != id || CachePartition(c) != id {
+		t.Errorf("two keys: tenant %q partition %q, want %q for both", Tenant(c), CachePartition(c), id)
+	}
+	one := must(New([]string{"sk-1"}, ""))
+	if c := one.WithTenant(ctx, id); Tenant(c) != id || CachePartition(c) != "" {
+		t.Errorf("one key: tenant %q partition %q, want %q and none", Tenant(c), CachePartition(c), id)
+	}
+	if c := must(New(nil, "")).WithTenant(ctx, ""); Tenant(c) != "" || CachePartition(c) != "" {
+		t.Errorf("keyless: tenant %q partition %q", Tenant(c), CachePartition(c))
+	}
+}
