@@ -52,13 +52,15 @@ func (s *Server) moreRoutes(mux *http.ServeMux) {
 }
 
 // guard checks the API key, from "Authorization: Bearer" or x-api-key, and
-// refuses in the route's own error shape.
+// refuses in the route's own error shape. The key's tenant goes into the
+// request's context (auth.Tenant): what the request creates is that key's.
 func (s *Server) guard(h http.HandlerFunc, refuse func(http.ResponseWriter, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.keys.AllowHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")) {
+		tenant, ok := s.keys.IdentifyHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+		if !ok {
 			refuse(w, stream.ErrUnauthorized)
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(s.keys.WithTenant(r.Context(), tenant)))
 	})
 }

@@ -37,7 +37,8 @@ type response struct {
 	Usage              *usage            `json:"usage"`
 
 	inputTokens int
-	items       int // output items made, for their ids
+	items       int    // output items made, for their ids
+	tenant      string // whose request made it (auth.Tenant); its store entry is theirs
 }
 
 type responseError struct {

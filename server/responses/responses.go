@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -58,7 +59,8 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.env.WriteError(w, err)
 		return
 	}
-	p, err := parse(body, h.store.conversation)
+	tenant := auth.Tenant(r.Context())
+	p, err := parse(body, h.store.history(tenant))
 	if err != nil {
 		h.env.WriteError(w, err)
 		return
@@ -75,6 +77,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	req.ID = stream.NewID("resp_")
 	resp := newResponse(req.ID, h.env.ModelName(g.Model), p.wire, g, len(req.Prompt))
+	resp.tenant = tenant
 	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
 	// After Prepare, which fixed the template's call format.
 	tools := stream.NewToolStream(g)
@@ -111,7 +114,7 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
 		h.streamGet(w, r, r.PathValue("id"))
 		return
 	}
-	st, ok := h.store.get(r.PathValue("id"))
+	st, ok := h.store.get(auth.Tenant(r.Context()), r.PathValue("id"))
 	if !ok {
 		h.env.WriteError(w, notFound(r.PathValue("id")))
 		return
@@ -123,7 +126,7 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request) {
 // Delete serves DELETE /v1/responses/{id}.
 func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !h.store.delete(id) {
+	if !h.store.delete(auth.Tenant(r.Context()), id) {
 		h.env.WriteError(w, notFound(id))
 		return
 	}

@@ -247,22 +247,48 @@ func TestRefused(t *testing.T) {
 func TestStoreBounds(t *testing.T) {
 	s := NewStore(2, 1000)
 	conv := []stream.ChatMessage{{Role: "user", Content: "hi"}}
-	s.put("a", []byte("{}"), conv)
-	s.put("b", []byte("{}"), conv)
-	s.get("a") // a is now the most recent
-	s.put("c", []byte("{}"), conv)
-	if _, ok := s.get("b"); ok || s.Len() != 2 {
+	s.put("", "a", []byte("{}"), conv)
+	s.put("", "b", []byte("{}"), conv)
+	s.get("", "a") // a is now the most recent
+	s.put("", "c", []byte("{}"), conv)
+	if _, ok := s.get("", "b"); ok || s.Len() != 2 {
 		t.Errorf("b kept (len %d)", s.Len())
 	}
-	s.put("big", make([]byte, 900), conv)
-	if _, ok := s.get("a"); ok {
+	s.put("", "big", make([]byte, 900), conv)
+	if _, ok := s.get("", "a"); ok {
 		t.Errorf("a kept past the byte budget")
 	}
-	s.put("huge", make([]byte, 2000), conv)
-	if _, ok := s.get("huge"); ok {
+	s.put("", "huge", make([]byte, 2000), conv)
+	if _, ok := s.get("", "huge"); ok {
 		t.Errorf("a response over the whole budget was kept")
 	}
-	if _, ok := s.get("big"); !ok {
+	if _, ok := s.get("", "big"); !ok {
 		t.Errorf("big evicted by a response that was never kept")
+	}
+}
+
+// TestStoreTenants: a response is its tenant's alone: another tenant's get,
+// history and delete find nothing, and the owner's still do.
+func TestStoreTenants(t *testing.T) {
+	s := NewStore(8, 1000)
+	conv := []stream.ChatMessage{{Role: "user", Content: "hi"}}
+	s.put("key-a", "resp_1", []byte("{}"), conv)
+	if _, ok := s.get("key-b", "resp_1"); ok {
+		t.Error("tenant b got a's response")
+	}
+	if _, ok := s.get("", "resp_1"); ok {
+		t.Error("tenant \"\" got a's response")
+	}
+	if _, ok := s.history("key-b")("resp_1"); ok {
+		t.Error("tenant b continued a's response")
+	}
+	if s.delete("key-b", "resp_1") || s.Len() != 1 {
+		t.Error("tenant b deleted a's response")
+	}
+	if got, ok := s.history("key-a")("resp_1"); !ok || len(got) != 1 {
+		t.Errorf("a's own history: %v %v", got, ok)
+	}
+	if !s.delete("key-a", "resp_1") || s.Len() != 0 {
+		t.Error("a could not delete its response")
 	}
 }

@@ -15,6 +15,10 @@ import (
 // restart forgets them all; a client that needs a conversation to outlive
 // one sends the whole input instead.
 //
+// Each response belongs to the tenant (auth.Tenant) whose request created
+// it: another tenant's get, delete and previous_response_id find nothing,
+// exactly as for an id never stored.
+//
 // Store is safe for concurrent use.
 type Store struct {
 	mu       sync.Mutex
@@ -28,10 +32,11 @@ type Store struct {
 // stored is one response: its JSON for retrieval and the conversation it
 // ended, its own output last, for the next response to continue.
 type stored struct {
-	id   string
-	body []byte
-	conv []stream.ChatMessage
-	size int
+	id     string
+	tenant string
+	body   []byte
+	conv   []stream.ChatMessage
+	size   int
 }
 
 // NewStore keeps at most maxItems responses within maxBytes.
@@ -45,13 +50,14 @@ func (s *Store) keep(resp *response, p *parsed) []byte {
 	raw, _ := json.Marshal(resp) // strings, numbers and maps of strings always marshal
 	if resp.Store {
 		conv := append(slices.Clone(p.conv), resp.turn())
-		s.put(resp.ID, raw, conv)
+		s.put(resp.tenant, resp.ID, raw, conv)
 	}
 	return raw
 }
 
-// put stores a response; one larger than the whole budget is not kept.
-func (s *Store) put(id string, body []byte, conv []stream.ChatMessage) {
+// put stores tenant's response; one larger than the whole budget is not
+// kept. Ids are random (stream.NewID), so two tenants never share one.
+func (s *Store) put(tenant, id string, body []byte, conv []stream.ChatMessage) {
 	size := len(id) + len(body)
 	for _, m := range conv {
 		size += len(m.Role) + len(m.Content) + len(m.ToolCallID)
@@ -67,7 +73,7 @@ func (s *Store) put(id string, body []byte, conv []stream.ChatMessage) {
 	if e, ok := s.byID[id]; ok {
 		s.remove(e)
 	}
-	s.byID[id] = s.lru.PushFront(&stored{id: id, body: body, conv: conv, size: size})
+	s.byID[id] = s.lru.PushFront(&stored{id: id, tenant: tenant, body: body, conv: conv, size: size})
 	s.bytes += size
 	for s.lru.Len() > s.maxItems || s.bytes > s.maxBytes {
 		s.remove(s.lru.Back())
@@ -80,34 +86,49 @@ func (s *Store) remove(e *list.Element) {
 	s.bytes -= st.size
 }
 
-func (s *Store) get(id string) (*stored, bool) {
+// lookup is tenant's response id, nil when there is none; caller holds mu.
+func (s *Store) lookup(tenant, id string) *list.Element {
+	e, ok := s.byID[id]
+	if !ok || e.Value.(*stored).tenant != tenant {
+		return nil
+	}
+	return e
+}
+
+func (s *Store) get(tenant, id string) (*stored, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.byID[id]
-	if !ok {
+	e := s.lookup(tenant, id)
+	if e == nil {
 		return nil, false
 	}
 	s.lru.MoveToFront(e)
 	return e.Value.(*stored), true
 }
 
-// conversation is what previous_response_id continues.
-func (s *Store) conversation(id string) ([]stream.ChatMessage, bool) {
-	st, ok := s.get(id)
-	if !ok {
-		return nil, false
+// history is what tenant's previous_response_id continues.
+func (s *Store) history(tenant string) func(id string) ([]stream.ChatMessage, bool) {
+	return func(id string) ([]stream.ChatMessage, bool) {
+		st, ok := s.get(tenant, id)
+		if !ok {
+			return nil, false
+		}
+		return st.conv, true
 	}
-	return st.conv, true
 }
 
-func (s *Store) delete(id string) bool {
+// conversation is history for tenant "", the relay's until relay
+// requests carry their tenant.
+func (s *Store) conversation(id string) ([]stream.ChatMessage, bool) { return s.history("")(id) }
+
+func (s *Store) delete(tenant, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.byID[id]
-	if ok {
+	e := s.lookup(tenant, id)
+	if e != nil {
 		s.remove(e)
 	}
-	return ok
+	return e != nil
 }
 
 // Len is how many responses are kept.

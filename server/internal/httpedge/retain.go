@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -24,8 +25,14 @@ const (
 )
 
 // Retained is the part of a resumable stream every adapter shares: its id,
-// its event log, and the lease that lets one request at a time write it.
-// An adapter's stream state embeds it, which makes that state Resumable.
+// its event log, its owner, and the lease that lets one request at a time
+// write it. An adapter's stream state embeds it, which makes that state
+// Resumable.
+//
+// The request that creates a stream takes its lease first (every adapter
+// acquires before it adds the stream to a Store), and that request's
+// tenant (auth.Tenant) becomes the stream's owner: a Store finds the
+// stream only for a request of the same tenant.
 type Retained struct {
 	ID  string
 	Log *EventLog
@@ -33,6 +40,8 @@ type Retained struct {
 	lease chan struct{} // holds a value while no request holds the stream
 
 	mu      sync.Mutex
+	owner   string // the tenant of the first Acquire, never changed after
+	owned   bool   // an Acquire set owner; until then no request finds the stream
 	held    bool
 	cancel  context.CancelFunc // ends the current holder, for a takeover
 	lastUse time.Time
@@ -66,6 +75,9 @@ func (r *Retained) Acquire(ctx context.Context) (context.Context, func(), error)
 	hctx, cancel := context.WithCancel(ctx)
 	r.mu.Lock()
 	r.held, r.cancel = true, cancel
+	if !r.owned {
+		r.owner, r.owned = auth.Tenant(ctx), true
+	}
 	r.mu.Unlock()
 	release := func() {
 		cancel()
@@ -75,6 +87,13 @@ func (r *Retained) Acquire(ctx context.Context) (context.Context, func(), error)
 		r.lease <- struct{}{}
 	}
 	return hctx, release, nil
+}
+
+// ownedBy reports whether tenant's requests may reach the stream.
+func (r *Retained) ownedBy(tenant string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owned && r.owner == tenant
 }
 
 // idleSince returns when the stream was last released and whether nobody
@@ -184,9 +203,10 @@ type Reconnect struct {
 
 // Open finds the stream id names (match picks the adapter's own states),
 // reads Last-Event-ID, takes the stream's lease for r and checks the log
-// still holds what follows that id. A nil Store retains nothing.
+// still holds what follows that id. A nil Store retains nothing. A stream
+// another tenant created is not found, with the error an unknown id gets.
 func (s *Store) Open(r *http.Request, id string, match func(Resumable) bool) (*Reconnect, error) {
-	st, err := s.find(id, match)
+	st, err := s.find(r, id, match)
 	if err != nil {
 		return nil, err
 	}
@@ -202,19 +222,19 @@ func (s *Store) Open(r *http.Request, id string, match func(Resumable) bool) (*R
 // OpenAfter is Open for a client that names the last event it has
 // itself (the Responses API's starting_after) instead of Last-Event-ID.
 func (s *Store) OpenAfter(r *http.Request, id string, last int64, match func(Resumable) bool) (*Reconnect, error) {
-	st, err := s.find(id, match)
+	st, err := s.find(r, id, match)
 	if err != nil {
 		return nil, err
 	}
 	return open(r, st, last)
 }
 
-func (s *Store) find(id string, match func(Resumable) bool) (Resumable, error) {
+func (s *Store) find(r *http.Request, id string, match func(Resumable) bool) (Resumable, error) {
 	var st Resumable
 	if s != nil {
 		st = s.Get(id)
 	}
-	if st == nil || !match(st) {
+	if st == nil || !st.Retention().ownedBy(auth.Tenant(r.Context())) || !match(st) {
 		return nil, fmt.Errorf("%w: %q", stream.ErrStreamNotFound, id)
 	}
 	return st, nil
