@@ -141,6 +141,7 @@ func (e *Engine) newSequence(ctx context.Context, req Request, maxLen int) *Sequ
 	s.sq.Tokens = make([]int32, 0, maxLen)
 	s.sq.Tokens = append(append(s.sq.Tokens, req.Prompt...), req.Resume...)
 	s.sq.Priority = req.Priority
+	s.sq.Salt = kvcache.SaltOf(req.CacheSalt)
 	s.sq.Owner = s
 	return s
 }

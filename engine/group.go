@@ -25,10 +25,10 @@ const MaxChoices = 16
 // done every choice is aborted and all their blocks are freed.
 //
 // A group takes len(reqs) places in the queue. Errors are Submit's, and
-// ErrInvalidRequest for an empty or oversized group, prompts that differ,
-// or a Resume (a group starts afresh). Should the leader end before its
-// prompt is computed (a failed step, a stall), the other choices are
-// queued on their own and compute the prompt themselves.
+// ErrInvalidRequest for an empty or oversized group, prompts, tenants or
+// cache salts that differ, or a Resume (a group starts afresh). Should the
+// leader end before its prompt is computed (a failed step, a stall), the
+// other choices are queued on their own and compute the prompt themselves.
 func (e *Engine) SubmitGroup(ctx context.Context, reqs []Request) ([]*Sequence, error) {
 	if len(reqs) == 0 || len(reqs) > MaxChoices {
 		return nil, fmt.Errorf("%w: %d choices (1 to %d)", ErrInvalidRequest, len(reqs), MaxChoices)
@@ -42,6 +42,9 @@ func (e *Engine) SubmitGroup(ctx context.Context, reqs []Request) ([]*Sequence, 
 			return nil, fmt.Errorf("%w: choice %d's prompt differs from choice 0's", ErrInvalidRequest, i)
 		case i > 0 && req.Constraint != nil && req.Constraint == reqs[0].Constraint:
 			return nil, fmt.Errorf("%w: choices %d and 0 share one Constraint", ErrInvalidRequest, i)
+		case i > 0 && (req.Tenant != reqs[0].Tenant || req.CacheSalt != reqs[0].CacheSalt):
+			// The choices fork the leader's blocks: one partition, one sender.
+			return nil, fmt.Errorf("%w: choice %d's tenant or cache salt differs from choice 0's", ErrInvalidRequest, i)
 		}
 		maxLen, err := e.validate(req)
 		if err != nil {

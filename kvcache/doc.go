@@ -25,7 +25,10 @@
 //
 // Prefix caching: a full block is identified by the chained hash of (parent
 // block's hash, its token ids). A block enters the index only once its KV has
-// been computed (Commit), never when it is merely allocated.
+// been computed (Commit), never when it is merely allocated. A salt
+// (Table.SetSalt, LookupSalted; salt.go) seeds a chain in place of the first
+// block's parent, partitioning the cache: tables of different salts never
+// share a block, so a hit reveals nothing across salts.
 //
 // Forks (Fork, fork.go): the n choices of one prompt share its full blocks,
 // one reference per table; each writes its own blocks from the first partial

@@ -38,7 +38,10 @@ type Group struct {
 
 // BlockHash is the prefix cache's hash of a full block of tokens whose
 // preceding blocks hash to parent (0 for a sequence's first block): what
-// Events reports and what a consumer recomputes to check it.
+// Events reports and what a consumer recomputes to check it. A salted
+// sequence's first block (Table.SetSalt) hashes from its salt's seed
+// instead, BlockHash(SaltOf(salt), tokens), while its event still names
+// parent 0; PredictHit, which knows no salt, predicts the unsalted cache.
 func BlockHash(parent uint64, tokens []int32) uint64 { return hashBlock(parent, tokens) }
 
 // PredictHit is Lookup's rule, for a consumer that knows only the events:

@@ -21,13 +21,15 @@ package kvcache
 // those src has released staying released in the child. Fork takes nothing
 // off the free list: shared blocks are held by src already, so it needs no
 // room. n beyond src's blocks is clamped to them. It returns false,
-// changing nothing, when dst is not empty, or when src has already released
-// a window block the child's first rows would read (src computed past the
-// fork point by more than the window): the child then needs its prompt
-// computed afresh (or found in the prefix cache).
+// changing nothing, when dst is not empty, when dst's salt is not src's
+// (Table.SetSalt: the fork would share blocks across partitions), or when
+// src has already released a window block the child's first rows would
+// read (src computed past the fork point by more than the window): the
+// child then needs its prompt computed afresh (or found in the prefix
+// cache).
 func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
 	full := min(max(n, 0)/p.bs, len(src.blocks))
-	if len(dst.blocks) != 0 || dst == src || !p.winForkable(src, full) {
+	if len(dst.blocks) != 0 || dst == src || dst.salt != src.salt || !p.winForkable(src, full) {
 		return 0, false
 	}
 	for _, id := range src.blocks[:full] {
@@ -58,6 +60,7 @@ func (p *Pool) winFork(dst, src *Table, full int) {
 	if dst.win == nil {
 		dst.win = new(windowTable)
 	}
+	dst.win.salt = src.salt
 	if full == 0 {
 		return
 	}

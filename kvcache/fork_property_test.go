@@ -16,7 +16,8 @@ func (s *sim) fork(arg byte) (shared int, err error) {
 	if q.computed == 0 {
 		return 0, nil
 	}
-	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...)}
+	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...), salt: q.salt}
+	child.table.SetSalt(q.salt)
 	for range 1 + int(arg)%3 {
 		child.tokens = append(child.tokens, int32(arg%4))
 	}
@@ -31,7 +32,7 @@ func (s *sim) fork(arg byte) (shared int, err error) {
 	}
 	s.seqs = append(s.seqs, child)
 	for pos := range shared {
-		if got, want := s.store[s.slot(child, pos)], fingerprint(child.tokens[:pos+1]); got != want {
+		if got, want := s.store[s.slot(child, pos)], fingerprint(child.salt, child.tokens[:pos+1]); got != want {
 			return 0, fmt.Errorf("forked slot for position %d holds another prefix's KV", pos)
 		}
 	}
@@ -94,7 +95,8 @@ func (s *wsim) wfork(arg byte) (shared int, refused bool, err error) {
 	if q.computed == 0 {
 		return 0, false, nil
 	}
-	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...)}
+	child := &simSeq{tokens: append([]int32(nil), q.tokens[:q.computed]...), salt: q.salt}
+	child.table.SetSalt(q.salt)
 	for range 1 + int(arg)%3 {
 		child.tokens = append(child.tokens, int32(arg%4))
 	}

@@ -121,7 +121,7 @@ func (p *Pool) BlocksFor(n int) int { return (n + p.bs - 1) / p.bs }
 // free-list blocks sharing pre takes out of the pool on top of those.
 func (p *Pool) need(t *Table, pre *Prefix, n int) (fresh, shared int) {
 	have := len(t.blocks)
-	if pre != nil && have == 0 {
+	if t.shares(pre) {
 		have = len(pre.blocks)
 		shared = pre.unref
 	}
@@ -146,7 +146,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 		return false
 	}
 	p.winAllocate(t, pre)
-	if pre != nil && len(t.blocks) == 0 && len(pre.blocks) > 0 {
+	if t.shares(pre) {
 		for _, id := range pre.blocks {
 			p.share(id)
 		}

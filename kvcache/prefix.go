@@ -11,11 +11,27 @@ type Table struct {
 	// a child hashed under a colliding parent could otherwise be served to
 	// the other chain.
 	uncacheable bool
-	win         *windowTable // the window group's table (window.go); nil without one
+	// salt seeds the hash of the table's first block (SetSalt): tables of
+	// different salts never share a block. Kept across Free.
+	salt uint64
+	win  *windowTable // the window group's table (window.go); nil without one
 }
 
 // Blocks is the block table; it stays valid until the table next changes.
 func (t *Table) Blocks() []int32 { return t.blocks }
+
+// SetSalt partitions the prefix cache: the table's first block is hashed
+// from salt instead of 0, and every later block chains from it, so its
+// blocks are found only by a lookup with the same salt (LookupSalted) and it
+// shares only blocks found that way. 0 is the unsalted cache. Set it while
+// the table is empty; it stays with the table across Free.
+func (t *Table) SetSalt(salt uint64) { t.salt = salt }
+
+// shares reports whether allocating t from pre shares pre's blocks: t is
+// empty, pre found some, and under t's salt.
+func (t *Table) shares(pre *Prefix) bool {
+	return pre != nil && len(t.blocks) == 0 && len(pre.blocks) > 0 && pre.salt == t.salt
+}
 
 // Len is the number of blocks in the table.
 func (t *Table) Len() int { return len(t.blocks) }
@@ -31,7 +47,8 @@ func (t *Table) reset() {
 type Prefix struct {
 	blocks []int32
 	hashes []uint64
-	unref  int // blocks among them with no reference (on the free list)
+	unref  int    // blocks among them with no reference (on the free list)
+	salt   uint64 // the lookup's salt: only a table of this salt shares them
 	win    windowPrefix
 }
 
@@ -42,7 +59,14 @@ func (pre *Prefix) Blocks() int { return len(pre.blocks) }
 // most limit tokens, whose KV is in the cache; it fills pre and returns the
 // number of tokens covered. Nothing changes until Allocate shares them.
 func (p *Pool) Lookup(pre *Prefix, tokens []int32, limit int) int {
-	pre.blocks, pre.hashes, pre.unref = pre.blocks[:0], pre.hashes[:0], 0
+	return p.LookupSalted(pre, 0, tokens, limit)
+}
+
+// LookupSalted is Lookup in the partition of salt (Table.SetSalt): it finds
+// only blocks committed by tables of the same salt, and only a table of that
+// salt shares what it found.
+func (p *Pool) LookupSalted(pre *Prefix, salt uint64, tokens []int32, limit int) int {
+	pre.blocks, pre.hashes, pre.unref, pre.salt = pre.blocks[:0], pre.hashes[:0], 0, salt
 	if !p.cache {
 		return 0
 	}
@@ -50,7 +74,7 @@ func (p *Pool) Lookup(pre *Prefix, tokens []int32, limit int) int {
 	var parent uint64
 	for end := p.bs; end <= limit; end += p.bs {
 		toks := tokens[end-p.bs : end]
-		h := hashBlock(parent, toks)
+		h := hashBlock(chainSeed(parent, salt, end == p.bs), toks)
 		id, ok := p.index[h]
 		if !ok || !p.holds(id, parent, toks) {
 			break
@@ -84,7 +108,7 @@ func (p *Pool) Commit(t *Table, tokens []int32, computed int) {
 			parent = t.hashes[i-1]
 		}
 		toks := tokens[i*p.bs : (i+1)*p.bs]
-		h := hashBlock(parent, toks)
+		h := hashBlock(chainSeed(parent, t.salt, i == 0), toks)
 		if id, ok := p.index[h]; ok {
 			if !p.holds(id, parent, toks) {
 				t.uncacheable = true
@@ -109,6 +133,19 @@ func (p *Pool) Commit(t *Table, tokens []int32, computed int) {
 func (p *Pool) holds(id int32, parent uint64, toks []int32) bool {
 	off := int(id) * p.bs
 	return p.blocks[id].parent == parent && slices.Equal(p.toks[off:off+p.bs], toks)
+}
+
+// chainSeed is what a block's hash chains from: its parent's hash, or for
+// the first block the salt (0 unsalted). A first block keeps parent 0 in the
+// index and in events either way. That a salted first block can never be
+// served to another salt follows from hashBlock: for fixed tokens it is a
+// bijection of its seed, so two salts give the same tokens two hashes, and
+// holds rejects any other tokens under the same hash.
+func chainSeed(parent, salt uint64, first bool) uint64 {
+	if first {
+		return salt
+	}
+	return parent
 }
 
 // hashBlock chains a block's hash from its parent's: splitmix64's finalizer

@@ -8,9 +8,10 @@ import (
 )
 
 // sim drives a pool the way a scheduler would and keeps a shadow of the KV
-// store: slot → fingerprint of the token prefix whose KV was written there.
-// A sequence that shares cached blocks must find, in every shared slot, the
-// fingerprint of its own prefix; otherwise the cache served someone else's KV.
+// store: slot → fingerprint of the (salt, token prefix) whose KV was written
+// there. A sequence that shares cached blocks must find, in every shared
+// slot, the fingerprint of its own prefix under its own salt; otherwise the
+// cache served someone else's KV, or another partition's.
 type sim struct {
 	p     *Pool
 	seqs  []*simSeq
@@ -21,9 +22,13 @@ type sim struct {
 
 type simSeq struct {
 	tokens   []int32
+	salt     uint64 // the sequence's cache partition (Table.SetSalt)
 	computed int
 	table    Table
 }
+
+// simSalts are the partitions sequences are drawn from: half unsalted.
+var simSalts = []uint64{0, 0, SaltOf("tenant-a"), SaltOf("tenant-b")}
 
 func newSim(t testing.TB, blocks, bs int, cache bool) *sim {
 	s := &sim{p: mustPool(t, blocks, bs, cache), store: make([]uint64, blocks*bs)}
@@ -38,8 +43,10 @@ func newSim(t testing.TB, blocks, bs int, cache bool) *sim {
 	return s
 }
 
-func fingerprint(tokens []int32) uint64 {
-	var h uint64 = 7
+// fingerprint stands for the KV of tokens' last position in partition salt:
+// equal only for the same prefix under the same salt.
+func fingerprint(salt uint64, tokens []int32) uint64 {
+	h := 7 ^ salt
 	for _, t := range tokens {
 		h = mix64(h ^ uint64(uint32(t)))
 	}
@@ -88,7 +95,8 @@ func (s *sim) newSeq(r *rand.Rand, most int) *simSeq {
 	for range 1 + r.IntN(most) {
 		toks = append(toks, int32(r.IntN(4)))
 	}
-	q := &simSeq{tokens: toks}
+	q := &simSeq{tokens: toks, salt: simSalts[r.IntN(len(simSalts))]}
+	q.table.SetSalt(q.salt)
 	s.seqs = append(s.seqs, q)
 	return q
 }
@@ -108,14 +116,14 @@ func (s *sim) readmit(q *simSeq, reserve int) error {
 // is false when q did not fit and was dropped; n is what is left to compute
 // of the chunk.
 func (s *sim) share(q *simSeq, reserve, chunk int) (n int, ok bool, err error) {
-	hit := s.p.Lookup(&s.pre, q.tokens, len(q.tokens)-1)
+	hit := s.p.LookupSalted(&s.pre, q.salt, q.tokens, len(q.tokens)-1)
 	n = min(len(q.tokens)-hit, chunk)
 	if !s.p.Allocate(&q.table, &s.pre, hit+n, reserve) {
 		s.seqs = slices.DeleteFunc(s.seqs, func(x *simSeq) bool { return x == q })
 		return 0, false, nil
 	}
 	for pos := range hit {
-		if got, want := s.store[s.slot(q, pos)], fingerprint(q.tokens[:pos+1]); got != want {
+		if got, want := s.store[s.slot(q, pos)], fingerprint(q.salt, q.tokens[:pos+1]); got != want {
 			return 0, true, fmt.Errorf("shared global slot for position %d holds another prefix's KV", pos)
 		}
 	}
@@ -138,7 +146,7 @@ func (s *sim) compute(q *simSeq, n int) error {
 		if ref := s.p.blocks[q.table.blocks[pos/s.p.bs]].ref; ref != 1 {
 			return fmt.Errorf("writing position %d into a block with ref %d", pos, ref)
 		}
-		s.store[s.slot(q, pos)] = fingerprint(q.tokens[:pos+1])
+		s.store[s.slot(q, pos)] = fingerprint(q.salt, q.tokens[:pos+1])
 	}
 	q.computed += n
 	s.p.Commit(&q.table, q.tokens, q.computed)

@@ -115,7 +115,7 @@ func (p *Pool) winCanAllocate(t *Table, pre *Prefix, n, reserve int) bool {
 	if t.win != nil {
 		have = len(t.win.blocks)
 	}
-	if pre != nil && len(t.blocks) == 0 && len(pre.blocks) > 0 {
+	if t.shares(pre) {
 		have, shared = len(pre.blocks), pre.win.unref
 	}
 	r := (reserve*len(g.pool.blocks) + len(p.blocks) - 1) / len(p.blocks)
@@ -134,7 +134,8 @@ func (p *Pool) winAllocate(t *Table, pre *Prefix) {
 		t.win = new(windowTable)
 	}
 	wt := t.win
-	if pre == nil || len(t.blocks) != 0 || len(pre.blocks) == 0 {
+	wt.salt = t.salt // both groups chain the same hashes
+	if !t.shares(pre) {
 		return
 	}
 	for range pre.win.lo {

@@ -69,7 +69,7 @@ func (s *wsim) compute(q *simSeq, n int) error {
 		if id < 0 || s.p.win.pool.blocks[id].ref != 1 {
 			return fmt.Errorf("writing window position %d into block %d", pos, id)
 		}
-		fp := fingerprint(q.tokens[:pos+1])
+		fp := fingerprint(q.salt, q.tokens[:pos+1])
 		s.store[s.slot(q, pos)] = fp
 		s.wstore[int(id)*bs+pos%bs] = fp
 	}
@@ -79,7 +79,7 @@ func (s *wsim) compute(q *simSeq, n int) error {
 			if id < 0 {
 				return fmt.Errorf("row %d reads position %d from a released block", pos, r)
 			}
-			if got, want := s.wstore[int(id)*bs+r%bs], fingerprint(q.tokens[:r+1]); got != want {
+			if got, want := s.wstore[int(id)*bs+r%bs], fingerprint(q.salt, q.tokens[:r+1]); got != want {
 				return fmt.Errorf("row %d reads position %d: another prefix's KV", pos, r)
 			}
 		}

@@ -9,13 +9,15 @@ import "slices"
 // less one token, so the child computes only its last partial block, at
 // most BlockSize tokens, whose logits give it its own next token. It
 // returns false, changing nothing, when parent is not running, child is not
-// new or the running queue is full; the caller then Adds child, which is
-// admitted in turn and recomputes its prompt (or finds it in the prefix
-// cache).
+// new, of another Salt (a fork shares blocks) or the running queue is full;
+// the caller then Adds child, which is admitted in turn and recomputes its
+// prompt (or finds it in the prefix cache).
 func (s *Scheduler) Fork(child, parent *Seq) bool {
-	if parent.state != StateRunning || child.state != StateNew || len(child.Tokens) == 0 || len(s.running) >= s.cfg.MaxSeqs {
+	if parent.state != StateRunning || child.state != StateNew || child.Salt != parent.Salt ||
+		len(child.Tokens) == 0 || len(s.running) >= s.cfg.MaxSeqs {
 		return false
 	}
+	child.table.SetSalt(child.Salt)
 	n := min(parent.computed, len(child.Tokens)-1)
 	for i := range n {
 		if child.Tokens[i] != parent.Tokens[i] {

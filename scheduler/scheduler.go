@@ -150,6 +150,7 @@ func (s *Scheduler) Add(q *Seq) error {
 	q.id = s.nextID
 	q.key = int64(max(-maxPriority, min(q.Priority, maxPriority)))*int64(s.cfg.AgingSteps) - s.step
 	q.state = StateWaiting
+	q.table.SetSalt(q.Salt)
 	s.enqueue(q)
 	return nil
 }
@@ -277,7 +278,7 @@ func (s *Scheduler) admit() {
 			return
 		}
 		// Keep at least one token to compute: its logits give the next token.
-		hit := s.pool.Lookup(&s.pre, q.Tokens, len(q.Tokens)-1)
+		hit := s.pool.LookupSalted(&s.pre, q.Salt, q.Tokens, len(q.Tokens)-1)
 		n := min(len(q.Tokens)-hit, s.room(true))
 		reserve := s.reserve
 		if len(s.running) == 0 {

@@ -17,12 +17,15 @@ func (s State) String() string {
 }
 
 // Seq is one sequence as the scheduler sees it. The owner (the engine loop)
-// sets Tokens, Priority and Owner before Add and appends each sampled token
-// to Tokens; everything else belongs to the scheduler.
+// sets Tokens, Priority, Salt and Owner before Add and appends each sampled
+// token to Tokens; everything else belongs to the scheduler.
 type Seq struct {
 	Tokens   []int32 // every known token: prompt, resumed output, generated output
 	Priority int     // higher runs first
-	Owner    any     // the owner's handle for this sequence, carried in plans
+	// Salt is the sequence's prefix-cache partition (kvcache.SaltOf): it
+	// shares cached blocks only with sequences of the same Salt.
+	Salt  uint64
+	Owner any // the owner's handle for this sequence, carried in plans
 
 	id           uint64
 	key          int64 // precedence: Priority*AgingSteps - arrival step
