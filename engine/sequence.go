@@ -25,6 +25,7 @@ type Sequence struct {
 	progress  chan struct{} // buffered 1: the loop signals each prompt chunk computed
 	done      chan struct{} // closed after result is set, before out is closed
 	aborting  atomic.Bool   // an abort was sent to the loop (only the first is)
+	steps     atomic.Uint64 // see Steps; the loop adds, anyone reads
 
 	// Written by the loop before done is closed; read after.
 	result  Result
@@ -71,6 +72,17 @@ func (s *Sequence) Admitted() <-chan struct{} { return s.admitted }
 // never blocks on it. The server's stall clock resets on it, so a long
 // prompt is not mistaken for a stuck generation.
 func (s *Sequence) Progress() <-chan struct{} { return s.progress }
+
+// Steps counts the boundaries of the steps that included the sequence: the
+// loop adds one as such a step lays out its batch and one when the step is
+// over (its tokens delivered, its progress signalled, or the sequence
+// ended). So it is odd exactly while a step is working on the sequence, and
+// a reader that sees it odd, or changed since it last looked, knows the
+// sequence was served in between. The server's stall clock counts only the
+// time it stays even and unchanged: a prompt chunk that takes longer than
+// the stall window is work, not a stall, while a sequence the loop is not
+// stepping (preempted, or the loop stuck elsewhere) still stalls.
+func (s *Sequence) Steps() uint64 { return s.steps.Load() }
 
 // Done is closed when the sequence has ended and Result is set.
 func (s *Sequence) Done() <-chan struct{} { return s.done }

@@ -35,6 +35,9 @@ func (e *Engine) step() {
 		e.stepFailed(plan, err)
 	}
 	masks.release()
+	for _, it := range plan.Items { // after delivery: see Sequence.Steps
+		owner(it.Seq).steps.Add(1)
+	}
 	d := time.Since(start)
 	e.st.LastStep, e.st.LastBatchRows, e.st.LastBatchSeqs = d, len(b.Tokens), len(b.Seqs)
 	e.st.BusyTime += d
@@ -58,6 +61,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 	bs := int32(e.cfg.BlockSize)
 	for _, it := range plan.Items {
 		s := owner(it.Seq)
+		s.steps.Add(1) // before admitted closes: the stall clock starting there sees the step
 		if !s.started {
 			s.started, s.startedAt = true, now
 			e.queued.Add(-1)

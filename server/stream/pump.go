@@ -11,16 +11,29 @@ import (
 type PumpConfig struct {
 	FlushInterval time.Duration // 0: send each token's text at once
 	KeepAlive     time.Duration // 0: none
-	// StallTimeout aborts a sequence that has gone this long without
-	// progress since its admission: no token, and no prompt chunk computed
-	// (0: none). Time in the engine's queue does not count: a full server is
-	// not a stuck generation, and the queue is bounded already (MaxQueue
-	// refuses beyond it, the scheduler's aging admits every queued sequence
-	// in turn, a client that gives up disconnects and so aborts). A long
-	// prompt being processed is progress; a preempted sequence's wait for
-	// readmission is not: that is a pause of a running generation, which
-	// this timeout exists to bound.
+	// StallTimeout aborts a sequence that has waited this long without
+	// service since its admission: no token, no prompt chunk computed, and
+	// no step working on it (0: none). Time in the engine's queue does not
+	// count: a full server is not a stuck generation, and the queue is
+	// bounded already (MaxQueue refuses beyond it, the scheduler's aging
+	// admits every queued sequence in turn, a client that gives up
+	// disconnects and so aborts). Time inside a step that includes the
+	// sequence does not count either (when the Sequence is a StepCounter):
+	// a prompt chunk that takes longer than the window on a slow or busy
+	// machine is work, and the clock restarts when the step ends. A
+	// preempted sequence's wait for readmission, or a loop stepping other
+	// sequences or nothing, does count: that is a pause of a running
+	// generation, which this timeout exists to bound.
 	StallTimeout time.Duration
+}
+
+// StepCounter is a Sequence that says when the engine is working on it
+// (*engine.Sequence is one: see its Steps); found by type assertion. The
+// count is odd while a step that includes the sequence runs, and each step
+// sends its token or progress signal before its count turns even. Without
+// it the stall clock runs from the last token or progress signal alone.
+type StepCounter interface {
+	Steps() uint64
 }
 
 // Outcome is how a pumped stream ended.
@@ -64,8 +77,12 @@ func (p *pump) run(shutdown <-chan struct{}) Outcome {
 	p.flushText = p.emit
 	p.leave = func() { p.gen.cancel(errClientGone) } // the engine watches the context and aborts
 	seq := p.gen.Seq
+	var steps func() uint64
+	if sc, ok := seq.(StepCounter); ok {
+		steps = sc.Steps
+	}
 	drain(&p.writer, seq.Tokens(), p.take, loopEvents{
-		admitted: seq.Admitted(), progress: seq.Progress(), done: p.gen.ctx.Done(), shutdown: shutdown,
+		admitted: seq.Admitted(), progress: seq.Progress(), steps: steps, done: p.gen.ctx.Done(), shutdown: shutdown,
 		stall: func() {
 			p.abort(engine.CauseStall, fmt.Errorf("%w: no progress for %v", ErrStall, p.cfg.StallTimeout))
 		},
@@ -93,10 +110,13 @@ type loopEvents struct {
 	// stall clock starts at admission and prompt progress resets it. With
 	// admitted nil the clock runs from the start.
 	admitted, progress <-chan struct{}
-	done, shutdown     <-chan struct{}
-	stall              func() // the stall timeout fired
-	shutdownNow        func() // shutdown closed
-	clientDone         func() // done closed: the client left
+	// steps is the sequence's StepCounter (nil: none): the stall clock does
+	// not fire while a step is working on the sequence.
+	steps          func() uint64
+	done, shutdown <-chan struct{}
+	stall          func() // the stall timeout fired
+	shutdownNow    func() // shutdown closed
+	clientDone     func() // done closed: the client left
 }
 
 // drain is the one stream-writer loop, over tokens (Pump) or upstream
@@ -104,9 +124,9 @@ type loopEvents struct {
 // runs the coalescing, keep-alive and stall clocks between them.
 func drain[T any](w *writer, items <-chan T, take func(T), ev loopEvents) {
 	w.keep = newTimer(w.cfg.KeepAlive)
-	stall, flush := newTimer(0), newTimer(0)
+	stall, flush := &stallClock{timer: newTimer(0), d: w.cfg.StallTimeout, steps: ev.steps}, newTimer(0)
 	if ev.admitted == nil {
-		stall.reset(w.cfg.StallTimeout)
+		stall.arm()
 	}
 	defer w.keep.Stop()
 	defer stall.Stop()
@@ -115,10 +135,10 @@ func drain[T any](w *writer, items <-chan T, take func(T), ev loopEvents) {
 		select {
 		case <-ev.admitted:
 			ev.admitted = nil
-			stall.reset(w.cfg.StallTimeout)
+			stall.arm()
 		case <-ev.progress:
 			if ev.admitted == nil {
-				stall.reset(w.cfg.StallTimeout)
+				stall.arm()
 			}
 		case it, ok := <-items:
 			if !ok {
@@ -129,7 +149,7 @@ func drain[T any](w *writer, items <-chan T, take func(T), ev loopEvents) {
 			if !takeReady(items, take) {
 				items = nil
 			}
-			stall.reset(w.cfg.StallTimeout)
+			stall.arm()
 			if w.cfg.FlushInterval == 0 {
 				w.send()
 			} else if len(w.pending) > 0 && !flush.armed {
@@ -147,6 +167,10 @@ func drain[T any](w *writer, items <-chan T, take func(T), ev loopEvents) {
 			w.keep.reset(w.cfg.KeepAlive)
 		case <-stall.C():
 			stall.armed = false
+			if stall.served(len(items) > 0, ev.progress) {
+				stall.arm()
+				break
+			}
 			ev.stall()
 		case <-ev.shutdown:
 			ev.shutdown = nil
@@ -266,6 +290,42 @@ func (p *pump) finish() Outcome {
 	}
 	p.out.ClientGone = p.out.ClientGone || p.gone // the last write may have failed
 	return p.out
+}
+
+// stallClock is the stall timer and what it needs to tell a stall from a
+// long step: the sequence's step count when it was last armed.
+type stallClock struct {
+	*timer
+	d     time.Duration
+	steps func() uint64 // nil: the source has no StepCounter
+	seen  uint64        // steps() at the last arm, rounded up to even
+}
+
+// arm restarts the window. A step in flight now (odd count) is counted as
+// already ended: its token or progress signal, which it sends before its
+// count turns even, is what restarts the clock, not the count's change.
+func (c *stallClock) arm() {
+	c.reset(c.d)
+	if c.steps != nil {
+		c.seen = (c.steps() + 1) &^ 1
+	}
+}
+
+// served reports, when the window has run out, whether the sequence was in
+// fact served: a step is working on it now, one ran since the last arm, or
+// what a step delivered waits unread (the timer and the delivery can be
+// ready at once, and select picks either). It takes a waiting progress
+// signal, which says no more than the re-arm does.
+func (c *stallClock) served(itemWaiting bool, progress <-chan struct{}) bool {
+	if itemWaiting {
+		return true
+	}
+	select {
+	case <-progress:
+		return true
+	default:
+	}
+	return c.steps != nil && c.steps() != c.seen
 }
 
 // timer is a time.Timer that may be off (d == 0) and knows whether it is armed.
