@@ -15,7 +15,8 @@ import (
 // library offers no token → id lookup, and decoding byte-level vocabularies is
 // done in Go (detok.go).
 type hfFile struct {
-	AddedTokens []hfAddedToken `json:"added_tokens"`
+	AddedTokens []hfAddedToken  `json:"added_tokens"`
+	Normalizer  json.RawMessage `json:"normalizer"`
 	Decoder     *struct {
 		Type string `json:"type"`
 	} `json:"decoder"`
@@ -86,7 +87,8 @@ func FromHFDir(dir string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: loading %s: %w", path, err)
 	}
 
-	t := &Tokenizer{hf: hf, json: data, ids: make(map[string]int32, len(vocab)+len(f.AddedTokens))}
+	t := &Tokenizer{hf: hf, json: data, ids: make(map[string]int32, len(vocab)+len(f.AddedTokens)),
+		normalizes: len(f.Normalizer) > 0 && string(f.Normalizer) != "null"}
 	for s, id := range vocab {
 		t.ids[s] = id
 	}
@@ -122,6 +124,7 @@ func FromHFDir(dir string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: %s/tokenizer_config.json: chat_template: %w", dir, err)
 	}
 	t.eog = t.findEOG(generationEOS(gen.EOS, t.vocabSize)...)
+	t.nul = t.nulID()
 	return t, nil
 }
 

@@ -38,10 +38,17 @@ type Tokenizer struct {
 	stripSpace bool     // SentencePiece add_space_prefix: decoding drops one leading space
 	vocabSize  int
 	bos, eos   int32 // -1 when absent
+	nul        int32 // what a NUL byte encodes to (encode); -1: nothing
 	eog        []int32
 
 	// Chat template variables bos_token and eos_token.
 	bosText, eosText string
+
+	// Checks on untrusted text (plaintext.go). normalizes: the
+	// tokenizer.json has a normalizer, which may change the text's length.
+	tablesOnce sync.Once
+	textTables *textTables
+	normalizes bool
 
 	template     string
 	templateOnce sync.Once
@@ -96,6 +103,7 @@ func New(v *Vocab) (*Tokenizer, error) {
 		t.stripSpace = v.AddSpacePrefix
 	}
 	t.eog = t.findEOG(validID(v.EOT, len(v.Tokens)), validID(v.EOM, len(v.Tokens)))
+	t.nul = t.nulID()
 	if t.bos >= 0 {
 		t.bosText = v.Tokens[t.bos]
 	}
@@ -148,13 +156,14 @@ func (t *Tokenizer) findEOG(extra ...int32) []int32 {
 // Encode returns the token ids of text. With addSpecial it also adds what the
 // vocabulary asks for around a whole input (BOS when AddBOS). Control tokens
 // written in text (e.g. "<|im_start|>") are always encoded as one token, as
-// chat templates need. Invalid UTF-8 is encoded as U+FFFD, and text past a
-// NUL byte is not encoded (the library's C interface takes C strings).
+// chat templates need; EncodePlain and Guard are for text that must not
+// forge them. Invalid UTF-8 is encoded as U+FFFD. A NUL byte is encoded as
+// the vocabulary's token for that byte (see encode).
 func (t *Tokenizer) Encode(text string, addSpecial bool) []int32 {
 	if t.hf == nil {
 		return nil
 	}
-	return encode(t.hf, text, addSpecial)
+	return t.encode(t.hf, text, addSpecial)
 }
 
 // EncodePlain is Encode for untrusted text: control tokens written in it
@@ -174,21 +183,76 @@ func (t *Tokenizer) EncodePlain(text string) ([]int32, error) {
 	if t.plainErr != nil {
 		return nil, t.plainErr
 	}
-	return encode(t.plain, text, false), nil
+	return t.encode(t.plain, text, false), nil
 }
 
-// encode runs one of the library's instances on text up to its first NUL
-// byte (the library's C interface takes C strings).
-func encode(hf *tokenizers.Tokenizer, text string, addSpecial bool) []int32 {
-	if i := strings.IndexByte(text, 0); i >= 0 {
-		text = text[:i]
+// encode runs one of the library's instances on text. The library's C
+// interface takes C strings, which end at the first NUL byte: given whole,
+// a NUL in one message would silently drop every later turn and the
+// generation prompt. So the text is encoded piece by piece between NULs,
+// and each NUL becomes the vocabulary's token for the byte 0 (byte-level
+// "Ā", SentencePiece's byte fallback "<0x00>"), or the unknown token where
+// there is none: nothing after a NUL is lost. The pieces are encoded
+// apart, so a NUL also ends any merge across it, which only a text with a
+// NUL can notice. addSpecial adds the vocabulary's BOS/EOS once, around
+// the whole text.
+func (t *Tokenizer) encode(hf *tokenizers.Tokenizer, text string, addSpecial bool) []int32 {
+	if strings.IndexByte(text, 0) < 0 {
+		return encodeCString(hf, text, addSpecial)
 	}
+	bos, eos := t.specialAround(hf, addSpecial)
+	out := slices.Clone(bos)
+	for i, piece := range strings.Split(text, "\x00") {
+		if i > 0 && t.nul >= 0 {
+			out = append(out, t.nul)
+		}
+		if piece != "" {
+			out = append(out, encodeCString(hf, piece, false)...)
+		}
+	}
+	return append(out, eos...)
+}
+
+// specialAround is what addSpecial adds before and after a text: the ids
+// around the encoding of a single character with and without it.
+func (t *Tokenizer) specialAround(hf *tokenizers.Tokenizer, addSpecial bool) (before, after []int32) {
+	if !addSpecial {
+		return nil, nil
+	}
+	with, without := encodeCString(hf, "a", true), encodeCString(hf, "a", false)
+	for i := range len(with) - len(without) + 1 {
+		if slices.Equal(with[i:i+len(without)], without) {
+			return with[:i], with[i+len(without):]
+		}
+	}
+	return nil, nil
+}
+
+func encodeCString(hf *tokenizers.Tokenizer, text string, addSpecial bool) []int32 {
 	enc := hf.EncodeWithOptions(text, addSpecial)
 	out := make([]int32, len(enc.IDs))
 	for i, id := range enc.IDs {
 		out[i] = int32(id)
 	}
 	return out
+}
+
+// nulID is the token a NUL byte encodes to (encode), or -1.
+func (t *Tokenizer) nulID() int32 {
+	if t.kind == decodeByteLevel {
+		if id, ok := t.ids[string(rune(0x100))]; ok { // GPT-2's byte→rune map sends 0 to U+0100
+			return id
+		}
+	}
+	if id, ok := t.ids["<0x00>"]; ok && t.isByteToken(id) {
+		return id
+	}
+	for _, unk := range []string{"<unk>", "[UNK]"} {
+		if id, ok := t.ids[unk]; ok {
+			return id
+		}
+	}
+	return -1
 }
 
 // Decode returns the text of ids. With skipSpecial, control tokens (BOS,
