@@ -53,8 +53,8 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStream
 	return s.stream(run, true, send, complete, sendErr)
 }
 
-func (x *inference) Abort(_ context.Context, r *sluicev1.AbortRequest) (*sluicev1.AbortResponse, error) {
-	if err := x.s.inflight.abort(r.GetRequestId()); err != nil {
+func (x *inference) Abort(ctx context.Context, r *sluicev1.AbortRequest) (*sluicev1.AbortResponse, error) {
+	if err := x.s.inflight.abort(ctx, r.GetRequestId()); err != nil {
 		return nil, toStatus(err)
 	}
 	return &sluicev1.AbortResponse{}, nil

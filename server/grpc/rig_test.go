@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/models/modeltest"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/auth"
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
 	vllmpb "github.com/sluicehq/sluice/server/grpc/proto/vllm"
 	"github.com/sluicehq/sluice/server/metrics"
@@ -118,6 +119,7 @@ type rigOptions struct {
 	maxSeqs  int
 	maxQueue int
 	apiKey   string
+	keys     []string // the keys in force, as --api-key-file gives them (instead of apiKey)
 	compat   metrics.Compat
 	ctxLen   int // caps the model's context (0: the model's own)
 }
@@ -148,6 +150,11 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	m.SetSource(model.Engine.Stats)
 	cfg := Config{Addr: "127.0.0.1:0", HTTP: server.DefaultConfig()}
 	cfg.HTTP.ModelID, cfg.HTTP.APIKey, cfg.HTTP.ShutdownTimeout = model.ID, o.apiKey, time.Second
+	if o.keys != nil {
+		if cfg.HTTP.Keys, err = auth.New(o.keys, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
 	srv, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -97,7 +97,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("grpc config: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}), keys: keys,
-		inflight: inflight{calls: map[string]context.CancelCauseFunc{}}}
+		inflight: inflight{calls: map[callKey]context.CancelCauseFunc{}}}
 	s.gs = grpc.NewServer(
 		// Pings find a vanished client (cable pulled, NAT dropped) so its
 		// streams' contexts end and their blocks are freed, as a TCP reset would.
@@ -288,33 +288,41 @@ func (s *Server) pumpConfig(streaming bool) stream.PumpConfig {
 	return pc
 }
 
-// inflight maps request ids to the cancel functions of their calls.
+// inflight maps request ids to the cancel functions of their calls. Ids
+// are per tenant (auth.Tenant of the call's context): a client names its
+// own requests, so one key's id neither collides with another's nor
+// reaches it, and Abort of another key's id is an unknown id.
 type inflight struct {
 	mu    sync.Mutex
-	calls map[string]context.CancelCauseFunc
+	calls map[callKey]context.CancelCauseFunc
 }
 
-// add registers id; the returned context ends when the call does or Abort names id.
+type callKey struct{ tenant, id string }
+
+// add registers id for ctx's tenant; the returned context ends when the
+// call does or Abort names id.
 func (f *inflight) add(ctx context.Context, id string) (context.Context, func(), error) {
+	key := callKey{auth.Tenant(ctx), id}
 	ctx, cancel := context.WithCancelCause(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, dup := f.calls[id]; dup {
+	if _, dup := f.calls[key]; dup {
 		cancel(nil)
 		return nil, nil, fmt.Errorf("%w: %q", ErrDuplicateID, id)
 	}
-	f.calls[id] = cancel
+	f.calls[key] = cancel
 	return ctx, func() {
 		f.mu.Lock()
-		delete(f.calls, id)
+		delete(f.calls, key)
 		f.mu.Unlock()
 		cancel(nil)
 	}, nil
 }
 
-func (f *inflight) abort(id string) error {
+// abort ends the call id names among ctx's tenant's.
+func (f *inflight) abort(ctx context.Context, id string) error {
 	f.mu.Lock()
-	cancel, ok := f.calls[id]
+	cancel, ok := f.calls[callKey{auth.Tenant(ctx), id}]
 	f.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownID, id)
@@ -329,42 +337,61 @@ func (f *inflight) len() int {
 	return len(f.calls)
 }
 
-// Health and reflection stay open without the API key: load balancers and
-// grpcurl probe them without credentials, and they reveal nothing private.
+// Health stays open without the API key: load balancers and kubelet probe
+// it without credentials, and it tells only whether the server serves.
+// Reflection (the services' schema) follows the key, as every other
+// service does.
 func open(method string) bool {
-	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
+	return strings.HasPrefix(method, "/grpc.health.v1.")
 }
 
 // authorize accepts "authorization: Bearer KEY" or x-api-key metadata
-// carrying any key in force, checked by auth.Keys as HTTP checks it.
-func (s *Server) authorize(ctx context.Context, method string) error {
-	if !s.keys.Enabled() || open(method) {
-		return nil
+// carrying any key in force, checked by auth.Keys as HTTP checks it, and
+// returns ctx marked with that key's tenant (the first accepted value's:
+// authorization before x-api-key, as HTTP prefers the bearer token).
+func (s *Server) authorize(ctx context.Context, method string) (context.Context, error) {
+	if !s.keys.Enabled() || open(method) { // a health check creates nothing: no tenant
+		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	ok := false
+	tenant, ok := "", false
+	check := func(id string, good bool) {
+		if good && !ok {
+			tenant, ok = id, true
+		}
+	}
 	for _, got := range md.Get("authorization") {
-		ok = s.keys.AllowHeader(got, "") || ok
+		check(s.keys.IdentifyHeader(got, ""))
 	}
 	for _, got := range md.Get("x-api-key") {
-		ok = s.keys.Allow(got) || ok
+		check(s.keys.Identify(got))
 	}
 	if !ok {
-		return toStatus(stream.ErrUnauthorized)
+		return nil, toStatus(stream.ErrUnauthorized)
 	}
-	return nil
+	return s.keys.WithTenant(ctx, tenant), nil
 }
 
 func (s *Server) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := s.authorize(ctx, info.FullMethod); err != nil {
+	ctx, err := s.authorize(ctx, info.FullMethod)
+	if err != nil {
 		return nil, err
 	}
 	return h(ctx, req)
 }
 
 func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := s.authorize(ss.Context(), info.FullMethod); err != nil {
+	ctx, err := s.authorize(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
 	}
-	return h(srv, ss)
+	return h(srv, &tenantStream{ServerStream: ss, ctx: ctx})
 }
+
+// tenantStream is a server stream whose context carries its tenant.
+type tenantStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (t *tenantStream) Context() context.Context { return t.ctx }

@@ -124,8 +124,8 @@ func (v *vllmEngine) Generate(r *vllmpb.GenerateRequest, call grpc.ServerStreami
 
 // Abort answers success=false for an unknown id instead of NOT_FOUND: routers
 // abort fire-and-forget, often after the request has already finished.
-func (v *vllmEngine) Abort(_ context.Context, r *vllmpb.AbortRequest) (*vllmpb.AbortResponse, error) {
-	if err := v.s.inflight.abort(r.GetRequestId()); err != nil {
+func (v *vllmEngine) Abort(ctx context.Context, r *vllmpb.AbortRequest) (*vllmpb.AbortResponse, error) {
+	if err := v.s.inflight.abort(ctx, r.GetRequestId()); err != nil {
 		return &vllmpb.AbortResponse{Success: false, Message: err.Error()}, nil
 	}
 	return &vllmpb.AbortResponse{Success: true}, nil
