@@ -41,9 +41,19 @@ var variants = []struct{ name, values string }{
 // module's build.
 func render(t *testing.T, valueFiles string) string {
 	t.Helper()
+	out, err := renderWith(valueFiles, nil)
+	if err != nil {
+		t.Fatalf("render %s: %v", valueFiles, err)
+	}
+	return out
+}
+
+// renderWith is render with the values in extra (like --set) over the
+// files', and the chart's own failures (a fail in a template) returned.
+func renderWith(valueFiles string, extra map[string]any) (string, error) {
 	chrt, err := loader.Load(chartDir)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	vals := map[string]any{}
 	for _, f := range strings.Split(valueFiles, ",") {
@@ -52,20 +62,23 @@ func render(t *testing.T, valueFiles string) string {
 		}
 		v, err := chartutil.ReadValuesFile(filepath.Join(chartDir, f))
 		if err != nil {
-			t.Fatal(err)
+			return "", err
 		}
 		vals = chartutil.CoalesceTables(v.AsMap(), vals)
+	}
+	if extra != nil {
+		vals = chartutil.CoalesceTables(extra, vals)
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.0", Major: "1", Minor: "37"}
 	opts := chartutil.ReleaseOptions{Name: "sluice", Namespace: "sluice", Revision: 1, IsInstall: true}
 	top, err := chartutil.ToRenderValues(chrt, vals, opts, caps)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	files, err := engine.Render(chrt, top)
 	if err != nil {
-		t.Fatalf("render %s: %v", valueFiles, err)
+		return "", err
 	}
 	for name := range files {
 		if strings.HasSuffix(name, "NOTES.txt") {
@@ -74,13 +87,13 @@ func render(t *testing.T, valueFiles string) string {
 	}
 	_, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	var b strings.Builder
 	for _, m := range manifests {
 		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", m.Name, m.Content)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // TestChartRendersValid renders each variant, compares it with its
@@ -120,7 +133,7 @@ func TestChartRendersValid(t *testing.T) {
 					t.Errorf("%s: status %d: %v %v", name, r.Status, r.Err, r.ValidationErrors)
 				}
 			}
-			for _, k := range []string{"Deployment", "Service", "PodDisruptionBudget", "InferencePool", "ConfigMap"} {
+			for _, k := range []string{"Deployment", "Service", "PodDisruptionBudget", "InferencePool", "ConfigMap", "NetworkPolicy"} {
 				if kinds[k] == 0 {
 					t.Errorf("no valid %s rendered: %v", k, kinds)
 				}
@@ -141,6 +154,8 @@ func TestValidatorRejects(t *testing.T) {
 		"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: x}\nspec: {minAvailable: [1]}\n",
 		"apiVersion: inference.networking.k8s.io/v1\nkind: InferencePool\nmetadata: {name: x}\nspec: {selector: {matchLabels: {a: b}}, targetPorts: [{number: 8080}], endpointPickerRef: {name: e, port: {number: 9002}, failureMode: Sometimes}}\n",
 		"apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\n",
+		"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: x}\nspec: {podSelector: {}, ingress: [{form: []}]}\n",
+		"apiVersion: v1\nkind: Secret\nmetadata: {name: x}\nstringData: {keys: [a]}\n",
 	} {
 		for _, r := range v.Validate("doc", io.NopCloser(strings.NewReader(doc))) {
 			if r.Status == validator.Valid {

@@ -25,6 +25,8 @@ var builtinKinds = []gvk{
 	{"", "v1", "Service"},
 	{"", "v1", "ServiceAccount"},
 	{"", "v1", "ConfigMap"},
+	{"", "v1", "Secret"},
+	{"networking.k8s.io", "v1", "NetworkPolicy"},
 	{"", "v1", "PersistentVolumeClaim"},
 	{"policy", "v1", "PodDisruptionBudget"},
 	{"autoscaling", "v2", "HorizontalPodAutoscaler"},

@@ -25,3 +25,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "sluice.pvcName" -}}
 {{- .Values.model.pvc.claimName | default (printf "%s-models" (include "sluice.fullname" .)) -}}
 {{- end -}}
+
+{{- /* The Secret holding the API keys file, or "" when the release has no key. */ -}}
+{{- define "sluice.apiKeySecret" -}}
+{{- $k := .Values.apiKey -}}
+{{- if and $k.create $k.existingSecret -}}
+{{- fail "apiKey: set existingSecret or create, not both" -}}
+{{- else if $k.existingSecret -}}
+{{- $k.existingSecret -}}
+{{- else if $k.create -}}
+{{- printf "%s-api-keys" (include "sluice.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The file name of the keys inside the Secret. */ -}}
+{{- define "sluice.apiKeyItem" -}}
+{{- ternary "keys" .Values.apiKey.existingSecretKey .Values.apiKey.create -}}
+{{- end -}}
