@@ -5,7 +5,9 @@
 # out of the server's go.mod): `helm template` through the pinned Helm module
 # for each variant, equal to the committed manifests; kubeconform (pinned),
 # strict, against the vendored schemas only; the objects wired to each other
-# and to Sluice's flags and metrics; the schemas regenerated from the pinned
+# and to Sluice's flags and metrics; the security settings (securityContext,
+# no token, the key Secret, the NetworkPolicies, the images' numeric USER,
+# issue 30); the schemas regenerated from the pinned
 # modules equal to the vendored ones. `make k8s-update` rewrites manifests and
 # schemas after a chart or pin change.
 .PHONY: k8s-check k8s-update kvevents-check
