@@ -11,11 +11,13 @@
 // Each step (Schedule):
 //  1. running sequences that decode, in precedence order;
 //  2. running sequences still prefilling (a chunk each);
-//  3. waiting sequences, in precedence order, while the token budget, the
-//     sequence cap and the pool (keeping a watermark of blocks free) allow.
-//     Admission stops at the first that does not fit, so a large request is
-//     not overtaken forever by small ones; a sequence of higher Priority may
-//     first preempt running ones of lower Priority to make room.
+//  3. waiting sequences, while the token budget, the sequence cap and the
+//     pool (keeping a watermark of blocks free) allow: tenants (Seq.Tenant)
+//     take turns by fair queuing over the tokens admitted (fair.go), each
+//     tenant's own in precedence order. Admission stops at the first that
+//     does not fit, so a large request is not overtaken forever by small
+//     ones; a sequence of higher Priority may first preempt its tenant's
+//     running ones of lower Priority to make room.
 //
 // Steps 2 and 3 share the step's token budget, and when step 1 scheduled any
 // decode they share at most PrefillTokensPerDecode tokens per decode (at least
@@ -29,7 +31,7 @@
 // to the waiting queue at its place; on readmission it recomputes its known
 // tokens, mostly served from the prefix cache.
 //
-// Precedence: higher Priority first, then earlier arrival. Waiting ages: one
+// Precedence (within a tenant): higher Priority first, then earlier arrival. Waiting ages: one
 // priority level is worth AgingSteps steps of waiting, so the order key
 // Priority*AgingSteps - arrivalStep is fixed per sequence, and any waiting
 // sequence eventually outranks every later arrival (no starvation).

@@ -35,7 +35,13 @@ func newHarness(t testing.TB, cfg Config, blocks, bs int, cache bool) *harness {
 // add queues a sequence that generates until it knows prompt+gen tokens.
 func (h *harness) add(prompt []int32, gen, priority int) *Seq {
 	h.t.Helper()
-	q := &Seq{Tokens: append([]int32(nil), prompt...), Priority: priority}
+	return h.addFor("", prompt, gen, priority)
+}
+
+// addFor is add for a tenant.
+func (h *harness) addFor(tenant string, prompt []int32, gen, priority int) *Seq {
+	h.t.Helper()
+	q := &Seq{Tokens: append([]int32(nil), prompt...), Priority: priority, Tenant: tenant}
 	if err := h.s.Add(q); err != nil {
 		h.t.Fatal(err)
 	}

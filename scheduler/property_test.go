@@ -27,7 +27,8 @@ func runEvents(t *testing.T, cfg Config, blocks, bs int, events []byte) *harness
 			for range 1 + arg%(3*bs) {
 				prompt = append(prompt, int32(r.IntN(8)))
 			}
-			live = append(live, h.add(prompt, 1+arg%13, arg%3))
+			tenant := []string{"", "a", "b"}[arg/3%3]
+			live = append(live, h.addFor(tenant, prompt, 1+arg%13, arg%3))
 		case op == 2 && len(live) > 0:
 			q := live[arg%len(live)]
 			h.s.Finish(q) // aborted (or already done: harmless)

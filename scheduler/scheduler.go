@@ -89,8 +89,8 @@ type Scheduler struct {
 	pool    *kvcache.Pool
 	reserve int // blocks admission keeps free
 
-	waiting []*Seq // ascending precedence: the next to admit is last
-	running []*Seq // descending precedence: the first victim is last
+	queue   fairQueue // waiting sequences, one queue per tenant (fair.go)
+	running []*Seq    // descending precedence: the first victim is last
 
 	step    int64
 	nextID  uint64
@@ -136,7 +136,7 @@ func (s *Scheduler) Config() Config { return s.cfg }
 func (s *Scheduler) Stats() Stats { return s.stats }
 
 // NumWaiting and NumRunning count the sequences in each queue.
-func (s *Scheduler) NumWaiting() int { return len(s.waiting) }
+func (s *Scheduler) NumWaiting() int { return s.queue.n }
 
 // NumRunning counts admitted sequences.
 func (s *Scheduler) NumRunning() int { return len(s.running) }
@@ -160,7 +160,7 @@ func (s *Scheduler) Add(q *Seq) error {
 func (s *Scheduler) Finish(q *Seq) {
 	switch q.state {
 	case StateWaiting:
-		s.waiting = remove(s.waiting, q)
+		s.queue.remove(q)
 	case StateRunning:
 		s.running = remove(s.running, q)
 		s.pool.Free(&q.table)
@@ -264,13 +264,15 @@ func (s *Scheduler) preempt(q *Seq) {
 	s.plan.Preempted = append(s.plan.Preempted, q)
 }
 
-// admit moves waiting sequences to running in precedence order while the
-// step and the pool allow. When the head does not fit (sequence cap or
-// blocks), it may preempt running sequences of lower Priority; otherwise
-// admission stops there, so nothing overtakes it.
+// admit moves waiting sequences to running while the step and the pool
+// allow: the head of the tenant with the least service (fair.go), in
+// precedence order within a tenant. When that head does not fit (sequence
+// cap or blocks), it may preempt its tenant's running sequences of lower
+// Priority; otherwise admission stops there, so nothing overtakes it.
 func (s *Scheduler) admit() {
-	for s.room(true) > 0 && len(s.waiting) > 0 {
-		q := s.waiting[len(s.waiting)-1]
+	for s.room(true) > 0 && s.queue.n > 0 {
+		tq := s.queue.next()
+		q := tq.head()
 		if len(s.running) >= s.cfg.MaxSeqs {
 			if s.preemptFor(q) {
 				continue
@@ -287,7 +289,7 @@ func (s *Scheduler) admit() {
 		if !s.pool.Allocate(&q.table, &s.pre, hit+n, reserve) {
 			switch {
 			case len(s.running) == 0: // cannot fit even in an empty pool
-				s.waiting = s.waiting[:len(s.waiting)-1]
+				s.queue.popHead(tq)
 				q.state = StateDone
 				s.plan.Unfit = append(s.plan.Unfit, q)
 			case !s.preemptFor(q):
@@ -295,7 +297,7 @@ func (s *Scheduler) admit() {
 			}
 			continue // look up again: freed blocks may have changed the hit
 		}
-		s.waiting = s.waiting[:len(s.waiting)-1]
+		s.queue.pop(tq, len(q.Tokens)-hit)
 		q.state = StateRunning
 		q.computed = hit
 		if !q.admitted {
@@ -311,12 +313,14 @@ func (s *Scheduler) admit() {
 }
 
 // preemptFor preempts, to make room for waiting q, the running sequence of
-// lowest precedence among those of lower Priority than q and lower
-// precedence (so it cannot come straight back ahead of q). Equal priorities
-// never preempt each other here: FCFS holds within a priority.
+// lowest precedence among those of q's tenant of lower Priority than q and
+// lower precedence (so it cannot come straight back ahead of q). Equal
+// priorities never preempt each other here: FCFS holds within a priority.
+// Priority orders a tenant's own requests; it never takes another tenant's
+// place.
 func (s *Scheduler) preemptFor(q *Seq) bool {
 	for i := len(s.running) - 1; i >= 0 && before(q, s.running[i]); i-- {
-		if v := s.running[i]; v.Priority < q.Priority {
+		if v := s.running[i]; v.Priority < q.Priority && v.Tenant == q.Tenant {
 			s.preempt(v)
 			return true
 		}
@@ -346,10 +350,7 @@ func (s *Scheduler) Advance(p *Plan) {
 	}
 }
 
-func (s *Scheduler) enqueue(q *Seq) {
-	i, _ := slices.BinarySearchFunc(s.waiting, q, cmpWaiting)
-	s.waiting = slices.Insert(s.waiting, i, q)
-}
+func (s *Scheduler) enqueue(q *Seq) { s.queue.push(q) }
 
 // cmpRunning orders by descending precedence, cmpWaiting by ascending.
 func cmpRunning(a, b *Seq) int {

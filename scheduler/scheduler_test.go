@@ -195,7 +195,7 @@ func TestPreemptionByRecompute(t *testing.T) {
 	if !slices.Equal(p.Preempted, []*Seq{b}) || b.State() != StateWaiting || b.NumComputed() != 0 || b.Preemptions() != 1 {
 		t.Fatalf("preempted %v; b state %v computed %d", p.Preempted, b.State(), b.NumComputed())
 	}
-	if got := h.s.waiting[len(h.s.waiting)-1]; got != b {
+	if got := h.s.queue.next().head(); got != b {
 		t.Fatalf("b should be next to admit, ahead of c")
 	}
 	if len(b.Tokens) != 9 {

@@ -17,11 +17,15 @@ func (s State) String() string {
 }
 
 // Seq is one sequence as the scheduler sees it. The owner (the engine loop)
-// sets Tokens, Priority, Salt and Owner before Add and appends each sampled
-// token to Tokens; everything else belongs to the scheduler.
+// sets Tokens, Priority, Tenant, Salt and Owner before Add and appends each
+// sampled token to Tokens; everything else belongs to the scheduler.
 type Seq struct {
 	Tokens   []int32 // every known token: prompt, resumed output, generated output
-	Priority int     // higher runs first
+	Priority int     // higher runs first, among its tenant's sequences
+	// Tenant is who sent the sequence (an API key's id; "" for all when
+	// there is no such notion): admission shares turns fairly between
+	// tenants (fair.go).
+	Tenant string
 	// Salt is the sequence's prefix-cache partition (kvcache.SaltOf): it
 	// shares cached blocks only with sequences of the same Salt.
 	Salt  uint64
