@@ -41,3 +41,14 @@ cuda-check: cuda-emu-sample
 # changes. (Run by hand, go test needs the same: CGO_CXXFLAGS as below.)
 CUDA_SRC_DIGEST := $(shell cat kernels/cuda/*.cu kernels/cuda/*.cuh kernels/cuda/emu/*.h 2>/dev/null | sha256sum | cut -c1-16)
 export CGO_CXXFLAGS := -O2 -g -DSLUICE_CUDA_SRC_DIGEST=$(CUDA_SRC_DIGEST)
+
+# scripts/device/first.sh, the GPU window's one command, against stub test
+# binaries that pass, fail, hang and ignore SIGQUIT on cue (~25 s, mostly
+# waiting out the stubs' timeouts): the summary rewritten at every stage,
+# the verdict last, a hang's goroutine dump and traced rerun, at most 4
+# files back (issue 27).
+.PHONY: cuda-first-check
+cuda-first-check:
+	$(GO) test -count=1 ./scripts/device/firstcheck/
+
+cuda-check: cuda-first-check
