@@ -42,6 +42,10 @@ type GenRequest struct {
 	User         string
 	Output       Output // structured outputs (structured.go); the zero value is free text
 	Tools        Tools  // tool calling (tools.go); the zero value offers none
+	// CacheSalt is the request's cache_salt (SetCacheSalt): only requests
+	// with the same one share cached prompt blocks. ForTenant mixes in the
+	// key's partition.
+	CacheSalt string
 
 	// Logprobs asks for each token's logprob and TopLogprobs alternatives
 	// (engine.Logprob), framed by the transport's LogprobEmitter.
