@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
@@ -13,12 +15,27 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/go-zeromq/zmq4/security/plain"
 
 	"github.com/sluicehq/sluice/kvcache"
 )
 
-// DefaultEndpoint is vLLM's and llm-d's default (the indexer dials pods on 5557).
-const DefaultEndpoint = "tcp://*:5557"
+// DefaultEndpoint is bound when Config names none: llm-d's port (its indexer
+// dials pods on 5557) on loopback only, as the stream carries every
+// tenant's token ids. A deployment binds the address its indexer reaches
+// (the chart: the pod's IP) and, across hosts, sets Credentials.
+const DefaultEndpoint = "tcp://127.0.0.1:5557"
+
+// The transport's limits on what peers can make the publisher hold or wait
+// for (see "Transport" in doc.go).
+const (
+	handshakeTimeout = 5 * time.Second  // a peer that has not finished its handshake is dropped
+	writeTimeout     = 10 * time.Second // a subscriber that cannot take one batch in this is dropped
+	maxInbound       = 64 << 10         // the largest message a subscriber may send (subscriptions)
+	maxSubscribers   = 64               // connections held, in handshake or subscribed
+	subscriberHWM    = 1024             // batches queued per subscriber; past it (or sendQueueBytes) they are dropped for it
+	sendQueueBytes   = 64 << 20
+)
 
 // Media: where the KV lives, in vLLM's spelling.
 const (
@@ -28,12 +45,18 @@ const (
 
 // Config configures New.
 type Config struct {
-	// Endpoint is bound when it has a wildcard ("tcp://*:5557") and dialed
-	// otherwise, vLLM's rule: bind a stable address, dial a volatile one.
+	// Endpoint is bound when it names this machine (a wildcard, loopback,
+	// one of its addresses, or an ipc path) and dialed otherwise: vLLM's
+	// rule (bind a wildcard, dial anything else) extended to the specific
+	// addresses Sluice binds by default (Binds).
 	Endpoint string
-	Pod      string // the topic's pod, how llm-d names the replica
-	Model    string // the topic's model, what requests name it
-	Medium   string // MediumGPU or MediumCPU
+	// Credentials, when set, require ZMTP PLAIN (RFC 24) of every
+	// subscriber (or, when dialing, are presented to the peer); nil is
+	// ZMTP NULL: anyone who reaches the endpoint reads the stream.
+	Credentials *Credentials
+	Pod         string // the topic's pod, how llm-d names the replica
+	Model       string // the topic's model, what requests name it
+	Medium      string // MediumGPU or MediumCPU
 	// BlockSize is the KV block size in tokens (the pool's).
 	BlockSize int
 	// Buffer bounds the events waiting for the sender (0 = 1<<16, about 4 MiB
@@ -102,13 +125,29 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	sock := zmq4.NewPub(ctx)
-	// ZeroMQ's queue in front of slow subscribers: bounded, like vLLM's hwm.
-	if err := sock.SetOption(zmq4.OptionHWM, 100_000); err != nil {
+	opts := []zmq4.Option{
+		zmq4.WithLogger(log.New(slogWriter{}, "", 0)),
+		zmq4.WithHandshakeTimeout(handshakeTimeout),
+		zmq4.WithWriteTimeout(writeTimeout),
+		zmq4.WithMaxMsgSize(maxInbound),
+		zmq4.WithMaxConns(maxSubscribers),
+		zmq4.WithSendQueueBytes(sendQueueBytes),
+		zmq4.WithDialerTimeout(handshakeTimeout),
+	}
+	if c := cfg.Credentials; c != nil {
+		if err := c.validate(); err != nil {
+			return nil, err
+		}
+		opts = append(opts, zmq4.WithSecurity(plain.Security(c.User, c.Password)))
+	}
+	sock := zmq4.NewPub(ctx, opts...)
+	// Each subscriber's queue, in batches, like vLLM's (libzmq's) SNDHWM
+	// but per subscriber: past it that subscriber misses batches.
+	if err := sock.SetOption(zmq4.OptionHWM, subscriberHWM); err != nil {
 		return nil, fmt.Errorf("kvevents: hwm: %w", err)
 	}
 	var err error
-	if bind(cfg.Endpoint) {
+	if Binds(cfg.Endpoint) {
 		err = sock.Listen(cfg.Endpoint)
 	} else {
 		err = sock.Dial(cfg.Endpoint)
@@ -130,8 +169,13 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-func bind(endpoint string) bool {
-	return strings.Contains(endpoint, "*") || strings.Contains(endpoint, "::") || strings.HasPrefix(endpoint, "ipc://")
+// slogWriter hands the socket's log lines (a peer's failed handshake, once
+// per connection) to slog, the server's log, instead of stderr.
+type slogWriter struct{}
+
+func (slogWriter) Write(b []byte) (int, error) {
+	slog.Info("kv events: " + strings.TrimSuffix(string(b), "\n"))
+	return len(b), nil
 }
 
 // Addr is the bound address (nil when dialing): the port of "tcp://*:0".

@@ -47,6 +47,10 @@ type wireRequest struct {
 	IgnoreEOS    *bool              `json:"ignore_eos"`
 	StopTokenIDs []int32            `json:"stop_token_ids"`
 	Echo         *bool              `json:"echo"` // echo.go
+
+	// AllowSpecialTokens: a control token's spelling in message text is
+	// that control token (stream.GenRequest.AllowSpecialTokens).
+	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 }
 
 type wireStreamOption struct {
@@ -119,6 +123,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		}
 	} else if wr.Tools != nil || wr.ToolChoice != nil || wr.ParallelToolCalls != nil {
 		return nil, stream.InvalidParam("tools", "tools are only allowed in chat completions")
+	}
+	if err := setAllowSpecial(g, wr.AllowSpecialTokens); err != nil {
+		return nil, err
 	}
 	if wr.User != nil {
 		g.User = *wr.User
@@ -277,4 +284,18 @@ func (wr *wireRequest) params() (stream.Params, error) {
 		}
 	}
 	return p, nil
+}
+
+// setAllowSpecial reads allow_special_tokens. A completion prompt is the
+// client's own text, always tokenized with its control tokens (as vLLM
+// does): only true, the default, is served there.
+func setAllowSpecial(g *stream.GenRequest, v *bool) error {
+	if v == nil {
+		return nil
+	}
+	if !g.Chat && !*v {
+		return httpedge.Unsupported("allow_special_tokens", "allow_special_tokens false is only served for chat messages: a completion prompt is always tokenized with its control tokens")
+	}
+	g.AllowSpecialTokens = *v
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +29,23 @@ func tinyServer(tb testing.TB) http.Handler {
 	if err := modeltest.WriteGGUF(path, tinySpec, kernels.F32); err != nil {
 		tb.Fatal(err)
 	}
-	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 64, MaxSeqs: 8})
+	return modelServer(tb, path, 64)
+}
+
+// smolServer is tinyServer over the default model (SmolLM2-135M-Instruct),
+// or skips when it was not fetched.
+func smolServer(tb testing.TB) http.Handler {
+	tb.Helper()
+	path := filepath.Join("..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	if _, err := os.Stat(path); err != nil {
+		tb.Skipf("default model not fetched (%v); run scripts/fetch-model.sh", err)
+	}
+	return modelServer(tb, path, 64)
+}
+
+func modelServer(tb testing.TB, path string, blocks int) http.Handler {
+	tb.Helper()
+	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: blocks, MaxSeqs: 8})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -22,6 +22,8 @@ type tokenizeRequest struct {
 	AddSpecialTokens    *bool           `json:"add_special_tokens"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
 	ReturnTokenStrs     *bool           `json:"return_token_strs"`
+	// AllowSpecialTokens as in chat: message text is plain text unless true.
+	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 
 	ContinueFinalMessage *bool           `json:"continue_final_message"`
 	ChatTemplate         json.RawMessage `json:"chat_template"`
@@ -63,11 +65,14 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	case tr.Prompt != nil && httpedge.Present(tr.Messages):
 		err = stream.InvalidParam("prompt", "give either prompt or messages, not both")
 	case tr.Prompt != nil:
-		ids, err = b.Tokenizer.Encode(*tr.Prompt, tr.AddSpecialTokens == nil || *tr.AddSpecialTokens)
+		g := &stream.GenRequest{Prompt: *tr.Prompt}
+		if err = setAllowSpecial(g, tr.AllowSpecialTokens); err == nil {
+			ids, err = stream.TokenizePrompt(b, g, tr.AddSpecialTokens == nil || *tr.AddSpecialTokens)
+		}
 	default:
 		var msgs []stream.ChatMessage
 		if msgs, err = messages(tr.Messages); err == nil {
-			ids, err = chatIDs(b, msgs, tr.AddSpecialTokens != nil && *tr.AddSpecialTokens)
+			ids, err = chatIDs(b, msgs, tr)
 		}
 	}
 	if err != nil {
@@ -80,17 +85,17 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"count": len(ids), "max_model_len": b.Limit(), "tokens": ids, "token_strs": nil})
 }
 
-// chatIDs validates msgs as chat does and renders them through the template.
-func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, addSpecial bool) ([]int32, error) {
+// chatIDs validates msgs as chat does and tokenizes them as generation
+// would, with the request limits checked first.
+func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, tr *tokenizeRequest) ([]int32, error) {
 	var g stream.GenRequest
 	if err := g.SetMessages(msgs); err != nil {
 		return nil, err
 	}
-	text, err := b.Tokenizer.ChatPrompt(g.Messages)
-	if err != nil {
-		return nil, stream.InvalidParam("messages", "applying the chat template: %v", err)
+	if err := setAllowSpecial(&g, tr.AllowSpecialTokens); err != nil {
+		return nil, err
 	}
-	return b.Tokenizer.Encode(text, addSpecial)
+	return stream.TokenizePrompt(b, &g, tr.AddSpecialTokens != nil && *tr.AddSpecialTokens)
 }
 
 func (s *Server) tokenizeBody(w http.ResponseWriter, r *http.Request) (*stream.Backend, *tokenizeRequest, error) {
@@ -138,6 +143,10 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := stream.CheckModel(dr.Model, s.cfg.ModelID, s.cfg.Aliases); err != nil {
 		writeError(w, err)
+		return
+	}
+	if n := len(dr.Tokens); n > stream.MaxTokenIDs {
+		writeError(w, stream.InvalidParam("tokens", "at most %d tokens, got %d", stream.MaxTokenIDs, n))
 		return
 	}
 	vs, ok := b.Tokenizer.(vocabSizer)

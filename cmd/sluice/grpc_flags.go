@@ -25,14 +25,19 @@ type opsFlags struct {
 	grpcAddr string
 	compat   string
 	kvEvents string
+	kvSecret string // a file with the PLAIN credentials subscribers must present
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	f := &opsFlags{}
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address, e.g. :9090 (empty = no gRPC endpoint)")
 	fs.StringVar(&f.compat, "metrics-compat", "", `also export another server's metric names on /metrics ("vllm")`)
-	fs.StringVar(&f.kvEvents, "kv-events-endpoint", "", "publish prefix-cache events for llm-d's KV-cache indexer on this ZeroMQ endpoint, e.g. "+
-		kvevents.DefaultEndpoint+"; the topic's pod is $POD_NAME or the host name (empty = off)")
+	fs.StringVar(&f.kvEvents, "kv-events-endpoint", "", "publish prefix-cache events for llm-d's KV-cache indexer on this ZeroMQ endpoint (empty = off). "+
+		"An address of this machine is bound, e.g. "+kvevents.DefaultEndpoint+" (this host only) or tcp://$(POD_IP):5557 (the pod's network); "+
+		"tcp://*:5557 binds every interface and logs a warning, as the events carry every tenant's token ids; another host is dialed. "+
+		"The topic's pod is $POD_NAME or the host name")
+	fs.StringVar(&f.kvSecret, "kv-events-secret-file", "", "require ZMTP PLAIN credentials of KV-event subscribers: FILE holds one line, "+
+		"user:password, or a password alone for the user "+kvevents.DefaultUser+" (PLAIN authenticates; it does not encrypt)")
 	return f
 }
 
@@ -67,12 +72,16 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 		return nil, err
 	}
 	// Only the GPU backends come through a factory.
-	if o.kvEvents, err = startKVEvents(ctx, f.kvEvents, cfg, lo.NewBackend != nil, reg); err != nil {
+	if o.kvEvents, err = f.startKVEvents(ctx, cfg, lo.NewBackend != nil, reg, log); err != nil {
 		return nil, err
 	}
 	if o.kvEvents != nil { // a nil *Publisher in the interface would not be nil
 		lo.KVEvents = o.kvEvents
-		log.Info("kv events", "endpoint", f.kvEvents, "topic", o.kvEvents.Topic())
+		auth := "none"
+		if f.kvSecret != "" {
+			auth = "plain"
+		}
+		log.Info("kv events", "endpoint", f.kvEvents, "bound", kvevents.Binds(f.kvEvents), "auth", auth, "topic", o.kvEvents.Topic())
 	}
 	if f.grpcAddr == "" {
 		return o, nil
@@ -120,12 +129,32 @@ func (o *ops) wait() error {
 	return nil
 }
 
-// startKVEvents opens the KV-event publisher when endpoint is set. The topic names the model as requests do
+// startKVEvents opens the KV-event publisher when --kv-events-endpoint is set. The topic names the model as requests do
 // (the first --served-model-name, else the file's id) because llm-d's indexer
 // hashes that name into its block keys.
-func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu bool, reg *prometheus.Registry) (*kvevents.Publisher, error) {
+func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu bool, reg *prometheus.Registry, log *slog.Logger) (*kvevents.Publisher, error) {
+	endpoint := f.kvEvents
 	if endpoint == "" {
+		if f.kvSecret != "" {
+			return nil, errors.New("--kv-events-secret-file needs --kv-events-endpoint")
+		}
 		return nil, nil
+	}
+	var creds *kvevents.Credentials
+	if f.kvSecret != "" {
+		var err error
+		if creds, err = kvevents.ReadCredentials(f.kvSecret); err != nil {
+			return nil, err
+		}
+	}
+	if kvevents.AllInterfaces(endpoint) {
+		if creds == nil {
+			log.Warn("kv events: the endpoint binds every interface and takes no credentials: any host that reaches it reads every tenant's token ids; "+
+				"bind the address the indexer dials (tcp://$(POD_IP):5557 in a pod) or set --kv-events-secret-file", "endpoint", endpoint)
+		} else {
+			log.Warn("kv events: the endpoint binds every interface; subscribers need the PLAIN credentials, which cross the network in clear, as the events do",
+				"endpoint", endpoint)
+		}
 	}
 	pod := os.Getenv("POD_NAME")
 	if pod == "" {
@@ -145,7 +174,7 @@ func startKVEvents(ctx context.Context, endpoint string, cfg server.Config, gpu 
 	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
 	// The socket outlives serve's context: the drain after SIGTERM still
 	// stores and evicts blocks, and ops.wait closes the publisher.
-	p, err := kvevents.New(context.WithoutCancel(ctx), kvevents.Config{Endpoint: endpoint, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
+	p, err := kvevents.New(context.WithoutCancel(ctx), kvevents.Config{Endpoint: endpoint, Credentials: creds, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
 	if err != nil {
 		return nil, err
 	}

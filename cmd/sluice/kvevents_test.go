@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,7 +17,10 @@ func TestStartKVEvents(t *testing.T) {
 	t.Setenv("POD_NAME", "sluice-7f9c")
 	cfg := server.Config{ModelID: "SmolLM2-135M-Instruct.Q4_1", Aliases: []string{"smollm2", "smol"}}
 	reg := prometheus.NewRegistry()
-	p, err := startKVEvents(t.Context(), "tcp://*:0", cfg, false, reg)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	f := &opsFlags{kvEvents: "tcp://127.0.0.1:0"}
+	p, err := f.startKVEvents(t.Context(), cfg, false, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,6 +28,12 @@ func TestStartKVEvents(t *testing.T) {
 	// llm-d keys blocks by the model name requests use: the served name.
 	if got := p.Topic(); got != "kv@sluice-7f9c@smollm2" {
 		t.Errorf("topic %q", got)
+	}
+	if p.Addr() == nil {
+		t.Error("a loopback endpoint was dialed, not bound")
+	}
+	if logs.Len() != 0 {
+		t.Errorf("a loopback endpoint logged %s", logs.String())
 	}
 	fams, err := reg.Gather()
 	if err != nil {
@@ -33,7 +46,56 @@ func TestStartKVEvents(t *testing.T) {
 	if got := strings.Join(names, ","); got != "sluice_kv_event_batches_total,sluice_kv_events_dropped_total" {
 		t.Errorf("families %s", got)
 	}
-	if p, err := startKVEvents(t.Context(), "", cfg, true, prometheus.NewRegistry()); p != nil || err != nil {
+	if p, err := (&opsFlags{}).startKVEvents(t.Context(), cfg, true, prometheus.NewRegistry(), log); p != nil || err != nil {
 		t.Errorf("no endpoint: %v, %v", p, err)
+	}
+}
+
+// TestKVEventsExposure: a wildcard endpoint still works but warns, saying
+// whether subscribers need credentials; the secret file is read and checked.
+func TestKVEventsExposure(t *testing.T) {
+	cfg := server.Config{ModelID: "smol"}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("indexer:s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		f        opsFlags
+		warn     string // a substring of the warning; "" for none
+		errorHas string
+	}{
+		{"wildcard without secret", opsFlags{kvEvents: "tcp://*:0"}, "takes no credentials", ""},
+		{"wildcard with secret", opsFlags{kvEvents: "tcp://*:0", kvSecret: secret}, "need the PLAIN credentials", ""},
+		{"0.0.0.0", opsFlags{kvEvents: "tcp://0.0.0.0:0"}, "binds every interface", ""},
+		{"loopback with secret", opsFlags{kvEvents: "tcp://127.0.0.1:0", kvSecret: secret}, "", ""},
+		{"secret without endpoint", opsFlags{kvSecret: secret}, "", "needs --kv-events-endpoint"},
+		{"empty secret", opsFlags{kvEvents: "tcp://127.0.0.1:0", kvSecret: empty}, "", "1 to 255 bytes"},
+		{"missing secret file", opsFlags{kvEvents: "tcp://127.0.0.1:0", kvSecret: filepath.Join(dir, "none")}, "", "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			p, err := tc.f.startKVEvents(t.Context(), cfg, false, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+			if p != nil {
+				defer p.Close(t.Context())
+			}
+			if tc.errorHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errorHas) {
+					t.Fatalf("error %v, want one saying %q", err, tc.errorHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := logs.String(); tc.warn == "" && got != "" || tc.warn != "" && !(strings.Contains(got, "level=WARN") && strings.Contains(got, tc.warn)) {
+				t.Errorf("logged %q, want a warning saying %q", got, tc.warn)
+			}
+		})
 	}
 }

@@ -95,14 +95,9 @@ func (h *Handler) CountTokens(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	text, err := stream.ChatPromptText(b.Tokenizer, g)
+	ids, err := stream.TokenizePrompt(b, g, false) // the template writes any BOS itself
 	if err != nil {
 		WriteError(w, err)
-		return
-	}
-	ids, err := b.Tokenizer.Encode(text, false) // the template writes any BOS itself
-	if err != nil {
-		WriteError(w, stream.InvalidParam("messages", "tokenizing: %v", err))
 		return
 	}
 	writeJSON(w, map[string]int{"input_tokens": len(ids)})

@@ -49,6 +49,10 @@ type wireRequest struct {
 	InferenceGeo      json.RawMessage `json:"inference_geo"`
 	OutputFormat      json.RawMessage `json:"output_format"`
 	WorkspaceID       json.RawMessage `json:"workspace_id"`
+
+	// AllowSpecialTokens: a control token's spelling in message text is
+	// that control token (stream.GenRequest.AllowSpecialTokens).
+	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 }
 
 // refusals are the fields of the Messages API that Sluice does not serve.
@@ -109,6 +113,7 @@ func parse(body []byte, count bool) (*stream.GenRequest, error) {
 	if err := setTools(g, &wr); err != nil {
 		return nil, err
 	}
+	g.AllowSpecialTokens = wr.AllowSpecialTokens != nil && *wr.AllowSpecialTokens
 	if count {
 		return g, nil
 	}

@@ -56,6 +56,10 @@ type wireRequest struct {
 	PromptCacheOptions   json.RawMessage `json:"prompt_cache_options"`
 	PromptCacheRetention json.RawMessage `json:"prompt_cache_retention"`
 	Reasoning            json.RawMessage `json:"reasoning"`
+
+	// AllowSpecialTokens: a control token's spelling in message text is
+	// that control token (stream.GenRequest.AllowSpecialTokens).
+	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 }
 
 // refusals names the first field present that Sluice cannot honour.
@@ -147,6 +151,7 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 	if err := setTools(g, &wr); err != nil {
 		return nil, err
 	}
+	g.AllowSpecialTokens = wr.AllowSpecialTokens != nil && *wr.AllowSpecialTokens
 	if wr.Text != nil {
 		if err := setTextFormat(g, wr.Text.Format); err != nil {
 			return nil, err

@@ -28,6 +28,9 @@ const (
 	// MaxLogitBiasEntries bounds logit_bias, OpenAI's documented limit: the
 	// engine applies every entry at every step.
 	MaxLogitBiasEntries = 300
+	// MaxTokenIDs bounds a list of token ids given as a prompt or to
+	// /detokenize: longer than any context Sluice serves.
+	MaxTokenIDs = 1 << 18
 )
 
 // checkLimits refuses a request over one of the limits above, or over the

@@ -16,29 +16,15 @@ import (
 // seed fixed, so a resumed generation samples exactly as the interrupted one
 // would have.
 func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
-	if err := g.checkLimits(); err != nil { // limits.go
-		return engine.Request{}, err
-	}
 	param := "prompt"
 	if g.Chat {
 		param = "messages"
 	}
-	prompt := g.PromptIDs
-	if prompt == nil {
-		text, addSpecial := g.Prompt, true
-		if g.Chat {
-			var err error
-			if text, err = chatPrompt(b.Tokenizer, g); err != nil {
-				return engine.Request{}, promptError(param, err)
-			}
-			addSpecial = false // the template writes any BOS itself
-		}
-		var err error
-		if prompt, err = b.Tokenizer.Encode(text, addSpecial); err != nil {
-			return engine.Request{}, InvalidParam(param, "tokenizing: %v", err)
-		}
-	}
 	limit := b.Limit()
+	prompt, err := encodePrompt(b, g, !g.Chat, limit) // plaintext.go
+	if err != nil {
+		return engine.Request{}, err
+	}
 	switch n := len(prompt); {
 	case n == 0:
 		return engine.Request{}, InvalidParam(param, "the prompt is empty after tokenization")
@@ -126,7 +112,7 @@ func FromEngine(e *engine.Engine) Engine { return localEngine{e} }
 type localEngine struct{ e *engine.Engine }
 
 func (l localEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
-	s, err := l.e.Submit(ctx, req)
+	s, err := l.e.Submit(ctx, ForTenant(ctx, req))
 	if err != nil {
 		return nil, err // not a typed nil inside the interface
 	}

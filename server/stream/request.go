@@ -59,6 +59,10 @@ type GenRequest struct {
 	// Echo puts the prompt's text before the completion (OpenAI
 	// completions' echo; the OpenAI adapter frames it).
 	Echo bool
+	// AllowSpecialTokens lets a control token's spelling in message text
+	// ("<|im_end|>") be that control token, as the template's own markers
+	// are. Off by default: message text is plain text (plaintext.go).
+	AllowSpecialTokens bool
 }
 
 // Limits on the stop list; the hold-back window is the longest stop string.
@@ -119,6 +123,9 @@ func (g *GenRequest) SetMessages(msgs []ChatMessage) error {
 func (g *GenRequest) SetPromptIDs(ids []int32) error {
 	if len(ids) == 0 {
 		return InvalidParam("prompt", "prompt must be a string, a non-empty list of token ids, or a list of those")
+	}
+	if len(ids) > MaxTokenIDs {
+		return InvalidParam("prompt", "a prompt is at most %d token ids, got %d", MaxTokenIDs, len(ids))
 	}
 	g.PromptIDs = ids
 	return nil

@@ -18,6 +18,25 @@ import (
 
 var ErrClosedConn = errors.New("zmq4: read/write on closed connection")
 
+// ErrMsgTooLarge is a peer's message over the connection's size limit.
+var ErrMsgTooLarge = errors.New("zmq4: message over the size limit")
+
+const (
+	// sluice: the commands before READY carry a mechanism's credentials and
+	// the peer's metadata: a few hundred bytes from libzmq. A peer that says
+	// more is not a ZeroMQ peer.
+	maxHandshakeMsg = 64 << 10
+
+	// sluice: what one frame costs to hold besides its bytes (its slice
+	// header), so that a message of endless empty frames meets the size
+	// limit too.
+	frameOverhead = 32
+
+	// sluice: the most topics one subscriber may hold on a PUB socket; each
+	// is kept for the connection's life and checked against every message.
+	maxTopics = 1024
+)
+
 // Conn implements the ZeroMQ Message Transport Protocol as defined
 // in https://rfc.zeromq.org/spec:23/ZMTP/.
 type Conn struct {
@@ -37,6 +56,8 @@ type Conn struct {
 
 	closed         int32
 	onCloseErrorCB func(c *Conn)
+
+	maxMsg int64 // sluice: the largest message read accepts (all frames), in bytes; 0 for no limit
 }
 
 func (c *Conn) Close() error {
@@ -65,6 +86,12 @@ func (c *Conn) Write(p []byte) (int, error) {
 // An optional onCloseErrorCB can be provided to inform the caller when this Conn is closed.
 // Open performs a complete ZMTP handshake.
 func Open(rw net.Conn, sec Security, sockType SocketType, sockID SocketIdentity, server bool, onCloseErrorCB func(c *Conn)) (*Conn, error) {
+	return open(rw, sec, sockType, sockID, server, onCloseErrorCB, defaultMaxMsgSize)
+}
+
+// open is Open with a limit on the size of the messages the peer sends
+// (0 for none). The handshake's commands are held to maxHandshakeMsg.
+func open(rw net.Conn, sec Security, sockType SocketType, sockID SocketIdentity, server bool, onCloseErrorCB func(c *Conn), maxMsg int64) (*Conn, error) {
 	if rw == nil {
 		return nil, fmt.Errorf("zmq4: invalid nil read-writer")
 	}
@@ -82,6 +109,7 @@ func Open(rw net.Conn, sec Security, sockType SocketType, sockID SocketIdentity,
 		Meta:           make(Metadata),
 		topics:         make(map[string]struct{}),
 		onCloseErrorCB: onCloseErrorCB,
+		maxMsg:         maxHandshakeMsg,
 	}
 	conn.Meta[sysSockType] = string(conn.typ)
 	conn.Meta[sysSockID] = conn.id.String()
@@ -91,6 +119,7 @@ func Open(rw net.Conn, sec Security, sockType SocketType, sockID SocketIdentity,
 	if err != nil {
 		return nil, fmt.Errorf("zmq4: could not initialize ZMTP connection: %w", err)
 	}
+	conn.maxMsg = maxMsg
 
 	return conn, nil
 }
@@ -132,6 +161,11 @@ func (conn *Conn) greet(server bool) error {
 		return errSecMech
 	}
 	copy(send.Mechanism[:], kind)
+	if server && conn.sec.Type() != NullSecurity {
+		// sluice: ZMTP's as-server field, which v0.17.0 never set: the
+		// spec asks the PLAIN and CURVE server to set it.
+		send.Server = 1
+	}
 
 	err = send.write(conn.rw)
 	if err != nil {
@@ -375,6 +409,7 @@ func (c *Conn) read() Msg {
 
 		hasMore = true
 		isCmd   = false
+		total   uint64
 	)
 
 	for hasMore {
@@ -412,6 +447,14 @@ func (c *Conn) read() Msg {
 			msg.err = errOverflow
 			return msg
 		}
+		// sluice: size is the peer's word. v0.17.0 allocated whatever it
+		// said: 2^62 bytes panicked in makeslice, a few GiB per connection
+		// took the process's memory. The limit covers the whole message.
+		total += size + frameOverhead
+		if c.maxMsg > 0 && total > uint64(c.maxMsg) {
+			msg.err = ErrMsgTooLarge
+			return msg
+		}
 
 		body := make([]byte, size)
 		_, msg.err = io.ReadFull(c.rw, body)
@@ -439,17 +482,25 @@ func (c *Conn) read() Msg {
 	return msg
 }
 
-func (conn *Conn) subscribe(msg Msg) {
+// subscribe applies a (un)subscription message; false when it would take
+// the connection past maxTopics.
+func (conn *Conn) subscribe(msg Msg) bool {
 	conn.mu.Lock()
+	defer conn.mu.Unlock()
 	v := msg.Frames[0]
 	k := string(v[1:])
 	switch v[0] {
 	case 0:
 		delete(conn.topics, k)
 	case 1:
+		// sluice: the topic set is kept for the connection's life; a peer
+		// must not grow it without bound.
+		if _, ok := conn.topics[k]; !ok && len(conn.topics) >= maxTopics {
+			return false
+		}
 		conn.topics[k] = struct{}{}
 	}
-	conn.mu.Unlock()
+	return true
 }
 
 func (conn *Conn) subscribed(topic string) bool {

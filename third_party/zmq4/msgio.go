@@ -100,15 +100,23 @@ func (q *qreader) read(ctx context.Context, msg *Msg) error {
 func (q *qreader) listen(ctx context.Context, r *Conn) {
 	defer q.rmConn(r)
 	defer r.Close()
+	// sluice: nothing a peer sends may end the process.
+	defer func() {
+		if e := recover(); e != nil {
+			r.SetClosed()
+		}
+	}()
 
 	for {
 		msg := r.read()
+		// sluice: v0.17.0 checked ctx, then waited on q.c without it: a
+		// socket closed while nobody read kept this goroutine forever.
 		select {
 		case <-ctx.Done():
 			return
-		default:
-			q.c <- msg
+		case q.c <- msg:
 			if msg.err != nil {
+				r.SetClosed() // sluice: so that the socket forgets it (a size-limit error is no I/O error)
 				return
 			}
 		}

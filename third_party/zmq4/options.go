@@ -74,6 +74,56 @@ func WithAutomaticReconnect(automaticReconnect bool) Option {
 	}
 }
 
+// WithHandshakeTimeout bounds a connection's ZMTP handshake (greeting,
+// security mechanism, metadata); a peer that has not finished by then is
+// dropped. 0 means no limit. The default is 10s.
+// sluice: added with the per-connection handshake (socket.accept).
+func WithHandshakeTimeout(timeout time.Duration) Option {
+	return func(s *socket) {
+		s.handshakeTimeout = timeout
+	}
+}
+
+// WithWriteTimeout bounds the write of one message to one PUB subscriber; a
+// subscriber that cannot take it in time is disconnected. 0 means no limit.
+// The default is 10s.
+// sluice: added with the per-subscriber queues (pubMWriter).
+func WithWriteTimeout(timeout time.Duration) Option {
+	return func(s *socket) {
+		s.writeTimeout = timeout
+	}
+}
+
+// WithMaxMsgSize is the largest message, all frames together, a peer may
+// send; a peer that sends more is disconnected. 0 means no limit. The
+// default is 64 MiB.
+// sluice: v0.17.0 allocated any size a peer announced.
+func WithMaxMsgSize(size int64) Option {
+	return func(s *socket) {
+		s.maxMsg = size
+	}
+}
+
+// WithSendQueueBytes bounds what one PUB subscriber may have queued, in
+// bytes (the HWM option bounds it in messages); past it, messages to that
+// subscriber are dropped. 0 means no limit. The default is 64 MiB.
+// sluice: added with the per-subscriber queues (pubMWriter).
+func WithSendQueueBytes(size int64) Option {
+	return func(s *socket) {
+		s.sendQueueBytes = size
+	}
+}
+
+// WithMaxConns bounds the connections a listening socket holds, in handshake
+// or open; past it, new ones are closed at once. 0 means no limit (the
+// default).
+// sluice: every connection costs goroutines and a queue.
+func WithMaxConns(n int) Option {
+	return func(s *socket) {
+		s.maxConns = n
+	}
+}
+
 /*
 // TODO(sbinet)
 

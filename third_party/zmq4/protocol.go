@@ -240,9 +240,17 @@ func (prop Property) Read(data []byte) (n int, err error) {
 }
 
 func (prop *Property) Write(data []byte) (n int, err error) {
+	// sluice: both lengths come from the peer. v0.17.0 checked the name's
+	// against the whole buffer, not what follows the length byte, and the
+	// value length's 4 bytes not at all, so a READY that ended inside a
+	// property sliced past the end: a panic in the accept goroutine that
+	// ended the process.
+	if len(data) == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
 	klen := int(data[n])
 	n++
-	if klen > len(data) {
+	if klen+4 > len(data)-n {
 		return n, io.ErrUnexpectedEOF
 	}
 
@@ -251,14 +259,11 @@ func (prop *Property) Write(data []byte) (n int, err error) {
 
 	v := binary.BigEndian.Uint32(data[n : n+4])
 	n += 4
-	if uint64(v) > uint64(maxInt) {
-		return n, errOverflow
+	if uint64(v) > uint64(len(data)-n) {
+		return n, io.ErrUnexpectedEOF
 	}
 
 	vlen := int(v)
-	if n+vlen > len(data) {
-		return n, io.ErrUnexpectedEOF
-	}
 
 	prop.V = string(data[n : n+vlen])
 	n += vlen

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Topics is an interface that wraps the basic Topics method.
@@ -21,7 +23,7 @@ type Topics interface {
 // The returned socket value is initially unbound.
 func NewPub(ctx context.Context, opts ...Option) Socket {
 	pub := &pubSocket{sck: newSocket(ctx, Pub, opts...)}
-	pub.sck.w = newPubMWriter(pub.sck.ctx)
+	pub.sck.w = newPubMWriter(pub.sck)
 	pub.sck.r = newPubQReader(pub.sck.ctx)
 	return pub
 }
@@ -103,9 +105,9 @@ func (pub *pubSocket) SetOption(name string, value interface{}) error {
 	}
 
 	w := pub.sck.w.(*pubMWriter)
-	w.qmu.Lock()
+	w.mu.Lock()
 	w.hwm = hwm
-	w.qmu.Unlock()
+	w.mu.Unlock()
 	return nil
 }
 
@@ -184,6 +186,12 @@ func (q *pubQReader) read(ctx context.Context, msg *Msg) error {
 func (q *pubQReader) listen(ctx context.Context, r *Conn) {
 	defer q.rmConn(r)
 	defer r.Close()
+	// sluice: nothing a subscriber sends may end the process.
+	defer func() {
+		if e := recover(); e != nil {
+			r.SetClosed()
+		}
+	}()
 
 	for {
 		msg := r.read()
@@ -192,20 +200,32 @@ func (q *pubQReader) listen(ctx context.Context, r *Conn) {
 			return
 		default:
 			if msg.err != nil {
+				r.SetClosed() // sluice: so that the socket forgets it (a size-limit error is no I/O error)
 				return
 			}
 			switch {
 			case q.topic(msg):
-				r.subscribe(msg)
-			default:
-				q.c <- msg
+				if !r.subscribe(msg) {
+					r.SetClosed()
+					return
+				}
+			case r.typ == Pub:
+				// sluice: dropped. v0.17.0 put it on a channel of 10 that a
+				// PUB socket never reads: the 11th blocked this goroutine
+				// for good, past the connection's end.
+			default: // XPUB: Recv reads it
+				select {
+				case q.c <- msg:
+				case <-ctx.Done():
+					return
+				}
 			}
 		}
 	}
 }
 
 func (q *pubQReader) topic(msg Msg) bool {
-	if len(msg.Frames) != 1 {
+	if msg.isCmd() || len(msg.Frames) != 1 { // sluice: a command is no subscription
 		return false
 	}
 	frame := msg.Frames[0]
@@ -216,107 +236,128 @@ func (q *pubQReader) topic(msg Msg) bool {
 	return topic == 0 || topic == 1
 }
 
+// pubMWriter sends each message to every subscriber whose topics match it.
+//
+// sluice: v0.17.0 wrote each message to the subscribers in turn from one
+// goroutine, without a deadline, behind one queue for all of them: a
+// subscriber that stopped reading stalled every other one once its socket
+// buffers were full. Here each subscriber has its own bounded queue (hwm
+// messages, sendQueueBytes bytes; past either its messages are dropped, as
+// ZeroMQ drops at a pipe's high-water mark) and its own writer goroutine,
+// whose writes have a deadline (writeTimeout); a subscriber that misses it
+// is disconnected. write never blocks.
 type pubMWriter struct {
-	ctx context.Context
-	mu  sync.Mutex
-	ws  []*Conn
+	sck *socket
 
-	qmu    sync.Mutex
-	qcond  *sync.Cond
-	q      *Queue
+	mu     sync.Mutex
+	subs   map[*Conn]*subQueue
 	hwm    int
 	closed bool
 }
 
-func newPubMWriter(ctx context.Context) *pubMWriter {
-	p := &pubMWriter{
-		ctx: ctx,
-		q:   NewQueue(),
-	}
-	p.qcond = sync.NewCond(&p.qmu)
-	go p.run()
-	return p
+// subQueue is one subscriber's queue and its writer's stop signal.
+type subQueue struct {
+	conn  *Conn
+	q     chan Msg
+	bytes atomic.Int64 // queued, not yet written
+	stop  chan struct{}
 }
 
-func (w *pubMWriter) run() {
-	for {
-		w.qmu.Lock()
-		for w.q.Len() == 0 {
-			w.qcond.Wait()
-			if w.closed {
-				return
-			}
-		}
-		msg, _ := w.q.Peek()
-		w.q.Pop()
-		w.qmu.Unlock()
-		w.sendMsg(msg)
-	}
+// defaultHWM is libzmq's ZMQ_SNDHWM default, for a PUB socket not given one.
+const defaultHWM = 1000
+
+func newPubMWriter(sck *socket) *pubMWriter {
+	return &pubMWriter{sck: sck, subs: make(map[*Conn]*subQueue)}
 }
 
 func (w *pubMWriter) Close() error {
-	w.qmu.Lock()
-	w.closed = true
-	w.qcond.Signal()
-	w.qmu.Unlock()
-
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
 	var err error
-	for _, ww := range w.ws {
-		e := ww.Close()
-		if e != nil && err == nil {
+	for c, s := range w.subs {
+		close(s.stop)
+		if e := c.Close(); e != nil && err == nil {
 			err = e
 		}
 	}
-	w.ws = nil
-	w.mu.Unlock()
+	clear(w.subs)
 	return err
 }
 
-func (mw *pubMWriter) addConn(w *Conn) {
-	mw.mu.Lock()
-	mw.ws = append(mw.ws, w)
-	mw.mu.Unlock()
+func (w *pubMWriter) addConn(c *Conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		_ = c.Close()
+		return
+	}
+	hwm := w.hwm
+	if hwm <= 0 {
+		hwm = defaultHWM
+	}
+	s := &subQueue{conn: c, q: make(chan Msg, hwm), stop: make(chan struct{})}
+	w.subs[c] = s
+	go w.send(s)
 }
 
-func (mw *pubMWriter) rmConn(w *Conn) {
-	mw.mu.Lock()
-	defer mw.mu.Unlock()
-
-	cur := -1
-	for i := range mw.ws {
-		if mw.ws[i] == w {
-			cur = i
-			mw.ws[i].Close()
-			break
-		}
-	}
-	if cur >= 0 {
-		mw.ws = append(mw.ws[:cur], mw.ws[cur+1:]...)
+func (w *pubMWriter) rmConn(c *Conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.subs[c]; ok {
+		close(s.stop)
+		delete(w.subs, c)
+		_ = c.Close()
 	}
 }
 
 func (w *pubMWriter) write(ctx context.Context, msg Msg) error {
-	w.qmu.Lock()
-	defer w.qmu.Unlock()
-	if w.hwm != 0 && w.q.Len() >= w.hwm {
-		//TODO(inphi): per subscriber hwm
-		return nil
+	topic := string(msg.Frames[0])
+	size := int64(msg.size())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.subs {
+		if !s.conn.subscribed(topic) {
+			continue
+		}
+		if limit := w.sck.sendQueueBytes; limit > 0 && s.bytes.Load()+size > limit {
+			continue
+		}
+		select {
+		case s.q <- msg:
+			s.bytes.Add(size)
+		default:
+		}
 	}
-	w.q.Push(msg)
-	w.qcond.Signal()
 	return nil
 }
 
-func (w *pubMWriter) sendMsg(msg Msg) {
-	topic := string(msg.Frames[0])
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	// TODO(inphi): distribute messages across subscribers at once
-	for i := range w.ws {
-		ww := w.ws[i]
-		if ww.subscribed(topic) {
-			_ = ww.SendMsg(msg)
+// send is one subscriber's writer: it ends when the subscriber is removed,
+// the socket closes, or a write fails or misses its deadline (a message cut
+// off in the middle leaves the stream unreadable, so the subscriber goes).
+func (w *pubMWriter) send(s *subQueue) {
+	defer func() {
+		if e := recover(); e != nil {
+			_ = s.conn.Close()
+			s.conn.SetClosed()
+		}
+	}()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-w.sck.ctx.Done():
+			return
+		case msg := <-s.q:
+			s.bytes.Add(-int64(msg.size()))
+			if w.sck.writeTimeout > 0 {
+				_ = s.conn.rw.SetWriteDeadline(time.Now().Add(w.sck.writeTimeout))
+			}
+			if err := s.conn.SendMsg(msg); err != nil {
+				_ = s.conn.Close()
+				s.conn.SetClosed()
+				return
+			}
 		}
 	}
 }

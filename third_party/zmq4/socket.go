@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,24 @@ const (
 	defaultRetry      = 250 * time.Millisecond
 	defaultTimeout    = 5 * time.Minute
 	defaultMaxRetries = 10
+
+	// sluice: a peer that has not finished its handshake by then is dropped.
+	// v0.17.0 waited forever, in its only accept goroutine, so one silent
+	// connection kept every later peer from being greeted.
+	defaultHandshakeTimeout = 10 * time.Second
+
+	// sluice: a PUB subscriber that cannot take a message within this is
+	// disconnected (its queue is dropped with it), so it cannot hold the
+	// socket's memory or, as in v0.17.0, every other subscriber.
+	defaultWriteTimeout = 10 * time.Second
+
+	// sluice: the largest message a peer may send (all frames), in bytes.
+	defaultMaxMsgSize = 64 << 20
+
+	// sluice: what one PUB subscriber may have queued, in bytes, besides the
+	// HWM in messages: past either, messages to it are dropped (ZeroMQ's
+	// PUB semantics at the high-water mark).
+	defaultSendQueueBytes = 64 << 20
 )
 
 var (
@@ -57,6 +76,14 @@ type socket struct {
 	closedConns   []*Conn
 	reaperCond    *sync.Cond
 	reaperStarted bool
+
+	// sluice: limits on what peers can make the socket hold (options.go).
+	handshakeTimeout time.Duration
+	writeTimeout     time.Duration
+	maxMsg           int64
+	sendQueueBytes   int64
+	maxConns         int          // accepted connections, in handshake or open; 0 for no limit
+	accepted         atomic.Int64 // accepted connections not yet removed
 }
 
 func newDefaultSocket(ctx context.Context, sockType SocketType) *socket {
@@ -78,6 +105,11 @@ func newDefaultSocket(ctx context.Context, sockType SocketType) *socket {
 		cancel:     cancel,
 		dialer:     net.Dialer{Timeout: defaultTimeout},
 		reaperCond: sync.NewCond(&sync.Mutex{}),
+
+		handshakeTimeout: defaultHandshakeTimeout,
+		writeTimeout:     defaultWriteTimeout,
+		maxMsg:           defaultMaxMsgSize,
+		sendQueueBytes:   defaultSendQueueBytes,
 	}
 }
 
@@ -210,27 +242,68 @@ func (sck *socket) accept() {
 	ctx, cancel := context.WithCancel(sck.ctx)
 	defer cancel()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		default:
-			conn, err := sck.listener.Accept()
-			if err != nil {
-				// FIXME(sbinet): maybe bubble up this error to application code?
-				//sck.log.Printf("error accepting connection from %q: %+v", sck.ep, err)
-				continue
+		conn, err := sck.listener.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
-
-			zconn, err := Open(conn, sck.sec, sck.typ, sck.id, true, sck.scheduleRmConn)
-			if err != nil {
-				// FIXME(sbinet): maybe bubble up this error to application code?
-				sck.log.Printf("could not open a ZMTP connection with %q: %+v", sck.ep, err)
-				continue
+			// sluice: v0.17.0 retried at once: out of file descriptors,
+			// the loop spun on a core.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
 			}
-
-			sck.addConn(zconn)
+			continue
 		}
+		// sluice: each connection is counted from here until rmConn (or a
+		// failed handshake), so that peers cannot make the socket hold
+		// more than maxConns goroutines and queues.
+		if n := sck.accepted.Add(1); sck.maxConns > 0 && n > int64(sck.maxConns) {
+			sck.accepted.Add(-1)
+			_ = conn.Close()
+			continue
+		}
+		// sluice: the handshake runs in the connection's own goroutine
+		// (v0.17.0 ran it here, inline, so one silent peer stopped all).
+		go func() {
+			zconn, err := sck.open(conn, true)
+			if err != nil {
+				sck.accepted.Add(-1)
+				sck.log.Printf("could not open a ZMTP connection with %q: %+v", sck.ep, err)
+				return
+			}
+			if sck.ctx.Err() != nil { // sluice: closed during the handshake
+				_ = zconn.Close()
+				sck.accepted.Add(-1)
+				return
+			}
+			sck.addConn(zconn)
+		}()
 	}
+}
+
+// open does a connection's handshake within the socket's handshake timeout.
+// sluice: nothing a peer sends may end the process: a panic in the handshake
+// is that connection's error, and the connection is closed.
+func (sck *socket) open(conn net.Conn, server bool) (zconn *Conn, err error) {
+	defer func() {
+		if e := recover(); e != nil {
+			zconn, err = nil, fmt.Errorf("zmq4: panic in handshake: %v", e)
+		}
+		if err != nil {
+			_ = conn.Close()
+		}
+	}()
+	if sck.handshakeTimeout > 0 {
+		_ = conn.SetDeadline(time.Now().Add(sck.handshakeTimeout))
+	}
+	zconn, err = open(conn, sck.sec, sck.typ, sck.id, server, sck.scheduleRmConn, sck.maxMsg)
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return zconn, nil
 }
 
 // Dial connects a remote endpoint to the Socket.
@@ -267,7 +340,7 @@ connect:
 		return fmt.Errorf("zmq4: got a nil dial-conn to %q", endpoint)
 	}
 
-	zconn, err := Open(conn, sck.sec, sck.typ, sck.id, false, sck.scheduleRmConn)
+	zconn, err := sck.open(conn, false)
 	if err != nil {
 		return fmt.Errorf("zmq4: could not open a ZMTP connection: %w", err)
 	}
@@ -302,6 +375,12 @@ func (sck *socket) addConn(c *Conn) {
 	if sck.r != nil {
 		sck.r.addConn(c)
 	}
+	// sluice: a connection whose peer left between its handshake and here
+	// was marked closed before anything listened for it, and would stay in
+	// the socket (and count against maxConns) forever.
+	if c.Closed() {
+		go sck.rmConn(c)
+	}
 	// resend subscriptions for topics if there are any
 	if sck.subTopics != nil {
 		for _, topic := range sck.subTopics() {
@@ -324,6 +403,9 @@ func (sck *socket) rmConn(c *Conn) {
 
 	if cur == -1 {
 		return
+	}
+	if c.Server {
+		sck.accepted.Add(-1)
 	}
 
 	sck.conns = append(sck.conns[:cur], sck.conns[cur+1:]...)

@@ -13,7 +13,7 @@ import (
 // The returned socket value is initially unbound.
 func NewXPub(ctx context.Context, opts ...Option) Socket {
 	xpub := &xpubSocket{newSocket(ctx, XPub, opts...)}
-	xpub.sck.w = newPubMWriter(xpub.sck.ctx)
+	xpub.sck.w = newPubMWriter(xpub.sck)
 	xpub.sck.r = newPubQReader(xpub.sck.ctx)
 	return xpub
 }

@@ -7,6 +7,9 @@
 package plain
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
 	"fmt"
 	"io"
 
@@ -48,10 +51,11 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 			return fmt.Errorf("security/plain: expected HELLO command")
 		}
 
-		// FIXME(sbinet): perform a real authentication
-		err = validateHello(cmd.Body)
+		// sluice: v0.17.0 accepted any HELLO (validateHello was a stub), so
+		// a PLAIN server authenticated nobody.
+		err = sec.validateHello(cmd.Body)
 		if err != nil {
-			_ = conn.SendCmd(zmq4.CmdError, []byte("invalid")) // FIXME(sbinet) correct ERROR reason
+			_ = conn.SendCmd(zmq4.CmdError, errorBody("invalid credentials"))
 			return fmt.Errorf("security/plain: could not authenticate client: %w", err)
 		}
 
@@ -64,6 +68,9 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 		if err != nil {
 			return fmt.Errorf("security/plain: could not receive INITIATE from client: %w", err)
 		}
+		if cmd.Name != zmq4.CmdInitiate { // sluice: v0.17.0 took any command for INITIATE
+			return fmt.Errorf("security/plain: expected INITIATE command, got %q", cmd.Name)
+		}
 
 		err = conn.Peer.Meta.UnmarshalZMTP(cmd.Body)
 		if err != nil {
@@ -72,7 +79,7 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 
 		raw, err := conn.Meta.MarshalZMTP()
 		if err != nil {
-			_ = conn.SendCmd(zmq4.CmdError, []byte("invalid")) // FIXME(sbinet) correct ERROR reason
+			_ = conn.SendCmd(zmq4.CmdError, errorBody("internal error"))
 			return fmt.Errorf("security/plain: could not serialize metadata: %w", err)
 		}
 
@@ -98,13 +105,13 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 			return fmt.Errorf("security/plain: could not receive WELCOME from server: %w", err)
 		}
 		if cmd.Name != zmq4.CmdWelcome {
-			_ = conn.SendCmd(zmq4.CmdError, []byte("invalid command")) // FIXME(sbinet) correct ERROR reason
+			_ = conn.SendCmd(zmq4.CmdError, errorBody("invalid command"))
 			return fmt.Errorf("security/plain: expected a WELCOME command from server: %w", err)
 		}
 
 		raw, err := conn.Meta.MarshalZMTP()
 		if err != nil {
-			_ = conn.SendCmd(zmq4.CmdError, []byte("internal error")) // FIXME(sbinet) correct ERROR reason
+			_ = conn.SendCmd(zmq4.CmdError, errorBody("internal error"))
 			return fmt.Errorf("security/plain: could not serialize metadata: %w", err)
 		}
 
@@ -118,7 +125,7 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 			return fmt.Errorf("security/plain: could not receive READY from server: %w", err)
 		}
 		if cmd.Name != zmq4.CmdReady {
-			_ = conn.SendCmd(zmq4.CmdError, []byte("invalid command")) // FIXME(sbinet) correct ERROR reason
+			_ = conn.SendCmd(zmq4.CmdError, errorBody("invalid command"))
 			return fmt.Errorf("security/plain: expected a READY command from server: %w", err)
 		}
 
@@ -126,9 +133,9 @@ func (sec *security) Handshake(conn *zmq4.Conn, server bool) error {
 		if err != nil {
 			return fmt.Errorf("security/plain: could not unmarshal peer metadata: %w", err)
 		}
-
-		sec.user = nil
-		sec.pass = nil
+		// sluice: v0.17.0 cleared the credentials here, so a socket's second
+		// connection (a reconnect) sent empty ones, and two dials at once
+		// raced on them.
 	}
 	return nil
 }
@@ -144,15 +151,46 @@ func (security) Decrypt(w io.Writer, data []byte) (int, error) {
 }
 
 // validateHello validates the user/passwd credentials.
-func validateHello(body []byte) error {
-	//	n := int(body[0])
-	//	user := body[1 : 1+n]
-	//	body = body[1+n:]
-	//	n = int(body[0])
-	//	pass := body[1 : 1+n]
-	//	body = body[1+n:]
-	//	log.Printf("user=%q, pass=%q, body=%q", user, pass, body)
+// errHello is a HELLO that is malformed or names other credentials; the
+// client is not told which.
+var errHello = errors.New("security/plain: invalid HELLO")
+
+// validateHello checks a client's HELLO body (username length, username,
+// password length, password; ZMTP-PLAIN) against the server's credentials.
+// sluice: the lengths are the peer's, so each is checked against what
+// remains; both fields are compared through their SHA-256 digests, in
+// constant time whatever their lengths.
+func (sec *security) validateHello(body []byte) error {
+	user, rest, ok := field(body)
+	if !ok {
+		return errHello
+	}
+	pass, rest, ok := field(rest)
+	if !ok || len(rest) != 0 {
+		return errHello
+	}
+	gotUser, wantUser := sha256.Sum256(user), sha256.Sum256(sec.user)
+	gotPass, wantPass := sha256.Sum256(pass), sha256.Sum256(sec.pass)
+	if subtle.ConstantTimeCompare(gotUser[:], wantUser[:])&subtle.ConstantTimeCompare(gotPass[:], wantPass[:]) != 1 {
+		return errHello
+	}
 	return nil
+}
+
+// field splits a length-prefixed field (one length byte) off b.
+func field(b []byte) (f, rest []byte, ok bool) {
+	if len(b) == 0 || int(b[0]) > len(b)-1 {
+		return nil, nil, false
+	}
+	n := int(b[0])
+	return b[1 : 1+n], b[1+n:], true
+}
+
+// errorBody is an ERROR command's body: the reason's length, then the reason.
+// sluice: v0.17.0 sent the reason without its length, which libzmq reads as
+// a malformed command.
+func errorBody(reason string) []byte {
+	return append([]byte{byte(len(reason))}, reason...)
 }
 
 var (
