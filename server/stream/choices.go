@@ -237,7 +237,11 @@ func (l *lockedEmitter) Flush() error {
 }
 
 func (l localEngine) SubmitGroup(ctx context.Context, reqs []engine.Request) ([]Sequence, error) {
-	seqs, err := l.e.SubmitGroup(ctx, reqs)
+	stamped := make([]engine.Request, len(reqs))
+	for i, req := range reqs {
+		stamped[i] = ForTenant(ctx, req) // as Submit does
+	}
+	seqs, err := l.e.SubmitGroup(ctx, stamped)
 	if err != nil {
 		return nil, err
 	}
