@@ -38,7 +38,7 @@ func TestBodyTimeoutRefusesTrickle(t *testing.T) {
 			defer conn.Close()
 			// A guard against a server that never answers, not a wait for an event.
 			_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 				tc.path, len(tc.body), tc.body[:10])
 			start := time.Now()
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

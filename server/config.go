@@ -11,7 +11,9 @@ import (
 // Config is the server's validated configuration. cmd/sluice fills it from
 // flags and SLUICE_* environment variables; DefaultConfig gives the defaults.
 type Config struct {
-	Addr    string // listen address, ":8080"
+	// Addr is the listen address. The default, 127.0.0.1:8080, answers only
+	// this machine; serving others takes an interface's address or ":8080".
+	Addr    string
 	APIKey  string // when set, requests need "Authorization: Bearer <key>"
 	ModelID string // the id /v1/models lists (derived from the model file name)
 	// Aliases are extra names a request's "model" may use (--served-model-name).
@@ -23,6 +25,21 @@ type Config struct {
 	// CORSOrigins are the browser origins answered with CORS headers ("*":
 	// any); empty, the default, sends none (cors.go).
 	CORSOrigins []string
+	// AllowedHosts are Host header names answered besides the loopback
+	// names (guard.go): on a loopback-bound server every other name is
+	// refused, which defeats DNS rebinding; on an exposed one, a list here
+	// turns the same check on. "*" turns it off (a proxy that passes any
+	// Host through).
+	AllowedHosts []string
+	// MetricsPublic serves GET /metrics without the key when keys are set,
+	// for a scraper that cannot send a header.
+	MetricsPublic bool
+	// MaxConns caps the open HTTP connections (0: no cap); MaxConnsPerIP is
+	// what one client address may hold of them (0: half of MaxConns), so one
+	// client cannot take every slot. A connection beyond either gets a bare
+	// 503 and is closed (conncap.go).
+	MaxConns      int
+	MaxConnsPerIP int
 
 	// FlushInterval groups the text of tokens produced within it into one
 	// write; 0 writes every token as soon as it exists.
@@ -65,7 +82,7 @@ type Config struct {
 // DefaultConfig returns the configuration `sluice serve` starts from.
 func DefaultConfig() Config {
 	return Config{
-		Addr:              ":8080",
+		Addr:              "127.0.0.1:8080",
 		KeepAlive:         15 * time.Second,
 		StallTimeout:      30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -78,6 +95,7 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		MaxConns:          1024,
 	}
 }
 
@@ -120,6 +138,14 @@ func (c *Config) Validate() error {
 		if err := validCORSOrigin(o); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, h := range c.AllowedHosts {
+		if err := validAllowedHost(h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.MaxConns < 0 || c.MaxConnsPerIP < 0 || (c.MaxConns > 0 && c.MaxConnsPerIP > c.MaxConns) {
+		bad("max-conns %d / max-conns-per-ip %d: both non-negative, per IP at most the total", c.MaxConns, c.MaxConnsPerIP)
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("max-body-bytes must be positive, got %d", c.MaxBodyBytes)

@@ -29,6 +29,10 @@ func TestConfigValidate(t *testing.T) {
 		{"flush interval too long", func(c *Config) { c.FlushInterval = 2 * time.Second }, "flush-interval"},
 		{"stream cap over total", func(c *Config) { c.ResumeStreamBytes = c.ResumeTotalBytes + 1 }, "resume byte caps"},
 		{"no body limit", func(c *Config) { c.MaxBodyBytes = 0 }, "max-body-bytes"},
+		{"negative conn cap", func(c *Config) { c.MaxConns = -1 }, "max-conns"},
+		{"per-ip cap over total", func(c *Config) { c.MaxConnsPerIP = c.MaxConns + 1 }, "max-conns-per-ip"},
+		{"per-ip cap alone", func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 0, 8 }, ""},
+		{"bad allowed host", func(c *Config) { c.AllowedHosts = []string{"https://a.example"} }, "allowed-hosts"},
 		{"two errors at once", func(c *Config) { c.Addr = ""; c.IdleTimeout = 0 }, "addr is empty\nidle-timeout"},
 	}
 	for _, tt := range tests {

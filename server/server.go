@@ -39,10 +39,19 @@ type Server struct {
 func (s *Server) Keys() *auth.Keys { return s.keys }
 
 // Handle adds a route beside the API, such as "GET /metrics". It must be
-// called before Handler, HTTPServer or Serve.
+// called before Handler, HTTPServer or Serve. /metrics takes the API key
+// when keys are set (its figures show the traffic), unless
+// Config.MetricsPublic; other routes (the web page) decide for themselves.
 func (s *Server) Handle(pattern string, h http.Handler) {
 	if s.extra == nil {
 		s.extra = map[string]http.Handler{}
+	}
+	path := pattern
+	if _, p, ok := strings.Cut(pattern, " "); ok {
+		path = p
+	}
+	if path == "/metrics" && !s.cfg.MetricsPublic {
+		h = s.api(h.ServeHTTP)
 	}
 	s.extra[pattern] = h
 }
@@ -104,7 +113,7 @@ func (s *Server) api(h http.HandlerFunc) http.Handler { return s.guard(h, writeE
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Addr:              s.cfg.Addr,
-		Handler:           s.withCORS(s.Handler()),
+		Handler:           s.withEdgeGuard(s.withCORS(s.Handler())),
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
@@ -116,6 +125,7 @@ func (s *Server) HTTPServer() *http.Server {
 // still open then are ended with an in-band error and [DONE].
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
+	ln = s.capConns(ln)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
