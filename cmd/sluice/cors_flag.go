@@ -2,14 +2,15 @@ package main
 
 import "strings"
 
-// originList is the repeatable --cors-origin flag. A value may also hold
-// several origins separated by commas (origins never contain one), so the
-// single SLUICE_CORS_ORIGIN variable can name them all.
-type originList []string
+// commaList is a repeatable flag of origins (--cors-origin) or host names
+// (--allowed-hosts). A value may also hold several separated by commas
+// (neither ever contains one), so the single SLUICE_CORS_ORIGIN or
+// SLUICE_ALLOWED_HOSTS variable can name them all.
+type commaList []string
 
-func (o *originList) String() string { return strings.Join(*o, ",") }
+func (o *commaList) String() string { return strings.Join(*o, ",") }
 
-func (o *originList) Set(v string) error {
+func (o *commaList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			*o = append(*o, s)

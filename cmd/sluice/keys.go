@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/server/auth"
 )
 
@@ -59,4 +60,14 @@ func reloadKeys(keys *auth.Keys, log *slog.Logger) error {
 	}
 	log.Info("api keys reloaded", "keys", keys.Count())
 	return nil
+}
+
+// warnExposed warns at start when the server listens beyond this machine
+// with no key: anyone who can reach the port may then use the model.
+func warnExposed(addr string, keys *auth.Keys, log *slog.Logger) {
+	if server.Loopback(addr) || keys.Enabled() {
+		return
+	}
+	log.Warn("listening beyond this machine without an API key: anyone who can reach the port can use it; set --api-key or --api-key-file, or listen on 127.0.0.1",
+		"addr", addr)
 }

@@ -20,24 +20,38 @@ import (
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
-// runServe: sluice serve --model PATH [--addr :8080] ... Every flag can also
-// come from the environment as SLUICE_<FLAG> (--kv-blocks: SLUICE_KV_BLOCKS);
-// a flag on the command line wins.
-func runServe(args []string) error {
-	cfg := server.DefaultConfig()
-	var lo loader.Options
-	var modelPath, aliases string
+// serveFlags is what serve's flags fill.
+type serveFlags struct {
+	cfg                   server.Config
+	lo                    loader.Options
+	modelPath, aliases    string
+	keyFile, chatTemplate string
+	backend               string
+	device                int
+	ops                   *opsFlags
+	web                   *bool
+	relay                 *relayFlags
+}
+
+// newServeFlags defines serve's flags over server.DefaultConfig.
+func newServeFlags() (*flag.FlagSet, *serveFlags) {
+	f := &serveFlags{cfg: server.DefaultConfig()}
+	cfg, lo := &f.cfg, &f.lo
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.StringVar(&modelPath, "model", "", "model file (GGUF)")
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address")
-	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/*")
-	keyFile := fs.String("api-key-file", "", "accept every key in this file too (one per line, # comments; reread on SIGHUP), on HTTP and gRPC")
-	fs.StringVar(&aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
-	fs.Var((*originList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS)")
+	fs.StringVar(&f.modelPath, "model", "", "model file (GGUF)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address; the default answers this machine only: to serve others give an interface's address or :8080 (every interface), with an API key")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "require 'Authorization: Bearer KEY' on /v1/* (and /metrics)")
+	fs.StringVar(&f.keyFile, "api-key-file", "", "accept every key in this file too (one per line, # comments; reread on SIGHUP), on HTTP and gRPC")
+	fs.StringVar(&f.aliases, "served-model-name", "", "comma-separated extra names requests may use for the model")
+	fs.Var((*commaList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS). A page on any other site is refused (403)")
+	fs.Var((*commaList)(&cfg.AllowedHosts), "allowed-hosts", "Host header names served besides localhost, 127.0.0.1 and [::1] (comma-separated or repeated; * = any). On a loopback --addr any other Host gets 403 (DNS rebinding); elsewhere a list turns the same check on")
+	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics without the API key (for a scraper that cannot send one)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open HTTP connections at most; beyond it a connection gets 503 (0 = no cap)")
+	fs.IntVar(&cfg.MaxConnsPerIP, "max-conns-per-ip", 0, "open HTTP connections one client address (IPv6: /64) may hold; beyond it 503 (0 = half of --max-conns; raise it behind a proxy)")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
-	backend := fs.String("backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
-	device := fs.Int("device", 0, "CUDA device ordinal (with --backend cuda)")
-	chatTemplate := fs.String("chat-template", "", "chat template for a model without one, or to replace its own: a Jinja file or a built-in ("+
+	fs.StringVar(&f.backend, "backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
+	fs.IntVar(&f.device, "device", 0, "CUDA device ordinal (with --backend cuda)")
+	fs.StringVar(&f.chatTemplate, "chat-template", "", "chat template for a model without one, or to replace its own: a Jinja file or a built-in ("+
 		strings.Join(tokenizer.BuiltinTemplates(), ", ")+")")
 	fs.IntVar(&lo.ContextLen, "ctx", 0, "context length cap (0 = the model's own)")
 	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
@@ -59,13 +73,23 @@ func runServe(args []string) error {
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
-	opsf := addOpsFlags(fs) // --grpc-addr, --metrics-compat (grpc_flags.go)
-	webOn := addWebFlag(fs) // --web (web.go)
-	rf := addRelayFlags(fs) // --upstream... (relay.go)
-	addFaultFlag(fs, &lo)   // --inject-fault, in the faultinject test build only (faults_on.go)
+	f.ops = addOpsFlags(fs)     // --grpc-addr, --metrics-compat (grpc_flags.go)
+	f.web = addWebFlag(fs)      // --web (web.go)
+	f.relay = addRelayFlags(fs) // --upstream... (relay.go)
+	addFaultFlag(fs, lo)        // --inject-fault, in the faultinject test build only (faults_on.go)
+	return fs, f
+}
+
+// runServe: sluice serve --model PATH [--addr 127.0.0.1:8080] ... Every
+// flag can also come from the environment as SLUICE_<FLAG> (--kv-blocks:
+// SLUICE_KV_BLOCKS); a flag on the command line wins.
+func runServe(args []string) error {
+	fs, f := newServeFlags()
 	if err := parseWithEnv(fs, args); err != nil {
 		return err
 	}
+	cfg, lo := f.cfg, f.lo
+	modelPath, aliases, keyFile, rf := f.modelPath, f.aliases, &f.keyFile, f.relay
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var err error
 	if cfg.Keys, err = loadKeys(cfg.APIKey, *keyFile, log); err != nil {
@@ -74,6 +98,7 @@ func runServe(args []string) error {
 	keysCtx, stopKeys := context.WithCancel(context.Background())
 	defer stopKeys()
 	reloadKeysOnHUP(keysCtx, cfg.Keys, *keyFile, log, nil) // relay mode too
+	warnExposed(cfg.Addr, cfg.Keys, log)
 	if rf.active() {
 		if modelPath != "" {
 			return errors.New("--upstream and --model: a server either relays or serves a model")
@@ -83,11 +108,11 @@ func runServe(args []string) error {
 	if modelPath == "" {
 		return errors.New("--model or --upstream is required")
 	}
-	if lo.NewBackend, err = backendFactory(*backend, *device); err != nil {
+	if lo.NewBackend, err = backendFactory(f.backend, f.device); err != nil {
 		return err
 	}
-	if *chatTemplate != "" {
-		if lo.ChatTemplate, err = tokenizer.ChatTemplate(*chatTemplate); err != nil {
+	if f.chatTemplate != "" {
+		if lo.ChatTemplate, err = tokenizer.ChatTemplate(f.chatTemplate); err != nil {
 			return err
 		}
 	}
@@ -110,11 +135,11 @@ func runServe(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ops, err := opsf.start(ctx, cfg, srv, &lo, log) // GET /metrics, gRPC; before Serve and Load
+	ops, err := f.ops.start(ctx, cfg, srv, &lo, log) // GET /metrics, gRPC; before Serve and Load
 	if err != nil {
 		return err
 	}
-	page, err := startWeb(ctx, *webOn, srv, cfg.Keys) // GET /, GET /v1/engine/events; before Serve
+	page, err := startWeb(ctx, *f.web, srv, cfg.Keys) // GET /, GET /v1/engine/events; before Serve
 	if err != nil {
 		return err
 	}
