@@ -81,7 +81,60 @@
 // Concurrency: BlockStored and BlockRemoved are called on the engine loop
 // and never block: each event goes into a bounded channel or, when that is
 // full, is counted in Dropped. One sender goroutine batches what it finds,
-// encodes and sends. ZeroMQ's own queue (HWM) drops silently past its bound;
-// a dropped BlockRemoved leaves the indexer believing in a block that is gone
-// (a worse route, never a wrong answer).
+// encodes and hands each batch to the socket, which never blocks either: it
+// puts the batch on each subscriber's own queue (1024 batches, 64 MiB) and
+// drops it, silently, for a subscriber whose queue is full; a dropped
+// BlockRemoved leaves the indexer believing in a block that is gone (a
+// worse route, never a wrong answer).
+//
+// # Transport
+//
+// The socket is go-zeromq/zmq4 v0.17.0, pure Go, through the fork in
+// third_party/zmq4 (go.mod's replace; third_party/zmq4/SLUICE.md lists the
+// changes, each marked "sluice:" in the source). Upstream let anyone who
+// reached the port end the process (one malformed READY: a slice past its
+// end in the accept goroutine; a frame announcing 2^62 bytes: makeslice),
+// stop every later subscriber (one silent connection held its only accept
+// goroutine) or stall all of them (one subscriber that stopped reading).
+// The fork bounds-checks what peers send, limits a message's size (64 KiB
+// inbound here: a subscriber sends only subscriptions), runs each handshake
+// in its own goroutine with a 5 s deadline under recover, gives each
+// subscriber a bounded queue and a writer whose writes must finish in 10 s
+// (or the subscriber is dropped), and holds at most 64 connections.
+// TestHostilePeers, TestSlowSubscriber and FuzzListener hold it to that.
+//
+// libzmq through cgo was the alternative: the reference implementation
+// (CURVE included) and what llm-d links, but a C library in the server
+// binary and its build (Debian's libzmq3-dev, or a source build for the
+// static binary and the CUDA image), for a socket that only publishes. The
+// fork keeps the server pure Go outside kernels/cuda and the tokenizers; the
+// libzmq tests (make kvevents-check: pyzmq's bundled libzmq 4.3 subscribes,
+// with and without PLAIN) keep it honest against the implementation llm-d
+// uses.
+//
+// # Exposure and authentication
+//
+// The stream carries every tenant's token ids (BlockStored), so who can
+// reach it matters. DefaultEndpoint is loopback. An endpoint naming this
+// machine is bound (Binds): in a pod, tcp://$(POD_IP):5557, the address
+// llm-d's indexer dials, with a NetworkPolicy that admits only the
+// indexer's pods. A wildcard (tcp://*:5557) still works; serve warns that it
+// is reachable from every interface.
+//
+// Credentials (serve --kv-events-secret-file: one line "user:password", or
+// a password alone for the user "sluice") turn on ZMTP PLAIN (RFC 24): a
+// subscriber must present them (libzmq: ZMQ_PLAIN_USERNAME and
+// ZMQ_PLAIN_PASSWORD; pebbe/zmq4: SetPlainUsername, SetPlainPassword) or its
+// handshake is refused; without them the mechanism is NULL and anyone who
+// connects reads the stream. PLAIN authenticates, it does not encrypt: the
+// password and the events cross the network in clear, so it keeps
+// neighbours out of a network that is itself trusted not to be sniffed
+// (a pod network with a NetworkPolicy), nothing more. CURVE (RFC 26:
+// Curve25519 keys, every frame encrypted) would also keep the stream
+// secret; go-zeromq has no CURVE, and adding it (its four-command handshake
+// with cookie, per-message nonces, over golang.org/x/crypto/nacl/box,
+// checked against libzmq's) is a piece of work of its own, not done.
+// llm-d's indexer must be configured with the same credentials; where it
+// cannot be, leave them off and rely on the bind address and the
+// NetworkPolicy.
 package kvevents

@@ -263,3 +263,57 @@ func parseHashes(xs []any) []uint64 {
 	}
 	return out
 }
+
+// TestLibzmqPlainSubscriber has libzmq subscribe with PLAIN credentials:
+// with the publisher's it receives batches; with a wrong password its
+// handshake is refused, so the publisher never sees its subscription.
+func TestLibzmqPlainSubscriber(t *testing.T) {
+	python := os.Getenv("SLUICE_KVEVENTS_PYTHON")
+	if python == "" {
+		t.Skip("SLUICE_KVEVENTS_PYTHON unset: make kvevents-check runs this with pyzmq")
+	}
+	pub := newLoopbackPublisher(t, Config{Credentials: &Credentials{User: "indexer", Password: "s3cret"}})
+	ep := fmt.Sprintf("tcp://127.0.0.1:%d", addrPort(t, pub))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := func(creds string) *bufio.Scanner {
+		cmd := exec.CommandContext(ctx, python, "testdata/libzmq_sub.py", ep, creds)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		lines := bufio.NewScanner(out)
+		if !lines.Scan() || lines.Text() != "ready" {
+			t.Fatalf("subscriber: %q %v", lines.Text(), lines.Err())
+		}
+		return lines
+	}
+	start("indexer:wrong")
+	time.Sleep(time.Second) // libzmq retries its handshake; none may pass
+	if topics := pub.sock.(zmq4.Topics).Topics(); len(topics) != 0 {
+		t.Fatalf("a wrong password subscribed to %q", topics)
+	}
+	lines := start("indexer:s3cret")
+	for deadline := time.Now().Add(10 * time.Second); len(pub.sock.(zmq4.Topics).Topics()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the publisher never saw the authenticated subscription")
+		}
+		time.Sleep(time.Millisecond) // ZeroMQ gives no signal for it
+	}
+	pub.BlockStored(kvcache.Group{Groups: 1}, 1, 0, make([]int32, testBS))
+	if !lines.Scan() {
+		t.Fatalf("no batch: %v", lines.Err())
+	}
+	d, err := fromPython(lines.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.topic != pub.Topic() || len(d.events) != 1 {
+		t.Fatalf("got %+v", d)
+	}
+}

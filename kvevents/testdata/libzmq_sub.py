@@ -1,7 +1,10 @@
 """A KV-event subscriber on libzmq (pyzmq), the ZeroMQ llm-d's indexer and
 vLLM link: prints one JSON line per batch, "ready" once connected.
 
-    python libzmq_sub.py tcp://127.0.0.1:PORT
+    python libzmq_sub.py tcp://127.0.0.1:PORT [USER:PASSWORD]
+
+With USER:PASSWORD it is a ZMTP PLAIN client (ZMQ_PLAIN_USERNAME and
+ZMQ_PLAIN_PASSWORD, what a libzmq-based indexer sets).
 
 Each batch is decoded twice: by msgpack into positional arrays ("events"),
 and by msgspec into structs laid out as vLLM declares its KV events
@@ -72,6 +75,10 @@ def as_vllm(ev):
 
 
 sock = zmq.Context.instance().socket(zmq.SUB)
+if len(sys.argv) > 2:
+    user, password = sys.argv[2].split(":", 1)
+    sock.plain_username = user.encode()
+    sock.plain_password = password.encode()
 sock.connect(sys.argv[1])
 sock.setsockopt_string(zmq.SUBSCRIBE, "kv@")
 print("ready", flush=True)
