@@ -5,6 +5,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -13,6 +14,10 @@ import (
 var (
 	// ErrQueueFull: the waiting queue is at its limit (HTTP 429, gRPC ResourceExhausted).
 	ErrQueueFull = errors.New("engine: queue full")
+	// ErrTenantQueueFull: the waiting queue is full and the request's
+	// Tenant holds its share of it while others wait; tenants under their
+	// share are still accepted (Config.MaxQueue). It wraps ErrQueueFull.
+	ErrTenantQueueFull = fmt.Errorf("%w: tenant at its share", ErrQueueFull)
 	// ErrPromptTooLong: prompt + max tokens exceed the model context (HTTP 400, gRPC InvalidArgument).
 	ErrPromptTooLong = errors.New("engine: prompt too long")
 	// ErrInvalidRequest: a request field is out of range (HTTP 400).

@@ -35,8 +35,12 @@ type Config struct {
 	Watermark                   float64 // fraction of KV blocks admission keeps free
 	AgingSteps                  int     // steps of waiting worth one priority level (0 = scheduler default)
 
-	// MaxQueue bounds sequences accepted but not yet started; Submit returns
-	// ErrQueueFull beyond it.
+	// MaxQueue bounds sequences accepted but not yet started, shared fairly
+	// between tenants (Request.Tenant): beyond it Submit refuses a tenant
+	// that holds its share (MaxQueue over the tenants waiting) with
+	// ErrTenantQueueFull, while one under its share is still accepted, up
+	// to 2×MaxQueue in all (ErrQueueFull past that). With one tenant it is
+	// simply the bound.
 	MaxQueue int
 
 	// EOG are the model's end-of-generation token ids (EOS, EOT, <|im_end|>…).

@@ -26,7 +26,8 @@ type Engine struct {
 	closeMu  sync.RWMutex // Close vs Submit's send: nothing is sent after the loop drains
 	closed   bool
 	nextID   atomic.Uint64
-	queued   atomic.Int64 // accepted, not yet started: bounded by cfg.MaxQueue
+	queued   atomic.Int64 // accepted, not yet started: bounded by 2*cfg.MaxQueue
+	shares   *queueShares // each tenant's part of queued (fair.go)
 	arrivals chan *Sequence
 	aborts   chan abortReq
 	stop     chan struct{}
@@ -57,7 +58,10 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	sched, err := scheduler.New(cfg.schedulerConfig(), pool)
+	shares := newQueueShares(cfg.MaxQueue)
+	sc := cfg.schedulerConfig()
+	sc.OnAdmit = func(q *scheduler.Seq) { shares.leave(owner(q).req.Tenant) }
+	sched, err := scheduler.New(sc, pool)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -68,11 +72,14 @@ func New(model Model, cfg Config) (*Engine, error) {
 		model: model,
 		cfg:   cfg,
 		limit: min(model.ContextLen(), cfg.Blocks*cfg.BlockSize),
-		// Every queued sequence fits in the buffer, so Submit never blocks on it.
-		arrivals: make(chan *Sequence, cfg.MaxQueue),
+		// Every queued sequence fits in the buffer, so Submit never blocks on
+		// it: the queue holds MaxQueue and as much again for tenants under
+		// their share (fair.go).
+		arrivals: make(chan *Sequence, 2*cfg.MaxQueue),
+		shares:   shares,
 		// One abort per sequence: room for every queued and running one, and
 		// as many preempted ones again, so Abort practically never waits.
-		aborts: make(chan abortReq, cfg.MaxQueue+2*sched.Config().MaxSeqs),
+		aborts: make(chan abortReq, 2*cfg.MaxQueue+2*sched.Config().MaxSeqs),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		pool:   pool,
@@ -96,8 +103,9 @@ func (e *Engine) Stats() *Stats { return e.stats.Load() }
 
 // Submit validates req and queues it. The sequence is aborted with
 // CauseClientDisconnect when ctx is done. Errors: ErrInvalidRequest,
-// ErrPromptTooLong, ErrQueueFull (backpressure: retry later), ErrClosed, or
-// ctx's error if it is already done.
+// ErrPromptTooLong, ErrQueueFull (backpressure: retry later; it is
+// ErrTenantQueueFull when req's Tenant holds its share of a full queue),
+// ErrClosed, or ctx's error if it is already done.
 //
 // MaxTokens bounds the whole output, Resume included; 0 means up to
 // MaxSequenceLen. The output channel holds every token the sequence may
@@ -141,24 +149,24 @@ func (e *Engine) newSequence(ctx context.Context, req Request, maxLen int) *Sequ
 	s.sq.Tokens = make([]int32, 0, maxLen)
 	s.sq.Tokens = append(append(s.sq.Tokens, req.Prompt...), req.Resume...)
 	s.sq.Priority = req.Priority
+	s.sq.Tenant = req.Tenant
 	s.sq.Salt = kvcache.SaltOf(req.CacheSalt)
 	s.sq.Owner = s
 	return s
 }
 
 // send queues s, which brings n sequences (a group's leader brings its
-// choices): n queue places, one arrival.
+// choices): n queue places of its tenant's share, one arrival.
 func (e *Engine) send(s *Sequence, n int) error {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
 		return ErrClosed
 	}
-	if e.queued.Add(int64(n)) > int64(e.cfg.MaxQueue) {
-		e.queued.Add(-int64(n))
-		return ErrQueueFull
+	if err := e.shares.enter(s.req.Tenant, n, &e.queued); err != nil {
+		return err
 	}
-	e.arrivals <- s // never blocks: queued ≤ MaxQueue = cap(arrivals)
+	e.arrivals <- s // never blocks: queued ≤ 2*MaxQueue = cap(arrivals)
 	return nil
 }
 
@@ -357,6 +365,9 @@ func (e *Engine) finish(s *Sequence, r Result) {
 	e.releaseGroup(s) // group.go
 	if !s.started {
 		e.queued.Add(-1)
+	}
+	if !s.sq.Admitted() { // else OnAdmit counted it out of its tenant's share
+		e.shares.leave(s.req.Tenant)
 	}
 	if s.ctxStop != nil {
 		s.ctxStop()

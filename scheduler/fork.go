@@ -37,6 +37,7 @@ func (s *Scheduler) Fork(child, parent *Seq) bool {
 	child.admitted = true
 	child.cachedTokens = shared
 	s.stats.Admissions++
+	s.onAdmit(child)
 	i, _ := slices.BinarySearchFunc(s.running, child, cmpRunning)
 	s.running = slices.Insert(s.running, i, child)
 	return true

@@ -17,6 +17,7 @@ type harness struct {
 	store  []uint64
 	maxLen map[*Seq]int // a sequence finishes when it knows this many tokens
 	done   []*Seq
+	admits map[*Seq]int // Config.OnAdmit calls per sequence: one, once admitted
 }
 
 func newHarness(t testing.TB, cfg Config, blocks, bs int, cache bool) *harness {
@@ -25,11 +26,14 @@ func newHarness(t testing.TB, cfg Config, blocks, bs int, cache bool) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h := &harness{t: t, store: make([]uint64, blocks*bs), maxLen: map[*Seq]int{}, admits: map[*Seq]int{}}
+	cfg.OnAdmit = func(q *Seq) { h.admits[q]++ }
 	s, err := New(cfg, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, s: s, store: make([]uint64, blocks*bs), maxLen: map[*Seq]int{}}
+	h.s = s
+	return h
 }
 
 // add queues a sequence that generates until it knows prompt+gen tokens.
@@ -74,6 +78,9 @@ func (h *harness) step() (*Plan, error) {
 		q := it.Seq
 		if q.State() != StateRunning || it.Start != q.NumComputed() || it.N < 1 || it.Start+it.N > len(q.Tokens) {
 			return p, fmt.Errorf("bad item %+v (state %v, computed %d, len %d)", it, q.State(), q.NumComputed(), len(q.Tokens))
+		}
+		if !q.Admitted() || h.admits[q] != 1 {
+			return p, fmt.Errorf("seq %d scheduled: admitted %v, OnAdmit called %d times", q.id, q.Admitted(), h.admits[q])
 		}
 		if it.Decode {
 			decodes++

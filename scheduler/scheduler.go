@@ -72,6 +72,11 @@ type Config struct {
 	MaxSeqs                     int     // running sequences at once
 	Watermark                   float64 // fraction of blocks admission leaves free, for running sequences to grow into
 	AgingSteps                  int     // steps of waiting worth one priority level (≤ 1<<20)
+	// OnAdmit, when set, is called with each sequence the first time it
+	// leaves the waiting queue for the running one (admitted or forked;
+	// Seq.Admitted turns true), on the owner's goroutine, inside Schedule or
+	// Fork: the owner's count of sequences not yet started stays exact.
+	OnAdmit func(q *Seq)
 }
 
 // Stats are cumulative counters.
@@ -303,6 +308,7 @@ func (s *Scheduler) admit() {
 		if !q.admitted {
 			q.admitted = true
 			q.cachedTokens = hit
+			s.onAdmit(q)
 		}
 		s.stats.Admissions++
 		s.stats.HitTokens += int64(hit)
@@ -351,6 +357,12 @@ func (s *Scheduler) Advance(p *Plan) {
 }
 
 func (s *Scheduler) enqueue(q *Seq) { s.queue.push(q) }
+
+func (s *Scheduler) onAdmit(q *Seq) {
+	if s.cfg.OnAdmit != nil {
+		s.cfg.OnAdmit(q)
+	}
+}
 
 // cmpRunning orders by descending precedence, cmpWaiting by ascending.
 func cmpRunning(a, b *Seq) int {

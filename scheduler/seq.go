@@ -55,6 +55,10 @@ func (q *Seq) Blocks() []int32 { return q.table.Blocks() }
 // window.go), nil when the pool has no window group.
 func (q *Seq) WindowBlocks() []int32 { return q.table.WindowBlocks() }
 
+// Admitted reports whether the sequence has ever been admitted (it stays
+// true across preemptions).
+func (q *Seq) Admitted() bool { return q.admitted }
+
 // CachedTokens is the number of tokens served from the prefix cache at the
 // sequence's first admission (later readmissions after preemption do not count).
 func (q *Seq) CachedTokens() int { return q.cachedTokens }
