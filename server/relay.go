@@ -78,7 +78,7 @@ func chatAPI(chat bool) relayAPIShape {
 	if chat {
 		api.path, api.prefix = relay.PathChat, "chatcmpl-"
 	}
-	api.parse = func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+	api.parse = func(_ context.Context, body []byte, id string) (*stream.GenRequest, relayFramer, error) {
 		g, err := ParseRequest(body, chat)
 		if err != nil {
 			return nil, nil, err

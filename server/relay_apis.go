@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -35,7 +36,9 @@ type relayAPIShape struct {
 	path    string
 	prefix  string   // of the stream ids this server gives
 	refused []string // request fields the relay cannot carry (relayForward)
-	parse   func(body []byte, id string) (*stream.GenRequest, relayFramer, error)
+	// parse validates a request of ctx's tenant (auth.Tenant: the stored
+	// responses a Responses request may continue are its key's).
+	parse func(ctx context.Context, body []byte, id string) (*stream.GenRequest, relayFramer, error)
 	// refuse answers an error before the first byte in the API's shape.
 	refuse func(http.ResponseWriter, error)
 	// requestID: the streaming headers name the stream in request-id too,
@@ -45,9 +48,9 @@ type relayAPIShape struct {
 
 // framing adapts an API's parser to relayAPIShape.parse (a failed parse
 // returns a nil framer, not a typed nil in the interface).
-func framing[F relayFramer](parse func([]byte, string) (*stream.GenRequest, F, error)) func([]byte, string) (*stream.GenRequest, relayFramer, error) {
-	return func(body []byte, id string) (*stream.GenRequest, relayFramer, error) {
-		g, f, err := parse(body, id)
+func framing[F relayFramer](parse func(context.Context, []byte, string) (*stream.GenRequest, F, error)) func(context.Context, []byte, string) (*stream.GenRequest, relayFramer, error) {
+	return func(ctx context.Context, body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+		g, f, err := parse(ctx, body, id)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -56,7 +59,10 @@ func framing[F relayFramer](parse func([]byte, string) (*stream.GenRequest, F, e
 }
 
 var messagesAPI = relayAPIShape{
-	path: relay.PathMessages, prefix: "msg_", parse: framing(anthropic.ParseRelayed),
+	path: relay.PathMessages, prefix: "msg_",
+	parse: framing(func(_ context.Context, body []byte, id string) (*stream.GenRequest, *anthropic.Relayed, error) {
+		return anthropic.ParseRelayed(body, id) // a Messages request names nothing stored
+	}),
 	refuse: func(w http.ResponseWriter, err error) {
 		var se *relay.StatusError
 		if errors.As(err, &se) && se.PassThrough() {
@@ -105,8 +111,8 @@ func (s *Server) relayCountTokens(w http.ResponseWriter, r *http.Request) {
 func responsesAPI(store *responses.Store) relayAPIShape {
 	return relayAPIShape{
 		path: relay.PathResponses, prefix: "resp_", refuse: writeRelayError,
-		parse: framing(func(body []byte, id string) (*stream.GenRequest, *responses.Relayed, error) {
-			return responses.ParseRelayed(body, id, store)
+		parse: framing(func(ctx context.Context, body []byte, id string) (*stream.GenRequest, *responses.Relayed, error) {
+			return responses.ParseRelayed(ctx, body, id, store)
 		}),
 	}
 }
@@ -166,7 +172,7 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 		return
 	}
 	id := stream.NewID(api.prefix)
-	g, f, err := api.parse(body, id)
+	g, f, err := api.parse(r.Context(), body, id)
 	if err != nil {
 		api.refuse(w, err)
 		return

@@ -1,8 +1,10 @@
 package responses
 
 import (
+	"context"
 	"encoding/json"
 
+	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -21,16 +23,19 @@ type Relayed struct {
 	store *Store
 }
 
-// ParseRelayed validates a Responses request as a local one is validated
-// (one rule for both modes) and returns it with the framer of response id.
-// previous_response_id names a response in store, whose conversation
-// Forward sends upstream as input items.
-func ParseRelayed(body []byte, id string, store *Store) (*stream.GenRequest, *Relayed, error) {
-	p, err := parse(body, store.conversation)
+// ParseRelayed validates a Responses request of ctx's tenant as a local
+// one is validated (one rule for both modes) and returns it with the
+// framer of response id. previous_response_id names a response of the
+// same tenant in store, whose conversation Forward sends upstream as input
+// items; the response is kept as that tenant's.
+func ParseRelayed(ctx context.Context, body []byte, id string, store *Store) (*stream.GenRequest, *Relayed, error) {
+	tenant := auth.Tenant(ctx)
+	p, err := parse(body, store.history(tenant))
 	if err != nil {
 		return nil, nil, err
 	}
 	resp := newResponse(id, p.gen.Model, p.wire, p.gen, 0)
+	resp.tenant = tenant
 	// With tools the reply may open with a call: the message item waits for
 	// text, as a local stream's does.
 	em := &emitter{resp: resp, lazy: len(p.gen.Tools.List) > 0}

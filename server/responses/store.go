@@ -117,10 +117,6 @@ func (s *Store) history(tenant string) func(id string) ([]stream.ChatMessage, bo
 	}
 }
 
-// conversation is history for tenant "", the relay's until relay
-// requests carry their tenant.
-func (s *Store) conversation(id string) ([]stream.ChatMessage, bool) { return s.history("")(id) }
-
 func (s *Store) delete(tenant, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
