@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -78,6 +79,8 @@ type Backend struct {
 	name     string       // read-only after New, as are total and sms
 	total    int64
 	sms      int // streaming multiprocessors: how many blocks fill the GPU
+	// the modules' JIT compile and load times (kernelSet.jitTime), set by init
+	jitCompile, jitLoad time.Duration
 }
 
 // New creates a context on the device, loads the kernels and starts the
@@ -86,7 +89,9 @@ func New(opts Options) (*Backend, error) {
 	if opts.PTXDir == "" {
 		opts.PTXDir = os.Getenv("SLUICE_CUDA_PTX_DIR")
 	}
-	if os.Getenv("SLUICE_CUDA_SYNC") == "1" {
+	// SLUICE_CUDA_TRACE=1 names every launch before it (cudrv.go), each
+	// waited for as SyncEach does
+	if os.Getenv("SLUICE_CUDA_SYNC") == "1" || os.Getenv("SLUICE_CUDA_TRACE") == "1" {
 		opts.SyncEach = true
 	}
 	if os.Getenv("SLUICE_CUDA_GRAPHS") == "1" {
@@ -128,6 +133,7 @@ func (b *Backend) init() error {
 	}
 	b.drv = drv
 	b.name, b.total, b.sms = drv.device()
+	b.jitCompile, b.jitLoad = drv.jitTime()
 	if err := b.openBLAS(); err != nil {
 		return err
 	}

@@ -113,12 +113,21 @@ func (b *Backend) openBLAS() error {
 		if r == 0 {
 			l.version = int(l.c.version)
 			b.blas = l
+			var ws devPtr
+			var wsBytes int64
 			if l.c.setWorkspace != nil {
-				ws, err := b.alloc(blasWorkspace)
-				if err != nil {
+				var err error
+				if ws, err = b.alloc(blasWorkspace); err != nil {
 					return fmt.Errorf("cuda backend: cuBLAS workspace: %w", err)
 				}
-				l.capture = C.sl_blas_workspace(&l.c, C.uint64_t(ws), C.size_t(blasWorkspace)) == 0
+				wsBytes = blasWorkspace
+			}
+			var st C.int
+			switch C.sl_blas_bind(&l.c, b.drv.streamPtr(), C.uint64_t(ws), C.size_t(wsBytes), &st) {
+			case -1:
+				return fmt.Errorf("cuda backend: cuBLAS %s: cublasSetStream_v2: status %d", c[0], int(st))
+			case 0:
+				l.capture = true
 			}
 			return nil
 		}
@@ -205,7 +214,6 @@ func (b *Backend) blasMatMul(d, xt, wt *tensor, bias devPtr, n, in, out int) (bo
 	l := launch{fn: gemmFn, nargs: C.SL_G_NARGS}
 	a := &l.args
 	a[C.SL_G_GEMM] = uint64(uintptr(unsafe.Pointer(b.blas.c.gemm)))
-	a[C.SL_G_SETSTREAM] = uint64(uintptr(unsafe.Pointer(b.blas.c.setStream)))
 	a[C.SL_G_HANDLE] = uint64(uintptr(b.blas.c.handle))
 	a[C.SL_G_TRANSA], a[C.SL_G_TRANSB] = C.SL_CUBLAS_OP_T, C.SL_CUBLAS_OP_N
 	a[C.SL_G_M], a[C.SL_G_N], a[C.SL_G_K] = uint64(out), uint64(n), uint64(in)

@@ -84,10 +84,19 @@ static int sl_blas_open(sl_blas* b, const char* path, const char* ltPath, char* 
     return 0;
 }
 
-// sl_blas_workspace gives the handle bytes of device memory at ptr as its
-// workspace; cuBLAS's status (0: set).
-static int sl_blas_workspace(sl_blas* b, uint64_t ptr, size_t bytes) {
-    return b->setWorkspace == NULL ? -1 : b->setWorkspace(b->handle, (void*)(uintptr_t)ptr, bytes);
+// sl_blas_bind puts the handle on the backend's one stream, once: every
+// GEMM after runs there, inside a graph capture of that stream too. Then
+// (bytes > 0) it gives the handle bytes of device memory at ptr as its
+// workspace. The order matters: cublasSetStream resets the workspace to
+// cuBLAS's own pool, which a capture cannot allocate from, so it is never
+// called again. Returns -1 with cuBLAS's status in *st when the stream
+// cannot be set, 0 with a workspace of ours, 1 without one.
+static int sl_blas_bind(sl_blas* b, void* stream, uint64_t ptr, size_t bytes, int* st) {
+    *st = b->setStream(b->handle, stream);
+    if (*st != 0) return -1;
+    if (bytes == 0 || b->setWorkspace == NULL) return 1;
+    *st = b->setWorkspace(b->handle, (void*)(uintptr_t)ptr, bytes);
+    return *st == 0 ? 0 : 1;
 }
 static void sl_blas_close(sl_blas* b) {
     if (b->handle != NULL) b->destroy(b->handle);
@@ -99,7 +108,6 @@ static void sl_blas_close(sl_blas* b) {
 // C = alpha·op(A)·op(B) + beta·C of cublasGemmEx, f32 accumulation.
 enum {
     SL_G_GEMM,
-    SL_G_SETSTREAM,
     SL_G_HANDLE,
     SL_G_TRANSA,
     SL_G_TRANSB,
@@ -120,22 +128,21 @@ enum {
     SL_G_NARGS
 };
 
-// sl_gemm issues one recorded GEMM on s. A cuBLAS failure is reported as
+// sl_gemm issues one recorded GEMM on the handle's stream (sl_blas_bind:
+// the backend's stream, which s is too). A cuBLAS failure is reported as
 // CUDA_ERROR_LAUNCH_FAILED with cuBLAS's status in err.
 static int sl_gemm(const uint64_t* a, void* s, char* err, int errLen) {
+    (void)s;
     void* h = (void*)(uintptr_t)a[SL_G_HANDLE];
-    int st = ((sl_cublasSetStream_t)(uintptr_t)a[SL_G_SETSTREAM])(h, s);
-    if (st == 0) {
-        float alpha, beta;
-        uint32_t ab = (uint32_t)a[SL_G_ALPHA], bb = (uint32_t)a[SL_G_BETA];
-        memcpy(&alpha, &ab, 4);
-        memcpy(&beta, &bb, 4);
-        st = ((sl_cublasGemmEx_t)(uintptr_t)a[SL_G_GEMM])(
-            h, (int)a[SL_G_TRANSA], (int)a[SL_G_TRANSB], (int)a[SL_G_M], (int)a[SL_G_N], (int)a[SL_G_K], &alpha,
-            (const void*)(uintptr_t)a[SL_G_A], (int)a[SL_G_ATYPE], (int)a[SL_G_LDA], (const void*)(uintptr_t)a[SL_G_B],
-            (int)a[SL_G_BTYPE], (int)a[SL_G_LDB], &beta, (void*)(uintptr_t)a[SL_G_C], (int)a[SL_G_CTYPE],
-            (int)a[SL_G_LDC], SL_CUBLAS_COMPUTE_32F, SL_CUBLAS_GEMM_DEFAULT);
-    }
+    float alpha, beta;
+    uint32_t ab = (uint32_t)a[SL_G_ALPHA], bb = (uint32_t)a[SL_G_BETA];
+    memcpy(&alpha, &ab, 4);
+    memcpy(&beta, &bb, 4);
+    int st = ((sl_cublasGemmEx_t)(uintptr_t)a[SL_G_GEMM])(
+        h, (int)a[SL_G_TRANSA], (int)a[SL_G_TRANSB], (int)a[SL_G_M], (int)a[SL_G_N], (int)a[SL_G_K], &alpha,
+        (const void*)(uintptr_t)a[SL_G_A], (int)a[SL_G_ATYPE], (int)a[SL_G_LDA], (const void*)(uintptr_t)a[SL_G_B],
+        (int)a[SL_G_BTYPE], (int)a[SL_G_LDB], &beta, (void*)(uintptr_t)a[SL_G_C], (int)a[SL_G_CTYPE], (int)a[SL_G_LDC],
+        SL_CUBLAS_COMPUTE_32F, SL_CUBLAS_GEMM_DEFAULT);
     if (st != 0) snprintf(err, errLen, "cublasGemmEx (m %d n %d k %d): cuBLAS status %d", (int)a[SL_G_M], (int)a[SL_G_N],
                           (int)a[SL_G_K], st);
     return st;

@@ -8,8 +8,11 @@ import "C"
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -46,11 +49,18 @@ type kernelSet struct {
 	mods   []C.CUmodule
 	fns    map[string]C.CUfunction
 	jitMs  float64       // the driver's JIT time over all modules
+	load   time.Duration // cuModuleLoadDataEx's wall time over all modules
 	buf    []C.sl_launch // a step's launches as cudrv.h takes them
 	graphs []graph       // instantiated whole steps (replay)
 	clock  uint64
 	stats  GraphStats
+	// trace (SLUICE_CUDA_TRACE=1) names every launch on traceOut before
+	// issuing it, one at a time: a hang's last line is its kernel.
+	trace bool
 }
+
+// traceOut is where traced launches are named (a test swaps it).
+var traceOut io.Writer = os.Stderr
 
 // jitLogBytes is each JIT log buffer's size: ptxas reports are a few lines
 // per kernel, an error log far less.
@@ -61,6 +71,7 @@ const jitLogBytes = 1 << 16
 // module; a module the driver cannot compile fails with its error log.
 func (k *kernelSet) open(opts Options) error {
 	k.fns = map[string]C.CUfunction{}
+	k.trace = os.Getenv("SLUICE_CUDA_TRACE") == "1"
 	var s C.CUstream
 	if r := C.cuStreamCreate(&s, C.CU_STREAM_DEFAULT); r != C.CUDA_SUCCESS {
 		return fmt.Errorf("cuda backend: stream: %w", cuError("cuStreamCreate", r))
@@ -81,7 +92,9 @@ func (k *kernelSet) open(opts Options) error {
 		cs := C.CString(string(src))
 		var m C.CUmodule
 		var ms C.float
+		t0 := time.Now()
 		r := C.sl_load_module(&m, cs, info, elog, jitLogBytes, &ms)
+		k.load += time.Since(t0)
 		C.free(unsafe.Pointer(cs))
 		if r != C.CUDA_SUCCESS {
 			return fmt.Errorf("cuda backend: load PTX module %s (%s): %w%s", name, origin,
@@ -218,11 +231,41 @@ func (k *kernelSet) run(ls []launch, tab devPtr, each bool) error {
 	if each {
 		syncEach = 1
 	}
+	if k.trace {
+		return k.runTraced(ls, syncEach)
+	}
 	r := C.sl_run(&k.buf[0], C.int(len(ls)), k.stream, syncEach, &failed, &afterSync, &msg[0], C.int(len(msg)))
 	if r == C.CUDA_SUCCESS {
 		return nil
 	}
 	return k.launchError(ls, "cuLaunchKernel", r, failed, afterSync, C.GoString(&msg[0]))
+}
+
+// runTraced issues k.buf's launches (filled from ls) one sl_run each, each
+// named on traceOut first, so that the last name printed before a hang or
+// a fault is the kernel's.
+func (k *kernelSet) runTraced(ls []launch, syncEach C.int) error {
+	var failed, afterSync C.int
+	var msg [512]C.char
+	for i := range ls {
+		l := &ls[i]
+		fmt.Fprintf(traceOut, "cuda trace: launch %d/%d %s grid %v block %v\n", i+1, len(ls), l.fn, l.grid, l.block)
+		r := C.sl_run(&k.buf[i], 1, k.stream, syncEach, &failed, &afterSync, &msg[0], C.int(len(msg)))
+		if r != C.CUDA_SUCCESS {
+			if failed >= 0 {
+				failed += C.int(i)
+			}
+			return k.launchError(ls, "cuLaunchKernel", r, failed, afterSync, C.GoString(&msg[0]))
+		}
+	}
+	return nil
+}
+
+// jitTime is what loading every module took: compile is the JIT's own
+// report (CU_JIT_WALL_TIME), load the whole cuModuleLoadDataEx calls, a
+// PTX compile with a cold driver cache (CUDA_CACHE_PATH), a cache read warm.
+func (k *kernelSet) jitTime() (compile, load time.Duration) {
+	return time.Duration(k.jitMs * float64(time.Millisecond)), k.load
 }
 
 // A graph is one whole step captured and instantiated: the same launches
@@ -291,6 +334,8 @@ func (k *kernelSet) replay(ls []launch, tab devPtr) error {
 }
 
 func (k *kernelSet) graphStats() GraphStats { return k.stats }
+
+func (k *kernelSet) streamPtr() unsafe.Pointer { return unsafe.Pointer(k.stream) }
 
 func (k *kernelSet) uploadAsync(dst devPtr, src unsafe.Pointer, bytes int64) error {
 	if r := C.cuMemcpyHtoDAsync(C.CUdeviceptr(dst), src, C.size_t(bytes), k.stream); r != C.CUDA_SUCCESS {

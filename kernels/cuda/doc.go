@@ -22,7 +22,9 @@
 // reported by the Read that ends the step: a launch the driver refuses names
 // its kernel and arguments (*LaunchError), a fault while the step runs
 // surfaces at the wait, and SLUICE_CUDA_SYNC=1 (Options.SyncEach) waits after
-// every launch so that it too names its kernel. Modules are JIT-loaded with
+// every launch so that it too names its kernel; SLUICE_CUDA_TRACE=1 also
+// prints each kernel's name before launching it, so that a hang's last line
+// names its kernel. Modules are JIT-loaded with
 // the driver's info and error logs, which a failed load returns.
 //
 // cudrv.h holds the driver calls made beside gorgonia.org/cu (which keeps

@@ -2,7 +2,10 @@
 
 package cuda
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // devPtr is a device address (a CUdeviceptr; a host address under the
 // emulator).
@@ -36,6 +39,10 @@ type driver interface {
 	// when an identical step was captured before, else a capture first.
 	replay(ls []launch, tab devPtr) error
 	graphStats() GraphStats
+	// streamPtr is the one stream (a CUstream) for a library's handle.
+	streamPtr() unsafe.Pointer
+	// jitTime: the JIT's own compile time and the modules' whole load time.
+	jitTime() (compile, load time.Duration)
 	// sync waits for the stream.
 	sync() error
 	close()

@@ -20,6 +20,8 @@ struct Handle {
     uint32_t magic = 0x5c0b1a5;
     void* stream = nullptr;
     size_t workspace = 0;
+    // the caller's workspace was reset by a cublasSetStream after it
+    bool dropped = false;
 };
 
 float f16(uint16_t h) {
@@ -69,9 +71,14 @@ int cublasDestroy_v2(void* h) {
     return OK;
 }
 
+// As cuBLAS documents, setting the stream resets the workspace to the
+// library's own pool.
 int cublasSetStream_v2(void* h, void* s) {
     if (h == nullptr || ((Handle*)h)->magic != 0x5c0b1a5) return NOT_INITIALIZED;
-    ((Handle*)h)->stream = s;
+    Handle* hd = (Handle*)h;
+    hd->stream = s;
+    if (hd->workspace > 0) hd->dropped = true;
+    hd->workspace = 0;
     return OK;
 }
 
@@ -80,6 +87,7 @@ int cublasSetWorkspace_v2(void* h, void* ws, size_t bytes) {
     if (h == nullptr || ((Handle*)h)->magic != 0x5c0b1a5) return NOT_INITIALIZED;
     if (ws == nullptr && bytes > 0) return INVALID_VALUE;
     ((Handle*)h)->workspace = bytes;
+    ((Handle*)h)->dropped = false;
     return OK;
 }
 
@@ -94,6 +102,11 @@ int cublasGemmEx(void* h, int ta, int tb, int m, int n, int k, const void* alpha
                  const void* B, int bt, int ldb, const void* beta, void* C, int ct, int ldc, int compute, int algo) {
     (void)algo;
     if (h == nullptr || ((Handle*)h)->magic != 0x5c0b1a5) return NOT_INITIALIZED;
+    // Stricter than cuBLAS, for what would go wrong only on a GPU: a GEMM on
+    // the legacy stream is not ordered with the caller's stream, and one
+    // whose handle lost the caller's workspace to a later cublasSetStream
+    // allocates from cuBLAS's pool, which a graph capture cannot.
+    if (((Handle*)h)->stream == nullptr || ((Handle*)h)->dropped) return NOT_SUPPORTED;
     if (m < 0 || n < 0 || k < 0 || (ta != OP_N && ta != OP_T) || (tb != OP_N && tb != OP_T)) return INVALID_VALUE;
     // lda ≥ rows of A as stored: m for op N, k for op T; likewise B, and C's m
     if (lda < (ta == OP_N ? m : k) || lda < 1 || ldb < (tb == OP_N ? k : n) || ldb < 1 || ldc < m || ldc < 1)
