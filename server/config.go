@@ -35,9 +35,10 @@ type Config struct {
 	// for a scraper that cannot send a header.
 	MetricsPublic bool
 	// MaxConns caps the open HTTP connections (0: no cap); MaxConnsPerIP is
-	// what one client address may hold of them (0: half of MaxConns), so one
-	// client cannot take every slot. A connection beyond either gets a bare
-	// 503 and is closed (conncap.go).
+	// what one client address may hold of them, so one client cannot take
+	// every slot (0: half of MaxConns, for other machines' addresses only;
+	// this machine's count toward MaxConns alone). A connection beyond
+	// either gets a bare 503 and is closed (conncap.go).
 	MaxConns      int
 	MaxConnsPerIP int
 

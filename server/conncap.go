@@ -21,9 +21,15 @@ import (
 //
 // An IPv6 client counts by its /64: one host usually holds the whole
 // prefix, and could otherwise open each connection from a new address.
+//
+// The default share (half) leaves out clients on this machine: they are
+// all one address, so a local proxy or benchmark would only lose half the
+// server, and anyone on the machine has easier ways to load it. They count
+// toward max. An explicit --max-conns-per-ip applies to them too.
 type capListener struct {
 	net.Listener
-	max, perIP int // 0: no cap of that kind
+	max, perIP int  // 0: no cap of that kind
+	shareLocal bool // perIP applies to loopback clients too
 	log        *slog.Logger
 	full       []byte // the 503 beyond max
 	fullIP     []byte // the 503 beyond perIP
@@ -50,7 +56,7 @@ func (s *Server) capConns(ln net.Listener) net.Listener {
 		return ln
 	}
 	return &capListener{
-		Listener: ln, max: maxConns, perIP: perIP, log: s.log,
+		Listener: ln, max: maxConns, perIP: perIP, shareLocal: s.cfg.MaxConnsPerIP > 0, log: s.log,
 		full:     refusal(fmt.Sprintf("too many open connections (--max-conns %d); retry shortly", maxConns)),
 		fullIP:   refusal(fmt.Sprintf("too many open connections from this address (--max-conns-per-ip %d); retry shortly", perIP)),
 		byIP:     map[netip.Prefix]int{},
@@ -74,8 +80,8 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		peer := peerPrefix(c.RemoteAddr())
-		resp := l.take(peer)
+		peer, local := peerOf(c.RemoteAddr())
+		resp := l.take(peer, local)
 		if resp == nil {
 			return &cappedConn{Conn: c, release: func() { l.release(peer) }}, nil
 		}
@@ -83,14 +89,15 @@ func (l *capListener) Accept() (net.Conn, error) {
 	}
 }
 
-// take holds a slot for peer, or returns the 503 to send instead.
-func (l *capListener) take(peer netip.Prefix) []byte {
+// take holds a slot for peer (local: a loopback address), or returns the
+// 503 to send instead.
+func (l *capListener) take(peer netip.Prefix, local bool) []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.max > 0 && l.open >= l.max {
 		return l.full
 	}
-	if l.perIP > 0 && l.byIP[peer] >= l.perIP {
+	if l.perIP > 0 && (l.shareLocal || !local) && l.byIP[peer] >= l.perIP {
 		return l.fullIP
 	}
 	l.open++
@@ -143,9 +150,9 @@ func (l *capListener) note() {
 	l.log.Warn("connections refused: at the connection cap", "refused", n, "max_conns", l.max, "max_conns_per_ip", l.perIP)
 }
 
-// peerPrefix is the address a client counts under: its IPv4 address, or
-// its IPv6 /64.
-func peerPrefix(a net.Addr) netip.Prefix {
+// peerOf is the address a client counts under, its IPv4 address or its
+// IPv6 /64, and whether it is a loopback address.
+func peerOf(a net.Addr) (netip.Prefix, bool) {
 	var ip netip.Addr
 	if tcp, ok := a.(*net.TCPAddr); ok {
 		ip = tcp.AddrPort().Addr()
@@ -158,7 +165,7 @@ func peerPrefix(a net.Addr) netip.Prefix {
 		bits = 64
 	}
 	p, _ := ip.Prefix(bits) // the zero prefix for an address of no IP: one bucket
-	return p
+	return p, ip.IsLoopback()
 }
 
 // cappedConn gives its slot back once, on the first Close.

@@ -80,13 +80,13 @@ func health(t *testing.T, from, addr string) (int, string) {
 }
 
 // TestConnCap: one client address holding connections with unfinished
-// headers takes at most its share (half of --max-conns by default), and
-// the whole server at most --max-conns; beyond either a new connection is
-// answered 503 at once instead of being held, others are still served, and
-// a closed connection gives its slot back. Before the cap, every such
+// headers takes at most its share (--max-conns-per-ip), and the whole
+// server at most --max-conns; beyond either a new connection is answered
+// 503 at once instead of being held, others are still served, and a
+// closed connection gives its slot back. Before the cap, every such
 // connection was held and accepted.
 func TestConnCap(t *testing.T) {
-	addr := capRig(t, func(c *Config) { c.MaxConns = 4 }) // per IP: 2
+	addr := capRig(t, func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 4, 2 })
 	held := hold(t, "127.0.0.1", addr)
 	hold(t, "127.0.0.1", addr)
 	if got, body := health(t, "127.0.0.1", addr); got != 503 || !strings.Contains(body, `"code":"too_many_connections"`) ||
@@ -116,14 +116,40 @@ func TestConnCap(t *testing.T) {
 	}
 }
 
-// TestConnCapPerIP: an explicit --max-conns-per-ip, and no cap at all with
-// both at 0.
-func TestConnCapPerIP(t *testing.T) {
-	addr := capRig(t, func(c *Config) { c.MaxConns, c.MaxConnsPerIP = 10, 1 })
-	hold(t, "127.0.0.1", addr)
-	if got, _ := health(t, "127.0.0.1", addr); got != 503 {
-		t.Errorf("second connection with --max-conns-per-ip 1: %d", got)
+// TestConnCapDefaults: the default share is half of --max-conns for other
+// machines' addresses; this machine's clients (a local proxy, a benchmark)
+// are held only to --max-conns. With both at 0 there is no cap at all.
+func TestConnCapDefaults(t *testing.T) {
+	addr := capRig(t, func(c *Config) { c.MaxConns = 4 })
+	for range 3 {
+		hold(t, "127.0.0.1", addr)
 	}
+	if got, body := health(t, "127.0.0.1", addr); got != 200 {
+		t.Errorf("a loopback client past half of --max-conns: %d %s", got, body)
+	}
+	hold(t, "127.0.0.1", addr)
+	if got, body := health(t, "127.0.0.1", addr); got != 503 || !strings.Contains(body, "--max-conns 4") {
+		t.Errorf("a loopback client past --max-conns: %d %s", got, body)
+	}
+
+	c := DefaultConfig()
+	c.ModelID, c.MaxConns = "m", 4
+	s, _ := New(c, nil)
+	l := s.capConns(nil).(*capListener)
+	remote := func(a string) netip.Prefix { return netip.MustParsePrefix(a) }
+	for i, tt := range []struct {
+		peer  string
+		local bool
+		want  []byte
+	}{
+		{"10.0.0.1/32", false, nil}, {"10.0.0.1/32", false, nil}, {"10.0.0.1/32", false, l.fullIP},
+		{"10.0.0.2/32", false, nil}, {"127.0.0.1/32", true, nil}, {"10.0.0.3/32", false, l.full},
+	} {
+		if got := l.take(remote(tt.peer), tt.local); string(got) != string(tt.want) {
+			t.Errorf("take %d (%s): %.60q, want %.60q", i, tt.peer, got, tt.want)
+		}
+	}
+
 	off := capRig(t, func(c *Config) { c.MaxConns = 0 })
 	for range 8 {
 		hold(t, "127.0.0.1", off)
@@ -134,7 +160,15 @@ func TestConnCapPerIP(t *testing.T) {
 }
 
 func TestPeerPrefix(t *testing.T) {
-	key := func(s string) netip.Prefix { return peerPrefix(net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s))) }
+	key := func(s string) netip.Prefix {
+		p, _ := peerOf(net.TCPAddrFromAddrPort(netip.MustParseAddrPort(s)))
+		return p
+	}
+	for a, local := range map[string]bool{"[::1]:1": true, "127.0.0.2:1": true, "[::ffff:127.0.0.1]:1": true, "10.0.0.1:1": false, "[2001:db8::1]:1": false} {
+		if _, got := peerOf(net.TCPAddrFromAddrPort(netip.MustParseAddrPort(a))); got != local {
+			t.Errorf("%s: loopback %v", a, got)
+		}
+	}
 	if key("[2001:db8::1]:1") != key("[2001:db8::ffff:2]:2") {
 		t.Error("one /64 counts as two clients")
 	}
