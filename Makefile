@@ -15,7 +15,7 @@ export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 TOKENIZERS_LIB := .build/lib/libtokenizers.a
 
 # Packages whose tests exercise goroutines and channels run under the race detector.
-RACE_PKGS := ./engine/... ./scheduler/... ./kvcache/... ./server/...
+RACE_PKGS := ./engine/... ./scheduler/... ./kvcache/... ./server/... ./kvevents/... github.com/go-zeromq/zmq4/...
 
 .PHONY: all build run model test test-deps test-race test-unit vet bench golden clean
 
