@@ -7,7 +7,10 @@
 # engine step every FAULT_EVERY steps and a SIGTERM + restart in the middle;
 # then a closed loop on the restarted server (after a warm-up that touches its
 # whole KV pool), and at the end leaks, stream well-formedness and RSS over
-# the last half of that load are checked (bench/soak). Bounded in time:
+# the last half of that load are checked (bench/soak). Two API keys share the
+# load: each key's share, and no read across keys (a cut stream resumed under
+# the other key, a prompt's cached tokens under the other key), are reported
+# and checked (bench/soak/keys.go). Bounded in time:
 # PHASE1 + warm-up + PHASE2 + DRAIN plus the builds and two model loads (about
 # 6 minutes with the defaults on two busy cores). Exits non-zero when a check
 # fails. Sizes from the environment:

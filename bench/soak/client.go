@@ -27,6 +27,7 @@ type outcome struct {
 	detail    string
 	resumed   bool
 	tokens    int
+	key       string // the API key it was sent under (keys.go)
 }
 
 // open counts streams whose response headers arrived and whose body is
@@ -53,6 +54,12 @@ type conns struct {
 
 // runJob sends j over its transport as j's client behaves.
 func runJob(ctx context.Context, cl conns, j job) outcome {
+	o := runJobAs(ctx, cl, j)
+	o.key = j.key
+	return o
+}
+
+func runJobAs(ctx context.Context, cl conns, j job) outcome {
 	switch {
 	case j.ep.proto == ProtoGRPC:
 		return runGRPC(ctx, cl.cc, j)
@@ -122,6 +129,7 @@ func runStream(ctx context.Context, hc *http.Client, base string, j job) outcome
 	switch {
 	case errors.Is(err, errCut) && j.behave == behaveReconnect:
 		resp.Body.Close()
+		probeCrossKey(ctx, hc, base, j, resp.Header.Get("X-Sluice-Stream-Id"), last) // keys.go
 		more, err := resume(ctx, hc, base, j, resp.Header.Get("X-Sluice-Stream-Id"), last, &raw)
 		if err != nil {
 			return failed(ctx, o, j, err, "resume")

@@ -5,8 +5,9 @@
 // of the clients hang up, hostile requests arrive, steps fail and the server
 // is restarted with SIGTERM, and then checks that the server is back to its
 // baseline (KV blocks, sequences, goroutines, fds), that every stream and
-// response that completed is well formed (check.go, grpc.go), and that
-// memory stayed flat.
+// response that completed is well formed (check.go, grpc.go), that memory
+// stayed flat, and that the two API keys sharing the load each got their
+// share and never read the other's streams or cache (keys.go).
 //
 // Two phases, one server process each:
 //
@@ -92,6 +93,7 @@ type tally struct {
 	resumed   int
 	tokens    int
 	samples   []string // a few malformed or unexpected outcomes, for the report
+	byKey     keyTally // keys.go
 }
 
 func newTally() *tally {
@@ -99,6 +101,7 @@ func newTally() *tally {
 }
 
 func (t *tally) add(o outcome) {
+	t.byKey.add(o)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.kinds[o.kind]++
@@ -164,6 +167,7 @@ type report struct {
 	Baseline map[string]float64 `json:"baseline"`
 	Final    map[string]float64 `json:"final"`
 	Warmup   warmupReport       `json:"phase2_warmup"`
+	Keys     keysReport         `json:"keys"` // per-key share, cross-key reads (keys.go)
 	RSS      []rssSample        `json:"rss"`
 	RSSPeak  int64              `json:"rss_peak"`
 	RSSFinal int64              `json:"rss_final"`
@@ -194,6 +198,7 @@ func run(o options) (*report, error) {
 	}
 	defer os.RemoveAll(dir)
 	keys := []string{"soak-key-one", "soak-key-two"}
+	soakKeys = keys
 	keyFile := filepath.Join(dir, "keys")
 	if err := os.WriteFile(keyFile, []byte("# soak\n"+strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
 		return nil, err
@@ -299,6 +304,7 @@ func run(o options) (*report, error) {
 		rep.Failures = append(rep.Failures, "phase 1 server after SIGTERM: "+exitErr.Error())
 	}
 	rep.Phase1 = p1
+	rep.Keys.Phase1 = t1.byKey.report(keys)
 	hc.CloseIdleConnections()
 
 	// Phase 2: restart, warm up, baseline, closed loop, settle.
@@ -322,6 +328,7 @@ func run(o options) (*report, error) {
 		}
 	}
 	rep.Warmup = warmUp(ctx, cl, keys[0], o.kvBlocks, o.maxSeq)
+	rep.Keys.Cache = probeCache(ctx, hc, cl.base, keys)
 	loadStart := time.Since(start).Seconds()
 	t2 := newTally()
 	peak2 := watchPeak(srv)
@@ -367,12 +374,14 @@ func run(o options) (*report, error) {
 	p2.StreamsPeak, p2.ServerPeak = openPeak.Load(), peak2()
 	p2.StepFailures, p2.Steps = m2["sluice_engine_step_failures_total"], m2["sluice_step_duration_seconds_count"]
 	rep.Phase2 = p2
+	rep.Keys.Phase2 = t2.byKey.report(keys)
 	hc.CloseIdleConnections()
 	cl.cc.Close()
 	rep.Final = settle(srv, rep.Baseline)
 	close(sampleStop)
 	<-sampled
 	rep.finish(start, loadStart)
+	rep.Failures = rep.Keys.check(rep.Failures)
 	return rep, nil
 }
 
@@ -552,6 +561,7 @@ func (rep *report) print(w *os.File) {
 			fmt.Fprintf(w, "  sample: %s\n", tail(s, 600))
 		}
 	}
+	rep.Keys.print(w)
 	fmt.Fprintf(w, "baseline: %s\nfinal:    %s\n", sortedF(rep.Baseline), sortedF(rep.Final))
 	fmt.Fprintf(w, "phase 2 warm-up: %d/%d completed in %.0f s\n", rep.Warmup.Completed, rep.Warmup.Requests, rep.Warmup.Seconds)
 	fmt.Fprintf(w, "RSS peak %s, final %s, spread over phase 2's last half (from %.0f s) %.1f%% (Go heap in use %s to %s, %d GC cycles)\n",
