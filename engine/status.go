@@ -32,6 +32,7 @@ type Status struct {
 type StatusSeq struct {
 	ID       uint64
 	ReqID    string // Request.ID
+	Tenant   string // Request.Tenant: a server shows a key only its own
 	Running  bool   // admitted and holding blocks; false: waiting (queued or preempted)
 	Prompt   int    // prompt tokens, resumed output included
 	Tokens   int    // known tokens: prompt + output so far
@@ -44,6 +45,7 @@ type StatusSeq struct {
 type StatusEnd struct {
 	N       uint64 // increases by one per end the status feed saw
 	ID      uint64
+	Tenant  string    // Request.Tenant
 	Step    int64     // Stats.Steps of the first frame that no longer held it
 	At      time.Time // when that frame was built
 	Finish  FinishReason
@@ -117,7 +119,7 @@ func (e *Engine) buildStatus(st *Stats) *Status {
 	for q := range e.live {
 		blocks := slices.Clone(q.sq.Blocks())
 		s.Seqs = append(s.Seqs, StatusSeq{
-			ID: q.id, ReqID: q.req.ID, Running: q.sq.State() == scheduler.StateRunning,
+			ID: q.id, ReqID: q.req.ID, Tenant: q.req.Tenant, Running: q.sq.State() == scheduler.StateRunning,
 			Prompt: len(q.req.Prompt) + len(q.req.Resume), Tokens: len(q.sq.Tokens),
 			Computed: q.sq.NumComputed(), Cached: q.sq.CachedTokens(), Blocks: blocks,
 		})
@@ -130,7 +132,7 @@ func (e *Engine) buildStatus(st *Stats) *Status {
 		}
 		f.endN++
 		f.ends = append(f.ends, StatusEnd{
-			N: f.endN, ID: q.id, Step: st.Steps, At: st.At, Finish: q.result.Finish,
+			N: f.endN, ID: q.id, Tenant: q.req.Tenant, Step: st.Steps, At: st.At, Finish: q.result.Finish,
 			Cause: q.result.Cause, Blocks: n, Reclaim: q.reclaim,
 		})
 	}

@@ -89,7 +89,7 @@ func TestStatusTracksTablesAndReclaims(t *testing.T) {
 			s.Result()
 		}
 	}()
-	victim := submit(t, e, Request{Prompt: prompt(30, 9, 64), MaxTokens: 300})
+	victim := submit(t, e, Request{Prompt: prompt(30, 9, 64), MaxTokens: 300, Tenant: "b"})
 	var abortStep int64 = -1
 	var held int
 	var sawDecode bool
@@ -106,6 +106,9 @@ func TestStatusTracksTablesAndReclaims(t *testing.T) {
 			used += len(q.Blocks)
 			if q.ID == victim.ID() {
 				vs = &st.Seqs[i]
+			}
+			if want := map[bool]string{true: "b"}[q.ID == victim.ID()]; q.Tenant != want {
+				t.Fatalf("frame %d: seq %d of tenant %q, want %q", st.Frame, q.ID, q.Tenant, want)
 			}
 		}
 		if used != st.KV.Used {
@@ -130,7 +133,7 @@ func TestStatusTracksTablesAndReclaims(t *testing.T) {
 			continue
 		}
 		end := st.Ends[len(st.Ends)-1]
-		if end.ID != victim.ID() || end.Cause != CauseClientDisconnect || end.Finish != FinishAbort ||
+		if end.ID != victim.ID() || end.Tenant != "b" || end.Cause != CauseClientDisconnect || end.Finish != FinishAbort ||
 			end.Blocks < held || end.Step > abortStep+2 || end.Reclaim <= 0 {
 			t.Fatalf("end %+v; aborted after step %d holding %d blocks", end, abortStep, held)
 		}
