@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 GO ?= go
 MODEL := models/SmolLM2-135M-Instruct.Q4_1.gguf
-ADDR ?= :8080
+ADDR ?= 127.0.0.1:8080
 
 # The tokenizer is Hugging Face's Rust library behind cgo; its static archive is built
 # from the pinned Go module's own source by scripts/build-tokenizers.sh.

@@ -36,7 +36,7 @@ type Config struct {
 	MetricsPublic bool
 	// MaxConns caps the open HTTP connections (0: no cap); MaxConnsPerIP is
 	// what one client address may hold of them, so one client cannot take
-	// every slot (0: half of MaxConns, for other machines' addresses only;
+	// every slot (0: an eighth of MaxConns, for other machines' addresses only;
 	// this machine's count toward MaxConns alone). A connection beyond
 	// either gets a bare 503 and is closed (conncap.go).
 	MaxConns      int

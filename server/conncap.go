@@ -22,9 +22,11 @@ import (
 // An IPv6 client counts by its /64: one host usually holds the whole
 // prefix, and could otherwise open each connection from a new address.
 //
-// The default share (half) leaves out clients on this machine: they are
-// all one address, so a local proxy or benchmark would only lose half the
-// server, and anyone on the machine has easier ways to load it. They count
+// The default share (an eighth: 128 of the default 1024, so one remote client
+// holding 256 half-sent requests gets 503 for the other 128 while the rest of
+// the world keeps 896 slots) leaves out clients on this machine: they are all
+// one address, so a local proxy or benchmark would lose most of the server,
+// and anyone on the machine has easier ways to load it. They count
 // toward max. An explicit --max-conns-per-ip applies to them too.
 type capListener struct {
 	net.Listener
@@ -46,11 +48,11 @@ type capListener struct {
 }
 
 // capConns wraps ln in the caps of cfg.MaxConns and cfg.MaxConnsPerIP (0:
-// half of MaxConns, at least 1); ln itself when both are 0.
+// an eighth of MaxConns, at least 1); ln itself when both are 0.
 func (s *Server) capConns(ln net.Listener) net.Listener {
 	maxConns, perIP := s.cfg.MaxConns, s.cfg.MaxConnsPerIP
 	if perIP == 0 && maxConns > 0 {
-		perIP = max(maxConns/2, 1)
+		perIP = max(maxConns/8, 1)
 	}
 	if maxConns == 0 && perIP == 0 {
 		return ln

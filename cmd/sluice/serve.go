@@ -47,7 +47,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.Var((*commaList)(&cfg.AllowedHosts), "allowed-hosts", "Host header names served besides localhost, 127.0.0.1 and [::1] (comma-separated or repeated; * = any). On a loopback --addr any other Host gets 403 (DNS rebinding); elsewhere a list turns the same check on")
 	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics without the API key (for a scraper that cannot send one)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open HTTP connections at most; beyond it a connection gets 503 (0 = no cap)")
-	fs.IntVar(&cfg.MaxConnsPerIP, "max-conns-per-ip", 0, "open HTTP connections one client address (IPv6: its /64) may hold; beyond it 503 (0 = half of --max-conns for other machines' addresses, while this machine's, such as a local proxy, count only toward --max-conns)")
+	fs.IntVar(&cfg.MaxConnsPerIP, "max-conns-per-ip", 0, "open HTTP connections one client address (IPv6: its /64) may hold; beyond it 503 (0 = an eighth of --max-conns for other machines' addresses, while this machine's, such as a local proxy, count only toward --max-conns)")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")
 	fs.StringVar(&f.backend, "backend", "cpu", "compute backend: cpu, or cuda (in the sluice-cuda build)")
 	fs.IntVar(&f.device, "device", 0, "CUDA device ordinal (with --backend cuda)")
