@@ -141,7 +141,7 @@ func (cfg *Config) runResults(ctx context.Context, name string, l Load) (RunRepo
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	defer stopScrape()
 	if cfg.MetricsURL != "" || cfg.ServerPID > 0 {
-		s := &Scraper{URL: cfg.MetricsURL, PID: cfg.ServerPID, Interval: cfg.ScrapeInterval, HTTP: NewHTTPClient(2)}
+		s := &Scraper{URL: cfg.MetricsURL, PID: cfg.ServerPID, Interval: cfg.ScrapeInterval, HTTP: NewHTTPClient(2), APIKey: cfg.Client.APIKey}
 		tl = s.Start(scrapeCtx, cfg.Settle)
 	}
 	base := cfg.sent

@@ -216,6 +216,7 @@ type Scraper struct {
 	PID      int    // > 0: read RSS and open fds from /proc/PID as well
 	Interval time.Duration
 	HTTP     *http.Client
+	APIKey   string // sent as a bearer token: a keyed server's /metrics follows the key
 }
 
 // Scrape is one read of /metrics (nil series when it failed).
@@ -223,6 +224,9 @@ func (s *Scraper) Scrape(ctx context.Context) ([]Series, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
 	if err != nil {
 		return nil, err
+	}
+	if s.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.APIKey)
 	}
 	hc := s.HTTP
 	if hc == nil {

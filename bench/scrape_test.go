@@ -97,3 +97,26 @@ llamacpp:requests_deferred 2
 		t.Errorf("sample %+v\nwant   %+v", got, want)
 	}
 }
+
+// TestScrapeSendsKey: a keyed server's /metrics answers 401 without the key,
+// so a benchmark of it would record an empty timeline unless the scraper
+// sends the client's key.
+func TestScrapeSendsKey(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer k1" {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte("sluice_requests_running{model=\"m\"} 3\n"))
+	}))
+	defer srv.Close()
+	s := &Scraper{URL: srv.URL, APIKey: "k1"}
+	ss, err := s.Scrape(context.Background())
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("scrape with the key: %v %v", ss, err)
+	}
+	s.APIKey = ""
+	if _, err := s.Scrape(context.Background()); err == nil {
+		t.Error("a 401 scrape reported no error")
+	}
+}
