@@ -1,6 +1,6 @@
 // Package grpcserver owns Sluice's gRPC endpoint (sluice serve --grpc-addr):
 // two services over one engine, plus the standard health service and server
-// reflection (so grpcurl works without .proto files).
+// reflection (so grpcurl works without .proto files; behind the key when keys are set).
 //
 //   - sluice.v1.Inference: text, token-id or chat prompts; chunks carry the
 //     text delta and the token ids; Tokenize, Detokenize, ListModels, Abort.
