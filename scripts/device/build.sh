@@ -7,7 +7,8 @@
 # carry (the carry limit is 64 MiB with the working tree; run.sh unpacks).
 #
 #   scripts/device/build.sh      then carry ["bin/device"] and run
-#                                scripts/device/run.sh there
+#                                scripts/device/first.sh there (one window,
+#                                a verdict), or run.sh (every stage)
 #
 # Then a pre-flight, so that nothing is found wrong only after the carry:
 # the newest glibc symbol version the binaries need (the GPU machine's glibc
@@ -27,6 +28,13 @@ export CGO_LDFLAGS="${CGO_LDFLAGS:--L$PWD/.build/lib}"
 strip=(-trimpath -ldflags "-s -w")
 go test -tags cuda -c "${strip[@]}" -o "$build/cuda-ops.test" ./kernels/cuda/
 go test -tags cuda -c "${strip[@]}" -o "$build/cuda-model.test" ./kernels/cuda/modeltest/
+# a real checkpoint's first 4 layers (~27 MiB) for first.sh's
+# TestRealModelMatchesCPU; the model's own file (98 MB) is over the carry
+if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
+	go run ./scripts/device/cutmodel -layers 4 models/SmolLM2-135M-Instruct.Q4_1.gguf "$out/real-model.gguf"
+else
+	echo "no models/SmolLM2-135M-Instruct.Q4_1.gguf (make model): no real-model check on the device" >&2
+fi
 if [ "${WITH_CLI:-0}" = 1 ]; then
 	go build -tags cuda "${strip[@]}" -o "$build/sluice-cuda" ./cmd/sluice
 	go run ./scripts/device/mkmodel "$out/e2e-model"

@@ -24,7 +24,7 @@
 #   ops        every CUDA op vs the CPU backend
 #   model      whole models vs the CPU backend: random SmolLM2-shaped,
 #              batch invariance, graph replay, and the carried real checkpoint
-#              (bin/device/real-model.gguf, cut by `sluice cutmodel`)
+#              (bin/device/real-model.gguf, cut by scripts/device/cutmodel)
 #   diagnose   after a failed or hung ops/model stage only: the first failing
 #              test alone with SLUICE_CUDA_TRACE=1, which prints every kernel
 #              before launching it, so a fault or a hang names its kernel
@@ -68,7 +68,9 @@ CURRENT=""
 
 say() { echo "[+$((SECONDS - t0))s] $*" | tee -a "$WORK/first.log"; }
 
-# build.sh carries the binaries gzipped: unpack them (and the real model).
+# the real checkpoint build.sh cut (scripts/device/cutmodel), for TestRealModelMatchesCPU
+[ -f "$BIN/real-model.gguf" ] && SLUICE_REAL_MODEL=$(cd "$BIN" && pwd)/real-model.gguf && export SLUICE_REAL_MODEL
+# build.sh carries the binaries gzipped: unpack them.
 if compgen -G "$BIN/*.gz" >/dev/null; then
 	unpacked=$WORK.bin
 	mkdir -p "$unpacked"
@@ -78,7 +80,6 @@ if compgen -G "$BIN/*.gz" >/dev/null; then
 	done
 	BIN=$unpacked
 fi
-[ -f "$BIN/real-model.gguf" ] && SLUICE_REAL_MODEL=$(cd "$BIN" && pwd)/real-model.gguf && export SLUICE_REAL_MODEL
 
 # the summary and the verdict
 # shellcheck source=scripts/device/firstlib.sh
@@ -93,11 +94,12 @@ finish() {
 # says where the run stopped.
 trap 'say "stopped by a signal during ${CURRENT:-no stage}"; STATUS[${CURRENT:-env}]="stopped by a signal"; write_summary; pack_logs; exit 143' TERM INT
 
-# reserve NAME: the seconds the stages after NAME must keep.
+# reserve NAME: the seconds the stages after NAME must keep: each its
+# minimum and the grace a stuck one takes after it.
 reserve() {
 	local s after=0 r=0
 	for s in "${ORDER[@]}"; do
-		[ "$after" = 1 ] && [ "${STATUS[$s]}" = pending ] && r=$((r + MIN[$s]))
+		[ "$after" = 1 ] && [ "${STATUS[$s]}" = pending ] && r=$((r + MIN[$s] + QUIT_GRACE))
 		[ "$s" = "$1" ] && after=1
 	done
 	echo "$r"

@@ -27,7 +27,7 @@ func TestFirstAllPass(t *testing.T) {
 	contains(t, "verdict", last, "batch 1: 125.0 tok/s (42% of the floor), graphs 166.7 tok/s (56% of the floor)",
 		"batch 256: 125.0 tok/s", "256 without cuBLAS: 166.7 tok/s")
 	contains(t, "summary", s, "GPU: NVIDIA H200", "driver: 580.65.06", "nvidia/cu13/lib/libcublas.so.13",
-		"JIT: 8 modules in 812 ms", "tests: 4 passed, 0 failed", "real model: greedy agreement", "4000 GB/s",
+		"cold JIT: 8 modules, load 812 ms (compile 790 ms), backend 1", "warm JIT: 8 modules, load 9 ms (compile 0 ms), backend 2", "tests: 4 passed, 0 failed", "real model real-model.gguf (4 layers, vocab 49152): greedy agreement 8/8", "4000 GB/s",
 		"| diagnose | not needed |")
 	// the jit stage's binary was given the wheel's cuBLAS; the last bench ran without
 	contains(t, "summary", s, "GEMM path: cuBLAS 13.1.0 ("+filepath.Join(filepath.Dir(r.out), "site/nvidia/cu13/lib/libcublas.so.13")+")")
