@@ -2,7 +2,6 @@ package grpcserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -65,25 +64,28 @@ func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*s
 	if err != nil {
 		return nil, err
 	}
+	// Through stream.TokenizePrompt, as HTTP's /tokenize: the same size
+	// limits before any rendering, message text as plain text, NUL kept and
+	// an unencodable character refused.
 	var ids []int32
 	switch in := r.GetInput().(type) {
 	case *sluicev1.TokenizeRequest_Text:
 		addSpecial := r.AddSpecialTokens == nil || r.GetAddSpecialTokens()
-		ids, err = b.Tokenizer.Encode(in.Text, addSpecial)
+		ids, err = stream.TokenizePrompt(b, &stream.GenRequest{Prompt: in.Text}, addSpecial)
 	case *sluicev1.TokenizeRequest_Chat:
-		var text string
 		var msgs []stream.ChatMessage
 		if msgs, err = chatMessages(in.Chat.GetMessages()); err != nil {
 			return nil, toStatus(err)
 		}
-		if text, err = b.Tokenizer.ChatPrompt(msgs); err == nil {
-			ids, err = b.Tokenizer.Encode(text, false)
+		var g stream.GenRequest
+		if err = g.SetMessages(msgs); err == nil {
+			ids, err = stream.TokenizePrompt(b, &g, false)
 		}
 	default:
-		err = errors.New("input: text or chat is required")
+		err = fmt.Errorf("%w: input: text or chat is required", engine.ErrInvalidRequest)
 	}
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: %v", engine.ErrInvalidRequest, err))
+		return nil, toStatus(err)
 	}
 	return &sluicev1.TokenizeResponse{TokenIds: uint32s(ids), ContextLength: uint32(b.ContextLen)}, nil
 }
