@@ -67,17 +67,6 @@ func chatPrompt(tok Tokenizer, g *GenRequest) (string, error) {
 	return tok.ChatPrompt(g.Messages)
 }
 
-// ChatPromptText is the text g's chat renders to, tools and tool turns
-// included, as Prepare gives it to the model: what a token count counts.
-// Errors are Prepare's.
-func ChatPromptText(tok Tokenizer, g *GenRequest) (string, error) {
-	text, err := chatPrompt(tok, g)
-	if err != nil {
-		return "", promptError("messages", err)
-	}
-	return text, nil
-}
-
 // promptError keeps a field's own 400 and reports anything else as the
 // template's failure.
 func promptError(param string, err error) error {
