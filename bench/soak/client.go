@@ -282,7 +282,9 @@ func runBad(ctx context.Context, base string, b bad) outcome {
 		method = "GET"
 	}
 	var hdr strings.Builder
-	fmt.Fprintf(&hdr, "%s %s HTTP/1.1\r\nHost: soak\r\nContent-Type: application/json\r\nConnection: close\r\n", method, b.path)
+	// The server's own address as Host: a loopback server refuses other names (DNS rebinding).
+	fmt.Fprintf(&hdr, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nConnection: close\r\n",
+		method, b.path, strings.TrimPrefix(base, "http://"))
 	if b.key != "" {
 		fmt.Fprintf(&hdr, "Authorization: Bearer %s\r\n", b.key)
 	}

@@ -90,15 +90,24 @@ var scrapes = struct {
 }{c: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}}
 
 // metrics scrapes /metrics: each sample by its full name with labels, and
-// each metric name summed over its labels.
+// each metric name summed over its labels. With keys set, /metrics wants
+// one too (issue 30); an answer other than 200 is an error, never an empty
+// scrape that would read as a baseline of zeros.
 func (s *server) metrics() (map[string]float64, error) {
 	scrapes.Lock()
 	defer scrapes.Unlock()
-	resp, err := scrapes.c.Get(s.url + "/metrics")
+	req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+	if len(soakKeys) > 0 {
+		authHeader(req.Header, soakKeys[0])
+	}
+	resp, err := scrapes.c.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: HTTP %d", resp.StatusCode)
+	}
 	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
