@@ -64,7 +64,6 @@ var unserved = []struct {
 	{"priority", []string{"0"}, "per-request priority is not supported"},
 	{"logits_processors", nil, "logits processors are not supported"},
 	{"mm_processor_kwargs", nil, "there is no multimodal input"},
-	{"cache_salt", nil, "cache_salt is not supported"},
 	{"kv_transfer_params", nil, "KV transfer is not supported"},
 	{"vllm_xargs", nil, "vllm_xargs is not supported"},
 }

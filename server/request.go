@@ -51,6 +51,8 @@ type wireRequest struct {
 	// AllowSpecialTokens: a control token's spelling in message text is
 	// that control token (stream.GenRequest.AllowSpecialTokens).
 	AllowSpecialTokens *bool `json:"allow_special_tokens"`
+	// CacheSalt: vLLM's prefix-cache partition (stream.GenRequest.CacheSalt).
+	CacheSalt *string `json:"cache_salt"`
 }
 
 type wireStreamOption struct {
@@ -125,6 +127,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		return nil, stream.InvalidParam("tools", "tools are only allowed in chat completions")
 	}
 	if err := setAllowSpecial(g, wr.AllowSpecialTokens); err != nil {
+		return nil, err
+	}
+	if err := g.SetCacheSalt(wr.CacheSalt); err != nil {
 		return nil, err
 	}
 	if wr.User != nil {

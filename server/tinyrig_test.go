@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/models/modeltest"
+	"github.com/sluicehq/sluice/server/auth"
 )
 
 // tinySpec is a random two-layer model over modeltest's byte-level BPE
@@ -22,14 +23,14 @@ import (
 var tinySpec = modeltest.Spec{Layers: 2, Hidden: 32, Heads: 2, KVHeads: 1, FFN: 64, Vocab: 300, Seed: 11, Tied: true, ContextLen: 256}
 
 // tinyServer is a Server over a real engine on tinySpec (a 256-token
-// context, 64 blocks of 16: four full contexts).
-func tinyServer(tb testing.TB) http.Handler {
+// context, 64 blocks of 16: four full contexts), accepting keys if any.
+func tinyServer(tb testing.TB, keys ...string) http.Handler {
 	tb.Helper()
 	path := filepath.Join(tb.TempDir(), "tiny.gguf")
 	if err := modeltest.WriteGGUF(path, tinySpec, kernels.F32); err != nil {
 		tb.Fatal(err)
 	}
-	return modelServer(tb, path, 64)
+	return modelServer(tb, path, 64, keys...)
 }
 
 // smolServer is tinyServer over the default model (SmolLM2-135M-Instruct),
@@ -43,7 +44,7 @@ func smolServer(tb testing.TB) http.Handler {
 	return modelServer(tb, path, 64)
 }
 
-func modelServer(tb testing.TB, path string, blocks int) http.Handler {
+func modelServer(tb testing.TB, path string, blocks int, keys ...string) http.Handler {
 	tb.Helper()
 	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: blocks, MaxSeqs: 8})
 	if err != nil {
@@ -52,6 +53,11 @@ func modelServer(tb testing.TB, path string, blocks int) http.Handler {
 	tb.Cleanup(func() { _ = model.Close(context.Background()) })
 	cfg := DefaultConfig()
 	cfg.ModelID = testModel
+	if len(keys) > 0 {
+		if cfg.Keys, err = auth.New(keys, ""); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	srv, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		tb.Fatal(err)

@@ -48,7 +48,8 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		sp.Seed = &seed
 	}
 	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint,
-		Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, LogitBias: g.LogitBias, MinTokens: g.MinTokens, IgnoreEOS: g.IgnoreEOS}, nil
+		Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, LogitBias: g.LogitBias, MinTokens: g.MinTokens, IgnoreEOS: g.IgnoreEOS,
+		CacheSalt: g.CacheSalt}, nil
 }
 
 // Generation is one submitted request: its sequence and the context the
