@@ -52,3 +52,13 @@ cuda-first-check:
 	$(GO) test -count=1 ./scripts/device/firstcheck/
 
 cuda-check: cuda-first-check
+
+# ptxas for Hopper over every committed PTX module: registers and spills per
+# kernel against kernels/cuda/ptxas-sm90.txt; a new spill in the batch-1
+# decode path fails (kernels/cuda/ptxas-check.sh -update rewrites the
+# baseline). CUDA 11.8's ptxas (scripts/install-cuda.sh) assembles sm_90.
+.PHONY: cuda-ptxas
+cuda-ptxas:
+	./kernels/cuda/ptxas-check.sh
+
+cuda-check: cuda-ptxas
