@@ -31,87 +31,42 @@ static LlgTokenizer *sluice_new_tokenizer(const char *json, uint32_t vocab, uint
 import "C"
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"runtime"
-	"strings"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/constrain/grammar"
 )
 
 // Version is the llguidance release this package is built against; keep it
 // equal to scripts/build-llguidance.sh.
 const Version = "1.9.1"
 
-// ErrGrammar marks a grammar llguidance refuses (a schema it cannot compile,
-// a regex or Lark syntax error); the message is the parser's own.
-var ErrGrammar = errors.New("invalid grammar")
-
-// Kind names the grammar language of a Grammar.
-type Kind string
-
-const (
-	JSONSchema Kind = "json_schema" // Data is a JSON Schema document
-	JSONObject Kind = "json_object" // any JSON object; Data is ignored
-	Regex      Kind = "regex"       // Data is a Rust regex, matched against the whole output
-	Lark       Kind = "lark"        // Data is a Lark grammar (llguidance's dialect)
-	Choice     Kind = "choice"      // the output is exactly one of Choices
+// The grammar types live in the pure-Go package constrain/grammar, so that
+// code which only builds grammars (the server's stream core) does not link
+// llguidance; these names keep this package's API whole.
+type (
+	Grammar = grammar.Grammar
+	Kind    = grammar.Kind
 )
 
-// Grammar is what a request constrains its output to.
-type Grammar struct {
-	Kind    Kind
-	Data    string
-	Choices []string // Kind Choice only
-}
+const (
+	JSONSchema = grammar.JSONSchema
+	JSONObject = grammar.JSONObject
+	Regex      = grammar.Regex
+	Lark       = grammar.Lark
+	Choice     = grammar.Choice
+)
 
-// compiled returns the llguidance constraint type and data for g.
-func (g Grammar) compiled() (string, string, error) {
-	switch g.Kind {
-	case JSONSchema:
-		return "json_schema", CompactJSON(g.Data), nil
-	case Regex, Lark:
-		return string(g.Kind), g.Data, nil
-	case JSONObject:
-		return "json_schema", CompactJSON(`{"type":"object"}`), nil
-	case Choice:
-		if len(g.Choices) == 0 {
-			return "", "", fmt.Errorf("%w: choice needs at least one string", ErrGrammar)
-		}
-		alts := make([]string, len(g.Choices))
-		for i, c := range g.Choices {
-			// Go's QuoteMeta escapes a subset of what Rust's regex treats as
-			// meta, and Rust accepts an escape before any of those characters.
-			alts[i] = regexp.QuoteMeta(c)
-		}
-		return "regex", "(" + strings.Join(alts, "|") + ")", nil
-	}
-	return "", "", fmt.Errorf("%w: unknown grammar kind %q", ErrGrammar, g.Kind)
-}
+// ErrGrammar marks a grammar llguidance refuses (grammar.ErrGrammar).
+var ErrGrammar = grammar.ErrGrammar
 
-// jsonLayout fixes the whitespace of constrained JSON to the layout models
-// are trained on ({"a": 1, "b": [2, 3]}). llguidance's default allows any
-// whitespace between tokens, and a small model, once it emits one newline,
-// tends to emit nothing else until max_tokens.
-const jsonLayout = `"x-guidance":{"whitespace_flexible":false,"item_separator":", ","key_separator":": "}`
+// CompactJSON is grammar.CompactJSON.
+func CompactJSON(schema string) string { return grammar.CompactJSON(schema) }
 
-// CompactJSON adds jsonLayout to a schema object that sets no x-guidance
-// options of its own; JSONSchema grammars get it, and a Lark grammar's
-// %json schemas should too. Anything else (a boolean schema, invalid JSON)
-// goes to llguidance unchanged, to be compiled or refused with its own
-// message.
-func CompactJSON(schema string) string {
-	t := strings.TrimSpace(schema)
-	if !strings.HasPrefix(t, "{") || strings.Contains(t, `"x-guidance"`) || !json.Valid([]byte(t)) {
-		return schema
-	}
-	rest := strings.TrimSpace(t[1:])
-	if strings.HasPrefix(rest, "}") {
-		return "{" + jsonLayout + "}"
-	}
-	return "{" + jsonLayout + "," + rest
-}
+// TextWithout is grammar.TextWithout.
+func TextWithout(anywhere, atStart []string) Grammar { return grammar.TextWithout(anywhere, atStart) }
 
 // Vocab is llguidance's view of a model's tokenizer: every token's bytes in a
 // trie, and the ids that end a generation.
@@ -165,7 +120,7 @@ type Matcher struct {
 // NewMatcher compiles g against v. An error wraps ErrGrammar and carries
 // llguidance's message, so a server can refuse the request before any token.
 func (v *Vocab) NewMatcher(g Grammar) (*Matcher, error) {
-	typ, data, err := g.compiled()
+	typ, data, err := g.Compiled()
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/constrain"
+	"github.com/sluicehq/sluice/constrain/grammar"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -23,13 +23,13 @@ import (
 // asks is refused). Compile returns the constraint already advanced past
 // resume, the tokens an interrupted generation produced.
 type Grammars interface {
-	Compile(g constrain.Grammar, resume []int32) (engine.Constraint, error)
+	Compile(g grammar.Grammar, resume []int32) (engine.Constraint, error)
 }
 
 // Output is what a request constrains its output to; the zero value is
 // free text.
 type Output struct {
-	Grammar *constrain.Grammar
+	Grammar *grammar.Grammar
 	// Param is the request field the grammar came from, for errors.
 	Param string
 }
@@ -61,7 +61,7 @@ func (g *GenRequest) SetResponseFormat(raw json.RawMessage) error {
 		if !absent(rf.JSONSchema) {
 			return InvalidParam(param+".json_schema", "%s.json_schema is only allowed with type json_schema", param)
 		}
-		return g.setGrammar(param, constrain.Grammar{Kind: constrain.JSONObject})
+		return g.setGrammar(param, grammar.Grammar{Kind: grammar.JSONObject})
 	case "json_schema":
 		var js struct {
 			Name        *string         `json:"name"`
@@ -83,7 +83,7 @@ func (g *GenRequest) SetResponseFormat(raw json.RawMessage) error {
 		if !absent(js.Schema) {
 			schema = string(js.Schema)
 		}
-		return g.setGrammar(p+".schema", constrain.Grammar{Kind: constrain.JSONSchema, Data: schema})
+		return g.setGrammar(p+".schema", grammar.Grammar{Kind: grammar.JSONSchema, Data: schema})
 	case "":
 		return InvalidParam(param+".type", "%s.type is required: text, json_object or json_schema", param)
 	}
@@ -109,7 +109,7 @@ func (g *GenRequest) SetStructuredOutputs(raw json.RawMessage) error {
 		return InvalidParam(param, "%s: %v", param, err)
 	}
 	var set []string
-	var gr constrain.Grammar
+	var gr grammar.Grammar
 	var p string
 	if !absent(so.JSON) {
 		schema := string(so.JSON)
@@ -118,25 +118,25 @@ func (g *GenRequest) SetStructuredOutputs(raw json.RawMessage) error {
 				return InvalidParam(param+".json", "%s.json: %v", param, err)
 			}
 		}
-		set, gr, p = append(set, "json"), constrain.Grammar{Kind: constrain.JSONSchema, Data: schema}, param+".json"
+		set, gr, p = append(set, "json"), grammar.Grammar{Kind: grammar.JSONSchema, Data: schema}, param+".json"
 	}
 	if so.Regex != nil {
-		set, gr, p = append(set, "regex"), constrain.Grammar{Kind: constrain.Regex, Data: *so.Regex}, param+".regex"
+		set, gr, p = append(set, "regex"), grammar.Grammar{Kind: grammar.Regex, Data: *so.Regex}, param+".regex"
 	}
 	if so.Choice != nil {
 		if len(so.Choice) == 0 {
 			return InvalidParam(param+".choice", "%s.choice must list at least one string", param)
 		}
-		set, gr, p = append(set, "choice"), constrain.Grammar{Kind: constrain.Choice, Choices: so.Choice}, param+".choice"
+		set, gr, p = append(set, "choice"), grammar.Grammar{Kind: grammar.Choice, Choices: so.Choice}, param+".choice"
 	}
 	if so.Grammar != nil {
-		set, gr, p = append(set, "grammar"), constrain.Grammar{Kind: constrain.Lark, Data: *so.Grammar}, param+".grammar"
+		set, gr, p = append(set, "grammar"), grammar.Grammar{Kind: grammar.Lark, Data: *so.Grammar}, param+".grammar"
 	}
 	if so.JSONObject != nil {
 		if !*so.JSONObject {
 			return InvalidParam(param+".json_object", "%s.json_object may only be true", param)
 		}
-		set, gr, p = append(set, "json_object"), constrain.Grammar{Kind: constrain.JSONObject}, param+".json_object"
+		set, gr, p = append(set, "json_object"), grammar.Grammar{Kind: grammar.JSONObject}, param+".json_object"
 	}
 	switch len(set) {
 	case 0:
@@ -147,7 +147,7 @@ func (g *GenRequest) SetStructuredOutputs(raw json.RawMessage) error {
 	return InvalidParam(param, "%s sets %s: choose one", param, strings.Join(set, " and "))
 }
 
-func (g *GenRequest) setGrammar(param string, gr constrain.Grammar) error {
+func (g *GenRequest) setGrammar(param string, gr grammar.Grammar) error {
 	if g.Output.Grammar != nil {
 		return InvalidParam(param, "%s and %s both constrain the output: choose one", g.Output.Param, firstField(param))
 	}
@@ -181,7 +181,7 @@ func (b *Backend) constraint(g *GenRequest, resume []int32) (engine.Constraint, 
 			Message: fmt.Sprintf("%s: this backend cannot constrain its output", firstField(o.Param))}
 	}
 	c, err := b.Grammars.Compile(*o.Grammar, resume)
-	if errors.Is(err, constrain.ErrGrammar) {
+	if errors.Is(err, grammar.ErrGrammar) {
 		return nil, InvalidParam(o.Param, "%s: %v", o.Param, err)
 	}
 	return c, err

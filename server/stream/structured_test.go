@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/constrain"
+	"github.com/sluicehq/sluice/constrain/grammar"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	. "github.com/sluicehq/sluice/server/stream"
@@ -19,23 +19,23 @@ import (
 func TestStructuredOutputFields(t *testing.T) {
 	cases := []struct {
 		rf, so    string
-		want      *constrain.Grammar
+		want      *grammar.Grammar
 		param     string // of the want grammar, or of the error
 		errSubstr string
 	}{
 		{rf: `{"type":"text"}`},
 		{rf: `null`},
-		{rf: `{"type":"json_object"}`, want: &constrain.Grammar{Kind: constrain.JSONObject}, param: "response_format"},
+		{rf: `{"type":"json_object"}`, want: &grammar.Grammar{Kind: grammar.JSONObject}, param: "response_format"},
 		{rf: `{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"object"}}}`,
-			want: &constrain.Grammar{Kind: constrain.JSONSchema, Data: `{"type":"object"}`}, param: "response_format.json_schema.schema"},
+			want: &grammar.Grammar{Kind: grammar.JSONSchema, Data: `{"type":"object"}`}, param: "response_format.json_schema.schema"},
 		{rf: `{"type":"json_schema","json_schema":{"name":"any"}}`,
-			want: &constrain.Grammar{Kind: constrain.JSONSchema, Data: `{}`}, param: "response_format.json_schema.schema"},
-		{so: `{"json":{"type":"integer"}}`, want: &constrain.Grammar{Kind: constrain.JSONSchema, Data: `{"type":"integer"}`}, param: "structured_outputs.json"},
-		{so: `{"json":"{\"type\":\"integer\"}"}`, want: &constrain.Grammar{Kind: constrain.JSONSchema, Data: `{"type":"integer"}`}, param: "structured_outputs.json"},
-		{so: `{"regex":"[a-z]+"}`, want: &constrain.Grammar{Kind: constrain.Regex, Data: `[a-z]+`}, param: "structured_outputs.regex"},
-		{so: `{"choice":["a","b"]}`, want: &constrain.Grammar{Kind: constrain.Choice, Choices: []string{"a", "b"}}, param: "structured_outputs.choice"},
-		{so: `{"grammar":"start: \"x\""}`, want: &constrain.Grammar{Kind: constrain.Lark, Data: `start: "x"`}, param: "structured_outputs.grammar"},
-		{so: `{"json_object":true}`, want: &constrain.Grammar{Kind: constrain.JSONObject}, param: "structured_outputs.json_object"},
+			want: &grammar.Grammar{Kind: grammar.JSONSchema, Data: `{}`}, param: "response_format.json_schema.schema"},
+		{so: `{"json":{"type":"integer"}}`, want: &grammar.Grammar{Kind: grammar.JSONSchema, Data: `{"type":"integer"}`}, param: "structured_outputs.json"},
+		{so: `{"json":"{\"type\":\"integer\"}"}`, want: &grammar.Grammar{Kind: grammar.JSONSchema, Data: `{"type":"integer"}`}, param: "structured_outputs.json"},
+		{so: `{"regex":"[a-z]+"}`, want: &grammar.Grammar{Kind: grammar.Regex, Data: `[a-z]+`}, param: "structured_outputs.regex"},
+		{so: `{"choice":["a","b"]}`, want: &grammar.Grammar{Kind: grammar.Choice, Choices: []string{"a", "b"}}, param: "structured_outputs.choice"},
+		{so: `{"grammar":"start: \"x\""}`, want: &grammar.Grammar{Kind: grammar.Lark, Data: `start: "x"`}, param: "structured_outputs.grammar"},
+		{so: `{"json_object":true}`, want: &grammar.Grammar{Kind: grammar.JSONObject}, param: "structured_outputs.json_object"},
 
 		{rf: `{"type":"yaml"}`, param: "response_format.type", errSubstr: `"yaml" is not one of`},
 		{rf: `{}`, param: "response_format.type", errSubstr: "required"},
@@ -82,7 +82,7 @@ func TestStructuredOutputFields(t *testing.T) {
 // fakeGrammars compiles nothing: it refuses the grammar "bad" as llguidance
 // would and records what it was asked.
 type fakeGrammars struct {
-	got    []constrain.Grammar
+	got    []grammar.Grammar
 	resume [][]int32
 }
 
@@ -91,10 +91,10 @@ type nopConstraint struct{}
 func (nopConstraint) Mask(dst []uint32) error { return nil }
 func (nopConstraint) Commit(int32) error      { return nil }
 
-func (f *fakeGrammars) Compile(g constrain.Grammar, resume []int32) (engine.Constraint, error) {
+func (f *fakeGrammars) Compile(g grammar.Grammar, resume []int32) (engine.Constraint, error) {
 	f.got, f.resume = append(f.got, g), append(f.resume, resume)
 	if g.Data == "bad" {
-		return nil, fmt.Errorf("%w: parse error at 1:1", constrain.ErrGrammar)
+		return nil, fmt.Errorf("%w: parse error at 1:1", grammar.ErrGrammar)
 	}
 	return nopConstraint{}, nil
 }

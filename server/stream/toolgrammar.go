@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sluicehq/sluice/constrain"
+	"github.com/sluicehq/sluice/constrain/grammar"
 )
 
 // toolGrammar is the Lark grammar a forced reply (tool_choice "required" or
@@ -13,7 +13,7 @@ import (
 // syntax, or several when parallel calls are allowed, whose JSON is a call
 // of a listed function with arguments valid for its parameter schema. The
 // name comes first, so it streams before the arguments.
-func toolGrammar(t Tools) constrain.Grammar {
+func toolGrammar(t Tools) grammar.Grammar {
 	argsKey := "arguments"
 	if t.Format == ToolsLlama3 {
 		argsKey = "parameters"
@@ -37,7 +37,7 @@ func toolGrammar(t Tools) constrain.Grammar {
 		b, _ := json.Marshal(map[string]any{"anyOf": alts})
 		schema = b
 	}
-	call := "call: %json " + constrain.CompactJSON(string(schema))
+	call := "call: %json " + grammar.CompactJSON(string(schema))
 	var start string
 	switch t.Format {
 	case ToolsLlama3:
@@ -58,7 +58,7 @@ func toolGrammar(t Tools) constrain.Grammar {
 		}
 		start += "\nblock: \"<tool_call>\\n\" call \"\\n</tool_call>\""
 	}
-	return constrain.Grammar{Kind: constrain.Lark, Data: strings.Join([]string{start, call}, "\n")}
+	return grammar.Grammar{Kind: grammar.Lark, Data: strings.Join([]string{start, call}, "\n")}
 }
 
 // noCallGrammar is what a reply with tools offered but tool_choice "none"
@@ -67,7 +67,7 @@ func toolGrammar(t Tools) constrain.Grammar {
 // model, which sees the tools in its prompt, answers in prose. A tag
 // opener is banned without its ">": the default model, denied
 // <tool_call>, writes <tool_call name="…"> instead.
-func noCallGrammar(t Tools) constrain.Grammar {
+func noCallGrammar(t Tools) grammar.Grammar {
 	var anywhere, atStart []string
 	for _, o := range openersOf(t.Format) {
 		if o.startOnly {
@@ -76,5 +76,5 @@ func noCallGrammar(t Tools) constrain.Grammar {
 			anywhere = append(anywhere, strings.TrimSuffix(o.text, ">"))
 		}
 	}
-	return constrain.TextWithout(anywhere, atStart)
+	return grammar.TextWithout(anywhere, atStart)
 }

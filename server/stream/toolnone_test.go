@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/constrain"
+	"github.com/sluicehq/sluice/constrain/grammar"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	. "github.com/sluicehq/sluice/server/stream"
 )
@@ -32,7 +32,7 @@ func TestToolChoiceNone(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.src, err)
 		}
-		want := constrain.TextWithout(c.anywhere, c.atStart)
+		want := grammar.TextWithout(c.anywhere, c.atStart)
 		if req.Constraint == nil || len(fg.got) != 1 || fg.got[0].Kind != want.Kind || fg.got[0].Data != want.Data {
 			t.Errorf("%s: compiled %+v, want %+v", c.src, fg.got, want)
 		}
@@ -53,7 +53,7 @@ func TestToolChoiceNone(t *testing.T) {
 	}
 	fg := &fakeGrammars{}
 	b := &Backend{Engine: &streamtest.ScriptEngine{}, Tokenizer: &templater{PieceVocab: streamtest.NewPieceVocab()}, ContextLen: 1 << 16, Grammars: fg}
-	if _, err := Prepare(b, g); err != nil || len(fg.got) != 1 || fg.got[0].Kind != constrain.JSONObject {
+	if _, err := Prepare(b, g); err != nil || len(fg.got) != 1 || fg.got[0].Kind != grammar.JSONObject {
 		t.Errorf("none + json_object: compiled %+v, err %v; want the json_object grammar alone", fg.got, err)
 	}
 

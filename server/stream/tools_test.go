@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/constrain"
+	"github.com/sluicehq/sluice/constrain/grammar"
 	"github.com/sluicehq/sluice/server/internal/streamtest"
 	. "github.com/sluicehq/sluice/server/stream"
 )
@@ -181,7 +181,7 @@ func TestForcedToolGrammar(t *testing.T) {
 			}
 			continue
 		}
-		if len(fg.got) != 1 || fg.got[0].Kind != constrain.Lark || !strings.Contains(fg.got[0].Data, "<tool_call>") {
+		if len(fg.got) != 1 || fg.got[0].Kind != grammar.Lark || !strings.Contains(fg.got[0].Data, "<tool_call>") {
 			t.Fatalf("%s: compiled %v", c.choice, fg.got)
 		}
 		for _, n := range c.names {

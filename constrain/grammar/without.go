@@ -1,4 +1,4 @@
-package constrain
+package grammar
 
 import (
 	"encoding/json"
