@@ -28,6 +28,7 @@ import (
 
 // keyStats is one key's part of a phase.
 type keyStats struct {
+	Sent      int `json:"sent"`
 	Completed int `json:"completed"`
 	Tokens    int `json:"output_tokens"`
 	Refused   int `json:"http_429"`
@@ -53,6 +54,7 @@ func (t *keyTally) add(o outcome) {
 		k = &keyStats{}
 		t.keys[o.key] = k
 	}
+	k.Sent++
 	switch {
 	case o.kind == "completed":
 		k.Completed++
@@ -244,7 +246,7 @@ func (k *keysReport) print(w io.Writer) {
 		fmt.Fprintf(w, "phase %d by key:", i+1)
 		for _, name := range []string{"key1", "key2"} {
 			s := ph[name]
-			fmt.Fprintf(w, " %s %d completed (%.0f%%), %d tokens, %d refused;", name, s.Completed, 100*s.Share, s.Tokens, s.Refused)
+			fmt.Fprintf(w, " %s %d sent, %d completed (%.0f%%), %d tokens, %d refused;", name, s.Sent, s.Completed, 100*s.Share, s.Tokens, s.Refused)
 		}
 		fmt.Fprintln(w)
 	}

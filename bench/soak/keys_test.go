@@ -1,9 +1,27 @@
 package main
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
+
+// The jobs' keys alternate so that each key sends as many as the other,
+// the malformed request of each ten left out.
+func TestJobsShareKeysEvenly(t *testing.T) {
+	keys := []string{"one", "two"}
+	r := rand.New(rand.NewPCG(1, 2))
+	count := map[string]int{}
+	for n := range 200 {
+		if n%10 == 9 {
+			continue
+		}
+		count[newJob(r, n, keys).key]++
+	}
+	if count["one"] != 90 || count["two"] != 90 {
+		t.Fatalf("jobs per key %v, want 90 each", count)
+	}
+}
 
 // The per-key tally reports each key by its place, never by the secret,
 // with its share of the completed requests, and the checks fail on a
@@ -24,7 +42,7 @@ func TestKeysReport(t *testing.T) {
 	if got := rep["key1"]; got.Completed != 6 || got.Tokens != 18 || got.Share != 0.6 {
 		t.Errorf("key1 %+v", got)
 	}
-	if got := rep["key2"]; got.Completed != 4 || got.Refused != 1 || got.Share != 0.4 {
+	if got := rep["key2"]; got.Sent != 6 || got.Completed != 4 || got.Refused != 1 || got.Share != 0.4 {
 		t.Errorf("key2 %+v", got)
 	}
 	for name := range rep {
