@@ -10,7 +10,10 @@
 //	step = schedule → build kernels.Batch → Model.Forward → sample → deliver
 //
 // Callers reach it only through channels: Submit sends an arrival (bounded
-// by Config.MaxQueue: ErrQueueFull is the backpressure), Abort and context
+// by Config.MaxQueue: ErrQueueFull is the backpressure; with several
+// Request.Tenant values waiting, a tenant under its share, MaxQueue over the
+// tenants waiting, still gets in up to twice MaxQueue in all, and only one
+// at or over its share gets ErrTenantQueueFull), Abort and context
 // cancellation (context.AfterFunc, no goroutine per sequence) send an abort.
 // Both take effect at the next step boundary. The loop never waits on a
 // reader: each Sequence's token channel is buffered for every token it may
