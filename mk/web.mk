@@ -6,7 +6,15 @@
 # which the test installs with npm ci in tests/web. A failed fetch is not fatal:
 # the test then skips, saying why.
 # `make web-screenshots` rewrites docs/web-chat.png and docs/web-engine.png.
-.PHONY: web-deps web-test web-screenshots
+# `make web-unit` (part of make test) runs the page's scripts' unit tests under
+# node (tests/web/*.test.mjs: the Markdown scanner); without node it says so
+# and passes, as the browser test skips.
+.PHONY: web-deps web-test web-screenshots web-unit
+
+web-unit:
+	@if command -v node >/dev/null; then node --test tests/web/; else echo "web-unit: node not installed, skipped"; fi
+
+test: web-unit
 
 web-deps:
 	-./tests/web/fetch-chromium.sh >/dev/null

@@ -22,9 +22,13 @@ import (
 // API key. It checks that tokens reach the DOM one by one over the whole
 // generation, that Stop aborts the request on the server (the abort
 // metric), that a dropped connection resumes to the same text, that model
-// output with <script> stays text, that closing a chat tab mid-reply makes
-// the engine view's used blocks fall within one step, and the phone-width
-// layout and themes. SLUICE_WEB_SCREENSHOTS=DIR also writes the README's
+// output with <script> stays text, that the Markdown renderer is linear in
+// its input (lines of 100k backticks and the like, rendered whole and
+// streamed, within a budget) and renders a streamed reply as it renders the
+// whole, that the API key never reaches localStorage (memory, or this tab's
+// sessionStorage when the user ticks the box; a key older pages stored is
+// deleted), that closing a chat tab mid-reply makes the engine view's used
+// blocks fall within one step, and the phone-width layout and themes. SLUICE_WEB_SCREENSHOTS=DIR also writes the README's
 // screenshots there (make web-screenshots).
 func TestBrowser(t *testing.T) {
 	if raceEnabled {

@@ -81,7 +81,7 @@ func TestPage(t *testing.T) {
 		status           int
 	}{
 		{"/", "text/html; charset=utf-8", `<script type="module" src="/ui/app.js">`, 200},
-		{"/ui/app.js", "text/javascript; charset=utf-8", "import { render } from './md.js'", 200},
+		{"/ui/app.js", "text/javascript; charset=utf-8", "import { render, Live } from './md.js'", 200},
 		{"/ui/md.js", "text/javascript; charset=utf-8", "export function render", 200},
 		{"/ui/style.css", "text/css; charset=utf-8", "prefers-color-scheme", 200},
 		{"/elsewhere", "", "", 404},

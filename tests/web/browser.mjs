@@ -160,7 +160,107 @@ async function escapes(page) {
   check(r.strong === 1, 'Markdown bold not rendered');
 }
 
-// 5. Closing a chat tab mid-reply: the engine view's used-block count
+// 5. The Markdown renderer is linear in its input: hostile lines of 100k
+// characters render within a budget (a line of 2,400 backticks took about a
+// second before, and was rendered again on every chunk); a reply streamed as
+// 1,000 chunks of such a line completes within a budget; and the streamed
+// rendering (Live: blocks that cannot change rendered once) gives the nodes
+// rendering the whole text does.
+async function markdown(page) {
+  const r = await page.evaluate(async () => {
+    const { render, Live } = await import('/ui/md.js');
+    const n = 100000;
+    // 'x ' first: a line that starts with backticks opens a code fence.
+    const lines = {
+      backticks: 'x ' + '`'.repeat(n), 'backtick pairs': 'x `a'.repeat(n / 4), brackets: '['.repeat(n),
+      'star pairs': '**a'.repeat(n / 3), 'a fence of backticks': '`'.repeat(n) + '\ncode\n'.repeat(1000),
+    };
+    const ms = {};
+    for (const [name, text] of Object.entries(lines)) {
+      const t0 = performance.now();
+      const div = document.createElement('div');
+      div.append(render(text));
+      ms[name] = Math.round(performance.now() - t0);
+    }
+    const samples = [
+      '# Title\n\nSome *text* with `code` and **bold**.\n\n```py\nx = 1\n\ny = 2\n```\n\n- a\n- b\n\n1. one\n2. two\n\n> quote\n\nend',
+      'para one\nline two\n\n~~~\nunclosed fence\n\nstill code',
+      'a\r\n\r\nb **c**\r\n- d\n\n\n[l](https://example.org) ``x`y``',
+    ];
+    const mismatches = [];
+    for (const text of samples) {
+      const whole = document.createElement('div');
+      whole.append(render(text));
+      for (const step of [1, 3, 11]) {
+        const live = new Live(document.createElement('div'));
+        for (let i = step; i < text.length + step; i += step) live.update(text.slice(0, Math.min(i, text.length)));
+        if (live.el.innerHTML !== whole.innerHTML) mismatches.push({ step, text: text.slice(0, 20), got: live.el.innerHTML, want: whole.innerHTML });
+      }
+    }
+    return { ms, mismatches };
+  });
+  figures.markdown = r.ms;
+  for (const [name, ms] of Object.entries(r.ms)) check(ms < 2000, `rendering a line of 100k (${name}) took ${ms} ms`);
+  check(r.mismatches.length === 0, `streamed rendering differs from rendering the whole: ${JSON.stringify(r.mismatches[0])}`);
+
+  // A reply line of 100k backticks (and a paragraph after it) in 1,000 chunks.
+  const chunks = ['x ', ...Array.from({ length: 1000 }, () => '`'.repeat(100))];
+  chunks.push('\n\nafter *that*');
+  await page.route('**/v1/chat/completions', (route) => {
+    const ev = (id, d) => `id: ${id}\ndata: ${JSON.stringify({ choices: [{ index: 0, delta: d, finish_reason: null }] })}\n\n`;
+    let body = ev(1, { role: 'assistant', content: '' });
+    chunks.forEach((t, i) => { body += ev(i + 2, { content: t }); });
+    body += 'data: [DONE]\n\n';
+    route.fulfill({ status: 200, headers: { 'Content-Type': 'text/event-stream', 'X-Sluice-Stream-Id': 'x' }, body });
+  });
+  const t0 = Date.now();
+  await send(page, 'anything');
+  await waitDone(page, 20000);
+  const took = Date.now() - t0;
+  await page.unroute('**/v1/chat/completions');
+  const got = await page.evaluate(() => {
+    const b = document.querySelector('.msg.assistant:last-child .body');
+    return { len: b.querySelector('p').textContent.length, em: b.querySelector('em')?.textContent };
+  });
+  figures.markdown.stream_ms = took;
+  check(took < 5000, `a reply of 1,000 chunks of backticks took ${took} ms to render`);
+  check(got.len === 100002 && got.em === 'that', `the streamed reply rendered as ${JSON.stringify(got)}`);
+}
+
+// 6. The API key is kept in memory, never in localStorage: a new window
+// asks for it again; "Remember in this tab" keeps it across a reload of the
+// tab (sessionStorage) and nowhere else.
+async function keys(browser) {
+  const stored = (page) => page.evaluate((k) => {
+    const has = (s) => Object.keys(s).filter((n) => s.getItem(n).includes(k));
+    return { local: has(localStorage), session: has(sessionStorage) };
+  }, key);
+  const enter = async (page, remember) => {
+    await page.waitForSelector('#key-dialog[open]', { timeout: 10000 });
+    await page.fill('#key-input', key);
+    if (remember) await page.check('#key-remember');
+    await page.click('#key-save');
+    await page.waitForFunction(() => document.getElementById('model').textContent !== '', null, { timeout: 10000 });
+  };
+  const asked = async (page) => {
+    await page.waitForFunction(() => document.getElementById('key-dialog').open || document.getElementById('model').textContent !== '', null, { timeout: 10000 });
+    return page.evaluate(() => document.getElementById('key-dialog').open);
+  };
+  for (const remember of [false, true]) {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(base + '/');
+    await enter(page, remember);
+    const s = await stored(page);
+    check(s.local.length === 0, `the key is in localStorage (${s.local}) after it was entered`);
+    check(s.session.length === (remember ? 1 : 0), `remember=${remember}: the key is in sessionStorage under ${JSON.stringify(s.session)}`);
+    await page.reload();
+    check(await asked(page) === !remember, `remember=${remember}: after a reload the key was ${remember ? '' : 'not '}asked for again`);
+    await ctx.close();
+  }
+}
+
+// 7. Closing a chat tab mid-reply: the engine view's used-block count
 // falls, the reclaim is listed, and the engine had the blocks back within
 // one step of noticing the reader was gone.
 async function closeTab(ctx, engine) {
@@ -204,7 +304,7 @@ async function closeTab(ctx, engine) {
   check(/aborted \(client_disconnect\): \d+ blocks back/.test(r.log || ''), `reclaim log line "${r.log}"`);
 }
 
-// 6. The engine view under 16 streams (a screenshot), a few of them cut.
+// 8. The engine view under 16 streams (a screenshot), a few of them cut.
 async function load16(engine) {
   const ctls = [];
   const streams = [];
@@ -237,7 +337,7 @@ async function load16(engine) {
   await Promise.all(streams);
 }
 
-// 7. Phone width and both themes: nothing overflows sideways, the tabs
+// 9. Phone width and both themes: nothing overflows sideways, the tabs
 // switch views, the theme changes the colours.
 async function layout(ctx) {
   const page = await ctx.newPage();
@@ -265,19 +365,26 @@ try {
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 860 } });
   const page = await ctx.newPage();
   page.on('pageerror', (e) => failures.push(`page error: ${e.message}`));
+  // A key an older version of the page left in localStorage is deleted at
+  // load (any page of the origin can set it up).
+  await page.goto(base + '/ui/style.css');
+  await page.evaluate(() => localStorage.setItem('sluice.key', JSON.stringify('sk-left-by-an-old-page')));
   await page.goto(base + '/');
-  // The key is asked once; the other pages share this browser's storage.
+  // The key is asked once; the engine page gets it from this one (memory,
+  // passed between the page's open tabs), never from storage.
   await page.waitForSelector('#key-dialog[open]', { timeout: 10000 });
+  check(await page.evaluate(() => localStorage.getItem('sluice.key')) === null, 'the key an older page stored in localStorage is still there');
   await page.fill('#key-input', key);
   await page.click('#key-save');
   await page.waitForFunction(() => document.getElementById('model').textContent !== '', null, { timeout: 10000 });
+  check(!(await page.evaluate((k) => Object.keys(localStorage).some((n) => localStorage.getItem(n).includes(k)), key)), 'the key is in localStorage');
   const engine = await ctx.newPage();
   engine.on('pageerror', (e) => failures.push(`engine page error: ${e.message}`));
   await engine.goto(`${base}/?view=engine`);
   await engine.waitForFunction(() => document.getElementById('live').textContent === 'live', null, { timeout: 10000 });
   check(!(await engine.evaluate(() => document.getElementById('key-dialog').open)), 'the key was asked for again');
   for (const [name, run] of [['streams', () => streams(page)], ['stops', () => stops(page)], ['resumes', () => resumes(page)],
-    ['escapes', () => escapes(page)], ['closeTab', () => closeTab(ctx, engine)], ['load16', () => load16(engine)], ['layout', () => layout(ctx)]]) {
+    ['escapes', () => escapes(page)], ['markdown', () => markdown(page)], ['keys', () => keys(browser)], ['closeTab', () => closeTab(ctx, engine)], ['load16', () => load16(engine)], ['layout', () => layout(ctx)]]) {
     if (process.env.ONLY && !process.env.ONLY.split(',').includes(name)) continue;
     try { await run(); } catch (e) { failures.push(`${name}: ${e.message.split('\n')[0]}`); }
   }

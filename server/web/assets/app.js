@@ -1,8 +1,9 @@
 // Sluice's page: a chat over /v1/chat/completions and a live view of the
-// engine over /v1/engine/events. Plain modules, no build step. Everything
-// the user types and every reply stays in this browser (localStorage).
+// engine over /v1/engine/events. Plain modules, no build step. The chat, the
+// settings and the theme stay in this browser (localStorage); the API key
+// does not (below).
 
-import { render } from './md.js';
+import { render, Live } from './md.js';
 
 const $ = (id) => document.getElementById(id);
 const store = {
@@ -12,41 +13,91 @@ const store = {
   set(k, v) { try { localStorage.setItem('sluice.' + k, JSON.stringify(v)); } catch { /* full or disabled: the page still works */ } },
 };
 
-// ---- API key: asked once, when the server first answers 401 ----
+// ---- API key: asked when the server first answers 401 ----
+// The key lives in this tab's memory. It is never written to localStorage,
+// where it would outlive the browser session and sit on disk for anything
+// later served from this origin to read; older versions of the page put it
+// there, so it is deleted at load. A tab asks the page's other open tabs for
+// it (BroadcastChannel, same origin only) before it asks the user, so the
+// engine view in a second tab does not ask again; and the user may tick
+// "Remember in this tab" to keep it across reloads of this one tab
+// (sessionStorage: gone when the tab closes).
 
-let apiKey = store.get('key', '');
+try { localStorage.removeItem('sluice.key'); } catch { /* storage disabled: nothing kept there */ }
+const session = {
+  get() { try { return sessionStorage.getItem('sluice.key') || ''; } catch { return ''; } },
+  set(k) { try { if (k) sessionStorage.setItem('sluice.key', k); else sessionStorage.removeItem('sluice.key'); } catch { /* disabled: memory only */ } },
+};
+let apiKey = session.get();
 let keyPrompt = null;
+const peers = typeof BroadcastChannel === 'function' ? new BroadcastChannel('sluice.key') : null;
+peers?.addEventListener('message', (e) => {
+  if (e.data === 'ask' && apiKey) peers.postMessage({ key: apiKey });
+});
 
 function authHeaders(h = {}) {
   if (apiKey) h.Authorization = 'Bearer ' + apiKey;
   return h;
 }
 
-// askKey opens the dialog (once, however many requests are waiting) and
-// resolves true when a key was entered.
-function askKey() {
-  if (keyPrompt) return keyPrompt;
-  const d = $('key-dialog');
-  $('key-input').value = apiKey;
-  keyPrompt = new Promise((resolve) => {
-    d.addEventListener('close', () => {
-      keyPrompt = null;
-      if (d.returnValue === 'save' && $('key-input').value.trim()) {
-        apiKey = $('key-input').value.trim();
-        store.set('key', apiKey);
-        resolve(true);
-      } else resolve(false);
-    }, { once: true });
+// keyFromPeers resolves to the key another open tab of this page holds, or
+// '' when none answers within ms.
+function keyFromPeers(ms = 300) {
+  if (!peers) return Promise.resolve('');
+  return new Promise((resolve) => {
+    const done = (k) => {
+      peers.removeEventListener('message', onMsg);
+      clearTimeout(timer);
+      resolve(k);
+    };
+    const onMsg = (e) => { if (e.data && typeof e.data.key === 'string') done(e.data.key); };
+    const timer = setTimeout(() => done(''), ms);
+    peers.addEventListener('message', onMsg);
+    peers.postMessage('ask');
   });
-  d.showModal();
+}
+
+// askKey resolves true when there is a new key to try: one from another tab
+// (unless it is the one just refused), else one the user entered. However
+// many requests are waiting, it asks once.
+function askKey({ dialogOnly = false } = {}) {
+  if (keyPrompt) return keyPrompt;
+  keyPrompt = (async () => {
+    const k = dialogOnly ? '' : await keyFromPeers();
+    if (k && k !== apiKey) {
+      apiKey = k;
+      return true;
+    }
+    return keyDialog();
+  })().finally(() => { keyPrompt = null; });
   return keyPrompt;
 }
 
-// api fetches with the key, asking for one on 401 and retrying.
+function keyDialog() {
+  const d = $('key-dialog');
+  $('key-input').value = apiKey;
+  $('key-remember').checked = session.get() !== '';
+  return new Promise((resolve) => {
+    d.addEventListener('close', () => {
+      if (d.returnValue === 'save' && $('key-input').value.trim()) {
+        apiKey = $('key-input').value.trim();
+        session.set($('key-remember').checked ? apiKey : '');
+        resolve(true);
+      } else resolve(false);
+    }, { once: true });
+    d.showModal();
+  });
+}
+
+// api fetches with the key, asking for one on 401 and retrying. A request
+// that went out before a new key came (from the user or another tab) just
+// retries with it.
 async function api(path, init = {}) {
   for (;;) {
+    const sent = apiKey;
     const res = await fetch(path, { ...init, headers: authHeaders({ ...(init.headers || {}) }) });
     if (res.status !== 401) return res;
+    if (apiKey !== sent) continue;
     if (!(await askKey())) return res;
   }
 }
@@ -115,13 +166,20 @@ function metaText(m) {
   return parts.join(' · ');
 }
 
-// messageNode builds (or refreshes) the DOM of one message.
-function messageNode(m, node) {
+// messageNode builds (or refreshes) the DOM of one message; a reply being
+// streamed keeps its body in live, which renders only what can still change.
+function messageNode(m, node, live) {
   node ||= Object.assign(document.createElement('article'), { className: 'msg ' + m.role });
-  const body = document.createElement('div');
-  body.className = 'body';
-  if (m.role === 'assistant') body.append(render(m.content));
-  else body.textContent = m.content;
+  let body;
+  if (live) {
+    body = live.el;
+    live.update(m.content);
+  } else {
+    body = document.createElement('div');
+    body.className = 'body';
+    if (m.role === 'assistant') body.append(render(m.content));
+    else body.textContent = m.content;
+  }
   const meta = document.createElement('div');
   meta.className = 'meta';
   meta.textContent = metaText(m);
@@ -135,6 +193,31 @@ function messageNode(m, node) {
   }
   node.replaceChildren(body, notes, meta);
   return node;
+}
+
+// throttle returns f(), which runs fn at once unless it ran less than a
+// frame ago, or less than its own last run took: then once, when that much
+// time has passed. So a reply's text shows token by token while tokens come
+// slower than frames, a burst of chunks (a resume's replay, a fast model)
+// is rendered once, and rendering never takes more than half the page's
+// time however long the reply. f.now() runs it at once.
+function throttle(fn, frame = 16) {
+  let end = -Infinity, took = 0, timer = 0;
+  const now = () => {
+    clearTimeout(timer);
+    timer = 0;
+    const t0 = performance.now();
+    fn();
+    end = performance.now();
+    took = end - t0;
+  };
+  const f = () => {
+    if (timer) return;
+    const wait = end + Math.max(frame, took) - performance.now();
+    if (wait <= 0) now(); else timer = setTimeout(now, wait);
+  };
+  f.now = now;
+  return f;
 }
 
 function renderAll() {
@@ -184,7 +267,8 @@ async function send(text) {
   saveMessages();
   renderAll();
   const node = $('messages').lastElementChild;
-  const refresh = () => { messageNode(reply, node); scrollDown(); };
+  const live = new Live(Object.assign(document.createElement('div'), { className: 'body' }));
+  const refresh = throttle(() => { messageNode(reply, node, live); scrollDown(); });
   setBusy(true);
 
   const t0 = performance.now();
@@ -197,7 +281,7 @@ async function send(text) {
     try { j = JSON.parse(ev.data); } catch { return; }
     if (j.error) {
       reply.meta.notes.push({ kind: 'error', text: 'error: ' + (j.error.message || j.error.code) });
-      refresh();
+      refresh.now();
       return;
     }
     if (j.usage) usage = j.usage;
@@ -254,7 +338,7 @@ async function send(text) {
       }
       attempt++;
       reply.meta.notes.push({ kind: 'resume', text: `connection lost; resumed after event ${lastId}` });
-      refresh();
+      refresh.now();
       res = null;
       await new Promise((r) => setTimeout(r, 200 * attempt));
     }
@@ -265,7 +349,7 @@ async function send(text) {
   if (n > 1 && tLast > tFirst) reply.meta.tps = ((n - 1) * 1000) / (tLast - tFirst);
   delete reply.meta.pending;
   saveMessages();
-  refresh();
+  refresh.now();
   setBusy(false);
 }
 
@@ -513,7 +597,7 @@ function init() {
     store.set('theme', theme);
     applyTheme(theme);
   });
-  $('key-btn').addEventListener('click', async () => { if (await askKey()) loadModel(); });
+  $('key-btn').addEventListener('click', async () => { if (await askKey({ dialogOnly: true })) loadModel(); });
   for (const b of document.querySelectorAll('.tabs button')) b.addEventListener('click', () => show(b.dataset.view));
   wide.addEventListener('change', () => show(document.body.dataset.view));
   for (const id of ['system', 'temperature', 'top_p', 'max_tokens']) $(id).addEventListener('change', saveSettings);
