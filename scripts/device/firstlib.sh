@@ -91,7 +91,7 @@ verdict() {
 		return
 	fi
 	local s bad="" skipped="" perf=""
-	for s in env cublas jit ops model; do
+	for s in jit ops model; do
 		case ${STATUS[$s]} in
 		ok) ;;
 		TIMEOUT*) bad+="${bad:+; }$s hung in $(first_bad "$WORK/$s.log")$(kernel "$s")" ;;
@@ -112,6 +112,9 @@ verdict() {
 	[ -n "$b256$b256g" ] && perf+="; batch 256: ${b256:-?}, graphs ${b256g:-?}"
 	[ -n "$mma" ] && perf+="; 256 without cuBLAS: $mma"
 	[ -z "$perf" ] && perf="; no bench figures (bench ${STATUS[bench]%% *})"
+	# no cuBLAS is no fault of the kernels, but the 256-row figures are then the mma kernels'
+	[[ ${STATUS[cublas]} == FAIL* ]] && perf+="; no cuBLAS found"
+	[[ ${STATUS[cublas]} == TIMEOUT* ]] && perf+="; cuBLAS lookup timed out"
 	if [ -n "$bad" ]; then
 		echo "VERDICT: FAIL — $bad$perf"
 	elif [ -n "$skipped" ]; then

@@ -157,12 +157,14 @@ PY
 
 stage ops 150 "$BIN/cuda-ops.test" -test.v -test.count=1 -test.timeout 145s
 stage model 120 "$BIN/cuda-model.test" -test.v -test.count=1 -test.run 'TestForwardMatchesCPU|TestBatchInvariance|TestGraphsReplay' -test.timeout 115s
-# cuBLAS for the backend: the loader's, else the one inside PyTorch's
-# nvidia-cublas wheel (a directory: libcublasLt is loaded from it first).
-if [ -z "${SLUICE_CUBLAS:-}" ]; then
-	SLUICE_CUBLAS=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
-	[ -d "$SLUICE_CUBLAS" ] && export SLUICE_CUBLAS || unset SLUICE_CUBLAS
+# cuBLAS for the backend: the one PyTorch loads (findcublas.py: /proc/self/maps
+# after a GEMM, else the CUDA 13 wheel's nvidia/cu13/lib, the CUDA 12 wheel's
+# nvidia/cublas/lib, LD_LIBRARY_PATH, ldconfig); SLUICE_CUBLAS set wins.
+if python3 scripts/device/findcublas.py --env "$OUT/cublas.env" >"$OUT/cublas.log" 2>&1; then
+	# shellcheck disable=SC1091
+	. "$OUT/cublas.env" && export SLUICE_CUBLAS
 fi
+grep '^cublas' "$OUT/cublas.log" | sed 's/^/    /' >>"$OUT/summary.md"
 log "SLUICE_CUBLAS=${SLUICE_CUBLAS:-unset: libcublas.so.13 or .12 on the loader path, if any}"
 bench() { # bench NAME DTYPE BATCHES LIMIT [PROMPT]
 	local bw
