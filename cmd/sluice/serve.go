@@ -63,7 +63,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "keep-alive comment after this much silence (0 = off)")
-	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "abort a stream that makes no progress (no token, no prompt chunk processed) for this long once the engine admitted it; queueing excluded (0 = off)")
+	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "abort a stream that waits this long without service once the engine admitted it (no token, no prompt chunk, no step working on it); time queued or inside a long step does not count (0 = off)")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", cfg.WriteTimeout, "deadline of each write to a client (0 = none)")
 	fs.DurationVar(&cfg.ResumeWindow, "resume-window", cfg.ResumeWindow, "how long a stream stays resumable after its client left (0 = no resume)")
 	fs.IntVar(&cfg.ResumeStreamBytes, "resume-stream-bytes", cfg.ResumeStreamBytes, "events retained per stream for resume, in bytes")
