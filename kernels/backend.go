@@ -48,6 +48,9 @@ type SeqRows struct {
 	// (kvcache's window group), −1 for blocks no window row reads any more;
 	// nil when those layers share Blocks.
 	WindowBlocks []int32
+	// State is the sequence's slot in a hybrid model's recurrent-state store
+	// (kvcache's state slots, deltanet.go); unused by attention-only models.
+	State int32
 }
 
 // Batch is one step's work: every scheduled token of every sequence, one row

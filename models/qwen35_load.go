@@ -1,0 +1,294 @@
+package models
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// Qwen35Config reads a qwen35 GGUF's shape. The DeltaNet keys are llama.cpp's:
+//
+//	ssm.conv_kernel       the convolution's width
+//	ssm.state_size        head size S of keys and values
+//	ssm.group_count       key heads Hk
+//	ssm.time_step_rank    value heads Hv (a multiple of Hk)
+//	ssm.inner_size        Hv·S
+//	full_attention_interval  layer i is full attention when (i+1) % it == 0 (default 4);
+//	                      attention.recurrent_layers, when present, says it per layer
+func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
+	arch, _ := g.String("general.architecture")
+	if arch != "qwen35" {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: architecture %q, not qwen35: %w", g.path, arch, ErrUnsupported)
+	}
+	m := metaReader{g: g, prefix: arch + "."}
+	c := Qwen35Config{Arch: arch}
+	c.Layers = m.int("block_count")
+	c.Hidden = m.int("embedding_length")
+	c.FFN = m.int("feed_forward_length")
+	c.Heads = m.int("attention.head_count")
+	c.KVHeads = m.intOr("attention.head_count_kv", c.Heads)
+	c.ContextLen = m.int("context_length")
+	c.RMSEps = m.float("attention.layer_norm_rms_epsilon")
+	c.RopeTheta = m.floatOr("rope.freq_base", 10000)
+	if c.Heads > 0 {
+		c.HeadDim = m.intOr("attention.key_length", c.Hidden/c.Heads)
+	}
+	c.RopeDims = m.intOr("rope.dimension_count", c.HeadDim)
+	dn := &c.DeltaNet
+	dn.Kernel = m.int("ssm.conv_kernel")
+	dn.HeadDim = m.int("ssm.state_size")
+	dn.KHeads = m.int("ssm.group_count")
+	dn.VHeads = m.int("ssm.time_step_rank")
+	inner := m.int("ssm.inner_size")
+	c.fullAttentionInterval = m.intOr("full_attention_interval", 4)
+	c.Vocab = m.intOr("vocab_size", 0)
+	if m.err != nil {
+		return Qwen35Config{}, m.err
+	}
+	if c.Vocab == 0 {
+		c.Vocab = g.vocabFallback()
+	}
+	dn.Eps = c.RMSEps
+	c.TiedEmbeddings = !g.Has("output.weight")
+	c.Recurrent = make([]bool, max(c.Layers, 0))
+	if v, ok := g.meta[arch+".attention.recurrent_layers"]; ok {
+		flags, ok := v.([]bool)
+		if !ok || len(flags) < c.Layers {
+			return Qwen35Config{}, fmt.Errorf("gguf %s: %s.attention.recurrent_layers = %v: %w", g.path, arch, v, ErrMalformed)
+		}
+		copy(c.Recurrent, flags)
+	} else if c.fullAttentionInterval > 0 {
+		for i := range c.Recurrent {
+			c.Recurrent[i] = (i+1)%c.fullAttentionInterval != 0
+		}
+	}
+	for _, r := range c.Recurrent {
+		if r {
+			c.recurrentLayers++
+		} else {
+			c.attnLayers++
+		}
+	}
+	switch {
+	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0 || c.ContextLen <= 1:
+		return Qwen35Config{}, fmt.Errorf("gguf %s: incomplete qwen35 shape %+v: %w", g.path, c, ErrMalformed)
+	case c.Heads%c.KVHeads != 0 || c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
+		return Qwen35Config{}, fmt.Errorf("gguf %s: %d heads over %d KV heads, %d of %d head elements rotating: %w",
+			g.path, c.Heads, c.KVHeads, c.RopeDims, c.HeadDim, ErrMalformed)
+	case c.fullAttentionInterval <= 0 || c.attnLayers == 0 && c.recurrentLayers == 0:
+		return Qwen35Config{}, fmt.Errorf("gguf %s: full_attention_interval %d: %w", g.path, c.fullAttentionInterval, ErrMalformed)
+	case dn.KHeads <= 0 || dn.VHeads%dn.KHeads != 0 || dn.HeadDim <= 0 || inner != dn.VHeads*dn.HeadDim:
+		return Qwen35Config{}, fmt.Errorf("gguf %s: DeltaNet of %d key heads, %d value heads of %d, inner size %d: %w",
+			g.path, dn.KHeads, dn.VHeads, dn.HeadDim, inner, ErrMalformed)
+	case dn.Kernel < 1 || dn.Kernel > 17:
+		return Qwen35Config{}, fmt.Errorf("gguf %s: convolution width %d (1 to 17): %w", g.path, dn.Kernel, ErrUnsupported)
+	}
+	return c, nil
+}
+
+// LoadQwen35 builds a Qwen3.5/3.6 model from a qwen35 GGUF on be, which must
+// implement kernels.DeltaNetOps and kernels.HeadNormOps. Options are Load's;
+// the recurrent-state store gets one slot per sequence a step may carry
+// (opts.MaxSeqs).
+func LoadQwen35(g *GGUFFile, be kernels.Backend, opts Options) (*Qwen35, error) {
+	c, err := g.Qwen35Config()
+	if err != nil {
+		return nil, err
+	}
+	dn, ok := be.(kernels.DeltaNetOps)
+	if !ok {
+		return nil, fmt.Errorf("%s: the %s backend lacks DeltaNet (hybrid linear attention): %w", c.Arch, be.Name(), ErrUnsupported)
+	}
+	hn, ok := be.(kernels.HeadNormOps)
+	if !ok {
+		return nil, fmt.Errorf("%s: the %s backend lacks HeadRMSNorm (QK-norm): %w", c.Arch, be.Name(), ErrUnsupported)
+	}
+	// Options' KV sizing counts the attention layers only: the others keep no KV.
+	kvShape := Config{Arch: c.Arch, Layers: max(c.attnLayers, 1), KVHeads: c.KVHeads, HeadDim: c.HeadDim, ContextLen: c.ContextLen}
+	opts = opts.withDefaults(kvShape)
+	c.ContextLen = opts.ContextLen
+	m := &Qwen35{cfg: c, be: be, dn: dn, hn: hn, opts: opts}
+	w := weightLoader{src: g, be: be}
+	m.tokEmbd = w.load("token_embd.weight", c.Vocab, c.Hidden)
+	m.outNorm = w.loadF32("output_norm.weight", c.Hidden)
+	if c.TiedEmbeddings {
+		m.output = m.tokEmbd
+	} else {
+		m.output = w.load("output.weight", c.Vocab, c.Hidden)
+	}
+	m.layers = make([]qwen35Layer, c.Layers)
+	attn, rec := 0, 0
+	for i := range m.layers {
+		l, p := &m.layers[i], fmt.Sprintf("blk.%d.", i)
+		l.recurrent = c.Recurrent[i]
+		l.attnNorm = w.loadF32(p+"attn_norm.weight", c.Hidden)
+		l.post = w.loadF32(p+"post_attention_norm.weight", c.Hidden)
+		if l.recurrent {
+			l.ord, rec = rec, rec+1
+			w.qwen35DeltaNet(l, p, c)
+		} else {
+			l.ord, attn = attn, attn+1
+			w.qwen35Attention(l, p, c)
+		}
+		l.wGate = w.load(p+"ffn_gate.weight", c.FFN, c.Hidden)
+		l.wUp = w.load(p+"ffn_up.weight", c.FFN, c.Hidden)
+		l.wDown = w.load(p+"ffn_down.weight", c.Hidden, c.FFN)
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	freqs := make([]float32, c.RopeDims/2)
+	for i := range freqs {
+		freqs[i] = float32(math.Pow(float64(c.RopeTheta), -2*float64(i)/float64(c.RopeDims)))
+	}
+	if m.invFreq, err = be.Upload(f32Host("rope.inv_freq", freqs)); err != nil {
+		return nil, err
+	}
+	if err := m.allocate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", g.Path(), err)
+	}
+	return m, nil
+}
+
+// qwen35Attention loads a full-attention layer. attn_q holds, per head, the
+// head's query rows then its gate rows; they are split, and the rotating
+// part of Q and K (with their norms) permuted from NeoX pairs (j, j+r/2) to
+// interleaved ones (2j, 2j+1), so the interleaved kernel with r/2
+// frequencies rotates what llama.cpp rotates. Permuting q and k alike
+// leaves every q·k, and the per-head norms, unchanged.
+func (w *weightLoader) qwen35Attention(l *qwen35Layer, p string, c Qwen35Config) {
+	hd := c.HeadDim
+	if qg, ok := w.get(p+"attn_q.weight", 2*c.Heads*hd, c.Hidden); ok {
+		q, gate := w.deinterleave(qg, c.Heads, hd)
+		l.wq, l.wqGate = w.upload(w.ropePermute(q, c.Heads, hd, c.RopeDims)), w.upload(gate)
+	}
+	if k, ok := w.get(p+"attn_k.weight", c.KVHeads*hd, c.Hidden); ok {
+		l.wk = w.upload(w.ropePermute(k, c.KVHeads, hd, c.RopeDims))
+	}
+	l.wv = w.load(p+"attn_v.weight", c.KVHeads*hd, c.Hidden)
+	l.wo = w.load(p+"attn_output.weight", c.Hidden, c.Heads*hd)
+	l.qNorm = w.permutedNorm(p+"attn_q_norm.weight", hd, c.RopeDims)
+	l.kNorm = w.permutedNorm(p+"attn_k_norm.weight", hd, c.RopeDims)
+}
+
+// qwen35DeltaNet loads a Gated DeltaNet layer.
+func (w *weightLoader) qwen35DeltaNet(l *qwen35Layer, p string, c Qwen35Config) {
+	sh := c.DeltaNet
+	vDim := sh.VHeads * sh.HeadDim
+	l.wqkv = w.load(p+"attn_qkv.weight", sh.Channels(), c.Hidden)
+	l.wz = w.load(p+"attn_gate.weight", vDim, c.Hidden)
+	l.wBeta = w.load(p+"ssm_beta.weight", sh.VHeads, c.Hidden)
+	l.wAlpha = w.load(p+"ssm_alpha.weight", sh.VHeads, c.Hidden)
+	l.wOut = w.load(p+"ssm_out.weight", c.Hidden, vDim)
+	l.dn = kernels.DeltaNetWeights{
+		DtBias: w.loadF32(p+"ssm_dt.bias", sh.VHeads),
+		A:      w.loadF32(p+"ssm_a", sh.VHeads),
+		Norm:   w.loadF32(p+"ssm_norm.weight", sh.HeadDim),
+	}
+	if t, ok := w.get(p+"ssm_conv1d.weight", sh.Channels(), sh.Kernel); ok {
+		if t.DType != kernels.F32 {
+			w.err = fmt.Errorf("%s: %s is %v; the convolution reads F32: %w", w.src.Path(), t.Name, t.DType, ErrUnsupported)
+			return
+		}
+		l.dn.Conv = w.upload(t)
+	}
+}
+
+// deinterleave splits t, heads of [2·hd] rows (hd of one kind, then hd of
+// the other), into the two kinds' [heads·hd] row tensors (copies).
+func (w *weightLoader) deinterleave(t kernels.HostTensor, heads, hd int) (a, b kernels.HostTensor) {
+	rb := t.DType.RowBytes(t.Shape[1])
+	da, db := make([]byte, heads*hd*rb), make([]byte, heads*hd*rb)
+	for h := range heads {
+		copy(da[h*hd*rb:(h+1)*hd*rb], t.Data[(2*h)*hd*rb:(2*h+1)*hd*rb])
+		copy(db[h*hd*rb:(h+1)*hd*rb], t.Data[(2*h+1)*hd*rb:(2*h+2)*hd*rb])
+	}
+	shape := []int{heads * hd, t.Shape[1]}
+	return kernels.HostTensor{Name: t.Name + "[q]", DType: t.DType, Shape: shape, Data: da},
+		kernels.HostTensor{Name: t.Name + "[gate]", DType: t.DType, Shape: shape, Data: db}
+}
+
+// ropePermute reorders, in each head of hd rows, the first r rows from NeoX
+// pairs (j, j+r/2) to interleaved pairs (2j, 2j+1); a copy.
+func (w *weightLoader) ropePermute(t kernels.HostTensor, heads, hd, r int) kernels.HostTensor {
+	rb := t.DType.RowBytes(t.Shape[1])
+	data := make([]byte, len(t.Data))
+	copy(data, t.Data)
+	for h := range heads {
+		for j := range r / 2 {
+			for half := range 2 {
+				src := (h*hd + half*r/2 + j) * rb
+				dst := (h*hd + 2*j + half) * rb
+				copy(data[dst:dst+rb], t.Data[src:src+rb])
+			}
+		}
+	}
+	t.Data = data
+	return t
+}
+
+// permutedNorm loads a per-head norm gain with ropePermute's order.
+func (w *weightLoader) permutedNorm(name string, hd, r int) kernels.Tensor {
+	t, ok := w.get(name, hd)
+	if !ok {
+		return nil
+	}
+	t = w.ropePermute(kernels.HostTensor{Name: t.Name, DType: t.DType, Shape: []int{hd, 1}, Data: t.Data}, 1, hd, r)
+	t.Shape = []int{hd}
+	return w.loadHostF32(t)
+}
+
+func (m *Qwen35) allocate() error {
+	c, o, be := m.cfg, m.opts, m.be
+	rows := o.MaxBatchTokens
+	var err error
+	alloc := func(shape ...int) kernels.Tensor {
+		if err != nil {
+			return nil
+		}
+		var t kernels.Tensor
+		t, err = be.Alloc(shape...)
+		return t
+	}
+	sh := c.DeltaNet
+	m.x, m.h, m.o = alloc(rows, c.Hidden), alloc(rows, c.Hidden), alloc(rows, c.Hidden)
+	m.q, m.qGate, m.att = alloc(rows, c.Heads*c.HeadDim), alloc(rows, c.Heads*c.HeadDim), alloc(rows, c.Heads*c.HeadDim)
+	m.k, m.v = alloc(rows, c.KVHeads*c.HeadDim), alloc(rows, c.KVHeads*c.HeadDim)
+	m.qkv = alloc(rows, sh.Channels())
+	m.z, m.dnOut = alloc(rows, sh.VHeads*sh.HeadDim), alloc(rows, sh.VHeads*sh.HeadDim)
+	m.beta, m.alpha = alloc(rows, sh.VHeads), alloc(rows, sh.VHeads)
+	m.gate, m.up = alloc(rows, c.FFN), alloc(rows, c.FFN)
+	m.sel, m.logits = alloc(o.MaxSeqs, c.Hidden), alloc(o.MaxSeqs, c.Vocab)
+	if err != nil {
+		return err
+	}
+	m.host = make([]float32, o.MaxSeqs*c.Vocab)
+	if m.kv, err = be.NewKVStore(kernels.KVConfig{Layers: max(c.attnLayers, 1), Blocks: o.KVBlocks, BlockSize: o.BlockSize,
+		KVHeads: c.KVHeads, HeadDim: c.HeadDim}); err != nil {
+		return err
+	}
+	m.states, err = m.dn.NewStateStore(kernels.StateConfig{Layers: max(c.recurrentLayers, 1), Slots: o.MaxSeqs,
+		Conv: (sh.Kernel - 1) * sh.Channels(), SSM: sh.VHeads * sh.HeadDim * sh.HeadDim})
+	return err
+}
+
+func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
+// loadHostF32 is loadF32 for a tensor already in hand (a permuted copy).
+func (w *weightLoader) loadHostF32(t kernels.HostTensor) kernels.Tensor {
+	if w.err != nil {
+		return nil
+	}
+	vals := make([]float32, t.Shape[0])
+	if err := quant.Dequantize(t.DType, t.Data, vals); err != nil {
+		w.err = fmt.Errorf("%s: tensor %s: %w", w.src.Path(), t.Name, err)
+		return nil
+	}
+	up, err := w.be.Upload(f32Host(t.Name, vals))
+	if err != nil {
+		w.err = fmt.Errorf("%s: %w", w.src.Path(), err)
+	}
+	return up
+}
