@@ -1,0 +1,98 @@
+package models
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/models/modeltest"
+)
+
+// tinyQwen35Models are the hybrid models make golden-tiny-newest runs in
+// llama.cpp v0.5.0 (its -run TestTinyNewest matches this test, which
+// writes them beside the others): DeltaNet layers with full attention at
+// every third, partial rotary, key heads tiled over value heads.
+var tinyQwen35Models = []struct {
+	name  string
+	spec  modeltest.Qwen35Spec
+	dtype kernels.DType
+}{
+	{"qwen35-f32", qwen35Tiny, kernels.F32},
+	{"qwen35-q8_0", modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 1, HeadDim: 32,
+		Interval: 4, KHeads: 1, VHeads: 2, StateSize: 32, Tied: true, Seed: 36}, kernels.Q8_0},
+	{"qwen35-q4_0", modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 300, Heads: 2, KVHeads: 2, HeadDim: 32,
+		RopeDims: 16, Interval: 2, KHeads: 2, VHeads: 2, StateSize: 32, Seed: 37}, kernels.Q4_0},
+}
+
+// TestTinyNewestQwen35 compares every logit of the prompt (one step, as
+// llama.cpp fed it) and of the 64 greedy continuations (one token a step)
+// with llama.cpp v0.5.0's, and the greedy picks, as TestTinyNewest does.
+func TestTinyNewestQwen35(t *testing.T) {
+	dir := *tinyOut
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	for _, tm := range tinyQwen35Models {
+		t.Run(tm.name, func(t *testing.T) {
+			path := filepath.Join(dir, tm.name+".gguf")
+			if err := modeltest.WriteQwen35GGUF(path, tm.spec, tm.dtype); err != nil {
+				t.Fatal(err)
+			}
+			if *tinyOut != "" {
+				return
+			}
+			raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", tm.name+".json"))
+			if err != nil {
+				t.Skipf("no golden data (%v): make golden-tiny-newest", err)
+			}
+			var g tinyNewestGolden
+			if err := json.Unmarshal(raw, &g); err != nil {
+				t.Fatal(err)
+			}
+			file, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum := sha256.Sum256(file); hex.EncodeToString(sum[:]) != g.ModelSHA256 {
+				t.Fatalf("modeltest now writes a different %s than llama.cpp ran: run make golden-tiny-newest", tm.name)
+			}
+			if len(g.Logits) != len(g.Tokens) || g.PromptLen <= 0 || g.PromptLen >= len(g.Tokens) {
+				t.Fatalf("golden file: %d tokens, %d logit rows, prompt %d", len(g.Tokens), len(g.Logits), g.PromptLen)
+			}
+			m := loadQwen35(t, tm.spec, tm.dtype, Options{MaxBatchTokens: 32, MaxSeqs: 32, KVBlocks: 32})
+			got := runQwen35(t, m, g.Tokens, g.PromptLen, 1)
+			var worst, scale float64
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for p, row := range g.Logits {
+				for i, v := range row {
+					scale = math.Max(scale, math.Abs(v))
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+					worst = math.Max(worst, math.Abs(float64(got[p][i])-v))
+				}
+			}
+			tol := tinyQuantTol * scale
+			if tm.dtype == kernels.F32 {
+				tol = tinyF32Tol * scale
+			}
+			agree, steps := 0, 0
+			for p := g.PromptLen - 1; p < len(g.Tokens)-1; p++ {
+				steps++
+				if argmax(got[p]) == g.Tokens[p+1] {
+					agree++
+				} else if top2MarginF64(g.Logits[p]) > 2*tol {
+					t.Errorf("position %d: greedy %d, llama.cpp %d (its top-2 margin %.3g)", p, argmax(got[p]), g.Tokens[p+1], top2MarginF64(g.Logits[p]))
+				}
+			}
+			t.Logf("%d positions × %d logits: worst |Δ| %.2g = %.2g of the logit range [%.3g, %.3g]; greedy %d/%d",
+				len(g.Tokens), len(g.Logits[0]), worst, worst/(hi-lo), lo, hi, agree, steps)
+			if worst > tol {
+				t.Errorf("worst |Δlogit| %.3g exceeds %.2g", worst, tol)
+			}
+		})
+	}
+}
