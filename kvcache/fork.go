@@ -27,10 +27,22 @@ package kvcache
 // read (src computed past the fork point by more than the window): the
 // child then needs its prompt computed afresh (or found in the prefix
 // cache).
+//
+// In a pool with recurrent-state slots (state.go) the child takes a slot of
+// its own (false when none is free) and shares no blocks: it returns 0, and
+// the child computes the prompt from its start, since the state at the
+// fork point was not kept.
 func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
 	full := min(max(n, 0)/p.bs, len(src.blocks))
 	if len(dst.blocks) != 0 || dst == src || dst.salt != src.salt || !p.winForkable(src, full) {
 		return 0, false
+	}
+	if p.states != nil {
+		if dst.hasState() || !p.stateFits(dst) {
+			return 0, false
+		}
+		p.takeState(dst)
+		return 0, true
 	}
 	for _, id := range src.blocks[:full] {
 		p.blocks[id].ref++

@@ -59,7 +59,7 @@ func (p *Pool) CheckInvariants() error {
 	if u := p.Usage(); u.Free+u.Used+u.Cached != u.Total || u.Free < 0 || u.Used < 0 {
 		return invariantf("usage %+v", u)
 	}
-	return nil
+	return p.checkStates(nil)
 }
 
 // CheckRefs verifies CheckInvariants and that tables are exactly the live
@@ -84,6 +84,9 @@ func (p *Pool) CheckRefs(tables []*Table) error {
 		if p.blocks[id].ref != r {
 			return invariantf("block %d ref=%d, held by %d tables", id, p.blocks[id].ref, r)
 		}
+	}
+	if err := p.checkStates(tables); err != nil {
+		return err
 	}
 	return p.winCheckRefs(tables)
 }

@@ -25,11 +25,18 @@ type Config struct {
 	// Window, when set, keeps sliding-window layers in a block group of
 	// their own whose blocks are released once out of reach (window.go).
 	Window WindowConfig
+
+	// States is the number of recurrent-state slots of a hybrid model, one
+	// per running sequence, handed out and taken back with the blocks
+	// (state.go); 0: none. A pool with slots does no prefix caching.
+	States int
 }
 
 // Usage is a snapshot of the pool's blocks by state; Free+Used+Cached = Total.
+// StatesTotal and StatesUsed count the recurrent-state slots (0 without).
 type Usage struct {
 	Total, Free, Used, Cached int
+	StatesTotal, StatesUsed   int
 }
 
 // Stats are cumulative counters since the pool was made.
@@ -62,6 +69,7 @@ type Pool struct {
 	nCachedFree int   // indexed blocks on the free list
 	stats       Stats
 	win         *windowGroup // nil: no window group
+	states      *stateSlots  // nil: no recurrent-state slots (state.go)
 }
 
 // NewPool makes a pool with every block free.
@@ -69,8 +77,11 @@ func NewPool(cfg Config) (*Pool, error) {
 	if cfg.BlockSize == 0 {
 		cfg.BlockSize = DefaultBlockSize
 	}
-	if cfg.Blocks <= 0 || cfg.BlockSize <= 0 || cfg.Blocks > 1<<30 {
-		return nil, fmt.Errorf("%w: %d blocks of %d tokens", ErrConfig, cfg.Blocks, cfg.BlockSize)
+	if cfg.Blocks <= 0 || cfg.BlockSize <= 0 || cfg.Blocks > 1<<30 || cfg.States < 0 || cfg.States > 1<<20 {
+		return nil, fmt.Errorf("%w: %d blocks of %d tokens, %d state slots", ErrConfig, cfg.Blocks, cfg.BlockSize, cfg.States)
+	}
+	if cfg.States > 0 {
+		cfg.PrefixCaching = false // a cached block comes without the state after it (state.go)
 	}
 	p := &Pool{
 		bs:     cfg.BlockSize,
@@ -95,6 +106,9 @@ func NewPool(cfg Config) (*Pool, error) {
 	for i := range p.blocks {
 		p.pushBack(int32(i))
 	}
+	if cfg.States > 0 {
+		p.states = newStateSlots(cfg.States)
+	}
 	return p, nil
 }
 
@@ -103,12 +117,16 @@ func (p *Pool) BlockSize() int { return p.bs }
 
 // Usage returns the current block counts.
 func (p *Pool) Usage() Usage {
-	return Usage{
+	u := Usage{
 		Total:  len(p.blocks),
 		Free:   p.nFree - p.nCachedFree,
 		Used:   len(p.blocks) - p.nFree,
 		Cached: p.nCachedFree,
 	}
+	if s := p.states; s != nil {
+		u.StatesTotal, u.StatesUsed = len(s.held), len(s.held)-len(s.free)
+	}
+	return u
 }
 
 // Stats returns the cumulative counters.
@@ -134,7 +152,7 @@ func (p *Pool) need(t *Table, pre *Prefix, n int) (fresh, shared int) {
 // ignored for a table that already holds blocks).
 func (p *Pool) CanAllocate(t *Table, pre *Prefix, n, reserve int) bool {
 	fresh, shared := p.need(t, pre, n)
-	return fresh+shared+reserve <= p.nFree && p.winCanAllocate(t, pre, n, reserve)
+	return fresh+shared+reserve <= p.nFree && p.winCanAllocate(t, pre, n, reserve) && p.stateFits(t)
 }
 
 // Allocate grows t so that it holds n tokens: first, for an empty table, by
@@ -146,6 +164,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 		return false
 	}
 	p.winAllocate(t, pre)
+	p.takeState(t)
 	if t.shares(pre) {
 		for _, id := range pre.blocks {
 			p.share(id)
@@ -166,6 +185,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 // sequence is evicted before its head, which other sequences likelier share.
 func (p *Pool) Free(t *Table) {
 	p.winFree(t)
+	p.releaseState(t)
 	for i := len(t.blocks) - 1; i >= 0; i-- {
 		if id := t.blocks[i]; id != none { // none: a window table's released block
 			p.release(id)

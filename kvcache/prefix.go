@@ -15,6 +15,8 @@ type Table struct {
 	// different salts never share a block. Kept across Free.
 	salt uint64
 	win  *windowTable // the window group's table (window.go); nil without one
+	// state is the recurrent-state slot + 1 (state.go); 0: none.
+	state int32
 }
 
 // Blocks is the block table; it stays valid until the table next changes.
