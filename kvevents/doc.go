@@ -71,8 +71,19 @@
 //     that connects later misses it, as ZeroMQ PUB drops what it sends
 //     before a subscription arrives; it has nothing stale to drop either).
 //     vLLM sends it on a prefix-cache reset, which Sluice does not have.
-//   - No replay socket (vLLM's optional ROUTER): a subscriber that missed
-//     batches sees a gap in the sequence numbers.
+//   - The replay socket (Config.ReplayEndpoint, vLLM's replay_endpoint) is
+//     vLLM's: a ROUTER taking [id, "", start] and answering
+//     [id, "", topic, seq, payload] per kept batch from start on, then
+//     [id, "", "", -1, ""], which is what llm-d's indexer
+//     (pkg/kvevents/zmq_subscriber.go) asks for on connect, on a gap and on
+//     a sequence reset. It keeps the last BufferSteps batches (vLLM's
+//     buffer_steps, 10,000) and at most 64 MiB of them. Once the first
+//     batch has left it, llm-d's proactive replay from 0 fails ("expected
+//     sequence 0") and, with replay configured, a picker that restarts then
+//     drops the live stream of that replica until its cooldown ends and the
+//     same replay fails again; vLLM's buffer behaves the same. Size
+//     BufferSteps for the replica's life, or leave replay off (a restarted
+//     indexer then learns only blocks stored after it subscribed).
 //   - A lost parent: when a running sequence's parent block was evicted
 //     before its child was stored, BlockStored names a parent the indexer has
 //     forgotten and llm-d skips that event; the next request that reuses the
@@ -101,7 +112,11 @@
 // in its own goroutine with a 5 s deadline under recover, gives each
 // subscriber a bounded queue and a writer whose writes must finish in 10 s
 // (or the subscriber is dropped), and holds at most 64 connections.
-// TestHostilePeers, TestSlowSubscriber and FuzzListener hold it to that.
+// The replay ROUTER has the same limits; each peer is answered by its own
+// goroutine, its writes have the deadline, a second connection claiming a
+// routing id in use is refused. TestHostilePeers, TestSlowSubscriber,
+// FuzzListener, TestReplayHostileRequests and FuzzReplayListener hold it
+// to that.
 //
 // libzmq through cgo was the alternative: the reference implementation
 // (CURVE included) and what llm-d links, but a C library in the server

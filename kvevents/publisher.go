@@ -64,6 +64,16 @@ type Config struct {
 	Buffer int
 	// MaxBatch bounds the events one message carries (0 = 1024).
 	MaxBatch int
+	// ReplayEndpoint, when set, is bound to a ROUTER socket that resends
+	// kept batches from a sequence number on (vLLM's replay_endpoint;
+	// replay.go). It must name this machine: it is always bound. It takes
+	// the same Credentials as Endpoint.
+	ReplayEndpoint string
+	// BufferSteps is how many of the last batches are kept for replay (0 =
+	// DefaultBufferSteps, vLLM's buffer_steps); BufferBytes bounds their
+	// payloads (0 = 64 MiB). The oldest go first.
+	BufferSteps int
+	BufferBytes int
 	// Now stamps batches (nil = time.Now); tests inject a clock.
 	Now func() time.Time
 }
@@ -89,6 +99,7 @@ type Publisher struct {
 	cfg     Config
 	topic   []byte
 	sock    zmq4.Socket
+	replay  *replayer // nil without ReplayEndpoint
 	events  chan event
 	dropped atomic.Uint64
 	sent    atomic.Uint64 // batches handed to the socket
@@ -124,6 +135,15 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.BufferSteps <= 0 {
+		cfg.BufferSteps = DefaultBufferSteps
+	}
+	if cfg.BufferBytes <= 0 {
+		cfg.BufferBytes = defaultBufferBytes
+	}
+	if cfg.ReplayEndpoint != "" && !Binds(cfg.ReplayEndpoint) {
+		return nil, fmt.Errorf("kvevents: replay endpoint %s: not an address of this machine (it is always bound)", cfg.ReplayEndpoint)
 	}
 	opts := []zmq4.Option{
 		zmq4.WithLogger(log.New(slogWriter{}, "", 0)),
@@ -164,6 +184,20 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	if cfg.ReplayEndpoint != "" {
+		// The same limits as the PUB socket's: a replay peer sends one
+		// 8-byte request at a time and is written to with a deadline.
+		router := zmq4.NewRouter(ctx, opts...)
+		if err := router.Listen(cfg.ReplayEndpoint); err != nil {
+			_ = router.Close()
+			_ = sock.Close()
+			return nil, fmt.Errorf("kvevents: replay %s: %w", cfg.ReplayEndpoint, err)
+		}
+		p.replay = &replayer{sock: router, topic: p.topic, stop: p.stop, done: ctx.Done(), waiting: make(map[string]chan uint64),
+			ring: &ring{maxItems: cfg.BufferSteps, maxBytes: cfg.BufferBytes}}
+		p.replay.wg.Add(1)
+		go p.replay.serve()
+	}
 	p.offer(event{kind: cleared})
 	go p.run()
 	return p, nil
@@ -180,6 +214,14 @@ func (slogWriter) Write(b []byte) (int, error) {
 
 // Addr is the bound address (nil when dialing): the port of "tcp://*:0".
 func (p *Publisher) Addr() net.Addr { return p.sock.Addr() }
+
+// ReplayAddr is the replay socket's bound address (nil without one).
+func (p *Publisher) ReplayAddr() net.Addr {
+	if p.replay == nil {
+		return nil
+	}
+	return p.replay.sock.Addr()
+}
 
 // Topic is the ZeroMQ topic every batch is sent under.
 func (p *Publisher) Topic() string { return string(p.topic) }
@@ -224,7 +266,13 @@ func (p *Publisher) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("kvevents: close: %w", ctx.Err())
 	}
-	return errors.Join(err, p.sock.Close())
+	err = errors.Join(err, p.sock.Close())
+	if p.replay != nil {
+		// Closing the socket ends Recv and fails every reply under way.
+		err = errors.Join(err, p.replay.sock.Close())
+		p.replay.wg.Wait()
+	}
+	return err
 }
 
 // run is the sender: it takes one event, as many more as are already waiting
@@ -269,5 +317,11 @@ func (p *Publisher) send(seq uint64, batch []event) error {
 	}
 	var sb [8]byte
 	binary.BigEndian.PutUint64(sb[:], seq)
-	return p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, sb[:], payload))
+	if err := p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, sb[:], payload)); err != nil {
+		return err
+	}
+	if p.replay != nil {
+		p.replay.ring.add(seq, payload)
+	}
+	return nil
 }

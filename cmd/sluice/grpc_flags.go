@@ -26,6 +26,8 @@ type opsFlags struct {
 	compat   string
 	kvEvents string
 	kvSecret string // a file with the PLAIN credentials subscribers must present
+	kvReplay string // the replay ROUTER's endpoint
+	kvSteps  int    // batches kept for replay
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
@@ -38,6 +40,10 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 		"The topic's pod is $POD_NAME or the host name")
 	fs.StringVar(&f.kvSecret, "kv-events-secret-file", "", "require ZMTP PLAIN credentials of KV-event subscribers: FILE holds one line, "+
 		"user:password, or a password alone for the user "+kvevents.DefaultUser+" (PLAIN authenticates; it does not encrypt)")
+	fs.StringVar(&f.kvReplay, "kv-events-replay-endpoint", "", "also serve vLLM's replay socket on this ZeroMQ endpoint (a ROUTER, always bound, e.g. tcp://$(POD_IP):5558; empty = off): "+
+		"llm-d's indexer (its replaySocketPort) asks it for the batches it missed, from a sequence number on. It takes --kv-events-secret-file's credentials")
+	fs.IntVar(&f.kvSteps, "kv-events-buffer-steps", kvevents.DefaultBufferSteps, "batches kept for the replay socket (vLLM's buffer_steps), at most 64 MiB of them; "+
+		"once the first has left, an indexer that restarts cannot replay from 0 (kvevents/doc.go)")
 	return f
 }
 
@@ -81,7 +87,7 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 		if f.kvSecret != "" {
 			auth = "plain"
 		}
-		log.Info("kv events", "endpoint", f.kvEvents, "bound", kvevents.Binds(f.kvEvents), "auth", auth, "topic", o.kvEvents.Topic())
+		log.Info("kv events", "endpoint", f.kvEvents, "bound", kvevents.Binds(f.kvEvents), "auth", auth, "topic", o.kvEvents.Topic(), "replay", f.kvReplay)
 	}
 	if f.grpcAddr == "" {
 		return o, nil
@@ -138,7 +144,13 @@ func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu boo
 		if f.kvSecret != "" {
 			return nil, errors.New("--kv-events-secret-file needs --kv-events-endpoint")
 		}
+		if f.kvReplay != "" {
+			return nil, errors.New("--kv-events-replay-endpoint needs --kv-events-endpoint")
+		}
 		return nil, nil
+	}
+	if f.kvSteps < 0 {
+		return nil, fmt.Errorf("--kv-events-buffer-steps %d: want at least 1", f.kvSteps)
 	}
 	var creds *kvevents.Credentials
 	if f.kvSecret != "" {
@@ -147,13 +159,16 @@ func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu boo
 			return nil, err
 		}
 	}
-	if kvevents.AllInterfaces(endpoint) {
+	for _, ep := range []string{endpoint, f.kvReplay} {
+		if ep == "" || !kvevents.AllInterfaces(ep) {
+			continue
+		}
 		if creds == nil {
 			log.Warn("kv events: the endpoint binds every interface and takes no credentials: any host that reaches it reads every tenant's token ids; "+
-				"bind the address the indexer dials (tcp://$(POD_IP):5557 in a pod) or set --kv-events-secret-file", "endpoint", endpoint)
+				"bind the address the indexer dials (tcp://$(POD_IP):5557 in a pod) or set --kv-events-secret-file", "endpoint", ep)
 		} else {
 			log.Warn("kv events: the endpoint binds every interface; subscribers need the PLAIN credentials, which cross the network in clear, as the events do",
-				"endpoint", endpoint)
+				"endpoint", ep)
 		}
 	}
 	pod := os.Getenv("POD_NAME")
@@ -174,7 +189,8 @@ func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu boo
 	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
 	// The socket outlives serve's context: the drain after SIGTERM still
 	// stores and evicts blocks, and ops.wait closes the publisher.
-	p, err := kvevents.New(context.WithoutCancel(ctx), kvevents.Config{Endpoint: endpoint, Credentials: creds, Pod: pod, Model: model, Medium: medium, BlockSize: 16})
+	p, err := kvevents.New(context.WithoutCancel(ctx), kvevents.Config{Endpoint: endpoint, Credentials: creds, Pod: pod, Model: model, Medium: medium, BlockSize: 16,
+		ReplayEndpoint: f.kvReplay, BufferSteps: f.kvSteps})
 	if err != nil {
 		return nil, err
 	}

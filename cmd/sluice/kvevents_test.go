@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/server"
@@ -97,5 +101,59 @@ func TestKVEventsExposure(t *testing.T) {
 				t.Errorf("logged %q, want a warning saying %q", got, tc.warn)
 			}
 		})
+	}
+}
+
+// TestKVEventsReplayFlags: --kv-events-replay-endpoint opens the replay
+// socket beside the PUB one, with --kv-events-buffer-steps batches kept, and
+// a DEALER asking it from 0 gets the AllBlocksCleared batch the publisher
+// starts with; the flag alone, or a negative buffer, is refused.
+func TestKVEventsReplayFlags(t *testing.T) {
+	cfg := server.Config{ModelID: "smol"}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f := addOpsFlags(fs)
+	if err := fs.Parse([]string{"--kv-events-endpoint", "tcp://127.0.0.1:0", "--kv-events-replay-endpoint", "tcp://127.0.0.1:0", "--kv-events-buffer-steps", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.startKVEvents(t.Context(), cfg, false, prometheus.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(t.Context())
+	if p.ReplayAddr() == nil {
+		t.Fatal("no replay socket")
+	}
+	dealer := zmq4.NewDealer(t.Context())
+	defer dealer.Close()
+	if err := dealer.Dial("tcp://" + p.ReplayAddr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := dealer.SendMulti(zmq4.NewMsgFrom(nil, make([]byte, 8))); err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for {
+		m, err := dealer.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, len(m.Frames))
+		if len(m.Frames) == 4 && len(m.Frames[3]) == 0 { // the end marker
+			break
+		}
+		if string(m.Frames[1]) != p.Topic() {
+			t.Fatalf("replayed %q", m.Frames)
+		}
+	}
+	if fmt.Sprint(got) != "[4 4]" {
+		t.Errorf("replies of %v frames, want one batch and the end marker", got)
+	}
+	for _, bad := range []opsFlags{{kvReplay: "tcp://127.0.0.1:0"}, {kvEvents: "tcp://127.0.0.1:0", kvSteps: -1},
+		{kvEvents: "tcp://127.0.0.1:0", kvReplay: "tcp://192.0.2.1:5558"}} {
+		if p, err := bad.startKVEvents(t.Context(), cfg, false, prometheus.NewRegistry(), log); err == nil {
+			p.Close(t.Context())
+			t.Errorf("%+v accepted", bad)
+		}
 	}
 }

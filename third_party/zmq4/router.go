@@ -7,10 +7,10 @@ package zmq4
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"sync"
-
-	"golang.org/x/sync/errgroup"
+	"time"
 )
 
 // NewRouter returns a new ROUTER ZeroMQ socket.
@@ -18,7 +18,7 @@ import (
 func NewRouter(ctx context.Context, opts ...Option) Socket {
 	router := &routerSocket{newSocket(ctx, Router, opts...)}
 	router.sck.r = newRouterQReader(router.sck.ctx)
-	router.sck.w = newRouterMWriter(router.sck.ctx)
+	router.sck.w = newRouterMWriter(router.sck.ctx, router.sck.writeTimeout)
 	return router
 }
 
@@ -155,34 +155,64 @@ func (q *routerQReader) read(ctx context.Context, msg *Msg) error {
 func (q *routerQReader) listen(ctx context.Context, r *Conn) {
 	defer q.rmConn(r)
 	defer r.Close()
+	// sluice: nothing a peer sends may end the process.
+	defer func() {
+		if e := recover(); e != nil {
+			r.SetClosed()
+		}
+	}()
 
 	id := []byte(r.Peer.Meta[sysSockID])
 	for {
 		msg := r.read()
+		if msg.err != nil {
+			// sluice: one peer's failure (a size-limit error, a hang-up)
+			// ends that peer, not the socket: v0.17.0 handed it to Recv,
+			// which a server loop takes for its socket's end, as libzmq's
+			// ROUTER never reports a peer's error.
+			r.SetClosed()
+			return
+		}
+		if msg.isCmd() {
+			// sluice: a command (PING) is no message for Recv.
+			continue
+		}
+		msg.Frames = append([][]byte{id}, msg.Frames...)
+		// sluice: v0.17.0 checked ctx, then waited on q.c without it: a
+		// socket closed while nobody read kept this goroutine forever.
 		select {
 		case <-ctx.Done():
 			return
-		default:
-			if msg.err != nil {
-				return
-			}
-			msg.Frames = append([][]byte{id}, msg.Frames...)
-			q.c <- msg
+		case q.c <- msg:
 		}
 	}
 }
 
+// routerMWriter sends each message to the one peer its first frame names.
+//
+// sluice: v0.17.0 wrote under one lock, without a deadline, to every
+// connection that claimed the identity: a peer that stopped reading stalled
+// every send to every other peer, for good. Here a write holds only its
+// peer's lock and has a deadline (writeTimeout); a peer that misses it is
+// disconnected (a message cut off in the middle leaves its stream
+// unreadable). socket.addConn refuses a second connection claiming an
+// identity in use, as libzmq does, so one peer cannot read another's
+// replies.
 type routerMWriter struct {
-	ctx context.Context
-	mu  sync.Mutex
-	ws  []*Conn
-	sem *semaphore
+	ctx     context.Context
+	timeout time.Duration
+	mu      sync.Mutex
+	ws      []*Conn
+	locks   map[*Conn]*sync.Mutex // one writer at a time per peer: frames of two messages must not interleave
+	sem     *semaphore
 }
 
-func newRouterMWriter(ctx context.Context) *routerMWriter {
+func newRouterMWriter(ctx context.Context, timeout time.Duration) *routerMWriter {
 	return &routerMWriter{
-		ctx: ctx,
-		sem: newSemaphore(),
+		ctx:     ctx,
+		timeout: timeout,
+		locks:   make(map[*Conn]*sync.Mutex),
+		sem:     newSemaphore(),
 	}
 }
 
@@ -196,6 +226,7 @@ func (w *routerMWriter) Close() error {
 		}
 	}
 	w.ws = nil
+	clear(w.locks)
 	w.mu.Unlock()
 	return err
 }
@@ -204,6 +235,7 @@ func (mw *routerMWriter) addConn(w *Conn) {
 	mw.mu.Lock()
 	mw.sem.enable()
 	mw.ws = append(mw.ws, w)
+	mw.locks[w] = new(sync.Mutex)
 	mw.mu.Unlock()
 }
 
@@ -221,27 +253,53 @@ func (mw *routerMWriter) rmConn(w *Conn) {
 	if cur >= 0 {
 		mw.ws = append(mw.ws[:cur], mw.ws[cur+1:]...)
 	}
+	delete(mw.locks, w)
 }
 
+// ErrNoRoute is a ROUTER's answer to a message for an identity no
+// connected peer holds (the peer has gone), libzmq's EHOSTUNREACH under
+// ZMQ_ROUTER_MANDATORY.
+// sluice: v0.17.0 dropped such a message silently, so a server streaming
+// many replies to a peer that left could not tell.
+var ErrNoRoute = errors.New("zmq4: no peer with that routing id")
+
 func (w *routerMWriter) write(ctx context.Context, msg Msg) error {
+	if len(msg.Frames) == 0 { // sluice: v0.17.0 indexed the first frame unchecked
+		return ErrNoRoute
+	}
 	w.sem.lock(ctx)
-	grp, _ := errgroup.WithContext(ctx)
-	w.mu.Lock()
 	id := msg.Frames[0]
 	dmsg := NewMsgFrom(msg.Frames[1:]...)
-	for i := range w.ws {
-		ww := w.ws[i]
-		pid := []byte(ww.Peer.Meta[sysSockID])
-		if !bytes.Equal(pid, id) {
-			continue
+	dmsg.multipart = msg.multipart
+	w.mu.Lock()
+	var (
+		peer *Conn
+		lock *sync.Mutex
+	)
+	for _, ww := range w.ws {
+		if bytes.Equal([]byte(ww.Peer.Meta[sysSockID]), id) {
+			peer, lock = ww, w.locks[ww]
+			break
 		}
-		grp.Go(func() error {
-			return ww.SendMsg(dmsg)
-		})
 	}
-	err := grp.Wait()
 	w.mu.Unlock()
-	return err
+	if peer == nil {
+		return ErrNoRoute
+	}
+	lock.Lock()
+	defer lock.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if w.timeout > 0 {
+		_ = peer.rw.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	if err := peer.SendMsg(dmsg); err != nil {
+		_ = peer.Close()
+		peer.SetClosed()
+		return err
+	}
+	return nil
 }
 
 var (

@@ -360,6 +360,20 @@ connect:
 func (sck *socket) addConn(c *Conn) {
 	sck.mu.Lock()
 	defer sck.mu.Unlock()
+	// sluice: a ROUTER routes by the identity the peer announces; v0.17.0
+	// kept a second connection claiming one in use, and sent it the first
+	// one's replies. libzmq refuses it (without ZMQ_ROUTER_HANDOVER).
+	if id := c.Peer.Meta[sysSockID]; c.typ == Router && id != "" {
+		for _, o := range sck.conns {
+			if o.Peer.Meta[sysSockID] == id {
+				_ = c.Close()
+				if c.Server {
+					sck.accepted.Add(-1)
+				}
+				return
+			}
+		}
+	}
 	sck.conns = append(sck.conns, c)
 	if len(c.Peer.Meta[sysSockID]) == 0 {
 		switch c.typ {
