@@ -51,9 +51,10 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err := cfg.validate(model); err != nil {
 		return nil, err
 	}
+	states, stateBytes := stateSlots(model) // state.go
 	pool, err := kvcache.NewPool(kvcache.Config{
 		Blocks: cfg.Blocks, BlockSize: cfg.BlockSize, PrefixCaching: !cfg.DisablePrefixCache, Events: cfg.KVEvents,
-		Window: cfg.windowGroup(),
+		Window: cfg.windowGroup(), States: states,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -88,6 +89,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		broken: newBrokenState(),
 		dev:    newDeviceSampling(model),
 	}
+	e.st.StateSlotBytes = stateBytes
 	e.status.init()
 	e.publish()
 	go e.loop()

@@ -18,6 +18,9 @@ type Stats struct {
 	// KVWindow is the sliding-window layers' block group (window.go); zero
 	// without one.
 	KVWindow kvcache.Usage
+	// StateSlotBytes is one recurrent-state slot's memory (a hybrid model's
+	// per-sequence state, counted in KV.StatesTotal/StatesUsed); 0 without.
+	StateSlotBytes int64
 
 	Preemptions     int64
 	PrefixHitTokens int64 // tokens served from the prefix cache at admission

@@ -78,7 +78,8 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 			b.Positions = append(b.Positions, pos)
 			b.Slots = append(b.Slots, table[pos/bs]*bs+pos%bs)
 		}
-		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: it.Start + it.N, Blocks: table, Prompt: len(s.req.Prompt)})
+		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: it.Start + it.N, Blocks: table,
+			Prompt: len(s.req.Prompt), State: it.Seq.StateSlot()})
 		windowRows(b, it.Seq, it.Start, it.N, bs)
 		if it.Sample {
 			b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
