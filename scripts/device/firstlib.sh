@@ -27,7 +27,7 @@ first_bad() {
 dump() {
 	grep -q '^goroutine [0-9]' "$1" || return 0
 	echo "goroutine dump ($(grep -c '^goroutine [0-9]' "$1") goroutines); our frames:"
-	grep -E '^github\.com/sluicehq/sluice/[^ ]*\(' "$1" | sed 's/(.*//' | awk '!seen[$0]++' | head -n 12 | sed 's/^/  /'
+	grep -E '^github\.com/sluicehq/sluice/[^ ]*\(' "$1" | sed -E 's/\([^()]*\)$//' | awk '!seen[$0]++' | head -n 12 | sed 's/^/  /'
 }
 
 # excerpt NAME: what the summary keeps of a finished stage.
