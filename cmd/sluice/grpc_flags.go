@@ -28,6 +28,7 @@ type opsFlags struct {
 	kvSecret string // a file with the PLAIN credentials subscribers must present
 	kvReplay string // the replay ROUTER's endpoint
 	kvSteps  int    // batches kept for replay
+	kvPod    string // what the topic names the replica by: "name" or "address"
 }
 
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
@@ -44,6 +45,8 @@ func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 		"llm-d's indexer (its replaySocketPort) asks it for the batches it missed, from a sequence number on. It takes --kv-events-secret-file's credentials")
 	fs.IntVar(&f.kvSteps, "kv-events-buffer-steps", kvevents.DefaultBufferSteps, "batches kept for the replay socket (vLLM's buffer_steps), at most 64 MiB of them; "+
 		"once the first has left, an indexer that restarts cannot replay from 0 (kvevents/doc.go)")
+	fs.StringVar(&f.kvPod, "kv-events-topic-pod", "name", `what the topic kv@POD@MODEL names this replica by: "name", $POD_NAME or the host name; `+
+		`"address", $POD_IP (else --addr's IP) and --addr's port, IP:PORT, the serving endpoint llm-d's centralized indexer (the publisher dials it) keys pods by`)
 	return f
 }
 
@@ -171,12 +174,9 @@ func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu boo
 				"endpoint", ep)
 		}
 	}
-	pod := os.Getenv("POD_NAME")
-	if pod == "" {
-		var err error
-		if pod, err = os.Hostname(); err != nil {
-			return nil, fmt.Errorf("kv events: pod name: %w", err)
-		}
+	pod, err := topicPod(f.kvPod, cfg.Addr)
+	if err != nil {
+		return nil, err
 	}
 	model := cfg.ModelID
 	if len(cfg.Aliases) > 0 {
@@ -209,4 +209,41 @@ func (f *opsFlags) startKVEvents(ctx context.Context, cfg server.Config, gpu boo
 		return nil, err
 	}
 	return p, nil
+}
+
+// topicPod is the topic's POD part for --kv-events-topic-pod mode, given
+// the HTTP listen address. "address" is IP:PORT as llm-d writes an
+// endpoint's address and port (no brackets for IPv6), because its
+// centralized mode, where every replica dials one indexer, has no other way
+// to tell which endpoint a batch's blocks are on.
+func topicPod(mode, addr string) (string, error) {
+	switch mode {
+	case "", "name":
+		if pod := os.Getenv("POD_NAME"); pod != "" {
+			return pod, nil
+		}
+		pod, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("kv events: pod name: %w", err)
+		}
+		return pod, nil
+	case "address":
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return "", fmt.Errorf("--kv-events-topic-pod address: --addr %q: %w", addr, err)
+		}
+		if env := os.Getenv("POD_IP"); env != "" {
+			host = env
+		}
+		ip := net.ParseIP(host)
+		if ip == nil || ip.IsUnspecified() {
+			return "", fmt.Errorf("--kv-events-topic-pod address: no IP to name: set $POD_IP (the chart's downward API) or listen on a specific address, not %q", addr)
+		}
+		if port == "0" {
+			return "", errors.New("--kv-events-topic-pod address: --addr has no fixed port")
+		}
+		return ip.String() + ":" + port, nil
+	default:
+		return "", fmt.Errorf(`--kv-events-topic-pod %q: want "name" or "address"`, mode)
+	}
 }

@@ -157,3 +157,44 @@ func TestKVEventsReplayFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestKVEventsTopicPod: the topic names the pod by name by default and, with
+// --kv-events-topic-pod address, by the serving endpoint IP:PORT llm-d's
+// centralized indexer keys pods by: $POD_IP when set, else --addr's IP.
+func TestKVEventsTopicPod(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		mode, addr, podIP, want, errorHas string
+	}{
+		{"", "127.0.0.1:8080", "10.1.2.3", "kv@sluice-7f9c@smol", ""},
+		{"name", "127.0.0.1:8080", "", "kv@sluice-7f9c@smol", ""},
+		{"address", "0.0.0.0:8000", "10.1.2.3", "kv@10.1.2.3:8000@smol", ""},
+		{"address", "127.0.0.2:8081", "", "kv@127.0.0.2:8081@smol", ""},
+		{"address", "[::1]:8081", "", "kv@::1:8081@smol", ""},
+		{"address", ":8000", "", "", "set $POD_IP"},
+		{"address", "0.0.0.0:8000", "pod-ip", "", "set $POD_IP"},
+		{"address", "10.0.0.1:0", "", "", "no fixed port"},
+		{"ip", "127.0.0.1:8080", "", "", `want "name" or "address"`},
+	} {
+		t.Setenv("POD_NAME", "sluice-7f9c")
+		t.Setenv("POD_IP", tc.podIP)
+		f := opsFlags{kvEvents: "tcp://127.0.0.1:0", kvPod: tc.mode}
+		p, err := f.startKVEvents(t.Context(), server.Config{ModelID: "smol", Addr: tc.addr}, false, prometheus.NewRegistry(), log)
+		if tc.errorHas != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errorHas) {
+				t.Errorf("%s %s: error %v, want one saying %q", tc.mode, tc.addr, err, tc.errorHas)
+			}
+			if p != nil {
+				p.Close(t.Context())
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.mode, tc.addr, err)
+		}
+		if got := p.Topic(); got != tc.want {
+			t.Errorf("%s %s (POD_IP %q): topic %q, want %q", tc.mode, tc.addr, tc.podIP, got, tc.want)
+		}
+		p.Close(t.Context())
+	}
+}
