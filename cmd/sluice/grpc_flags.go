@@ -77,6 +77,9 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 	o := &ops{metrics: m}
 	lo.Observer = m
 	srv.Handle("GET /metrics", m.Handler())
+	// vLLM's render endpoints, which llm-d's router tokenizes through.
+	srv.Handle(server.ChatRenderRoute, srv.RenderHandler(true))
+	srv.Handle(server.CompletionRenderRoute, srv.RenderHandler(false))
 	if o.nvmlDone, err = nvml.Register(reg, nvml.System(), log); err != nil {
 		return nil, err
 	}
