@@ -88,15 +88,24 @@ func (e *Engine) arriveGroup(s *Sequence) {
 func (e *Engine) forkGroups(plan *scheduler.Plan) {
 	for _, it := range plan.Items {
 		s := owner(it.Seq)
-		if len(s.choices) == 0 || it.Seq.NumComputed() < len(s.req.Prompt) {
+		if len(s.choices) == 0 {
+			continue
+		}
+		e.noteCheckpoint(it) // state.go: a hybrid model's leader keeps its state for the forks
+		if it.Seq.NumComputed() < len(s.req.Prompt) {
 			continue
 		}
 		for _, c := range s.choices {
-			if !c.finished && !e.sched.Fork(&c.sq, &s.sq) {
+			switch {
+			case c.finished:
+			case e.sched.Fork(&c.sq, &s.sq):
+				e.forkState(c, s)
+			default:
 				e.queueChoice(c)
 			}
 		}
 		s.choices = nil
+		e.sched.ReleaseCheckpoint(&s.sq)
 	}
 }
 

@@ -23,11 +23,16 @@ var hybridSpec = modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 30
 // hookedHybrid is hooked (llama_test.go) over a model with state slots.
 type hookedHybrid struct {
 	*hooked
-	r RecurrentModel
+	r      RecurrentModel
+	copies int // CopyState calls (forks that resumed from a checkpoint)
 }
 
 func (h *hookedHybrid) StateSlots() int       { return h.r.StateSlots() }
 func (h *hookedHybrid) StateSlotBytes() int64 { return h.r.StateSlotBytes() }
+func (h *hookedHybrid) CopyState(dst, src int32) error {
+	h.copies++
+	return h.r.CopyState(dst, src)
+}
 
 func loadHybrid(t testing.TB, blocks, batch, seqs int) *hookedHybrid {
 	t.Helper()
@@ -166,12 +171,20 @@ func TestHybridAbortFreesState(t *testing.T) {
 	}
 }
 
-// TestHybridGroup: the n choices of one prompt each get a state slot of
-// their own (computing the prompt themselves: the state at the fork point
-// is not kept) and, greedy, the output the prompt gives alone.
+// TestHybridGroup: the n choices of one prompt fork the leader's blocks up
+// to the prompt's last block boundary (32 of 37 tokens) and start from the
+// state the leader kept there, each in a slot of its own, and, greedy, give
+// the output the prompt gives alone, bit for bit. A prompt split over
+// steps (a batch of 16 tokens) keeps its checkpoint in the step reaching 32.
 func TestHybridGroup(t *testing.T) {
-	m := loadHybrid(t, 64, 64, 4)
-	e := newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 64, MaxSeqs: 4})
+	for _, batch := range []int{64, 16} {
+		m := loadHybrid(t, 64, batch, 8)
+		e := newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: batch, MaxSeqs: 4})
+		testHybridGroup(t, m, e)
+	}
+}
+
+func testHybridGroup(t *testing.T, m *hookedHybrid, e *Engine) {
 	p := prompt(37, 5, 64)
 	want, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 10}), 0)
 	seqs, err := e.SubmitGroup(bg, []Request{{Prompt: p, MaxTokens: 10}, {Prompt: p, MaxTokens: 10}, {Prompt: p, MaxTokens: 10}})
@@ -179,14 +192,15 @@ func TestHybridGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, s := range seqs {
-		if got, r := collect(t, s, 0); !slices.Equal(got, want) || r.Finish != FinishLength {
+		got, r := collect(t, s, 0)
+		if !slices.Equal(got, want) || r.Finish != FinishLength || (i > 0 && r.CachedTokens != 32) {
 			t.Fatalf("choice %d: %v (%+v), alone %v", i, got, r, want)
 		}
 	}
 	if err := e.Close(bg); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.Stats(); st.KV.Used != 0 || st.KV.StatesUsed != 0 {
-		t.Fatalf("stats %+v", st)
+	if st := e.Stats(); st.KV.Used != 0 || st.KV.StatesUsed != 0 || m.copies != 2 {
+		t.Fatalf("stats %+v, %d states copied (want 2 forks)", st, m.copies)
 	}
 }

@@ -51,6 +51,11 @@ type SeqRows struct {
 	// State is the sequence's slot in a hybrid model's recurrent-state store
 	// (kvcache's state slots, deltanet.go); unused by attention-only models.
 	State int32
+	// CheckpointAt, when above 0 and within [first position, ContextLen],
+	// asks for a copy of the state as it stands at that position (every
+	// position before it read) in slot Checkpoint: what a fork resumes from.
+	CheckpointAt int32
+	Checkpoint   int32
 }
 
 // Batch is one step's work: every scheduled token of every sequence, one row

@@ -63,7 +63,9 @@ type DeltaNetOps interface {
 	//	out_t  = rmsnorm(o)·Norm·silu(z_t)             per value head
 	//
 	// starting from slot b.Seqs[i].State, or from zeros when the sequence's
-	// first row is at position 0, and leaving the slot after its last row.
+	// first row is at position 0, and leaving the slot after its last row;
+	// the state at b.Seqs[i].CheckpointAt, when this step reaches it, is
+	// copied to slot b.Seqs[i].Checkpoint on the way.
 	DeltaNet(out, qkv, z, beta, alpha Tensor, w DeltaNetWeights, sh DeltaNetShape, st StateStore, layer int, b *Batch) error
 	// SigmoidMul: dst *= sigmoid(gate), for the first n rows (the gated
 	// attention output of the hybrid models' full-attention layers).

@@ -29,21 +29,26 @@ package kvcache
 // cache).
 //
 // In a pool with recurrent-state slots (state.go) the child takes a slot of
-// its own (false when none is free) and shares no blocks: it returns 0, and
-// the child computes the prompt from its start, since the state at the
-// fork point was not kept.
+// its own (false when none is free) and shares blocks only up to src's
+// written checkpoint, when that lies within n (0 without one: the child
+// computes the prompt from its start); the caller copies the checkpoint's
+// state into the child's slot before the child's next step.
 func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
 	full := min(max(n, 0)/p.bs, len(src.blocks))
+	if p.states != nil {
+		if dst.hasState() || dst.ckpt != 0 || !p.stateFits(dst) {
+			return 0, false
+		}
+		if at := int(src.ckptAt); !src.ckptWritten || at > full*p.bs {
+			full = 0
+		} else {
+			full = at / p.bs
+		}
+	}
 	if len(dst.blocks) != 0 || dst == src || dst.salt != src.salt || !p.winForkable(src, full) {
 		return 0, false
 	}
-	if p.states != nil {
-		if dst.hasState() || !p.stateFits(dst) {
-			return 0, false
-		}
-		p.takeState(dst)
-		return 0, true
-	}
+	p.takeState(dst)
 	for _, id := range src.blocks[:full] {
 		p.blocks[id].ref++
 	}

@@ -15,8 +15,11 @@ type Table struct {
 	// different salts never share a block. Kept across Free.
 	salt uint64
 	win  *windowTable // the window group's table (window.go); nil without one
-	// state is the recurrent-state slot + 1 (state.go); 0: none.
-	state int32
+	// state is the recurrent-state slot + 1 (state.go); 0: none. ckpt is
+	// the checkpoint slot + 1, keeping the state at position ckptAt once
+	// ckptWritten.
+	state, ckpt, ckptAt int32
+	ckptWritten         bool
 }
 
 // Blocks is the block table; it stays valid until the table next changes.

@@ -12,8 +12,11 @@ package kvcache
 // A slot's memory belongs to the backend (kernels.StateStore). A state is
 // valid only for the positions its table computed in order from 0, so a
 // pool with slots does no prefix caching: a cached block's KV would come
-// without the state after it (Config.States). For the same reason a fork
-// shares no blocks: the child computes its prompt itself (see Fork).
+// without the state after it (Config.States). A fork shares blocks only up
+// to a checkpoint: a second slot its source table holds (TakeCheckpoint),
+// into which the model copied the state at a block boundary on the way
+// (kernels.SeqRows.CheckpointAt); the owner copies that state into the
+// child's slot. Without one the child computes its prompt itself.
 
 // stateSlots is the free stack of slot ids and who holds which.
 type stateSlots struct {
@@ -55,15 +58,59 @@ func (p *Pool) takeState(t *Table) {
 	t.state = id + 1
 }
 
-// releaseState returns t's slot.
+// releaseState returns t's slot and its checkpoint's.
 func (p *Pool) releaseState(t *Table) {
+	p.ReleaseCheckpoint(t)
 	if p.states == nil || !t.hasState() {
 		return
 	}
-	id := t.state - 1
+	p.putSlot(t.state - 1)
+	t.state = 0
+}
+
+func (p *Pool) putSlot(id int32) {
 	p.states.held[id] = false
 	p.states.free = append(p.states.free, id)
-	t.state = 0
+}
+
+// TakeCheckpoint gives t, which holds a slot, a second one in which to keep
+// its state at position at (a multiple of BlockSize above 0) for a fork.
+// It returns false, changing nothing, when t has none to checkpoint, has a
+// checkpoint already, at is not such a position, or no slot is free.
+func (p *Pool) TakeCheckpoint(t *Table, at int) bool {
+	if p.states == nil || !t.hasState() || t.ckpt != 0 || at <= 0 || at%p.bs != 0 || at > 1<<30 || len(p.states.free) == 0 {
+		return false
+	}
+	s := p.states
+	id := s.free[len(s.free)-1]
+	s.free = s.free[:len(s.free)-1]
+	s.held[id] = true
+	t.ckpt, t.ckptAt, t.ckptWritten = id+1, int32(at), false
+	return true
+}
+
+// Checkpoint is t's checkpoint slot (−1: none), the position it keeps the
+// state at, and whether the state there has been written (CheckpointWritten).
+func (t *Table) Checkpoint() (slot int32, at int, written bool) {
+	return t.ckpt - 1, int(t.ckptAt), t.ckptWritten
+}
+
+// CheckpointWritten records that the model has copied t's state at its
+// checkpoint position into the checkpoint slot: forks of t may share its
+// blocks up to there.
+func (p *Pool) CheckpointWritten(t *Table) {
+	if t.ckpt != 0 {
+		t.ckptWritten = true
+	}
+}
+
+// ReleaseCheckpoint returns t's checkpoint slot, if it holds one.
+func (p *Pool) ReleaseCheckpoint(t *Table) {
+	if p.states == nil || t.ckpt == 0 {
+		return
+	}
+	p.putSlot(t.ckpt - 1)
+	t.ckpt, t.ckptAt, t.ckptWritten = 0, 0, false
 }
 
 // checkStates verifies that the free stack and the held flags partition the
@@ -72,7 +119,7 @@ func (p *Pool) checkStates(tables []*Table) error {
 	s := p.states
 	if s == nil {
 		for i, t := range tables {
-			if t.hasState() {
+			if t.hasState() || t.ckpt != 0 {
 				return invariantf("table %d holds state slot %d in a pool without slots", i, t.StateSlot())
 			}
 		}
@@ -98,15 +145,20 @@ func (p *Pool) checkStates(tables []*Table) error {
 	}
 	by := make([]int, len(s.held))
 	for i, t := range tables {
-		if !t.hasState() {
-			continue
+		for _, v := range []int32{t.state, t.ckpt} {
+			if v == 0 {
+				continue
+			}
+			id := v - 1
+			if id < 0 || int(id) >= len(s.held) || !s.held[id] {
+				return invariantf("table %d holds state slot %d, which the pool does not count held", i, id)
+			}
+			if by[id]++; by[id] > 1 {
+				return invariantf("state slot %d held twice", id)
+			}
 		}
-		id := t.StateSlot()
-		if id < 0 || int(id) >= len(s.held) || !s.held[id] {
-			return invariantf("table %d holds state slot %d, which the pool does not count held", i, id)
-		}
-		if by[id]++; by[id] > 1 {
-			return invariantf("state slot %d held by two tables", id)
+		if t.ckpt != 0 && !t.hasState() {
+			return invariantf("table %d holds a checkpoint but no state", i)
 		}
 	}
 	n := 0

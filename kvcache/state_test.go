@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -49,25 +50,42 @@ func TestStateSlotsFollowBlocks(t *testing.T) {
 }
 
 // TestStateForkTakesOwnSlot: a fork in a pool with slots gives the child a
-// slot of its own and no shared blocks, and fails with none free.
+// slot of its own; it shares blocks up to the source's checkpoint once
+// that is written, none before, and fails with no slot free.
 func TestStateForkTakesOwnSlot(t *testing.T) {
-	p, _ := NewPool(Config{Blocks: 16, BlockSize: 4, States: 2})
-	var src, dst, third Table
+	p, _ := NewPool(Config{Blocks: 16, BlockSize: 4, States: 4})
+	var src, dst, dst2, third Table
 	p.Allocate(&src, nil, 10, 0)
+	if p.TakeCheckpoint(&src, 6) || !p.TakeCheckpoint(&src, 8) || p.TakeCheckpoint(&src, 8) {
+		t.Fatal("checkpoint at 6 (not a block boundary) or twice taken, or at 8 refused")
+	}
 	n, ok := p.Fork(&dst, &src, 9)
 	if !ok || n != 0 || len(dst.Blocks()) != 0 || dst.StateSlot() < 0 || dst.StateSlot() == src.StateSlot() {
-		t.Fatalf("fork: %d shared, ok %v, blocks %v, slots %d/%d", n, ok, dst.Blocks(), dst.StateSlot(), src.StateSlot())
+		t.Fatalf("fork before the checkpoint is written: %d shared, ok %v, blocks %v, slots %d/%d", n, ok, dst.Blocks(), dst.StateSlot(), src.StateSlot())
+	}
+	p.CheckpointWritten(&src)
+	if n, ok := p.Fork(&dst2, &src, 9); !ok || n != 8 || !slices.Equal(dst2.Blocks(), src.Blocks()[:2]) {
+		t.Fatalf("fork after: %d shared, ok %v, blocks %v of %v", n, ok, dst2.Blocks(), src.Blocks())
 	}
 	if _, ok := p.Fork(&third, &src, 9); ok {
 		t.Fatal("fork with no slot free")
 	}
-	if err := p.CheckRefs([]*Table{&src, &dst}); err != nil {
+	if err := p.CheckRefs([]*Table{&src, &dst, &dst2}); err != nil {
 		t.Fatal(err)
 	}
+	p.ReleaseCheckpoint(&src)
+	if slot, _, _ := src.Checkpoint(); slot != -1 || p.Usage().StatesUsed != 3 {
+		t.Fatalf("after ReleaseCheckpoint: slot %d, %+v", slot, p.Usage())
+	}
+	p.TakeCheckpoint(&src, 4)
 	p.Free(&dst)
-	p.Free(&src)
+	p.Free(&dst2)
+	p.Free(&src) // with its checkpoint
 	if u := p.Usage(); u.StatesUsed != 0 || u.Used != 0 {
-		t.Fatalf("after freeing both: %+v", u)
+		t.Fatalf("after freeing all: %+v", u)
+	}
+	if err := p.CheckRefs(nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -82,7 +100,13 @@ func TestStateRandomized(t *testing.T) {
 	for step := range 4000 {
 		i := rng.IntN(len(tables))
 		t1 := &tables[i]
-		switch op := rng.IntN(4); {
+		switch op := rng.IntN(6); {
+		case op == 4:
+			if p.TakeCheckpoint(t1, 4*(1+rng.IntN(2))) && rng.IntN(2) == 0 {
+				p.CheckpointWritten(t1)
+			}
+		case op == 5:
+			p.ReleaseCheckpoint(t1)
 		case op == 0 && lens[i] > 0:
 			p.Free(t1)
 			lens[i] = 0

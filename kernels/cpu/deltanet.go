@@ -16,6 +16,11 @@ import (
 type stateStore struct {
 	cfg       kernels.StateConfig
 	conv, ssm [][]float32
+	// The call in progress and the closures handed to parallelFor, kept
+	// here (the store's model calls from one goroutine) so that a call
+	// allocates nothing.
+	args                   deltaArgs
+	convFn, normFn, headFn func(lo, hi int)
 }
 
 func (s *stateStore) Config() kernels.StateConfig { return s.cfg }
@@ -29,6 +34,23 @@ func (b *Backend) NewStateStore(cfg kernels.StateConfig) (kernels.StateStore, er
 	for l := range cfg.Layers {
 		s.conv[l] = make([]float32, cfg.Slots*cfg.Conv)
 		s.ssm[l] = make([]float32, cfg.Slots*cfg.SSM)
+	}
+	a := &s.args
+	s.convFn = func(lo, hi int) {
+		ch := a.sh.Channels()
+		for i := lo; i < hi; i++ {
+			a.convChannel(i/ch, i%ch)
+		}
+	}
+	s.normFn = func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			a.l2normRow(r)
+		}
+	}
+	s.headFn = func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a.recurHead(i/a.sh.VHeads, i%a.sh.VHeads)
+		}
 	}
 	return s, nil
 }
@@ -112,86 +134,92 @@ type deltaArgs struct {
 // it (batch invariance). deltaChunk (deltanet_chunk.go) is the chunked form.
 func (b *Backend) DeltaNet(out, qkv, z, beta, alpha kernels.Tensor, w kernels.DeltaNetWeights, sh kernels.DeltaNetShape,
 	st kernels.StateStore, layer int, bt *kernels.Batch) error {
-	a, err := b.deltaArgs(out, qkv, z, beta, alpha, w, sh, st, layer, bt)
+	s, err := asStateStore(st)
 	if err != nil {
 		return err
 	}
+	if err := s.args.set(s, out, qkv, z, beta, alpha, w, sh, layer, bt); err != nil {
+		return err
+	}
+	defer func() { s.args = deltaArgs{} }() // do not pin the caller's buffers
 	nSeq := len(bt.Seqs)
-	// The convolution: each channel of each sequence on its own.
-	ch := sh.Channels()
-	b.parallelFor(nSeq*ch, 64, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			a.convChannel(i/ch, i%ch)
-		}
-	})
-	// q and k to unit length, per head, before any value head reads them.
-	n := bt.Seqs[nSeq-1].End
-	b.parallelFor(n, 8, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			a.l2normRow(r)
-		}
-	})
-	// The recurrence and the gated norm: each value head of each sequence.
-	b.parallelFor(nSeq*sh.VHeads, 1, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			a.recurHead(i/sh.VHeads, i%sh.VHeads)
-		}
-	})
+	// The convolution: each channel of each sequence on its own; then q and
+	// k to unit length, per head, before any value head reads them; then the
+	// recurrence and the gated norm, each value head of each sequence.
+	b.parallelFor(nSeq*sh.Channels(), 64, s.convFn)
+	b.parallelFor(bt.Seqs[nSeq-1].End, 8, s.normFn)
+	b.parallelFor(nSeq*sh.VHeads, 1, s.headFn)
 	return nil
 }
 
-func (b *Backend) deltaArgs(out, qkv, z, beta, alpha kernels.Tensor, w kernels.DeltaNetWeights, sh kernels.DeltaNetShape,
-	st kernels.StateStore, layer int, bt *kernels.Batch) (*deltaArgs, error) {
-	s, err := asStateStore(st)
-	if err != nil {
-		return nil, err
-	}
-	a := &deltaArgs{sh: sh, cfg: s.cfg, b: bt}
+func (a *deltaArgs) set(s *stateStore, out, qkv, z, beta, alpha kernels.Tensor, w kernels.DeltaNetWeights, sh kernels.DeltaNetShape,
+	layer int, bt *kernels.Batch) error {
+	*a = deltaArgs{sh: sh, cfg: s.cfg, b: bt}
 	ts := []struct {
 		dst  *[]float32
 		t    kernels.Tensor
 		name string
 		cols int
 	}{
-		{&a.out, out, "out", sh.VHeads * sh.HeadDim}, {&a.qkv, qkv, "qkv", sh.Channels()},
-		{&a.z, z, "z", sh.VHeads * sh.HeadDim}, {&a.beta, beta, "beta", sh.VHeads}, {&a.alph, alpha, "alpha", sh.VHeads},
-		{&a.conv, w.Conv, "conv weight", sh.Kernel}, {&a.dtBias, w.DtBias, "dt bias", sh.VHeads},
-		{&a.a, w.A, "A", sh.VHeads}, {&a.norm, w.Norm, "norm weight", sh.HeadDim},
+		{&a.out, out, "DeltaNet out", sh.VHeads * sh.HeadDim}, {&a.qkv, qkv, "DeltaNet qkv", sh.Channels()},
+		{&a.z, z, "DeltaNet z", sh.VHeads * sh.HeadDim}, {&a.beta, beta, "DeltaNet beta", sh.VHeads}, {&a.alph, alpha, "DeltaNet alpha", sh.VHeads},
+		{&a.conv, w.Conv, "DeltaNet conv weight", sh.Kernel}, {&a.dtBias, w.DtBias, "DeltaNet dt bias", sh.VHeads},
+		{&a.a, w.A, "DeltaNet A", sh.VHeads}, {&a.norm, w.Norm, "DeltaNet norm weight", sh.HeadDim},
 	}
-	if sh.KHeads <= 0 || sh.VHeads%max(sh.KHeads, 1) != 0 || sh.HeadDim <= 0 || sh.Kernel < 1 || len(bt.Seqs) == 0 {
-		return nil, fmt.Errorf("cpu backend: DeltaNet: shape %+v, %d sequences", sh, len(bt.Seqs))
+	if sh.KHeads <= 0 || sh.VHeads%max(sh.KHeads, 1) != 0 || sh.HeadDim <= 0 || sh.Kernel < 1 || sh.Kernel > 17 || len(bt.Seqs) == 0 {
+		return fmt.Errorf("cpu backend: DeltaNet: shape %+v, %d sequences", sh, len(bt.Seqs))
 	}
 	n := bt.Seqs[len(bt.Seqs)-1].End
+	if len(bt.Positions) < n {
+		return fmt.Errorf("cpu backend: DeltaNet: %d positions for %d rows", len(bt.Positions), n)
+	}
 	for _, t := range ts {
-		v, ct, err := f32Of(t.t, "DeltaNet "+t.name)
+		v, ct, err := f32Of(t.t, t.name)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if ct.cols() != t.cols || (t.name != "conv weight" && len(ct.shape) == 2 && len(v) < n*t.cols) {
-			return nil, fmt.Errorf("cpu backend: DeltaNet: %s is %v, want %d columns for %d rows", t.name, ct.shape, t.cols, n)
+		if ct.cols() != t.cols || (t.name != "DeltaNet conv weight" && len(ct.shape) == 2 && len(v) < n*t.cols) {
+			return fmt.Errorf("cpu backend: %s is %v, want %d columns for %d rows", t.name, ct.shape, t.cols, n)
 		}
 		*t.dst = v
 	}
 	if len(a.conv) != sh.Channels()*sh.Kernel {
-		return nil, fmt.Errorf("cpu backend: DeltaNet: conv weight of %d values, want %d×%d", len(a.conv), sh.Channels(), sh.Kernel)
+		return fmt.Errorf("cpu backend: DeltaNet: conv weight of %d values, want %d×%d", len(a.conv), sh.Channels(), sh.Kernel)
 	}
 	if layer < 0 || layer >= s.cfg.Layers || s.cfg.Conv != (sh.Kernel-1)*sh.Channels() || s.cfg.SSM != sh.VHeads*sh.HeadDim*sh.HeadDim {
-		return nil, fmt.Errorf("cpu backend: DeltaNet: layer %d of state %+v for shape %+v", layer, s.cfg, sh)
+		return fmt.Errorf("cpu backend: DeltaNet: layer %d of state %+v for shape %+v", layer, s.cfg, sh)
 	}
 	prev := 0
 	for _, q := range bt.Seqs {
-		if q.Start != prev || q.End <= q.Start || q.State < 0 || int(q.State) >= s.cfg.Slots {
-			return nil, fmt.Errorf("cpu backend: DeltaNet: sequence rows [%d, %d) after %d, state slot %d of %d", q.Start, q.End, prev, q.State, s.cfg.Slots)
+		if q.Start != prev || q.End <= q.Start || q.State < 0 || int(q.State) >= s.cfg.Slots ||
+			q.CheckpointAt > 0 && (q.Checkpoint < 0 || int(q.Checkpoint) >= s.cfg.Slots || q.Checkpoint == q.State) {
+			return fmt.Errorf("cpu backend: DeltaNet: sequence rows [%d, %d) after %d, state slot %d, checkpoint slot %d, of %d",
+				q.Start, q.End, prev, q.State, q.Checkpoint, s.cfg.Slots)
 		}
 		prev = q.End
 	}
 	a.convSt, a.ssmSt = s.conv[layer], s.ssm[layer]
-	return a, nil
+	return nil
 }
 
 // fresh reports whether sequence i starts this step at position 0: its slot
 // holds a previous owner's state, which it must not read.
 func (a *deltaArgs) fresh(i int) bool { return a.b.Positions[a.b.Seqs[i].Start] == 0 }
+
+// checkpointRow is the row of sequence i before which its state is at
+// CheckpointAt (End when the step ends there), −1 when this step does not
+// reach it.
+func (a *deltaArgs) checkpointRow(i int) int {
+	sq := a.b.Seqs[i]
+	if sq.CheckpointAt <= 0 {
+		return -1
+	}
+	r := sq.Start + int(sq.CheckpointAt-a.b.Positions[sq.Start])
+	if r < sq.Start || r > sq.End {
+		return -1
+	}
+	return r
+}
 
 // convChannel runs channel c of sequence i through the causal convolution
 // and silu, in place in qkv, and keeps its last Kernel−1 inputs.
@@ -206,7 +234,17 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[j] = st[j*ch+c]
 		}
 	}
+	ck := a.checkpointRow(i)
+	keep := func() {
+		cs := a.convSt[int(sq.Checkpoint)*a.cfg.Conv:]
+		for j, v := range h {
+			cs[j*ch+c] = v
+		}
+	}
 	for r := sq.Start; r < sq.End; r++ {
+		if r == ck {
+			keep()
+		}
 		x := a.qkv[r*ch+c]
 		var y float32
 		for j, v := range h {
@@ -218,6 +256,9 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[len(h)-1] = x
 		}
 		a.qkv[r*ch+c] = silu(y)
+	}
+	if ck == sq.End {
+		keep()
 	}
 	for j, v := range h {
 		st[j*ch+c] = v
@@ -255,7 +296,12 @@ func (a *deltaArgs) recurHead(i, h int) {
 		clear(m)
 	}
 	scale := float32(1 / math.Sqrt(float64(S)))
+	ck := a.checkpointRow(i)
+	keep := func() { copy(a.ssmSt[int(sq.Checkpoint)*a.cfg.SSM+h*S*S:][:S*S], m) }
 	for r := sq.Start; r < sq.End; r++ {
+		if r == ck {
+			keep()
+		}
 		row := a.qkv[r*ch : (r+1)*ch]
 		q := row[kh*S : (kh+1)*S]
 		k := row[(sh.KHeads+kh)*S : (sh.KHeads+kh+1)*S]
@@ -275,6 +321,9 @@ func (a *deltaArgs) recurHead(i, h int) {
 		for j := range o {
 			o[j] *= silu(z[j])
 		}
+	}
+	if ck == sq.End {
+		keep()
 	}
 }
 
