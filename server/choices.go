@@ -30,7 +30,7 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stre
 		s.streamChoices(w, r, b, g, id, reqs)
 		return
 	}
-	gens, err := stream.SubmitChoices(r.Context(), b.Engine, reqs, max(g.N, 1), s.cfg.AbortOnDisconnect)
+	gens, err := b.SubmitChoices(r.Context(), reqs, max(g.N, 1))
 	if err != nil {
 		writeError(w, err)
 		return
@@ -58,7 +58,7 @@ func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream
 		return // the client left before we started
 	}
 	defer release()
-	gens, err := stream.SubmitChoices(ctx, b.Engine, reqs, max(g.N, 1), s.cfg.AbortOnDisconnect)
+	gens, err := b.SubmitChoices(ctx, reqs, max(g.N, 1))
 	if err != nil {
 		writeError(w, err)
 		return

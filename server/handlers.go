@@ -78,7 +78,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, b *stream.Backen
 		return // the client left before we started
 	}
 	defer release()
-	gen, err := stream.Submit(ctx, b.Engine, req, s.cfg.AbortOnDisconnect)
+	gen, err := b.Submit(ctx, req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -173,7 +173,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
 	var gen *stream.Generation
 	if !st.done {
 		var err error
-		if gen, err = stream.Continue(ctx, s.backend.Load(), st.gen, st.req, st.ts.IDs(), s.cfg.AbortOnDisconnect); err != nil {
+		if gen, err = stream.Continue(ctx, s.backend.Load(), st.gen, st.req, st.ts.IDs()); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -208,7 +208,7 @@ func (c *collector) Flush() error                   { return nil }
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest, req engine.Request) {
 	id := responseID(g.Chat)
 	req.ID = id
-	gen, err := stream.Submit(r.Context(), b.Engine, req, s.cfg.AbortOnDisconnect)
+	gen, err := b.Submit(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return

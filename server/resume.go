@@ -140,7 +140,7 @@ func (s *Server) resumeChoices(w http.ResponseWriter, r *http.Request, id string
 		for i := range st.cs {
 			live[i], produced[i] = !st.ended[i], st.cs[i].Text.IDs()
 		}
-		if gens, err = stream.ContinueChoices(ctx, s.backend.Load(), st.gen, st.reqs, produced, live, s.cfg.AbortOnDisconnect); err != nil {
+		if gens, err = stream.ContinueChoices(ctx, s.backend.Load(), st.gen, st.reqs, produced, live); err != nil {
 			writeError(w, err)
 			return
 		}

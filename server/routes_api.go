@@ -17,15 +17,14 @@ func (s *Server) edgeEnv() *httpedge.Env {
 		CheckModel: func(name string) error {
 			return stream.CheckModel(name, s.cfg.ModelID, s.cfg.Aliases)
 		},
-		ModelName:         s.modelName,
-		Pump:              s.pumpConfig(true),
-		Drain:             s.drain,
-		MaxBodyBytes:      s.cfg.MaxBodyBytes,
-		WriteTimeout:      s.cfg.WriteTimeout,
-		AbortOnDisconnect: s.cfg.AbortOnDisconnect,
-		WriteError:        writeError,
-		Streams:           s.store.shared(),
-		StreamBytes:       s.cfg.ResumeStreamBytes,
+		ModelName:    s.modelName,
+		Pump:         s.pumpConfig(true),
+		Drain:        s.drain,
+		MaxBodyBytes: s.cfg.MaxBodyBytes,
+		WriteTimeout: s.cfg.WriteTimeout,
+		WriteError:   writeError,
+		Streams:      s.store.shared(),
+		StreamBytes:  s.cfg.ResumeStreamBytes,
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Server) SetBackend(b *stream.Backend) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("server: backend needs an engine, a tokenizer and a context length")
 	}
-	s.backend.Store(b)
+	s.backend.Store(b.WithAbortOnDisconnect(s.cfg.AbortOnDisconnect)) // the abort policy, set once
 	return nil
 }
 

@@ -68,7 +68,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), g: g, req: req, ts: ts, m: m, tools: tools})
 		return
 	}
-	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
+	gen, err := b.Submit(r.Context(), req)
 	if err != nil {
 		WriteError(w, err)
 		return

@@ -43,7 +43,7 @@ func (x *inference) generateChoices(r *sluicev1.GenerateRequest, call grpc.Serve
 	}
 	defer done()
 	s.lastRecv.Store(time.Now().UnixNano())
-	gens, err := stream.SubmitChoices(ctx, b.Engine, reqs, max(g.N, 1), s.cfg.HTTP.AbortOnDisconnect)
+	gens, err := b.SubmitChoices(ctx, reqs, max(g.N, 1))
 	if err != nil {
 		return toStatus(err)
 	}

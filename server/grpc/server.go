@@ -124,7 +124,7 @@ func (s *Server) SetBackend(b *stream.Backend, info ModelInfo) error {
 	if b == nil || b.Engine == nil || b.Tokenizer == nil || b.ContextLen <= 0 {
 		return errors.New("grpc: backend needs an engine, a tokenizer and a context length")
 	}
-	s.model.Store(&model{backend: b, info: info})
+	s.model.Store(&model{backend: b.WithAbortOnDisconnect(s.cfg.HTTP.AbortOnDisconnect), info: info}) // the abort policy, set once
 	for _, name := range []string{"", InferenceService, VLLMService} {
 		s.health.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
 	}
@@ -241,7 +241,7 @@ func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefi
 		return nil, toStatus(err)
 	}
 	s.lastRecv.Store(time.Now().UnixNano())
-	gen, err := stream.Submit(ctx, b.Engine, req, s.cfg.HTTP.AbortOnDisconnect)
+	gen, err := b.Submit(ctx, req)
 	if err != nil {
 		done()
 		return nil, toStatus(err)

@@ -85,7 +85,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), p: p, req: req, ts: ts, resp: resp, tools: tools})
 		return
 	}
-	gen, err := stream.Submit(r.Context(), b.Engine, req, h.env.AbortOnDisconnect)
+	gen, err := b.Submit(r.Context(), req)
 	if err != nil {
 		h.env.WriteError(w, err)
 		return

@@ -112,6 +112,34 @@ type Backend struct {
 	Tokenizer  Tokenizer
 	ContextLen int      // the model's context: what model listings report
 	Grammars   Grammars // nil: a request for structured outputs is refused (structured.go)
+
+	// detached: the engine is not shown a client's leaving (the abort
+	// policy, WithAbortOnDisconnect). Set once, where a server attaches the
+	// backend, so no call site carries it.
+	detached bool
+}
+
+// WithAbortOnDisconnect is b under an abort policy: with abort false
+// (--abort-on-disconnect=false, the benchmark's naive mode) every
+// generation b starts runs on when its client leaves; Pump still sees the
+// client go. b itself is returned when the policy is already abort's.
+func (b *Backend) WithAbortOnDisconnect(abort bool) *Backend {
+	if b.detached == !abort {
+		return b
+	}
+	c := *b
+	c.detached = !abort
+	return &c
+}
+
+// Submit starts req on b's engine under b's abort policy (see Submit).
+func (b *Backend) Submit(ctx context.Context, req engine.Request) (*Generation, error) {
+	return Submit(ctx, b.Engine, req, !b.detached)
+}
+
+// SubmitChoices is SubmitChoices on b's engine under b's abort policy.
+func (b *Backend) SubmitChoices(ctx context.Context, reqs []engine.Request, n int) ([]*Generation, error) {
+	return SubmitChoices(ctx, b.Engine, reqs, n, !b.detached)
 }
 
 // Limit is the longest prompt + output a request may ask for.

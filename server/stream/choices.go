@@ -259,7 +259,7 @@ func (l localEngine) SubmitGroup(ctx context.Context, reqs []engine.Request) ([]
 // choice is its own sequence now (a group forks only from a fresh prefill);
 // its prompt comes from the prefix cache. On an error nothing is left
 // running.
-func ContinueChoices(ctx context.Context, b *Backend, g *GenRequest, reqs []engine.Request, produced [][]int32, live []bool, abortOnDisconnect bool) ([]*Generation, error) {
+func ContinueChoices(ctx context.Context, b *Backend, g *GenRequest, reqs []engine.Request, produced [][]int32, live []bool) ([]*Generation, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	shared := Generation{ctx: ctx, cancel: cancel} // one context for every choice
 	gens := make([]*Generation, len(reqs))
@@ -267,7 +267,7 @@ func ContinueChoices(ctx context.Context, b *Backend, g *GenRequest, reqs []engi
 		if !live[i] {
 			continue
 		}
-		gen, err := Continue(ctx, b, g, reqs[i], produced[i], abortOnDisconnect)
+		gen, err := Continue(ctx, b, g, reqs[i], produced[i])
 		if err != nil {
 			for _, s := range gens {
 				if s != nil {

@@ -5,7 +5,8 @@
 //
 //	adapter: wire shape → GenRequest (SetMessages, SetPrompt*, SetParams: one set of rules)
 //	Prepare(backend, g)   chat template, tokenize, check against Backend.Limit, fix the seed
-//	Submit(ctx, engine, req, abortOnDisconnect) → Generation (the context the engine watches)
+//	Backend.Submit(ctx, req) → Generation (the context the engine watches; the abort
+//	    policy is the Backend's, set once where a server attaches it)
 //	Pump(gen, TextStream, Emitter, PumpConfig, shutdown)
 //	    Sequence.Tokens ─▶ TextStream (detokenize with the prompt as context, stop-string hold-back)
 //	                    ─▶ Emitter.Text(text, ids) / KeepAlive / Flush (framing: the adapter's)

@@ -12,9 +12,10 @@ import (
 // stream already consumed, as its Resume, so they are prefilled rather than
 // sampled again and the sampler goes on exactly as the interrupted one
 // would have; a constraint is recompiled past them (the old one may have
-// run ahead of what the client got). It returns nil, nil when nothing is
-// left to generate: produced already reaches max_tokens.
-func Continue(ctx context.Context, b *Backend, g *GenRequest, req engine.Request, produced []int32, abortOnDisconnect bool) (*Generation, error) {
+// run ahead of what the client got). It runs under b's abort policy, and
+// returns nil, nil when nothing is left to generate: produced already
+// reaches max_tokens.
+func Continue(ctx context.Context, b *Backend, g *GenRequest, req engine.Request, produced []int32) (*Generation, error) {
 	if req.MaxTokens > 0 && len(produced) >= req.MaxTokens {
 		return nil, nil
 	}
@@ -25,5 +26,5 @@ func Continue(ctx context.Context, b *Backend, g *GenRequest, req engine.Request
 			return nil, err
 		}
 	}
-	return Submit(ctx, b.Engine, req, abortOnDisconnect)
+	return b.Submit(ctx, req)
 }

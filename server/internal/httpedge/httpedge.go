@@ -36,10 +36,9 @@ type Env struct {
 	// non-streaming response uses only its stall timeout.
 	Pump stream.PumpConfig
 	// Drain is closed when open streams must end (the shutdown deadline).
-	Drain             <-chan struct{}
-	MaxBodyBytes      int64
-	WriteTimeout      time.Duration
-	AbortOnDisconnect bool
+	Drain        <-chan struct{}
+	MaxBodyBytes int64
+	WriteTimeout time.Duration
 	// Streams retains streams for a reconnect (retain.go), shared by every
 	// HTTP API; nil: resume is off. StreamBytes caps one stream's retained
 	// events.

@@ -262,7 +262,7 @@ func (e *Env) Submit(r *http.Request, b *stream.Backend, st Resumable, req engin
 	if err != nil {
 		return nil, nil, nil
 	}
-	gen, err = stream.Submit(ctx, b.Engine, req, e.AbortOnDisconnect)
+	gen, err = b.Submit(ctx, req)
 	if err != nil {
 		release()
 		return nil, nil, err
@@ -286,7 +286,7 @@ func (e *Env) Continue(rc *Reconnect, done bool, g *stream.GenRequest, req engin
 	if err != nil {
 		return nil, nil, err
 	}
-	gen, err := stream.Continue(rc.Ctx, b, g, req, produced, e.AbortOnDisconnect)
+	gen, err := stream.Continue(rc.Ctx, b, g, req, produced)
 	if err != nil || gen == nil {
 		return nil, rc.Ctx, err
 	}

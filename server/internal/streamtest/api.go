@@ -34,10 +34,9 @@ func Env(b *stream.Backend) *httpedge.Env {
 			}
 			return r
 		},
-		Pump:              stream.PumpConfig{KeepAlive: time.Hour, StallTimeout: time.Minute},
-		MaxBodyBytes:      1 << 20,
-		WriteTimeout:      time.Minute,
-		AbortOnDisconnect: true,
+		Pump:         stream.PumpConfig{KeepAlive: time.Hour, StallTimeout: time.Minute},
+		MaxBodyBytes: 1 << 20,
+		WriteTimeout: time.Minute,
 	}
 }
 
