@@ -77,7 +77,7 @@ func TestTinyNewestQwen35(t *testing.T) {
 			}
 			tol := tinyQuantTol * scale
 			if tm.dtype == kernels.F32 {
-				tol = tinyF32Tol * scale
+				tol = qwen35F32Tol * scale
 			}
 			agree, steps := 0, 0
 			for p := g.PromptLen - 1; p < len(g.Tokens)-1; p++ {
@@ -96,3 +96,13 @@ func TestTinyNewestQwen35(t *testing.T) {
 		})
 	}
 }
+
+// qwen35F32Tol is the F32 model's tolerance relative to the largest |logit|,
+// twice TestTinyNewest's: llama.cpp rounds q and the softmax weights to F16
+// in its attention's matmuls over the F16 KV cache. With that rounding
+// emulated, the float64 reference (qwen35Ref, which Sluice's forward
+// matches to 3e-6 of the logit range) meets llama.cpp's prompt positions
+// to 1e-4 and its decode positions to 1.9e-3; unemulated the worst is
+// 2.3e-3 (5.7e-4 of the largest |logit|, 2.9e-4 of the range), with every
+// greedy pick the same.
+const qwen35F32Tol = 1e-3
