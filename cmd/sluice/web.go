@@ -22,8 +22,12 @@ func startWeb(ctx context.Context, on bool, srv *server.Server, keys *auth.Keys)
 	if !on {
 		return nil, nil
 	}
-	w := web.New(func(r *http.Request) bool {
-		return keys.AllowHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+	w := web.New(func(r *http.Request) (string, bool) {
+		tenant, ok := keys.IdentifyHeader(r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+		if !keys.Partitioned() {
+			tenant = "" // one key or none: the one tenant sees everything
+		}
+		return tenant, ok
 	})
 	for pattern, h := range w.Routes() {
 		srv.Handle(pattern, h)

@@ -72,7 +72,12 @@ type endJSON struct {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func encodeStatus(st *engine.Status) []byte {
+func encodeStatus(st *engine.Status) []byte { return encodeStatusFor(st, "") }
+
+// encodeStatusFor is the frame as tenant sees it: the engine-wide figures
+// (counts, KV use, step times: no request's content) and only tenant's own
+// sequences and ends ("" = every one).
+func encodeStatusFor(st *engine.Status, tenant string) []byte {
 	j := statusJSON{
 		Frame: st.Frame, At: st.At.UnixMilli(), Steps: st.Steps, BlockSize: st.BlockSize,
 		Running: st.Running, Waiting: st.Waiting,
@@ -82,16 +87,23 @@ func encodeStatus(st *engine.Status) []byte {
 		Finished: st.Finished, Aborted: st.Aborted, Preemptions: st.Preemptions,
 		PrefixHitTokens: st.PrefixHitTokens, Evictions: st.KVEvicts,
 		Reclaims: st.Reclaims, ReclaimMax: ms(st.ReclaimMax),
-		Seqs: make([]seqJSON, len(st.Seqs)), Ends: make([]endJSON, len(st.Ends)),
+		Seqs: make([]seqJSON, 0, len(st.Seqs)), Ends: make([]endJSON, 0, len(st.Ends)),
 	}
-	for i, q := range st.Seqs {
-		j.Seqs[i] = seqJSON{ID: q.ID, Running: q.Running, Prompt: q.Prompt, Tokens: q.Tokens, Computed: q.Computed, Cached: q.Cached, Blocks: q.Blocks}
-		if j.Seqs[i].Blocks == nil {
-			j.Seqs[i].Blocks = []int32{}
+	for _, q := range st.Seqs {
+		if tenant != "" && q.Tenant != tenant {
+			continue
 		}
+		blocks := q.Blocks
+		if blocks == nil {
+			blocks = []int32{}
+		}
+		j.Seqs = append(j.Seqs, seqJSON{ID: q.ID, Running: q.Running, Prompt: q.Prompt, Tokens: q.Tokens, Computed: q.Computed, Cached: q.Cached, Blocks: blocks})
 	}
-	for i, e := range st.Ends {
-		j.Ends[i] = endJSON{N: e.N, ID: e.ID, Step: e.Step, At: e.At.UnixMilli(), Finish: string(e.Finish), Cause: string(e.Cause), Blocks: e.Blocks, Reclaim: ms(e.Reclaim)}
+	for _, e := range st.Ends {
+		if tenant != "" && e.Tenant != tenant {
+			continue
+		}
+		j.Ends = append(j.Ends, endJSON{N: e.N, ID: e.ID, Step: e.Step, At: e.At.UnixMilli(), Finish: string(e.Finish), Cause: string(e.Cause), Blocks: e.Blocks, Reclaim: ms(e.Reclaim)})
 	}
 	b, err := json.Marshal(j)
 	if err != nil {

@@ -17,7 +17,8 @@ const writeTimeout = 10 * time.Second
 // serveEvents streams status frames as SSE, the newest each time the client
 // is ready for one.
 func (w *Web) serveEvents(rw http.ResponseWriter, r *http.Request) {
-	if !w.authorize(r) {
+	tenant, ok := w.authorize(r)
+	if !ok {
 		rw.Header().Set("Content-Type", "application/json")
 		rw.Header().Set("WWW-Authenticate", "Bearer")
 		rw.WriteHeader(http.StatusUnauthorized)
@@ -55,10 +56,14 @@ func (w *Web) serveEvents(rw http.ResponseWriter, r *http.Request) {
 	var sent *frame
 	for f := w.hub.cur.Load(); ; {
 		if f != sent && f.data != nil {
+			data := f.data
+			if tenant != "" && f.st != nil {
+				data = encodeStatusFor(f.st, tenant) // per client: only a slow one's skipped frames go unencoded
+			}
 			buf = append(buf[:0], "id: "...)
 			buf = strconv.AppendUint(buf, f.id, 10)
 			buf = append(buf, "\ndata: "...)
-			buf = append(buf, f.data...)
+			buf = append(buf, data...)
 			buf = append(buf, "\n\n"...)
 			if !write(buf) {
 				return

@@ -14,6 +14,7 @@ import (
 type frame struct {
 	id   uint64 // engine.Status.Frame; 0 for a synthetic idle frame
 	data []byte
+	st   *engine.Status // what data encodes, for a tenant's own view; nil with data
 	next chan struct{}
 }
 
@@ -96,7 +97,7 @@ func (h *hub) startLocked() {
 				h.mu.Unlock()
 				return
 			}
-			h.publishLocked(&frame{id: st.Frame, data: data})
+			h.publishLocked(&frame{id: st.Frame, data: data, st: st})
 			h.mu.Unlock()
 		}
 	})

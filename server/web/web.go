@@ -13,8 +13,11 @@ import (
 var assets embed.FS
 
 // Authorizer reports whether a request carries an accepted API key (true
-// for every request when authentication is off).
-type Authorizer func(r *http.Request) bool
+// for every request when authentication is off) and the tenant whose
+// sequences it may see: "" for all of them (no keys, or one), else its own
+// key's (engine.Request.Tenant), so one key never sees another's requests,
+// their lengths or their blocks on the status stream.
+type Authorizer func(r *http.Request) (tenant string, ok bool)
 
 // Web is the page and the status stream for one engine.
 type Web struct {
@@ -39,7 +42,7 @@ func New(authorize Authorizer) *Web {
 		panic(err)
 	}
 	if authorize == nil {
-		authorize = func(*http.Request) bool { return true }
+		authorize = func(*http.Request) (string, bool) { return "", true }
 	}
 	w := &Web{authorize: authorize, static: http.StripPrefix("/ui/", http.FileServerFS(sub)), index: index, quit: make(chan struct{})}
 	w.hub.init()

@@ -106,7 +106,7 @@ func TestPage(t *testing.T) {
 
 // The status stream asks for the key the API asks for.
 func TestEventsNeedKey(t *testing.T) {
-	w := New(func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer k" })
+	w := New(func(r *http.Request) (string, bool) { return "", r.Header.Get("Authorization") == "Bearer k" })
 	w.Attach(newEngine(t))
 	ts := newServer(t, w)
 	if resp := get(t, t.Context(), ts.URL+"/v1/engine/events"); resp.StatusCode != 401 {
@@ -225,4 +225,76 @@ func TestCloseEndsStreams(t *testing.T) {
 	if resp := get(t, t.Context(), ts.URL+"/v1/engine/events"); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a new stream after Close: status %d", resp.StatusCode)
 	}
+}
+
+// gatedModel is countModel taking one step per value sent on gate, so a
+// test sees every step's frame.
+type gatedModel struct {
+	countModel
+	gate chan struct{}
+}
+
+func (m *gatedModel) Forward(b *kernels.Batch) ([]float32, error) {
+	<-m.gate
+	return m.countModel.Forward(b)
+}
+
+// With more than one key, each key's status stream shows only its own
+// sequences and ends (the engine-wide figures stay): before, any key saw
+// every tenant's requests, their lengths and their blocks.
+func TestEventsShowOnlyOwnTenant(t *testing.T) {
+	m := &gatedModel{gate: make(chan struct{})}
+	e, err := engine.New(m, engine.Config{Blocks: 256, BlockSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(func(r *http.Request) (string, bool) {
+		switch r.Header.Get("Authorization") {
+		case "Bearer a":
+			return "key-a", true
+		case "Bearer b":
+			return "key-b", true
+		}
+		return "", false
+	})
+	w.Attach(e)
+	ts := newServer(t, w)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	a := bufio.NewReader(get(t, ctx, ts.URL+"/v1/engine/events", "Authorization", "Bearer a").Body)
+	readFrame(t, a)
+	// A's sequence has a 3-token prompt, B's a 7-token one: a frame names
+	// each by its prompt length.
+	for _, r := range []engine.Request{
+		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Tenant: "key-a"},
+		{Prompt: []int32{1, 2, 3, 4, 5, 6, 7}, MaxTokens: 8, Tenant: "key-b"},
+	} {
+		if _, err := e.Submit(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	own := 0
+	for own < 3 {
+		m.gate <- struct{}{}
+		ev := readFrame(t, a)
+		if strings.Contains(ev.Data, `"prompt":7,`) {
+			t.Fatalf("key A's stream shows B's sequence: %s", ev.Data)
+		}
+		if strings.Contains(ev.Data, `"prompt":3,`) {
+			own++
+		}
+	}
+	closed := make(chan struct{})
+	go func() { // open the gate until the engine has closed
+		for {
+			select {
+			case m.gate <- struct{}{}:
+			case <-closed:
+				return
+			}
+		}
+	}()
+	cancel()
+	_ = e.Close(context.Background())
+	close(closed)
 }
