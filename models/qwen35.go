@@ -6,13 +6,15 @@ import (
 	"github.com/sluicehq/sluice/kernels"
 )
 
-// Qwen35 is the hybrid decoder of Qwen3.5 and Qwen3.6 (GGUF arch qwen35), as
-// llama.cpp v0.5.0's src/models/qwen35.cpp defines it: most layers are Gated
+// Qwen35 is the hybrid decoder of Qwen3.5 and Qwen3.6 (GGUF archs qwen35
+// and qwen35moe), as llama.cpp v0.5.0's src/models/qwen35.cpp and
+// qwen35moe.cpp define it: most layers are Gated
 // DeltaNet linear attention, every full_attention_interval-th a gated
 // full-attention layer. Every layer is
 //
 //	x += mixer(rmsnorm(x))          mixer: DeltaNet or attention
-//	x += swiglu(rmsnorm(x))         (post_attention_norm)
+//	x += swiglu(rmsnorm(x))         (post_attention_norm; qwen35moe: the top-k
+//	                                 mixture, renormalised, + sigmoid-gated shared expert)
 //
 // The attention layers (qwen35Attention) project Q together with an output
 // gate per head, QK-norm, rotate the first rope.dimension_count elements of
@@ -22,11 +24,13 @@ import (
 // backend's StateStore, a slot of which the engine's pool gives each
 // running sequence (kernels.SeqRows.State).
 type Qwen35 struct {
-	cfg  Qwen35Config
-	be   kernels.Backend
-	dn   kernels.DeltaNetOps
-	hn   kernels.HeadNormOps
-	opts Options
+	cfg    Qwen35Config
+	be     kernels.Backend
+	dn     kernels.DeltaNetOps
+	hn     kernels.HeadNormOps
+	moe    kernels.MoEOps          // qwen35moe
+	shared kernels.SharedExpertOps // qwen35moe
+	opts   Options
 
 	tokEmbd, outNorm, output kernels.Tensor
 	invFreq                  kernels.Tensor // [RopeDims/2]
@@ -42,7 +46,9 @@ type Qwen35 struct {
 	qkv         kernels.Tensor // [rows, channels]  q|k|v before the convolution
 	z, dnOut    kernels.Tensor // [rows, vHeads*S]
 	beta, alpha kernels.Tensor // [rows, vHeads]
-	gate, up    kernels.Tensor // [rows, ffn]
+	gate, up    kernels.Tensor // [rows, ffn] (the shared expert's width with experts)
+	router      kernels.Tensor // [rows, experts]; qwen35moe
+	shGate      kernels.Tensor // [rows, 1] the shared expert's gate logit; qwen35moe
 	sel, logits kernels.Tensor // [seqs, hidden], [seqs, vocab]
 	host        []float32
 	promptRows  []bool
@@ -50,17 +56,20 @@ type Qwen35 struct {
 
 // Qwen35Config is the hybrid model's shape from its GGUF metadata.
 type Qwen35Config struct {
-	Arch                             string // "qwen35"
-	Layers, Hidden, FFN, Vocab       int
-	Heads, KVHeads, HeadDim          int // the full-attention layers
-	RopeDims                         int // elements of each head that rotate
-	ContextLen                       int
-	RMSEps, RopeTheta                float32
-	Recurrent                        []bool // [Layers] true for a DeltaNet layer
-	DeltaNet                         kernels.DeltaNetShape
-	TiedEmbeddings                   bool
-	attnLayers, recurrentLayers      int
-	fullAttentionInterval, ropeSects int
+	Arch                       string // "qwen35"
+	Layers, Hidden, FFN, Vocab int
+	Heads, KVHeads, HeadDim    int // the full-attention layers
+	RopeDims                   int // elements of each head that rotate
+	ContextLen                 int
+	RMSEps, RopeTheta          float32
+	Recurrent                  []bool // [Layers] true for a DeltaNet layer
+	DeltaNet                   kernels.DeltaNetShape
+	TiedEmbeddings             bool
+	// qwen35moe: every layer's feed-forward is a top-ExpertsUsed mixture,
+	// renormalised, plus a shared expert behind a sigmoid gate.
+	Experts, ExpertsUsed, ExpertFFN, SharedFFN int
+	attnLayers, recurrentLayers                int
+	fullAttentionInterval, ropeSects           int
 }
 
 type qwen35Layer struct {
@@ -76,7 +85,11 @@ type qwen35Layer struct {
 	wqkv, wz, wBeta, wAlpha, wOut kernels.Tensor
 	dn                            kernels.DeltaNetWeights
 
-	wGate, wUp, wDown kernels.Tensor
+	wGate, wUp, wDown kernels.Tensor // [ffn, hidden] ×2, [hidden, ffn]; with experts [experts, …] of those
+
+	// qwen35moe
+	wRouter                     kernels.Tensor // [experts, hidden]
+	shGate, shUp, shDown, shInp kernels.Tensor // the shared expert; shInp [1, hidden] its gate
 }
 
 func (m *Qwen35) Config() Qwen35Config { return m.cfg }
@@ -153,10 +166,7 @@ func (m *Qwen35) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 			err = firstErr(
 				be.Add(m.x, m.o, n),
 				be.RMSNorm(m.h, m.x, l.post, n, c.RMSEps),
-				be.MatMul(m.gate, m.h, l.wGate, nil, n),
-				be.MatMul(m.up, m.h, l.wUp, nil, n),
-				be.SwiGLU(m.gate, m.gate, m.up, n),
-				be.MatMul(m.o, m.gate, l.wDown, nil, n),
+				m.ffn(l, n),
 				be.Add(m.x, m.o, n),
 			)
 		}
@@ -208,6 +218,31 @@ func (m *Qwen35) attention(l *qwen35Layer, b *kernels.Batch, n int) error {
 		be.Attention(m.att, m.q, m.k, m.v, m.kv, l.ord, b, 1/sqrt32(float32(c.HeadDim))),
 		m.dn.SigmoidMul(m.att, m.qGate, n),
 		be.MatMul(m.o, m.att, l.wo, nil, n),
+	)
+}
+
+// ffn is the feed-forward of m.h into m.o: SwiGLU, or (qwen35moe) the
+// routed mixture plus the gated shared expert, whose output goes through
+// m.h, read for the last time by its up projection.
+func (m *Qwen35) ffn(l *qwen35Layer, n int) error {
+	be, c := m.be, &m.cfg
+	if m.moe == nil {
+		return firstErr(
+			be.MatMul(m.gate, m.h, l.wGate, nil, n),
+			be.MatMul(m.up, m.h, l.wUp, nil, n),
+			be.SwiGLU(m.gate, m.gate, m.up, n),
+			be.MatMul(m.o, m.gate, l.wDown, nil, n),
+		)
+	}
+	return firstErr(
+		be.MatMul(m.router, m.h, l.wRouter, nil, n),
+		m.moe.MoEFFN(m.o, m.h, m.router, l.wGate, l.wUp, l.wDown, n, c.ExpertsUsed, true),
+		be.MatMul(m.shGate, m.h, l.shInp, nil, n),
+		be.MatMul(m.gate, m.h, l.shGate, nil, n),
+		be.MatMul(m.up, m.h, l.shUp, nil, n),
+		be.SwiGLU(m.gate, m.gate, m.up, n),
+		be.MatMul(m.h, m.gate, l.shDown, nil, n),
+		m.shared.GatedAdd(m.o, m.h, m.shGate, n),
 	)
 }
 

@@ -27,6 +27,9 @@ var tinyQwen35Models = []struct {
 		Interval: 4, KHeads: 1, VHeads: 2, StateSize: 32, Tied: true, Seed: 36}, kernels.Q8_0},
 	{"qwen35-q4_0", modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 300, Heads: 2, KVHeads: 2, HeadDim: 32,
 		RopeDims: 16, Interval: 2, KHeads: 2, VHeads: 2, StateSize: 32, Seed: 37}, kernels.Q4_0},
+	// qwen35moe: 8 experts of 64, top 2 renormalised, a shared expert of 96.
+	{"qwen35moe-f32", qwen35MoETiny, kernels.F32},
+	{"qwen35moe-q8_0", func() modeltest.Qwen35Spec { s := qwen35MoETiny; s.Seed = 39; return s }(), kernels.Q8_0},
 }
 
 // TestTinyNewestQwen35 compares every logit of the prompt (one step, as

@@ -19,8 +19,8 @@ import (
 //	                      attention.recurrent_layers, when present, says it per layer
 func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 	arch, _ := g.String("general.architecture")
-	if arch != "qwen35" {
-		return Qwen35Config{}, fmt.Errorf("gguf %s: architecture %q, not qwen35: %w", g.path, arch, ErrUnsupported)
+	if arch != "qwen35" && arch != "qwen35moe" {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: architecture %q, not qwen35 or qwen35moe: %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	c := Qwen35Config{Arch: arch}
@@ -43,6 +43,12 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 	dn.VHeads = m.int("ssm.time_step_rank")
 	inner := m.int("ssm.inner_size")
 	c.fullAttentionInterval = m.intOr("full_attention_interval", 4)
+	if arch == "qwen35moe" {
+		c.Experts = m.int("expert_count")
+		c.ExpertsUsed = m.int("expert_used_count")
+		c.ExpertFFN = m.intOr("expert_feed_forward_length", 0)
+		c.SharedFFN = m.intOr("expert_shared_feed_forward_length", c.FFN)
+	}
 	c.Vocab = m.intOr("vocab_size", 0)
 	if m.err != nil {
 		return Qwen35Config{}, m.err
@@ -82,8 +88,13 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 	case dn.KHeads <= 0 || dn.VHeads%dn.KHeads != 0 || dn.HeadDim <= 0 || inner != dn.VHeads*dn.HeadDim:
 		return Qwen35Config{}, fmt.Errorf("gguf %s: DeltaNet of %d key heads, %d value heads of %d, inner size %d: %w",
 			g.path, dn.KHeads, dn.VHeads, dn.HeadDim, inner, ErrMalformed)
+	case arch == "qwen35moe" && (c.Experts <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts || c.SharedFFN <= 0):
+		return Qwen35Config{}, fmt.Errorf("gguf %s: %d experts, %d used, shared expert of %d: %w", g.path, c.Experts, c.ExpertsUsed, c.SharedFFN, ErrMalformed)
 	case dn.Kernel < 1 || dn.Kernel > 17:
 		return Qwen35Config{}, fmt.Errorf("gguf %s: convolution width %d (1 to 17): %w", g.path, dn.Kernel, ErrUnsupported)
+	}
+	if c.Experts > 0 && c.ExpertFFN == 0 {
+		c.ExpertFFN = c.FFN / c.ExpertsUsed // llama.cpp's default for a file without the key
 	}
 	return c, nil
 }
@@ -132,12 +143,24 @@ func LoadQwen35(g *GGUFFile, be kernels.Backend, opts Options) (*Qwen35, error) 
 			l.ord, attn = attn, attn+1
 			w.qwen35Attention(l, p, c)
 		}
+		if c.Experts > 0 {
+			w.qwen35MoE(l, p, c)
+			continue
+		}
 		l.wGate = w.load(p+"ffn_gate.weight", c.FFN, c.Hidden)
 		l.wUp = w.load(p+"ffn_up.weight", c.FFN, c.Hidden)
 		l.wDown = w.load(p+"ffn_down.weight", c.Hidden, c.FFN)
 	}
 	if w.err != nil {
 		return nil, w.err
+	}
+	if c.Experts > 0 {
+		moe, ok := be.(kernels.MoEOps)
+		sh, ok2 := be.(kernels.SharedExpertOps)
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("%s: the %s backend lacks MoEFFN or GatedAdd (mixture of experts): %w", c.Arch, be.Name(), ErrUnsupported)
+		}
+		m.moe, m.shared = moe, sh
 	}
 	freqs := make([]float32, c.RopeDims/2)
 	for i := range freqs {
@@ -259,7 +282,12 @@ func (m *Qwen35) allocate() error {
 	m.qkv = alloc(rows, sh.Channels())
 	m.z, m.dnOut = alloc(rows, sh.VHeads*sh.HeadDim), alloc(rows, sh.VHeads*sh.HeadDim)
 	m.beta, m.alpha = alloc(rows, sh.VHeads), alloc(rows, sh.VHeads)
-	m.gate, m.up = alloc(rows, c.FFN), alloc(rows, c.FFN)
+	ffn := c.FFN
+	if c.Experts > 0 {
+		ffn = c.SharedFFN // a mixture never runs the dense FFN: these hold the shared expert's
+		m.router, m.shGate = alloc(rows, c.Experts), alloc(rows, 1)
+	}
+	m.gate, m.up = alloc(rows, ffn), alloc(rows, ffn)
 	m.sel, m.logits = alloc(o.MaxSeqs, c.Hidden), alloc(o.MaxSeqs, c.Vocab)
 	if err != nil {
 		return err
@@ -291,4 +319,22 @@ func (w *weightLoader) loadHostF32(t kernels.HostTensor) kernels.Tensor {
 		w.err = fmt.Errorf("%s: %w", w.src.Path(), err)
 	}
 	return up
+}
+
+// qwen35MoE loads a qwen35moe layer's mixture: the router, the experts and
+// the shared expert (whose gate is a vector in the file, a one-row matrix
+// to MatMul).
+func (w *weightLoader) qwen35MoE(l *qwen35Layer, p string, c Qwen35Config) {
+	e, f, sf := c.Experts, c.ExpertFFN, c.SharedFFN
+	l.wRouter = w.load(p+"ffn_gate_inp.weight", e, c.Hidden)
+	l.wGate = w.load(p+"ffn_gate_exps.weight", e, f, c.Hidden)
+	l.wUp = w.load(p+"ffn_up_exps.weight", e, f, c.Hidden)
+	l.wDown = w.load(p+"ffn_down_exps.weight", e, c.Hidden, f)
+	l.shGate = w.load(p+"ffn_gate_shexp.weight", sf, c.Hidden)
+	l.shUp = w.load(p+"ffn_up_shexp.weight", sf, c.Hidden)
+	l.shDown = w.load(p+"ffn_down_shexp.weight", c.Hidden, sf)
+	if t, ok := w.get(p+"ffn_gate_inp_shexp.weight", c.Hidden); ok {
+		t.Shape = []int{1, c.Hidden}
+		l.shInp = w.upload(t)
+	}
 }

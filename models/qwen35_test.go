@@ -17,6 +17,11 @@ import (
 var qwen35Tiny = modeltest.Qwen35Spec{Layers: 6, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 2, HeadDim: 16,
 	RopeDims: 8, Interval: 3, KHeads: 2, VHeads: 4, StateSize: 16, Seed: 35}
 
+// qwen35MoETiny is the qwen35moe variant: four layers (full attention at
+// 3), 8 experts of 64, 2 per token, a shared expert of 96.
+var qwen35MoETiny = modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 2, HeadDim: 16,
+	RopeDims: 8, KHeads: 2, VHeads: 4, StateSize: 16, Seed: 38, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedFFN: 96}
+
 var qwen35Prompt = []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5, 280, 11, 0, 199, 76, 18, 2, 44, 9, 123, 87, 150, 66, 31, 270, 12, 8, 200, 45, 91, 13}
 
 func loadQwen35(t testing.TB, spec modeltest.Qwen35Spec, dt kernels.DType, opts Options) *Qwen35 {
@@ -142,7 +147,13 @@ func TestQwen35MatchesReference(t *testing.T) {
 // state slot and blocks, one mid-prompt and one decoding, give each the
 // logits it gets alone, bit for bit.
 func TestQwen35BatchMatchesSolo(t *testing.T) {
-	m := loadQwen35(t, qwen35Tiny, kernels.Q8_0, Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 32})
+	for _, spec := range []modeltest.Qwen35Spec{qwen35Tiny, qwen35MoETiny} {
+		t.Run(spec.Arch(), func(t *testing.T) { testQwen35BatchMatchesSolo(t, spec) })
+	}
+}
+
+func testQwen35BatchMatchesSolo(t *testing.T, spec modeltest.Qwen35Spec) {
+	m := loadQwen35(t, spec, kernels.Q8_0, Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 32})
 	a, b, c := qwen35Prompt, qwen35Prompt[5:], append([]int32{1}, qwen35Prompt[9:20]...)
 	solo := func(toks []int32, split int) [][]float32 {
 		return runQwen35(t, m, toks, split, len(toks))

@@ -27,6 +27,18 @@ type Qwen35Spec struct {
 	RMSEps                     float32
 	Tied                       bool
 	Seed                       uint64
+	// Qwen3.5/3.6 MoE (arch qwen35moe) when Experts > 0: every layer's
+	// feed-forward is the top-ExpertsUsed mixture of Experts SwiGLU experts
+	// of ExpertFFN plus a shared expert of SharedFFN behind a sigmoid gate.
+	Experts, ExpertsUsed, ExpertFFN, SharedFFN int
+}
+
+// Arch is the GGUF architecture the spec writes.
+func (s Qwen35Spec) Arch() string {
+	if s.Experts > 0 {
+		return "qwen35moe"
+	}
+	return "qwen35"
 }
 
 func (s Qwen35Spec) withDefaults() Qwen35Spec {
@@ -86,6 +98,17 @@ func qwen35Tensors(s Qwen35Spec) []tensorShape {
 			add(p+"attn_output.weight", s.Hidden, s.Heads*s.HeadDim)
 			add(p+"attn_q_norm.weight", s.HeadDim)
 			add(p+"attn_k_norm.weight", s.HeadDim)
+		}
+		if s.Experts > 0 {
+			add(p+"ffn_gate_inp.weight", s.Experts, s.Hidden)
+			add(p+"ffn_gate_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
+			add(p+"ffn_up_exps.weight", s.Experts, s.ExpertFFN, s.Hidden)
+			add(p+"ffn_down_exps.weight", s.Experts, s.Hidden, s.ExpertFFN)
+			add(p+"ffn_gate_inp_shexp.weight", s.Hidden)
+			add(p+"ffn_gate_shexp.weight", s.SharedFFN, s.Hidden)
+			add(p+"ffn_up_shexp.weight", s.SharedFFN, s.Hidden)
+			add(p+"ffn_down_shexp.weight", s.Hidden, s.SharedFFN)
+			continue
 		}
 		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
 		add(p+"ffn_up.weight", s.FFN, s.Hidden)
@@ -152,9 +175,9 @@ func WriteQwen35GGUF(path string, spec Qwen35Spec, dtype kernels.DType) error {
 	}
 	r := s.RopeDims / 2
 	sections := []int32{int32(r - 2*(r/3)), int32(r / 3), int32(r / 3), 0} // t, h, w, e: all one position for text
-	a := "qwen35."
+	a := s.Arch() + "."
 	meta := []KV{
-		{"general.architecture", "qwen35"},
+		{"general.architecture", s.Arch()},
 		{"general.name", "modeltest"},
 		{a + "block_count", uint32(s.Layers)},
 		{a + "context_length", uint32(s.ContextLen)},
@@ -175,6 +198,10 @@ func WriteQwen35GGUF(path string, spec Qwen35Spec, dtype kernels.DType) error {
 		{a + "ssm.inner_size", uint32(s.VHeads * s.StateSize)},
 		{a + "full_attention_interval", uint32(s.Interval)},
 		{a + "vocab_size", uint32(s.Vocab)},
+	}
+	if s.Experts > 0 {
+		meta = append(meta, KV{a + "expert_count", uint32(s.Experts)}, KV{a + "expert_used_count", uint32(s.ExpertsUsed)},
+			KV{a + "expert_feed_forward_length", uint32(s.ExpertFFN)}, KV{a + "expert_shared_feed_forward_length", uint32(s.SharedFFN)})
 	}
 	meta = append(meta, ggufVocab(s.Vocab)...)
 	f, err := os.Create(path)
