@@ -195,3 +195,34 @@ func TestQwen35Refuses(t *testing.T) {
 		t.Fatal("token 300 of a 300-token vocabulary accepted")
 	}
 }
+
+func TestDescribeQwen35(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := modeltest.WriteQwen35GGUF(path, qwen35MoETiny, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	g, err := OpenGGUF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	c, err := g.Qwen35Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range DescribeQwen35(c) {
+		got[f.Key] = f.Value
+	}
+	// 3 DeltaNet layers of 3·128 conv + 4·16·16 state floats: 16896 bytes.
+	want := map[string]string{
+		"layers":          "3 Gated DeltaNet, 1 full attention (layers 3)",
+		"recurrent state": "16896 bytes per sequence (float32, 3 layers), beside 128 bytes/token of F16 KV in 1 layers",
+		"experts":         "2 of 8 per token (renormalised), 64 wide; shared expert 96 wide, sigmoid-gated",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+}
