@@ -34,6 +34,20 @@ golden-tiny:
 
 golden: golden-tiny
 
+# llama.cpp v0.5.0's logits for the tiny models of the architectures the
+# reference above (0c1e57098) lacks (testdata/golden/tiny/*.json with
+# prompt_len: the prompt and 64 greedy steps). build-newest.sh golden
+# builds v0.5.0's libllama and scripts/llamacpp/tiny_logits.cpp; the
+# TestTinyNewest* tests write the files and compare.
+.PHONY: golden-tiny-newest
+golden-tiny-newest:
+	./scripts/llamacpp/build-newest.sh golden
+	rm -rf .build/tiny-models-newest && mkdir -p .build/tiny-models-newest
+	$(GO) test ./models -run TestTinyNewest -count=1 -tiny-out $(CURDIR)/.build/tiny-models-newest
+	python3 scripts/golden/make_tiny_golden_newest.py .build/llamacpp-newest/tiny-logits .build/tiny-models-newest testdata/golden/tiny
+
+golden: golden-tiny-newest
+
 # Hugging Face transformers logits (CPU PyTorch, float32) for the tiny
 # safetensors checkpoints of every architecture read from safetensors
 # (models/testdata/hf/*.json): TestHFReference writes the checkpoints,

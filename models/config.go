@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3" or "phi3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3" or "smollm3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -47,7 +47,14 @@ type Config struct {
 	RopeDims        int     // elements of each head RoPE rotates; 0: HeadDim
 	RopeOrigContext int     // LongRoPE: contexts above it use the long factors
 	RopeAttnFactor  float32 // LongRoPE: cos and sin are scaled by it; 0: 1
+
+	// NoRope marks the layers that apply no RoPE at all (SmolLM3's NoPE
+	// layers, smollm3.go); nil: every layer rotates.
+	NoRope []bool
 }
+
+// IsNoRopeLayer says whether layer i leaves Q and K unrotated.
+func (c Config) IsNoRopeLayer(i int) bool { return i < len(c.NoRope) && c.NoRope[i] }
 
 // IsWindowLayer says whether layer i attends only over the last Window tokens.
 func (c Config) IsWindowLayer(i int) bool {

@@ -101,8 +101,14 @@ func Describe(c Config, src WeightSource) []Fact {
 			add("expert layout", "%s", layout)
 		}
 	}
+	if len(c.NoRope) > 0 {
+		add("nope layers", "%s (no RoPE: they attend by content alone)", layerList(c.NoRope))
+	}
 	add("qk norm", "%v (over whole projections: %v)", c.QKNorm, c.QKNormWhole)
 	add("attention", "%s", WindowLayout(c))
+	if r := c.Reasoning(); r != ReasoningNone {
+		add("reasoning", "%s", r)
+	}
 	if c.QueryScale != 0 {
 		// Gemma's query_pre_attn_scalar and Phi-3's folded attention factor
 		// both move it off the head size's; say by how much.
@@ -116,6 +122,20 @@ func Describe(c Config, src WeightSource) []Fact {
 		add("soft-caps", "attention scores %s, final logits %s (s → cap·tanh(s/cap))", capOrNone(c.AttnSoftcap), capOrNone(c.FinalSoftcap))
 	}
 	return out
+}
+
+// layerList names the layers marked in on, comma-separated.
+func layerList(on []bool) string {
+	var out []string
+	for i, b := range on {
+		if b {
+			out = append(out, strconv.Itoa(i))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return "layers " + strings.Join(out, ",")
 }
 
 func orDefault(v, def float32) float32 {

@@ -143,12 +143,12 @@ func (g *GGUFFile) Config() (Config, error) {
 	}
 	cfg := Config{Arch: arch}
 	switch arch {
-	case "llama":
+	case "llama", "smollm3":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
 	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3 or phi3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, phi3 or smollm3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -191,6 +191,9 @@ func (g *GGUFFile) Config() (Config, error) {
 		if err := m.gemma3(&cfg); err != nil {
 			return Config{}, err
 		}
+	}
+	if arch == "smollm3" {
+		m.smollm3(&cfg)
 	}
 	if arch == "phi3" {
 		if err := m.phi3(&cfg); err != nil {

@@ -56,6 +56,10 @@ type hfConfig struct {
 	// Phi-3, 3.5 and 4 (phi3): partial rotary (Phi-4-mini) and LongRoPE.
 	PartialRotaryFactor           *float64 `json:"partial_rotary_factor"`
 	OriginalMaxPositionEmbeddings *int     `json:"original_max_position_embeddings"`
+
+	// SmolLM3 (smollm3.go): 1 where a layer rotates, 0 for its NoPE layers.
+	NoRopeLayers        []int `json:"no_rope_layers"`
+	NoRopeLayerInterval *int  `json:"no_rope_layer_interval"`
 }
 
 // gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
@@ -128,6 +132,7 @@ var hfArchs = map[string]string{
 	"Qwen3MoeForCausalLM": "qwen3moe",
 	"OlmoeForCausalLM":    "olmoe",
 	"Phi3ForCausalLM":     "phi3",
+	"SmolLM3ForCausalLM":  "smollm3",
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
@@ -149,7 +154,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	if arch == "gemma3" {
@@ -228,6 +233,10 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 	case "gemma2":
 		if err := hc.gemma2(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	case "smollm3":
+		if err := hc.smollm3(&cfg, path); err != nil {
 			return Config{}, err
 		}
 	}

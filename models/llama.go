@@ -142,8 +142,7 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 			be.MatMul(m.k, m.h, l.wk, l.bk, n),
 			be.MatMul(m.v, m.h, l.wv, l.bv, n),
 			m.qkNorm(l, n),
-			be.RoPE(m.q, m.invFreq, b.Positions, c.Heads, c.RopeStyle),
-			be.RoPE(m.k, m.invFreq, b.Positions, c.KVHeads, c.RopeStyle),
+			m.rope(i, b, n),
 			m.attention(i, b, scale),
 			be.MatMul(m.o, m.att, l.wo, nil, n),
 			be.Add(m.x, m.o, n),
@@ -154,6 +153,20 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 		)
 	}
 	return err
+}
+
+// rope rotates m.q and m.k of layer i, or leaves them on a NoPE layer
+// (SmolLM3's).
+func (m *Llama) rope(i int, b *kernels.Batch, n int) error {
+	c := &m.cfg
+	if c.IsNoRopeLayer(i) {
+		return nil
+	}
+	pos := b.Positions[:n]
+	return firstErr(
+		m.be.RoPE(m.q, m.invFreq, pos, c.Heads, c.RopeStyle),
+		m.be.RoPE(m.k, m.invFreq, pos, c.KVHeads, c.RopeStyle),
+	)
 }
 
 // ffn computes the feed-forward of m.h into m.o: SwiGLU, or the mixture of

@@ -213,8 +213,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3"}, c.Arch):
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, phi3)", c.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3", "smollm3"}, c.Arch):
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, phi3, smollm3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

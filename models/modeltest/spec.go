@@ -66,6 +66,11 @@ type Spec struct {
 	// for llama.cpp, KVHeads = Heads).
 	OLMoE bool
 
+	// SmolLM3 makes a SmolLM3 model (GGUF arch smollm3): the Llama tensors,
+	// Q and K permuted as for llama, and no RoPE on every fourth layer
+	// (llama.cpp's fixed interval; nothing in the file says so).
+	SmolLM3 bool
+
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
 	ContextLen  int          // 0: 256
@@ -102,6 +107,9 @@ func (l LongRoPE) AttnFactor(contextLen int) float32 {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.SmolLM3 {
+		return "smollm3"
+	}
 	if s.Phi3 {
 		return "phi3"
 	}
@@ -189,6 +197,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: LongRoPE %+v needs a Phi-3 spec and an original context above 1", *s.LongRoPE)
 	case s.Gemma2 && (!s.Gemma || s.Window <= 0 || s.AttnSoftcap <= 0 || s.FinalSoftcap <= 0):
 		return fmt.Errorf("modeltest: a Gemma 2 spec sets Gemma too, a window and positive soft-caps")
+	case s.SmolLM3 && (s.Gemma || s.Phi3 || s.QKNorm || s.QKVBias || s.Experts > 0):
+		return fmt.Errorf("modeltest: a SmolLM3 spec has no Gemma, Phi-3, QK-norm, bias or expert options")
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
 	}

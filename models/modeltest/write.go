@@ -30,7 +30,7 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	var tensors []Tensor
 	for _, ts := range tensorList(spec) {
 		w := weights[ts.name]
-		if spec.Arch() == "llama" {
+		if a := spec.Arch(); a == "llama" || a == "smollm3" {
 			switch {
 			case strings.HasSuffix(ts.name, "attn_q.weight"):
 				w = PermuteQK(w, spec.Heads, hd, spec.Hidden)
@@ -254,6 +254,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.Gemma2 {
 		arch, modelType = "Gemma2ForCausalLM", "gemma2"
 	}
+	if spec.SmolLM3 {
+		arch, modelType = "SmolLM3ForCausalLM", "smollm3"
+	}
 	torchDType := map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype]
 	cfg := map[string]any{
 		"architectures":           []string{arch},
@@ -277,6 +280,15 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	}
 	if !spec.QKVBias {
 		cfg["attention_bias"] = false
+	}
+	if spec.SmolLM3 {
+		// transformers' SmolLM3Config spelling: 1 where a layer rotates.
+		rope := make([]int, spec.Layers)
+		for i := range rope {
+			rope[i] = min((i+1)%4, 1)
+		}
+		cfg["no_rope_layers"], cfg["no_rope_layer_interval"] = rope, 4
+		cfg["use_sliding_window"], cfg["sliding_window"] = false, nil
 	}
 	if spec.Gemma {
 		cfg["hidden_activation"] = "gelu_pytorch_tanh"

@@ -7,6 +7,13 @@
 # the release); npm is the only registry that ships it.
 #
 # Output (git-ignored): .build/llamacpp-newest/build/bin/{llama-bench,llama-server}
+#
+# "build-newest.sh golden" builds only libllama and links
+# scripts/llamacpp/tiny_logits.cpp against it: .build/llamacpp-newest/tiny-logits,
+# which prints every position's logits for a GGUF and a token list (the
+# tiny-model goldens of the architectures only v0.5.0 knows, `make
+# golden-tiny-newest`). llama-cpp-python's ctypes bindings (0.3.36) do not
+# match v0.5.0's C structs, so the golden tool is C++ against llama.h.
 # Cached: a second run is a no-op. Environment knobs:
 #   JOBS (default 1)  parallel compile jobs; 1 keeps the shared 2-core dev
 #                     machines usable while it builds (~25 min).
@@ -36,7 +43,13 @@ avx2) ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -D
 *) echo "ISA=$ISA: want native or avx2" >&2; exit 2 ;;
 esac
 STAMP=$B/.built-$WANT_TAG-$ISA
-if [[ -f $STAMP && -x $BUILD/bin/llama-bench && -x $BUILD/bin/llama-server ]]; then
+MODE=${1:-all}
+TOOL=$B/tiny-logits
+TOOL_SRC=$ROOT/scripts/llamacpp/tiny_logits.cpp
+if [[ $MODE == golden && -x $TOOL && $TOOL -nt $TOOL_SRC ]]; then
+	exit 0
+fi
+if [[ $MODE == all && -f $STAMP && -x $BUILD/bin/llama-bench && -x $BUILD/bin/llama-server ]]; then
 	echo "llama.cpp $WANT_TAG already built: $BUILD/bin" >&2
 	exit 0
 fi
@@ -73,6 +86,17 @@ CMAKE_CMD=(cmake -S "$SRC" -B "$BUILD"
 echo "+ ${CMAKE_CMD[*]}" >&2
 "${CMAKE_CMD[@]}" >"$B/cmake-configure.log"
 touch "$BUILD/.isa-$ISA-2"
+if [[ $MODE == golden ]]; then
+	echo "+ nice -n 19 cmake --build $BUILD -j$JOBS --target llama" >&2
+	nice -n 19 cmake --build "$BUILD" --config Release -j"$JOBS" --target llama
+	# v0.5.0 builds libllama and libggml* as shared libraries (in bin/);
+	# the tool finds them there through its rpath.
+	echo "+ c++ tiny_logits.cpp -lllama" >&2
+	c++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" "$TOOL_SRC" \
+		-L"$BUILD/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$BUILD/bin" -o "$TOOL"
+	echo "built $TOOL" >&2
+	exit 0
+fi
 for t in llama-bench llama-server; do
 	echo "+ nice -n 19 cmake --build $BUILD -j$JOBS --target $t" >&2
 	nice -n 19 cmake --build "$BUILD" --config Release -j"$JOBS" --target "$t"
