@@ -86,12 +86,12 @@ func (e *Engine) arriveGroup(s *Sequence) {
 // (the running queue is full) is queued instead and computes its prompt
 // itself when admitted, sharing what the prefix cache still holds.
 func (e *Engine) forkGroups(plan *scheduler.Plan) {
+	hybrid := e.pool.Usage().StatesTotal > 0
 	for _, it := range plan.Items {
 		s := owner(it.Seq)
-		if len(s.choices) == 0 {
-			continue
+		if hybrid {
+			e.afterStateStep(it) // state.go: seeds read, checkpoints written
 		}
-		e.noteCheckpoint(it) // state.go: a hybrid model's leader keeps its state for the forks
 		if it.Seq.NumComputed() < len(s.req.Prompt) {
 			continue
 		}
@@ -105,7 +105,9 @@ func (e *Engine) forkGroups(plan *scheduler.Plan) {
 			}
 		}
 		s.choices = nil
-		e.sched.ReleaseCheckpoint(&s.sq)
+		if hybrid {
+			e.sched.CacheCheckpoint(&s.sq) // the prompt is done: its checkpoint to the prefix cache
+		}
 	}
 }
 

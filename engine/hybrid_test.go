@@ -56,10 +56,10 @@ func loadHybrid(t testing.TB, blocks, batch, seqs int) *hookedHybrid {
 // TestHybridBatchInvariance: each prompt's greedy output alone equals its
 // output in a full batch with staggered arrivals, under preemption (a pool
 // of 12 blocks for 8 sequences of up to 4 blocks: recomputed from position
-// 0 in a fresh state slot), and as a repeat of a finished prompt (where an
-// attention-only model would take a prefix-cache hit: a hybrid pool takes
-// none, so the repeat computes it all again). Bit for bit: the DeltaNet
-// kernel runs each row's recurrence the same way whatever the batch holds.
+// 0 in a fresh state slot), and as a repeat of a finished prompt, which hits
+// the prefix cache up to the prompt's last block boundary and starts from
+// the state cached there. Bit for bit: the DeltaNet kernel runs each row's
+// recurrence the same way whatever the batch holds.
 func TestHybridBatchInvariance(t *testing.T) {
 	prompts := vocabPrompts(8, hybridSpec.Vocab)
 	const n = 12
@@ -77,14 +77,28 @@ func TestHybridBatchInvariance(t *testing.T) {
 			}
 		}
 	}
-	check("together", runConcurrent(t, e, prompts, n))
-	s := submit(t, e, Request{Prompt: prompts[3], MaxTokens: n})
-	again, r := collect(t, s, 0)
-	if !slices.Equal(again, alone[3]) || r.CachedTokens != 0 {
-		t.Fatalf("repeat: %v (cached %d), first %v", again, r.CachedTokens, alone[3])
+	for _, i := range []int{7, 3} { // 40 and 20 tokens: hits of 32 and 16
+		s := submit(t, e, Request{Prompt: prompts[i], MaxTokens: n})
+		again, r := collect(t, s, 0)
+		if want := (len(prompts[i]) - 1) / 16 * 16; !slices.Equal(again, alone[i]) || r.CachedTokens != want {
+			t.Fatalf("repeat of prompt %d: %v (cached %d, want %d), first %v", i, again, r.CachedTokens, want, alone[i])
+		}
 	}
-	if st := e.Stats(); st.PrefixHitTokens != 0 || st.KV.StatesTotal != 8 || st.StateSlotBytes <= 0 {
+	if st := e.Stats(); st.PrefixHitTokens != 48 || st.KV.StatesTotal != 8 || st.KV.StatesCached == 0 || st.StateSlotBytes <= 0 {
 		t.Fatalf("stats %+v", st)
+	}
+	check("together", runConcurrent(t, e, prompts, n)) // some start from cached states
+	// A prompt that extends a cached one (the next turn of a chat) starts
+	// from its state too, and gives what it gives on a fresh engine.
+	next := append(slices.Clone(prompts[7]), prompts[2]...)
+	got, r := collect(t, submit(t, e, Request{Prompt: next, MaxTokens: n}), 0)
+	fresh := newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 64, MaxSeqs: 8, DisablePrefixCache: true})
+	want, _ := collect(t, submit(t, fresh, Request{Prompt: next, MaxTokens: n}), 0)
+	if r.CachedTokens != 32 || !slices.Equal(got, want) {
+		t.Fatalf("next turn: %v (cached %d), fresh %v", got, r.CachedTokens, want)
+	}
+	if err := fresh.Close(bg); err != nil {
+		t.Fatal(err)
 	}
 
 	small := loadHybrid(t, 12, 32, 8)
@@ -105,12 +119,13 @@ func TestHybridAbortFreesState(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		bPrompt int
+		bSlots  int                          // slots b holds: its state, and a checkpoint at 96 while it prefills
 		cancel  func(b *kernels.Batch) bool // cancel b inside this step
 	}{
-		{"mid-prefill", 100, func(b *kernels.Batch) bool {
+		{"mid-prefill", 100, 2, func(b *kernels.Batch) bool {
 			return len(b.Seqs) == 2 && b.Seqs[1].Start != b.Seqs[1].End && b.Seqs[1].ContextLen < 100 && b.Seqs[1].ContextLen > 32
 		}},
-		{"mid-decode", 10, func(b *kernels.Batch) bool { return len(b.Seqs) == 2 && b.Seqs[1].ContextLen == 13 }},
+		{"mid-decode", 10, 1, func(b *kernels.Batch) bool { return len(b.Seqs) == 2 && b.Seqs[1].ContextLen == 13 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -144,7 +159,7 @@ func TestHybridAbortFreesState(t *testing.T) {
 				for ls.next(); !recs[len(recs)-1].cancel; ls.next() {
 					ls.release()
 				}
-				if r := recs[len(recs)-1]; r.states != 2 || r.used != r.blocks {
+				if r := recs[len(recs)-1]; r.states != 1+tc.bSlots || r.used != r.blocks {
 					t.Fatalf("step of the cancellation: %+v", r)
 				}
 				cancel()

@@ -11,12 +11,13 @@ import (
 // KV (hybrid models: Qwen3.5's Gated DeltaNet layers). The engine's pool
 // hands each running sequence one of the model's StateSlots with its first
 // blocks and takes it back when the blocks go (finish, abort, preemption),
-// and each step's batch names the slot (kernels.SeqRows.State). The
-// model's state is valid only for positions a sequence computed in order
-// from 0, so the pool does no prefix caching for such a model (kvcache
-// state.go). A group's leader keeps its state at the last block boundary
-// of the prompt in a checkpoint slot while it prefills; its choices fork
-// its blocks up to there and start from a copy of that state (CopyState).
+// and each step's batch names the slot (kernels.SeqRows.State). A state is
+// valid only at the position it was computed to, so a sequence keeps its
+// state at its prompt's last block boundary in a checkpoint slot on the
+// way (stateRows): a group's choices fork its blocks up to there and start
+// from a copy of it (CopyState), and the prefix cache keeps it once the
+// prompt is done, so that a later prompt with the same prefix starts there
+// (kernels.SeqRows.Seed) instead of at 0 (kvcache state.go).
 type RecurrentModel interface {
 	Model
 	StateSlots() int
@@ -32,14 +33,18 @@ func stateSlots(m Model) (slots int, bytes int64) {
 	return 0, 0
 }
 
-// checkpointRows asks the model, in rows (the batch's part for item it), to
-// keep a group leader's state at the last block boundary of its prompt,
-// where its choices will fork it (forkGroups). A leader whose step already
-// passed that point, or that finds no slot free, keeps none: its choices
-// then compute the prompt themselves.
-func (e *Engine) checkpointRows(rows *kernels.SeqRows, it scheduler.Item) {
+// stateRows sets the state fields of rows, the batch's part for item it:
+// the cached state a prefix-cache hit starts from, and a checkpoint at the
+// prompt's last block boundary (the deepest point a later lookup of the
+// same prompt, or a fork of its choices, can resume from) for a sequence
+// whose step has not passed it. No slot free: no checkpoint, and the
+// choices compute the prompt themselves, the cache keeps nothing.
+func (e *Engine) stateRows(rows *kernels.SeqRows, it scheduler.Item) {
+	if seed := it.Seq.Seed(); seed >= 0 {
+		rows.Seeded, rows.Seed = true, seed
+	}
 	s := owner(it.Seq)
-	if len(s.choices) == 0 || e.pool.Usage().StatesTotal == 0 {
+	if e.pool.Usage().StatesTotal == 0 || len(s.choices) == 0 && !e.pool.PrefixCaching() {
 		return
 	}
 	at := (len(s.req.Prompt) - 1) / e.cfg.BlockSize * e.cfg.BlockSize
@@ -55,9 +60,12 @@ func (e *Engine) checkpointRows(rows *kernels.SeqRows, it scheduler.Item) {
 	}
 }
 
-// noteCheckpoint records, after a successful step, that a leader's step
-// reached its checkpoint position (so the model wrote it).
-func (e *Engine) noteCheckpoint(it scheduler.Item) {
+// afterStateStep settles, after a successful step, what item's rows did to
+// the state slots: a seed read, a checkpoint written.
+func (e *Engine) afterStateStep(it scheduler.Item) {
+	if it.Seq.Seed() >= 0 {
+		e.sched.Seeded(it.Seq)
+	}
 	if slot, at, written := it.Seq.Checkpoint(); slot >= 0 && !written && it.Start <= at && at <= it.Start+it.N {
 		e.sched.CheckpointWritten(it.Seq)
 	}

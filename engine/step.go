@@ -80,7 +80,7 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 		}
 		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: it.Start + it.N, Blocks: table,
 			Prompt: len(s.req.Prompt), State: it.Seq.StateSlot()})
-		e.checkpointRows(&b.Seqs[len(b.Seqs)-1], it) // state.go
+		e.stateRows(&b.Seqs[len(b.Seqs)-1], it) // state.go
 		windowRows(b, it.Seq, it.Start, it.N, bs)
 		if it.Sample {
 			b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))

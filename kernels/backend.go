@@ -56,6 +56,11 @@ type SeqRows struct {
 	// position before it read) in slot Checkpoint: what a fork resumes from.
 	CheckpointAt int32
 	Checkpoint   int32
+	// Seeded: the sequence's first row reads its state from slot Seed (the
+	// cached state of a prefix-cache hit) instead of its own slot; it is
+	// written to its own, as always.
+	Seeded bool
+	Seed   int32
 }
 
 // Batch is one step's work: every scheduled token of every sequence, one row

@@ -62,8 +62,9 @@ type DeltaNetOps interface {
 	//	S      = S·exp(g);  S += k ⊗ β(v − Sᵀk);  o = Sᵀq / √HeadDim
 	//	out_t  = rmsnorm(o)·Norm·silu(z_t)             per value head
 	//
-	// starting from slot b.Seqs[i].State, or from zeros when the sequence's
-	// first row is at position 0, and leaving the slot after its last row;
+	// starting from slot b.Seqs[i].State (b.Seqs[i].Seed when Seeded), or
+	// from zeros when the sequence's first row is at position 0, and leaving
+	// slot State after its last row;
 	// the state at b.Seqs[i].CheckpointAt, when this step reaches it, is
 	// copied to slot b.Seqs[i].Checkpoint on the way.
 	DeltaNet(out, qkv, z, beta, alpha Tensor, w DeltaNetWeights, sh DeltaNetShape, st StateStore, layer int, b *Batch) error

@@ -36,7 +36,7 @@ package kvcache
 func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
 	full := min(max(n, 0)/p.bs, len(src.blocks))
 	if p.states != nil {
-		if dst.hasState() || dst.ckpt != 0 || !p.stateFits(dst) {
+		if dst.hasState() || dst.ckpt != 0 || !p.stateFits(dst, nil) {
 			return 0, false
 		}
 		if at := int(src.ckptAt); !src.ckptWritten || at > full*p.bs {
@@ -48,7 +48,7 @@ func (p *Pool) Fork(dst, src *Table, n int) (int, bool) {
 	if len(dst.blocks) != 0 || dst == src || dst.salt != src.salt || !p.winForkable(src, full) {
 		return 0, false
 	}
-	p.takeState(dst)
+	p.takeState(dst, nil)
 	for _, id := range src.blocks[:full] {
 		p.blocks[id].ref++
 	}

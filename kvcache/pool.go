@@ -27,16 +27,18 @@ type Config struct {
 	Window WindowConfig
 
 	// States is the number of recurrent-state slots of a hybrid model, one
-	// per running sequence, handed out and taken back with the blocks
-	// (state.go); 0: none. A pool with slots does no prefix caching.
+	// per running sequence, handed out and taken back with the blocks, the
+	// rest kept as checkpoints and cached states (state.go); 0: none. With
+	// slots, a prefix hit reaches only as far as a cached state.
 	States int
 }
 
 // Usage is a snapshot of the pool's blocks by state; Free+Used+Cached = Total.
-// StatesTotal and StatesUsed count the recurrent-state slots (0 without).
+// StatesTotal, StatesUsed (held by tables: states and checkpoints) and
+// StatesCached count the recurrent-state slots (0 without; state.go).
 type Usage struct {
-	Total, Free, Used, Cached int
-	StatesTotal, StatesUsed   int
+	Total, Free, Used, Cached             int
+	StatesTotal, StatesUsed, StatesCached int
 }
 
 // Stats are cumulative counters since the pool was made.
@@ -80,9 +82,6 @@ func NewPool(cfg Config) (*Pool, error) {
 	if cfg.Blocks <= 0 || cfg.BlockSize <= 0 || cfg.Blocks > 1<<30 || cfg.States < 0 || cfg.States > 1<<20 {
 		return nil, fmt.Errorf("%w: %d blocks of %d tokens, %d state slots", ErrConfig, cfg.Blocks, cfg.BlockSize, cfg.States)
 	}
-	if cfg.States > 0 {
-		cfg.PrefixCaching = false // a cached block comes without the state after it (state.go)
-	}
 	p := &Pool{
 		bs:     cfg.BlockSize,
 		cache:  cfg.PrefixCaching,
@@ -107,7 +106,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		p.pushBack(int32(i))
 	}
 	if cfg.States > 0 {
-		p.states = newStateSlots(cfg.States)
+		p.states = newStateSlots(cfg.States, p.cache)
 	}
 	return p, nil
 }
@@ -124,7 +123,8 @@ func (p *Pool) Usage() Usage {
 		Cached: p.nCachedFree,
 	}
 	if s := p.states; s != nil {
-		u.StatesTotal, u.StatesUsed = len(s.held), len(s.held)-len(s.free)
+		u.StatesTotal, u.StatesCached = len(s.held), len(s.cached)
+		u.StatesUsed = len(s.held) - len(s.free) - len(s.cached)
 	}
 	return u
 }
@@ -152,7 +152,11 @@ func (p *Pool) need(t *Table, pre *Prefix, n int) (fresh, shared int) {
 // ignored for a table that already holds blocks).
 func (p *Pool) CanAllocate(t *Table, pre *Prefix, n, reserve int) bool {
 	fresh, shared := p.need(t, pre, n)
-	return fresh+shared+reserve <= p.nFree && p.winCanAllocate(t, pre, n, reserve) && p.stateFits(t)
+	var keep *cachedState
+	if t.shares(pre) {
+		keep = pre.state
+	}
+	return fresh+shared+reserve <= p.nFree && p.winCanAllocate(t, pre, n, reserve) && p.stateFits(t, keep)
 }
 
 // Allocate grows t so that it holds n tokens: first, for an empty table, by
@@ -164,7 +168,7 @@ func (p *Pool) Allocate(t *Table, pre *Prefix, n, reserve int) bool {
 		return false
 	}
 	p.winAllocate(t, pre)
-	p.takeState(t)
+	p.takeState(t, pre)
 	if t.shares(pre) {
 		for _, id := range pre.blocks {
 			p.share(id)
@@ -231,6 +235,7 @@ func (p *Pool) takeFresh() int32 {
 		b.hashed = false
 		p.nCachedFree--
 		p.stats.Evictions++
+		p.dropState(b.hash)
 		if p.events != nil {
 			p.events.BlockRemoved(p.group, b.hash)
 		}

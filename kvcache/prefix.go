@@ -20,6 +20,7 @@ type Table struct {
 	// ckptWritten.
 	state, ckpt, ckptAt int32
 	ckptWritten         bool
+	seed                *cachedState // the cached state t's first step starts from; pinned
 }
 
 // Blocks is the block table; it stays valid until the table next changes.
@@ -55,6 +56,7 @@ type Prefix struct {
 	unref  int    // blocks among them with no reference (on the free list)
 	salt   uint64 // the lookup's salt: only a table of this salt shares them
 	win    windowPrefix
+	state  *cachedState // with state slots: the state after the last block (statecache.go)
 }
 
 // Blocks is the number of leading full blocks found in the cache.
@@ -71,7 +73,7 @@ func (p *Pool) Lookup(pre *Prefix, tokens []int32, limit int) int {
 // only blocks committed by tables of the same salt, and only a table of that
 // salt shares what it found.
 func (p *Pool) LookupSalted(pre *Prefix, salt uint64, tokens []int32, limit int) int {
-	pre.blocks, pre.hashes, pre.unref, pre.salt = pre.blocks[:0], pre.hashes[:0], 0, salt
+	pre.blocks, pre.hashes, pre.unref, pre.salt, pre.state = pre.blocks[:0], pre.hashes[:0], 0, salt, nil
 	if !p.cache {
 		return 0
 	}
@@ -92,6 +94,7 @@ func (p *Pool) LookupSalted(pre *Prefix, salt uint64, tokens []int32, limit int)
 		parent = h
 	}
 	p.winTrim(pre, tokens)
+	p.stateTrim(pre)
 	return len(pre.blocks) * p.bs
 }
 

@@ -5,27 +5,36 @@ package kvcache
 // state per sequence that sums everything the sequence has read. The pool
 // hands out its slots with the blocks, so one lifecycle covers both:
 //
-//	Allocate on an empty table   takes a slot (and fails, changing nothing, when none is free)
+//	Allocate on an empty table   takes a slot (and fails, changing nothing, when none can be had)
 //	Free (finish, abort, preempt) returns it, in the same call as the blocks
 //	Fork                          gives the child a slot of its own
 //
 // A slot's memory belongs to the backend (kernels.StateStore). A state is
-// valid only for the positions its table computed in order from 0, so a
-// pool with slots does no prefix caching: a cached block's KV would come
-// without the state after it (Config.States). A fork shares blocks only up
-// to a checkpoint: a second slot its source table holds (TakeCheckpoint),
-// into which the model copied the state at a block boundary on the way
-// (kernels.SeqRows.CheckpointAt); the owner copies that state into the
-// child's slot. Without one the child computes its prompt itself.
+// valid only at the position its table computed up to, so KV blocks alone
+// cannot be reused: a table may also hold a checkpoint, a second slot into
+// which the model copies its state at a block boundary on the way
+// (TakeCheckpoint; kernels.SeqRows.CheckpointAt). A fork shares the source
+// table's blocks up to its written checkpoint, and the owner copies that
+// state into the child's slot. With prefix caching, a checkpoint whose
+// blocks are committed becomes a cached state (CacheCheckpoint, statecache.go),
+// keyed by the chained hash of the block it ends: a lookup then finds
+// blocks only up to the deepest cached state, and the table allocated from
+// it starts from that state (Table.Seed). Cached states are evicted, least
+// recently used first, when a slot is wanted, and with the block they end.
+//
+//	slots = free + held by tables (state, checkpoint) + cached
 
 // stateSlots is the free stack of slot ids and who holds which.
 type stateSlots struct {
-	free []int32 // free slot ids; taken from the end
-	held []bool  // [slots] held by a table
+	free   []int32 // free slot ids; taken from the end
+	held   []bool  // [slots] held by a table or the cache
+	cache  bool    // checkpoints may become cached states
+	cached map[uint64]*cachedState
+	tick   uint64 // LRU clock
 }
 
-func newStateSlots(n int) *stateSlots {
-	s := &stateSlots{free: make([]int32, n), held: make([]bool, n)}
+func newStateSlots(n int, cache bool) *stateSlots {
+	s := &stateSlots{free: make([]int32, n), held: make([]bool, n), cache: cache, cached: map[uint64]*cachedState{}}
 	for i := range s.free {
 		s.free[i] = int32(n - 1 - i) // slot 0 is taken first
 	}
@@ -40,27 +49,47 @@ func (t *Table) StateSlot() int32 { return t.state - 1 }
 // Table holds none).
 func (t *Table) hasState() bool { return t.state != 0 }
 
-// stateFits reports whether t has a slot or one is free for it.
-func (p *Pool) stateFits(t *Table) bool {
-	return p.states == nil || t.hasState() || len(p.states.free) > 0
+// stateFits reports whether t has a slot or can get one without evicting
+// keep (the cached state pre would seed it from).
+func (p *Pool) stateFits(t *Table, keep *cachedState) bool {
+	return p.states == nil || t.hasState() || p.states.canTake(keep)
 }
 
-// takeState gives t a slot if the pool has slots and t none; the caller has
-// checked stateFits.
-func (p *Pool) takeState(t *Table) {
+// takeState gives t a slot if the pool has slots and t none, and, when t is
+// being allocated from pre, the cached state it starts from; the caller
+// has checked stateFits.
+func (p *Pool) takeState(t *Table, pre *Prefix) {
 	if p.states == nil || t.hasState() {
 		return
 	}
+	var keep *cachedState
+	if t.shares(pre) {
+		keep = pre.state
+	}
+	t.state = p.takeSlot(keep) + 1
+	if keep != nil {
+		keep.pins++
+		t.seed = keep
+	}
+}
+
+// takeSlot pops a free slot, evicting the least recently used cached state
+// (but not keep) when none is free; the caller has checked canTake.
+func (p *Pool) takeSlot(keep *cachedState) int32 {
 	s := p.states
+	if len(s.free) == 0 {
+		p.evictState(keep)
+	}
 	id := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
 	s.held[id] = true
-	t.state = id + 1
+	return id
 }
 
-// releaseState returns t's slot and its checkpoint's.
+// releaseState returns t's slot, its checkpoint's and its seed's pin.
 func (p *Pool) releaseState(t *Table) {
 	p.ReleaseCheckpoint(t)
+	p.Seeded(t)
 	if p.states == nil || !t.hasState() {
 		return
 	}
@@ -74,18 +103,15 @@ func (p *Pool) putSlot(id int32) {
 }
 
 // TakeCheckpoint gives t, which holds a slot, a second one in which to keep
-// its state at position at (a multiple of BlockSize above 0) for a fork.
-// It returns false, changing nothing, when t has none to checkpoint, has a
-// checkpoint already, at is not such a position, or no slot is free.
+// its state at position at (a multiple of BlockSize above 0), for forks
+// and the prefix cache. It returns false, changing nothing, when t has none
+// to checkpoint, has a checkpoint already, at is not such a position, or no
+// slot can be had.
 func (p *Pool) TakeCheckpoint(t *Table, at int) bool {
-	if p.states == nil || !t.hasState() || t.ckpt != 0 || at <= 0 || at%p.bs != 0 || at > 1<<30 || len(p.states.free) == 0 {
+	if p.states == nil || !t.hasState() || t.ckpt != 0 || at <= 0 || at%p.bs != 0 || at > 1<<30 || !p.states.canTake(nil) {
 		return false
 	}
-	s := p.states
-	id := s.free[len(s.free)-1]
-	s.free = s.free[:len(s.free)-1]
-	s.held[id] = true
-	t.ckpt, t.ckptAt, t.ckptWritten = id+1, int32(at), false
+	t.ckpt, t.ckptAt, t.ckptWritten = p.takeSlot(nil)+1, int32(at), false
 	return true
 }
 
@@ -97,7 +123,7 @@ func (t *Table) Checkpoint() (slot int32, at int, written bool) {
 
 // CheckpointWritten records that the model has copied t's state at its
 // checkpoint position into the checkpoint slot: forks of t may share its
-// blocks up to there.
+// blocks up to there, and CacheCheckpoint may keep it.
 func (p *Pool) CheckpointWritten(t *Table) {
 	if t.ckpt != 0 {
 		t.ckptWritten = true
@@ -113,60 +139,24 @@ func (p *Pool) ReleaseCheckpoint(t *Table) {
 	t.ckpt, t.ckptAt, t.ckptWritten = 0, 0, false
 }
 
-// checkStates verifies that the free stack and the held flags partition the
-// slots and, with tables given, that each held slot has exactly one table.
-func (p *Pool) checkStates(tables []*Table) error {
-	s := p.states
-	if s == nil {
-		for i, t := range tables {
-			if t.hasState() || t.ckpt != 0 {
-				return invariantf("table %d holds state slot %d in a pool without slots", i, t.StateSlot())
-			}
-		}
-		return nil
+// Seed is the slot of the cached state t starts from (its first step reads
+// it instead of t's own slot: kernels.SeqRows.Seed), −1 when none.
+func (t *Table) Seed() int32 {
+	if t.seed == nil {
+		return -1
 	}
-	seen := make([]bool, len(s.held))
-	for _, id := range s.free {
-		if id < 0 || int(id) >= len(s.held) || seen[id] || s.held[id] {
-			return invariantf("state slot %d on the free stack twice, held, or out of range", id)
-		}
-		seen[id] = true
-	}
-	held := 0
-	for id, h := range s.held {
-		if h {
-			held++
-		} else if !seen[id] {
-			return invariantf("state slot %d neither free nor held", id)
-		}
-	}
-	if tables == nil {
-		return nil
-	}
-	by := make([]int, len(s.held))
-	for i, t := range tables {
-		for _, v := range []int32{t.state, t.ckpt} {
-			if v == 0 {
-				continue
-			}
-			id := v - 1
-			if id < 0 || int(id) >= len(s.held) || !s.held[id] {
-				return invariantf("table %d holds state slot %d, which the pool does not count held", i, id)
-			}
-			if by[id]++; by[id] > 1 {
-				return invariantf("state slot %d held twice", id)
-			}
-		}
-		if t.ckpt != 0 && !t.hasState() {
-			return invariantf("table %d holds a checkpoint but no state", i)
-		}
-	}
-	n := 0
-	for _, c := range by {
-		n += c
-	}
-	if n != held {
-		return invariantf("%d state slots held, %d tables hold one", held, n)
-	}
-	return nil
+	return t.seed.slot
 }
+
+// Seeded records that t's first step has read its seed: the cached state
+// may be evicted again.
+func (p *Pool) Seeded(t *Table) {
+	if t.seed != nil {
+		t.seed.pins--
+		t.seed = nil
+	}
+}
+
+// PrefixCaching reports whether the pool indexes computed blocks (and, with
+// state slots, keeps checkpoints as cached states).
+func (p *Pool) PrefixCaching() bool { return p.cache }

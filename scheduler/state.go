@@ -20,3 +20,14 @@ func (s *Scheduler) CheckpointWritten(q *Seq) { s.pool.CheckpointWritten(&q.tabl
 
 // ReleaseCheckpoint returns q's checkpoint slot to the pool.
 func (s *Scheduler) ReleaseCheckpoint(q *Seq) { s.pool.ReleaseCheckpoint(&q.table) }
+
+// Seed is the slot of the cached state q's first step starts from (a
+// prefix-cache hit on a hybrid model), −1 when none.
+func (q *Seq) Seed() int32 { return q.table.Seed() }
+
+// Seeded records that q's first step has read its seed.
+func (s *Scheduler) Seeded(q *Seq) { s.pool.Seeded(&q.table) }
+
+// CacheCheckpoint keeps q's written checkpoint as a cached state for the
+// prefix cache, or returns its slot (kvcache Pool.CacheCheckpoint).
+func (s *Scheduler) CacheCheckpoint(q *Seq) { s.pool.CacheCheckpoint(&q.table) }

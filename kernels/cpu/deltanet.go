@@ -192,7 +192,8 @@ func (a *deltaArgs) set(s *stateStore, out, qkv, z, beta, alpha kernels.Tensor, 
 	prev := 0
 	for _, q := range bt.Seqs {
 		if q.Start != prev || q.End <= q.Start || q.State < 0 || int(q.State) >= s.cfg.Slots ||
-			q.CheckpointAt > 0 && (q.Checkpoint < 0 || int(q.Checkpoint) >= s.cfg.Slots || q.Checkpoint == q.State) {
+			q.CheckpointAt > 0 && (q.Checkpoint < 0 || int(q.Checkpoint) >= s.cfg.Slots || q.Checkpoint == q.State) ||
+			q.Seeded && (q.Seed < 0 || int(q.Seed) >= s.cfg.Slots || q.Seed == q.State) {
 			return fmt.Errorf("cpu backend: DeltaNet: sequence rows [%d, %d) after %d, state slot %d, checkpoint slot %d, of %d",
 				q.Start, q.End, prev, q.State, q.Checkpoint, s.cfg.Slots)
 		}
@@ -230,8 +231,12 @@ func (a *deltaArgs) convChannel(i, c int) {
 	var hist [16]float32 // the window, oldest first; Kernel ≤ 17 (checked at load)
 	h := hist[:k-1]
 	if !a.fresh(i) {
+		src := st
+		if sq.Seeded {
+			src = a.convSt[int(sq.Seed)*a.cfg.Conv:]
+		}
 		for j := range h {
-			h[j] = st[j*ch+c]
+			h[j] = src[j*ch+c]
 		}
 	}
 	ck := a.checkpointRow(i)
@@ -292,8 +297,11 @@ func (a *deltaArgs) recurHead(i, h int) {
 	S, ch := sh.HeadDim, sh.Channels()
 	kh := h % sh.KHeads
 	m := a.ssmSt[int(sq.State)*a.cfg.SSM+h*S*S:][:S*S]
-	if a.fresh(i) {
+	switch {
+	case a.fresh(i):
 		clear(m)
+	case sq.Seeded:
+		copy(m, a.ssmSt[int(sq.Seed)*a.cfg.SSM+h*S*S:][:S*S])
 	}
 	scale := float32(1 / math.Sqrt(float64(S)))
 	ck := a.checkpointRow(i)

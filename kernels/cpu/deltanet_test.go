@@ -18,11 +18,12 @@ type deltaRig struct {
 	st                        kernels.StateStore
 	qkv, z, beta, alpha, out  kernels.Tensor
 	inQKV, inZ, inBeta, inAlp []float32
+	seed                      int32 // −1: runs read their own slot
 }
 
 func newDeltaRig(t testing.TB, rows int) *deltaRig {
 	t.Helper()
-	r := &deltaRig{b: New(1), sh: kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 8, Kernel: 4, Eps: 1e-6}}
+	r := &deltaRig{b: New(1), sh: kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 8, Kernel: 4, Eps: 1e-6}, seed: -1}
 	t.Cleanup(func() { r.b.Close() })
 	rng := rand.New(rand.NewPCG(1, 2))
 	vec := func(n int, scale, off float64) []float32 {
@@ -62,7 +63,8 @@ func (r *deltaRig) run(t testing.TB, from, to int, slot, ckSlot, ckAt int32) []f
 	copy(r.z.(*tensor).f32, r.inZ[from*vd:to*vd])
 	copy(r.beta.(*tensor).f32, r.inBeta[from*vh:to*vh])
 	copy(r.alpha.(*tensor).f32, r.inAlp[from*vh:to*vh])
-	b := &kernels.Batch{Seqs: []kernels.SeqRows{{Start: 0, End: n, State: slot, Checkpoint: ckSlot, CheckpointAt: ckAt}}}
+	b := &kernels.Batch{Seqs: []kernels.SeqRows{{Start: 0, End: n, State: slot, Checkpoint: ckSlot, CheckpointAt: ckAt,
+		Seeded: r.seed >= 0, Seed: r.seed}}}
 	for p := from; p < to; p++ {
 		b.Positions = append(b.Positions, int32(p))
 	}
@@ -108,6 +110,15 @@ func TestDeltaNetCheckpoint(t *testing.T) {
 	r.run(t, 6, 7, 0, 3, 6)
 	if !slices.Equal(r.slot(3), r.slot(2)) {
 		t.Fatal("checkpoint at the step's start differs")
+	}
+	// Seeded from slot 2 (the state at 6), slot 1 continues as the whole run
+	// did and slot 2 is left as it was.
+	kept := r.slot(2)
+	r.seed = 2
+	seeded := r.run(t, 6, 10, 1, 0, 0)
+	r.seed = -1
+	if !slices.Equal(seeded, whole[6*vd:]) || !slices.Equal(r.slot(2), kept) {
+		t.Fatal("a run seeded from the state at 6 differs from the whole run, or changed its seed")
 	}
 }
 
