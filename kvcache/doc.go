@@ -34,5 +34,13 @@
 // one reference per table; each writes its own blocks from the first partial
 // one on, so no block is written while another table reads it.
 //
+// Recurrent-state slots (state.go, statecache.go): a hybrid model's
+// per-sequence state (Qwen3.5's Gated DeltaNet layers) lives in slots the
+// pool hands out with a table's first blocks and takes back with its last;
+// checkpoints of it at block boundaries serve forks and, as cached states,
+// prefix hits, which stop at the deepest block a cached state ends.
+//
+//	slots = free + held by tables (state, checkpoint) + cached
+//
 // Concurrency: none. The engine loop is the only owner; nothing here locks.
 package kvcache

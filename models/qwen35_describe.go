@@ -25,6 +25,6 @@ func DescribeQwen35(c Qwen35Config) []Fact {
 		add("experts", "%d of %d per token (renormalised), %d wide; shared expert %d wide, sigmoid-gated",
 			c.ExpertsUsed, c.Experts, c.ExpertFFN, c.SharedFFN)
 	}
-	add("prefix cache", "off: a cached block would come without the state after it")
+	add("prefix cache", "hits stop at a cached state: each prompt's state at its last block boundary, %d bytes each", state)
 	return f
 }
