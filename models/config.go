@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3" or "smollm3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3" or "smollm3"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -40,6 +40,9 @@ type Config struct {
 	WindowLayers   []bool  // [Layers] true for a window layer; nil when Window is 0
 	RopeThetaLocal float32 // RoPE base of the window layers (the global ones use RopeTheta and RopeScaling)
 	QueryScale     float32 // attention's q·k scale; 0: 1/√HeadDim
+	// Gemma 4: the window layers' head size and KV heads when they differ
+	// from the global layers' (HeadDim, KVHeads); 0: the same.
+	HeadDimSWA, KVHeadsSWA int
 	// Gemma 2: s → cap·tanh(s/cap) on the attention scores and the final logits; 0: none.
 	AttnSoftcap, FinalSoftcap float32
 
@@ -71,3 +74,44 @@ type RopeScaling struct {
 	OriginalContext int
 	Linear          bool
 }
+
+// windowHeadDim is the head size of the window layers.
+func (c Config) windowHeadDim() int {
+	if c.HeadDimSWA > 0 {
+		return c.HeadDimSWA
+	}
+	return c.HeadDim
+}
+
+// windowKVHeads is the KV head count of the window layers.
+func (c Config) windowKVHeads() int {
+	if c.KVHeadsSWA > 0 {
+		return c.KVHeadsSWA
+	}
+	return c.KVHeads
+}
+
+// windowHeadsDiffer says whether the window layers' K/V rows differ in shape
+// from the global layers' (so they cannot share one KV store).
+func (c Config) windowHeadsDiffer() bool {
+	return c.windowLayers() > 0 && (c.windowHeadDim() != c.HeadDim || c.windowKVHeads() != c.KVHeads)
+}
+
+// LayerHeadDim is layer i's head size.
+func (c Config) LayerHeadDim(i int) int {
+	if c.IsWindowLayer(i) {
+		return c.windowHeadDim()
+	}
+	return c.HeadDim
+}
+
+// LayerKVHeads is layer i's KV head count.
+func (c Config) LayerKVHeads(i int) int {
+	if c.IsWindowLayer(i) {
+		return c.windowKVHeads()
+	}
+	return c.KVHeads
+}
+
+// layerKVCols is the width of one K (or V) row of layer i.
+func (c Config) layerKVCols(i int) int { return c.LayerKVHeads(i) * c.LayerHeadDim(i) }

@@ -16,7 +16,11 @@ const kvElemBytes = 2
 // KVBytesPerToken is what one token costs in the KV cache when every layer
 // keeps it: K and V for each layer's KV heads.
 func (c Config) KVBytesPerToken() int64 {
-	return int64(2 * c.Layers * c.KVHeads * c.HeadDim * kvElemBytes)
+	var cols int
+	for i := range c.Layers {
+		cols += c.layerKVCols(i)
+	}
+	return int64(2 * cols * kvElemBytes)
 }
 
 // KVBytes is the KV memory a sequence of n tokens needs in blocks of
@@ -26,7 +30,6 @@ func (c Config) KVBytesPerToken() int64 {
 // layer keeps all n.
 func (c Config) KVBytes(n, blockSize int, windowed bool) int64 {
 	blocks := func(tokens int) int64 { return int64((tokens + blockSize - 1) / blockSize) }
-	perLayerBlock := int64(2*c.KVHeads*c.HeadDim*kvElemBytes) * int64(blockSize)
 	var total int64
 	for i := range c.Layers {
 		b := blocks(n)
@@ -34,7 +37,7 @@ func (c Config) KVBytes(n, blockSize int, windowed bool) int64 {
 			// Positions (n−Window, n] span at most this many blocks.
 			b = min(b, blocks(c.Window-1)+1)
 		}
-		total += b * perLayerBlock
+		total += b * int64(2*c.layerKVCols(i)*kvElemBytes) * int64(blockSize)
 	}
 	return total
 }
@@ -83,6 +86,9 @@ func Describe(c Config, src WeightSource) []Fact {
 	if src != nil && src.Has("rope_freqs.weight") {
 		// The loader divides by these instead of applying any metadata scaling.
 		scaling = "each pair's frequency divided by rope_freqs.weight (Llama 3's scaling as GGUF stores it)"
+		if c.Arch == "gemma4" {
+			scaling = "global layers: each pair's frequency divided by rope_freqs.weight (Gemma 4's proportional RoPE: pairs divided by 1e30 stay still); window layers: none"
+		}
 	}
 	add("rope", "theta %g, style %v, %s", c.RopeTheta, c.RopeStyle, scaling)
 	if c.RopeDims > 0 && c.RopeDims < c.HeadDim {
@@ -106,6 +112,13 @@ func Describe(c Config, src WeightSource) []Fact {
 	}
 	add("qk norm", "%v (over whole projections: %v)", c.QKNorm, c.QKNormWhole)
 	add("attention", "%s", WindowLayout(c))
+	if c.windowHeadsDiffer() {
+		add("window heads", "head size %d, %d KV heads (global layers: %d, %d KV heads); the two kinds keep separate KV stores",
+			c.windowHeadDim(), c.windowKVHeads(), c.HeadDim, c.KVHeads)
+	}
+	if c.Arch == "gemma4" {
+		add("v norm", "each V head RMS-normed without a weight; a global layer without attn_v takes K's projection as V")
+	}
 	if r := c.Reasoning(); r != ReasoningNone {
 		add("reasoning", "%s", r)
 	}

@@ -17,6 +17,9 @@ import (
 // windowKV is the split: the window store and each layer's index in the
 // store it uses.
 type windowKV struct {
+	// own: the window store is indexed by the window group's blocks
+	// (Options.WindowKV); else by the global group's, as the batch says.
+	own   bool
 	store kernels.KVStore
 	layer []int // [Layers] index in the window store (window layers) or the global store
 	batch kernels.Batch
@@ -78,11 +81,13 @@ func (o Options) noGlobalBlocks() int {
 // kvBlockBytes is what one block of the global store costs: every layer
 // that keeps its K/V there (0 when none does).
 func (o Options) kvBlockBytes(c Config) int64 {
-	layers := c.Layers
-	if o.WindowKV {
-		layers -= c.windowLayers()
+	var cols int
+	for i := range c.Layers {
+		if !o.WindowKV || !c.IsWindowLayer(i) {
+			cols += c.layerKVCols(i)
+		}
 	}
-	return int64(2*layers*c.KVHeads*c.HeadDim*kvElemBytes) * int64(o.BlockSize)
+	return int64(2*cols*kvElemBytes) * int64(o.BlockSize)
 }
 
 // windowStoreBytes is the window store's size (0 without one).
@@ -92,20 +97,28 @@ func (o Options) windowStoreBytes(c Config) int64 {
 
 // windowBlockBytes is what one block of the window store costs.
 func (o Options) windowBlockBytes(c Config) int64 {
-	return int64(2*c.windowLayers()*c.KVHeads*c.HeadDim*kvElemBytes) * int64(o.BlockSize)
+	var cols int
+	for i := range c.Layers {
+		if c.IsWindowLayer(i) {
+			cols += c.layerKVCols(i)
+		}
+	}
+	return int64(2*cols*kvElemBytes) * int64(o.BlockSize)
 }
 
 // allocKV makes the KV stores: one for every layer, or the global layers'
-// and the window layers' apart.
+// and the window layers' apart. They are apart with Options.WindowKV, and
+// always when the window layers' heads differ from the global ones' (Gemma
+// 4): the window store then has the global store's blocks and slots.
 func (m *Llama) allocKV() error {
 	c, o := m.cfg, m.opts
 	kvc := kernels.KVConfig{Layers: c.Layers, Blocks: o.KVBlocks, BlockSize: o.BlockSize, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
-	if !o.WindowKV {
+	if !o.WindowKV && !c.windowHeadsDiffer() {
 		var err error
 		m.kv, err = m.be.NewKVStore(kvc)
 		return err
 	}
-	w := &windowKV{layer: make([]int, c.Layers)}
+	w := &windowKV{layer: make([]int, c.Layers), own: o.WindowKV}
 	nw, ng := 0, 0
 	for i := range c.Layers {
 		if c.IsWindowLayer(i) {
@@ -121,7 +134,10 @@ func (m *Llama) allocKV() error {
 			return err
 		}
 	}
-	kvc.Layers, kvc.Blocks = nw, o.WindowKVBlocks
+	kvc.Layers, kvc.KVHeads, kvc.HeadDim = nw, c.windowKVHeads(), c.windowHeadDim()
+	if o.WindowKV {
+		kvc.Blocks = o.WindowKVBlocks
+	}
 	if w.store, err = m.be.NewKVStore(kvc); err != nil {
 		return err
 	}
@@ -134,7 +150,7 @@ func (m *Llama) allocKV() error {
 // the global group's.
 func (m *Llama) prepareWindow(b *kernels.Batch) error {
 	w := m.win
-	if w == nil {
+	if w == nil || !w.own {
 		return nil
 	}
 	if len(b.WindowSlots) != len(b.Tokens) {
@@ -159,6 +175,9 @@ func (m *Llama) layerKV(i int, b *kernels.Batch) (kernels.KVStore, int, *kernels
 		return m.kv, i, b
 	}
 	if m.cfg.IsWindowLayer(i) {
+		if !w.own {
+			return w.store, w.layer[i], b
+		}
 		return w.store, w.layer[i], &w.batch
 	}
 	return m.kv, w.layer[i], b
@@ -168,7 +187,7 @@ func (m *Llama) layerKV(i int, b *kernels.Batch) (kernels.KVStore, int, *kernels
 // the window and the window store's blocks, or zeros when every layer keeps
 // its KV in the global store.
 func (m *Llama) KVWindow() (window, blocks int) {
-	if m.win == nil {
+	if m.win == nil || !m.win.own {
 		return 0, 0
 	}
 	return m.cfg.Window, m.opts.WindowKVBlocks

@@ -145,23 +145,33 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama", "smollm3":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3":
+	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, phi3 or smollm3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3 or smollm3): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
 	cfg.Hidden = m.int("embedding_length")
-	cfg.FFN = m.int("feed_forward_length")
 	cfg.Heads = m.int("attention.head_count")
-	cfg.KVHeads = m.intOr("attention.head_count_kv", cfg.Heads)
 	cfg.ContextLen = m.int("context_length")
 	cfg.RMSEps = m.float("attention.layer_norm_rms_epsilon")
 	cfg.RopeTheta = m.floatOr("rope.freq_base", 10000)
 	if cfg.Heads > 0 {
 		cfg.HeadDim = m.intOr("attention.key_length", cfg.Hidden/cfg.Heads)
 	}
+	if m.err != nil {
+		return Config{}, m.err
+	}
+	if arch == "gemma4" {
+		// Arrays where the Llama family has numbers are read (or refused) there.
+		if err := m.gemma4(&cfg); err != nil {
+			return Config{}, err
+		}
+	} else {
+		cfg.KVHeads = m.intOr("attention.head_count_kv", cfg.Heads)
+	}
+	cfg.FFN = m.int("feed_forward_length")
 	cfg.Vocab = m.intOr("vocab_size", 0)
 	if m.err != nil {
 		return Config{}, m.err

@@ -21,7 +21,8 @@ type Llama struct {
 	layers                   []llamaLayer
 	kv                       kernels.KVStore
 	win                      *windowKV               // set with Options.WindowKV (gemma3_window.go)
-	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma2 or gemma3
+	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma2, gemma3 or gemma4
+	gemma4                   *gemma4Extras           // nil unless cfg.Arch is gemma4
 	promptRows               []bool                  // promptFlags' buffer
 	headNorm                 kernels.HeadNormOps     // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps          // set when cfg.Experts > 0
@@ -87,7 +88,9 @@ func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 	}
 	err := be.GetRows(m.x, m.tokEmbd, b.Tokens)
 	if err == nil {
-		if m.gemma != nil {
+		if m.gemma4 != nil {
+			err = m.gemma4Layers(b, n)
+		} else if m.gemma != nil {
 			err = m.gemma3Layers(b, n)
 		} else {
 			err = m.llamaLayers(b, n)

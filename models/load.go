@@ -91,6 +91,10 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			w.phi3Layer(l, p, cfg)
 			continue
 		}
+		if cfg.Arch == "gemma4" {
+			w.gemma4Layer(l, p, cfg, i)
+			continue
+		}
 		l.attnNorm = w.loadF32(p+"attn_norm.weight", cfg.Hidden)
 		l.wq = w.load(p+"attn_q.weight", qDim, cfg.Hidden)
 		l.wk = w.load(p+"attn_k.weight", kvDim, cfg.Hidden)
@@ -136,7 +140,11 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	if w.err != nil {
 		return nil, w.err
 	}
-	if isGemma(cfg.Arch) {
+	if cfg.Arch == "gemma4" {
+		if err := m.loadGemma4(&w); err != nil {
+			return nil, err
+		}
+	} else if isGemma(cfg.Arch) {
 		if err := m.loadGemma3(&w); err != nil {
 			return nil, err
 		}
@@ -149,7 +157,7 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			return nil, err
 		}
 	}
-	if !isGemma(cfg.Arch) && cfg.Window > 0 {
+	if !isGemma(cfg.Arch) && cfg.Arch != "gemma4" && cfg.Window > 0 {
 		if err := m.loadWindow(); err != nil {
 			return nil, err
 		}
@@ -213,8 +221,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "phi3", "smollm3"}, c.Arch):
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, phi3, smollm3)", c.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3", "smollm3"}, c.Arch):
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3, smollm3)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

@@ -28,6 +28,26 @@ var tinyNewestModels = []struct {
 	{"smollm3-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, Seed: 42, SmolLM3: true,
 		RopeTheta: 5e6}, kernels.Q8_0, 0},
 	{"smollm3-q4_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 43, SmolLM3: true, Tied: true}, kernels.Q4_0, 0},
+	// Gemma 4: window layers of 5 tokens with heads of 16 (2 KV heads),
+	// global layers (2 and 5) with heads of 32 and 1 KV head whose V is K's
+	// projection, a quarter of their pairs rotating, layer scales and a
+	// final soft-cap of 30 (logits reach ~70 uncapped); the Q8_0 model's
+	// global layers (1 and 3) keep attn_v and rotate every pair, and its
+	// file leaves the soft-cap to llama.cpp's default (30).
+	//
+	// The F32 model's tolerance is wider: ggml's GELU is a table over F16
+	// inputs (Sluice's GeGLU matches it), a step function, and the layer
+	// scales (0.5–1) shrink the embedding that dominates the residual, so a
+	// difference in attention far below float error moves whole F16 steps:
+	// nudging Sluice's own attention outputs by 1e-6 (relative) moves its
+	// logits by up to 5.3e-3 over 20 positions. Position 0, where attention
+	// is V itself, agrees with llama.cpp to 1.2e-5; measured worst 0.053 of
+	// 49 (1.1e-3), without the layer scales 1.2e-4.
+	{"gemma4-f32", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 44, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
+		LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}, kernels.F32, 2.5e-3},
+	{"gemma4-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 45, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2}, kernels.Q8_0, 0},
 }
 
 // tinyNewestGolden is what make_tiny_golden_newest.py writes per model:

@@ -71,6 +71,24 @@ type Spec struct {
 	// (llama.cpp's fixed interval; nothing in the file says so).
 	SmolLM3 bool
 
+	// Gemma4 makes a Gemma 4 model (GGUF arch gemma4; gemma4.go writes its
+	// tensors): QK-norm, post-norms, GeGLU, tied head, plain norm weights,
+	// every WindowPattern-th layer global (Window > 0 is required), the
+	// others window layers with heads of HeadDim (Hidden/Heads) and KVHeads;
+	// the global layers' heads are HeadDimFull wide with KVHeadsFull KV heads.
+	Gemma4 bool
+	// HeadDimFull and KVHeadsFull are Gemma 4's global layers' head size
+	// and KV heads (0: those of the window layers).
+	HeadDimFull, KVHeadsFull int
+	// KEqV: Gemma 4's global layers have no attn_v; V is K's projection.
+	KEqV bool
+	// PartialRotaryFull in (0, 1): Gemma 4's "proportional" RoPE on the
+	// global layers, as rope_freqs.weight (divisor 1 for that share of the
+	// pairs, 1e30 for the rest); 0: every pair rotates (divisors of 1).
+	PartialRotaryFull float32
+	// LayerScale adds Gemma 4's layer_output_scale.weight to every layer.
+	LayerScale bool
+
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
 	ContextLen  int          // 0: 256
@@ -107,6 +125,9 @@ func (l LongRoPE) AttnFactor(contextLen int) float32 {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.Gemma4 {
+		return "gemma4"
+	}
 	if s.SmolLM3 {
 		return "smollm3"
 	}
@@ -159,6 +180,18 @@ func (s Spec) withDefaults() Spec {
 			s.WindowPattern = 6
 		}
 	}
+	if s.Gemma4 {
+		s.Tied = true
+		if s.WindowPattern == 0 {
+			s.WindowPattern = 6
+		}
+		if s.HeadDimFull == 0 {
+			s.HeadDimFull = s.HeadDim()
+		}
+		if s.KVHeadsFull == 0 {
+			s.KVHeadsFull = s.KVHeads
+		}
+	}
 	if s.Gemma2 {
 		s.WindowPattern = 2
 		if s.AttnSoftcap == 0 {
@@ -199,6 +232,10 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: a Gemma 2 spec sets Gemma too, a window and positive soft-caps")
 	case s.SmolLM3 && (s.Gemma || s.Phi3 || s.QKNorm || s.QKVBias || s.Experts > 0):
 		return fmt.Errorf("modeltest: a SmolLM3 spec has no Gemma, Phi-3, QK-norm, bias or expert options")
+	case s.Gemma4 && (s.Gemma || s.Phi3 || s.SmolLM3 || s.QKNorm || s.QKVBias || s.Experts > 0 || s.Window <= 0):
+		return fmt.Errorf("modeltest: a Gemma 4 spec has a window and no Gemma (3), Phi-3, SmolLM3, QK-norm, bias or expert options")
+	case s.Gemma4 && (s.HeadDimFull%2 != 0 || s.Heads%s.KVHeadsFull != 0 || s.PartialRotaryFull < 0 || s.PartialRotaryFull >= 1):
+		return fmt.Errorf("modeltest: Gemma 4 global heads %d wide, %d KV heads, partial rotary %g", s.HeadDimFull, s.KVHeadsFull, s.PartialRotaryFull)
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
 	}
@@ -218,6 +255,9 @@ func tensorList(spec Spec) []tensorShape {
 	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
 	if s.Phi3 {
 		return phi3TensorList(s, out)
+	}
+	if s.Gemma4 {
+		return gemma4TensorList(s, out)
 	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -299,6 +339,22 @@ func Weights(spec Spec) map[string][]float32 {
 			// LongRoPE divides each pair's frequency by its factor.
 			for i := range w {
 				w[i] = float32(1 + 3*rng.Float64())
+			}
+		case name == "rope_freqs.weight":
+			// Gemma 4's proportional RoPE: the rotated pairs, then the still ones.
+			rot := len(w)
+			if spec.PartialRotaryFull > 0 {
+				rot = int(float64(spec.PartialRotaryFull) * float64(len(w)))
+			}
+			for i := range w {
+				w[i] = 1
+				if i >= rot {
+					w[i] = 1e30
+				}
+			}
+		case strings.HasSuffix(name, "layer_output_scale.weight"):
+			for i := range w {
+				w[i] = float32(0.5 + 0.5*rng.Float64())
 			}
 		case len(shape) == 1 && isNorm(name) && spec.Gemma:
 			// Gemma scales by 1 + w: w near 0 is a gain near 1.

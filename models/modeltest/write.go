@@ -99,6 +99,9 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 				KV{a + "attention.sliding_window_pattern", uint32(spec.WindowPattern)})
 		}
 	}
+	if spec.Gemma4 {
+		meta = gemma4Meta(spec, meta)
+	}
 	if spec.Experts > 0 {
 		meta = append(meta, KV{a + "expert_count", uint32(spec.Experts)}, KV{a + "expert_used_count", uint32(spec.ExpertsUsed)},
 			KV{a + "expert_feed_forward_length", uint32(spec.ExpertFFN)})

@@ -1,0 +1,84 @@
+package modeltest
+
+import "fmt"
+
+// gemma4TensorList is tensorList for a Gemma 4 spec: each layer's attention
+// at its kind's head shape, the post-norms, the optional layer scales and
+// the global layers' RoPE divisors.
+func gemma4TensorList(s Spec, out []tensorShape) []tensorShape {
+	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
+	for l := range s.Layers {
+		p := fmt.Sprintf("blk.%d.", l)
+		hd, kvh, global := s.HeadDim(), s.KVHeads, !s.gemma4WindowLayer(l)
+		if global {
+			hd, kvh = s.HeadDimFull, s.KVHeadsFull
+		}
+		add(p+"attn_norm.weight", s.Hidden)
+		add(p+"attn_q.weight", s.Heads*hd, s.Hidden)
+		add(p+"attn_k.weight", kvh*hd, s.Hidden)
+		if !global || !s.KEqV {
+			add(p+"attn_v.weight", kvh*hd, s.Hidden)
+		}
+		add(p+"attn_q_norm.weight", hd)
+		add(p+"attn_k_norm.weight", hd)
+		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
+		add(p+"post_attention_norm.weight", s.Hidden)
+		add(p+"ffn_norm.weight", s.Hidden)
+		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
+		add(p+"ffn_up.weight", s.FFN, s.Hidden)
+		add(p+"ffn_down.weight", s.Hidden, s.FFN)
+		add(p+"post_ffw_norm.weight", s.Hidden)
+		if s.LayerScale {
+			add(p+"layer_output_scale.weight", 1)
+		}
+	}
+	add("output_norm.weight", s.Hidden)
+	// llama.cpp requires it (the global layers' divisors): all 1 without
+	// PartialRotaryFull.
+	add("rope_freqs.weight", s.HeadDimFull/2)
+	return out
+}
+
+// gemma4WindowLayer says whether layer l is a window layer: all but every
+// WindowPattern-th.
+func (s Spec) gemma4WindowLayer(l int) bool { return l%s.WindowPattern < s.WindowPattern-1 }
+
+// gemma4Meta is the gemma4.* metadata beyond the Llama keys WriteGGUF
+// writes, with the head counts and rotary dims per layer kind replacing
+// the Llama ones.
+func gemma4Meta(s Spec, meta []KV) []KV {
+	a := "gemma4."
+	pattern := make([]bool, s.Layers)
+	kvHeads := make([]int32, s.Layers)
+	for l := range pattern {
+		pattern[l] = s.gemma4WindowLayer(l)
+		kvHeads[l] = int32(s.KVHeads)
+		if !pattern[l] {
+			kvHeads[l] = int32(s.KVHeadsFull)
+		}
+	}
+	for i, kv := range meta {
+		switch kv.Key {
+		case a + "attention.head_count_kv":
+			meta[i].Value = kvHeads
+		case a + "rope.dimension_count":
+			meta[i].Value = uint32(s.HeadDimFull)
+		}
+	}
+	meta = append(meta,
+		KV{a + "rope.dimension_count_swa", uint32(s.HeadDim())},
+		KV{a + "rope.freq_base_swa", float32(10000)},
+		KV{a + "attention.key_length", uint32(s.HeadDimFull)},
+		KV{a + "attention.value_length", uint32(s.HeadDimFull)},
+		KV{a + "attention.key_length_swa", uint32(s.HeadDim())},
+		KV{a + "attention.value_length_swa", uint32(s.HeadDim())},
+		KV{a + "attention.sliding_window", uint32(s.Window)},
+		KV{a + "attention.sliding_window_pattern", pattern},
+		KV{a + "attention.shared_kv_layers", uint32(0)},
+		KV{a + "embedding_length_per_layer_input", uint32(0)},
+	)
+	if s.FinalSoftcap > 0 {
+		meta = append(meta, KV{a + "final_logit_softcapping", s.FinalSoftcap})
+	}
+	return meta
+}
