@@ -14,7 +14,9 @@ import (
 // TestWindowKVOtherArchs runs the window store (Options.WindowKV) on the
 // sliding-window models beside Gemma 3: a windowed Phi-3, whose every layer
 // is a window layer, so the global store is empty and the global group only
-// bookkeeping, and Gemma 2, whose window and global layers alternate. 40
+// bookkeeping, Gemma 2, whose window and global layers alternate, and Gemma
+// 4, whose two kinds of layers have heads of different shapes (without
+// WindowKV its stores are split too, both on the global group's blocks). 40
 // tokens in 3-token chunks through a window group of 5 blocks of 4 tokens,
 // recycled as the sequence passes them, give bit-identical logits to every
 // layer keeping everything, the group never holds more than the window's
@@ -30,6 +32,10 @@ func TestWindowKVOtherArchs(t *testing.T) {
 		{"phi3-q8_0", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 4, Phi3: true, Window: w}, kernels.Q8_0},
 		{"gemma2-f32", modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 33,
 			Gemma: true, Gemma2: true, Window: w, AttnSoftcap: 2, FinalSoftcap: 20, RMSEps: 1e-6}, kernels.F32},
+		// Gemma 4: the window store's heads (16 wide, 2 KV) differ from the
+		// global store's (32 wide, 1 KV).
+		{"gemma4-f32", modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 35, RMSEps: 1e-6,
+			Gemma4: true, Window: w, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, LayerScale: true}, kernels.F32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{MaxBatchTokens: chunk, MaxSeqs: 1, BlockSize: bs, KVBlocks: blocks}
