@@ -62,3 +62,17 @@ cuda-ptxas:
 	./kernels/cuda/ptxas-check.sh
 
 cuda-check: cuda-ptxas
+
+# sm_90 cubins of the PTX (kernels/cuda/build-cubin.sh), embedded by the
+# cuda and cudaemu builds: an H100/H200 loads them with no JIT; the
+# emulator loads them as a GPU would (TestPrebuiltCubins). Not committed;
+# named after their PTX's digest, so a stale one is never loaded.
+.PHONY: cuda-cubin
+CUDA_CUBIN_STAMP := kernels/cuda/cubin/.stamp
+$(CUDA_CUBIN_STAMP): $(wildcard kernels/cuda/ptx/*.ptx) kernels/cuda/build-cubin.sh
+	./kernels/cuda/build-cubin.sh
+	touch $@
+
+cuda-cubin: $(CUDA_CUBIN_STAMP)
+cuda: $(CUDA_CUBIN_STAMP)
+cuda-emu: $(CUDA_CUBIN_STAMP)

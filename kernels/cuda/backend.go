@@ -81,6 +81,7 @@ type Backend struct {
 	sms      int // streaming multiprocessors: how many blocks fill the GPU
 	// the modules' JIT compile and load times (kernelSet.jitTime), set by init
 	jitCompile, jitLoad time.Duration
+	modLoads            []ModuleLoad // how each module was loaded, set by init
 }
 
 // New creates a context on the device, loads the kernels and starts the
@@ -134,6 +135,7 @@ func (b *Backend) init() error {
 	b.drv = drv
 	b.name, b.total, b.sms = drv.device()
 	b.jitCompile, b.jitLoad = drv.jitTime()
+	b.modLoads = drv.modules()
 	if err := b.openBLAS(); err != nil {
 		return err
 	}

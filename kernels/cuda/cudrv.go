@@ -45,15 +45,19 @@ func cuError(call string, r C.CUresult) error {
 // their kernels by name, and the one stream every launch and async copy
 // goes to. Used only on the backend's locked goroutine.
 type kernelSet struct {
-	stream C.CUstream
-	mods   []C.CUmodule
-	fns    map[string]C.CUfunction
-	jitMs  float64       // the driver's JIT time over all modules
-	load   time.Duration // cuModuleLoadDataEx's wall time over all modules
-	buf    []C.sl_launch // a step's launches as cudrv.h takes them
-	graphs []graph       // instantiated whole steps (replay)
-	clock  uint64
-	stats  GraphStats
+	stream  C.CUstream
+	mods    []C.CUmodule
+	fns     map[string]C.CUfunction
+	cc      int           // the device's compute capability, major·10 + minor
+	compile time.Duration // the JIT's wall time over all modules (modules.go)
+	load    time.Duration // the modules' whole load time, the JIT's included
+	loads   []ModuleLoad  // how each module was loaded
+	// JIT log buffers while open loads the modules
+	info, elog *C.char
+	buf        []C.sl_launch // a step's launches as cudrv.h takes them
+	graphs     []graph       // instantiated whole steps (replay)
+	clock      uint64
+	stats      GraphStats
 	// trace (SLUICE_CUDA_TRACE=1) names every launch on traceOut before
 	// issuing it, one at a time: a hang's last line is its kernel.
 	trace bool
@@ -67,8 +71,9 @@ var traceOut io.Writer = os.Stderr
 const jitLogBytes = 1 << 16
 
 // open creates the stream (blocking: it also waits for the legacy-stream
-// memsets and synchronous copies of zero and upload) and JIT-loads every
-// module; a module the driver cannot compile fails with its error log.
+// memsets and synchronous copies of zero and upload) and loads every
+// module (loadModule: cached image, prebuilt cubin or JIT); a module the
+// driver cannot compile fails with its error log.
 func (k *kernelSet) open(opts Options) error {
 	k.fns = map[string]C.CUfunction{}
 	k.trace = os.Getenv("SLUICE_CUDA_TRACE") == "1"
@@ -77,9 +82,15 @@ func (k *kernelSet) open(opts Options) error {
 		return fmt.Errorf("cuda backend: stream: %w", cuError("cuStreamCreate", r))
 	}
 	k.stream = s
-	info, elog := (*C.char)(C.malloc(jitLogBytes)), (*C.char)(C.malloc(jitLogBytes))
-	defer C.free(unsafe.Pointer(info))
-	defer C.free(unsafe.Pointer(elog))
+	if k.cc = int(C.sl_device_cc()); k.cc < 0 {
+		return fmt.Errorf("cuda backend: the device's compute capability could not be read")
+	}
+	k.info, k.elog = (*C.char)(C.malloc(jitLogBytes)), (*C.char)(C.malloc(jitLogBytes))
+	defer func() {
+		C.free(unsafe.Pointer(k.info))
+		C.free(unsafe.Pointer(k.elog))
+		k.info, k.elog = nil, nil
+	}()
 	origin := "embedded"
 	if opts.PTXDir != "" {
 		origin = opts.PTXDir
@@ -89,19 +100,14 @@ func (k *kernelSet) open(opts Options) error {
 		if err != nil {
 			return fmt.Errorf("cuda backend: PTX module %s: %w", name, err)
 		}
-		cs := C.CString(string(src))
-		var m C.CUmodule
-		var ms C.float
-		t0 := time.Now()
-		r := C.sl_load_module(&m, cs, info, elog, jitLogBytes, &ms)
-		k.load += time.Since(t0)
-		C.free(unsafe.Pointer(cs))
-		if r != C.CUDA_SUCCESS {
-			return fmt.Errorf("cuda backend: load PTX module %s (%s): %w%s", name, origin,
-				cuError("cuModuleLoadDataEx", r), jitLog("error", C.GoString(elog))+jitLog("info", C.GoString(info)))
+		m, ml, err := k.loadModule(name, src, ptxSum(opts.PTXDir, name, src))
+		k.compile += ml.Compile
+		k.load += ml.Load
+		if err != nil {
+			return fmt.Errorf("cuda backend: load module %s (%s PTX, sm_%d; %s): %w", name, origin, k.cc, ml.From, err)
 		}
 		k.mods = append(k.mods, m)
-		k.jitMs += float64(ms)
+		k.loads = append(k.loads, ml)
 		for _, fn := range entries(string(src)) {
 			var f C.CUfunction
 			cn := C.CString(fn)
@@ -261,12 +267,12 @@ func (k *kernelSet) runTraced(ls []launch, syncEach C.int) error {
 	return nil
 }
 
-// jitTime is what loading every module took: compile is the JIT's own
-// report (CU_JIT_WALL_TIME), load the whole cuModuleLoadDataEx calls, a
-// PTX compile with a cold driver cache (CUDA_CACHE_PATH), a cache read warm.
-func (k *kernelSet) jitTime() (compile, load time.Duration) {
-	return time.Duration(k.jitMs * float64(time.Millisecond)), k.load
-}
+// jitTime is what loading every module took: compile the JIT's wall time
+// (zero when every module came from the cache or a prebuilt cubin), load
+// the whole of loadModule's calls.
+func (k *kernelSet) jitTime() (compile, load time.Duration) { return k.compile, k.load }
+
+func (k *kernelSet) modules() []ModuleLoad { return k.loads }
 
 // A graph is one whole step captured and instantiated: the same launches
 // with the same arguments (table arguments are offsets into the same arena;

@@ -33,6 +33,37 @@ static CUresult sl_load_module(CUmodule* m, const char* ptx, char* info, char* e
     return r;
 }
 
+// sl_device_cc is the current context's device compute capability as
+// major·10 + minor (90 on an H100/H200), or -1 when it cannot be read.
+static int sl_device_cc(void) {
+    CUdevice d;
+    int major = 0, minor = 0;
+    if (cuCtxGetDevice(&d) != CUDA_SUCCESS ||
+        cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) != CUDA_SUCCESS ||
+        cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d) != CUDA_SUCCESS)
+        return -1;
+    return major * 10 + minor;
+}
+
+// sl_jit_ptx JIT-compiles a NUL-terminated PTX image of ptxBytes (the NUL
+// included) into a cubin for the current device with the JIT linker, which,
+// unlike cuModuleLoadDataEx, hands the cubin back: the caller copies it
+// from *cubin (*cubinBytes long) into its cache, then destroys *state —
+// also on failure, when *state is not NULL. Logs as sl_load_module's.
+static CUresult sl_jit_ptx(const char* ptx, size_t ptxBytes, char* info, char* err, size_t logBytes, CUlinkState* state,
+                           void** cubin, size_t* cubinBytes) {
+    CUjit_option opts[5] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE};
+    void* vals[5] = {info, (void*)(uintptr_t)logBytes, err, (void*)(uintptr_t)logBytes, (void*)(uintptr_t)1};
+    info[0] = err[0] = 0;
+    *state = NULL;
+    CUresult r = cuLinkCreate(5, opts, vals, state);
+    if (r != CUDA_SUCCESS) return r;
+    r = cuLinkAddData(*state, CU_JIT_INPUT_PTX, (void*)ptx, ptxBytes, "sluice", 0, NULL, NULL);
+    if (r != CUDA_SUCCESS) return r;
+    return cuLinkComplete(*state, cubin, cubinBytes);
+}
+
 // sl_launch is one recorded kernel launch, laid out as queue.go's cLaunch.
 typedef struct {
     CUfunction f;

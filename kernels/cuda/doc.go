@@ -24,8 +24,11 @@
 // surfaces at the wait, and SLUICE_CUDA_SYNC=1 (Options.SyncEach) waits after
 // every launch so that it too names its kernel; SLUICE_CUDA_TRACE=1 also
 // prints each kernel's name before launching it, so that a hang's last line
-// names its kernel. Modules are JIT-loaded with
-// the driver's info and error logs, which a failed load returns.
+// names its kernel. Modules load as prebuilt sm_90 cubins on an H100/H200
+// (build-cubin.sh; embedded when built), else as PTX through the JIT, with
+// the driver's info and error logs, which a failed load returns; a cubin
+// the driver refuses falls back to the PTX, and a process's later backends
+// load the images its first one loaded (modules.go).
 //
 // cudrv.h holds the driver calls made beside gorgonia.org/cu (which keeps
 // the context and memory): modules, the stream, a step's launches in one

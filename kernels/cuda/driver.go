@@ -43,6 +43,8 @@ type driver interface {
 	streamPtr() unsafe.Pointer
 	// jitTime: the JIT's own compile time and the modules' whole load time.
 	jitTime() (compile, load time.Duration)
+	// modules says how each module was loaded (cached, cubin, JIT).
+	modules() []ModuleLoad
 	// sync waits for the stream.
 	sync() error
 	close()

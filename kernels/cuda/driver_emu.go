@@ -6,6 +6,7 @@ package cuda
 // #cgo CXXFLAGS: -std=c++20 -O1 -I${SRCDIR}/emu -Wno-unused-function
 // #include <stdlib.h>
 // #include <string.h>
+// #include "emu/cuda.h"
 import "C"
 
 import (
@@ -60,3 +61,8 @@ func (*emuDriver) download(dst unsafe.Pointer, src devPtr, bytes int64) error {
 // ptr turns an emulated device address (a C heap address, which Go's
 // collector neither moves nor frees) back into a pointer.
 func ptr(p devPtr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
+
+// emuPTXCompiles is how many PTX modules the emulator has compiled in this
+// process (emu_ptx_compiles): a module served by a cache or a cubin is not
+// counted.
+func emuPTXCompiles() int64 { return int64(C.emu_ptx_compiles()) }

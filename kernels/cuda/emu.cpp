@@ -16,6 +16,7 @@
 #include "modelops.cu"
 #include "sample.cu"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <type_traits>
@@ -23,6 +24,7 @@
 
 #include "emu/api.h"
 #include "emu/cuda.h"
+#include "emu/image.h"
 
 namespace {
 
@@ -143,6 +145,12 @@ struct CUgraphExec_st {
 struct CUstream_st {
     CUgraph capture = nullptr; // the graph being recorded, while capturing
 };
+struct CUlinkState_st {
+    std::vector<std::string> entries;
+    std::vector<uint8_t> image; // cuLinkComplete's cubin, alive until cuLinkDestroy
+    char *info = nullptr, *err = nullptr;
+    void **infoSize = nullptr, **errSize = nullptr;
+};
 
 namespace {
 
@@ -182,6 +190,8 @@ extern "C" CUresult cuGetErrorString(CUresult e, const char** s) {
     switch (e) {
     case CUDA_SUCCESS: *s = "no error"; break;
     case CUDA_ERROR_INVALID_VALUE: *s = "invalid argument"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *s = "device kernel image is invalid"; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: *s = "no kernel image is available for execution on the device"; break;
     case CUDA_ERROR_INVALID_PTX: *s = "a PTX JIT compilation failed"; break;
     case CUDA_ERROR_INVALID_HANDLE: *s = "invalid resource handle"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "named symbol not found"; break;
@@ -196,6 +206,8 @@ extern "C" CUresult cuGetErrorName(CUresult e, const char** s) {
     switch (e) {
     case CUDA_SUCCESS: *s = "CUDA_SUCCESS"; break;
     case CUDA_ERROR_INVALID_VALUE: *s = "CUDA_ERROR_INVALID_VALUE"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *s = "CUDA_ERROR_INVALID_IMAGE"; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: *s = "CUDA_ERROR_NO_BINARY_FOR_GPU"; break;
     case CUDA_ERROR_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; break;
     case CUDA_ERROR_INVALID_HANDLE: *s = "CUDA_ERROR_INVALID_HANDLE"; break;
     case CUDA_ERROR_NOT_FOUND: *s = "CUDA_ERROR_NOT_FOUND"; break;
@@ -206,35 +218,130 @@ extern "C" CUresult cuGetErrorName(CUresult e, const char** s) {
     return CUDA_SUCCESS;
 }
 
+// ptxCompiles counts the PTX modules compiled (emu_ptx_compiles).
+std::atomic<long long> ptxCompiles{0};
+
+extern "C" long long emu_ptx_compiles(void) { return ptxCompiles.load(); }
+
+namespace {
+
+// jitLogs finds the log buffer options of a JIT call.
+void jitLogs(unsigned n, const CUjit_option* opts, void** vals, char** info, void*** infoSize, char** err,
+             void*** errSize) {
+    for (unsigned i = 0; i < n; i++) {
+        switch (opts[i]) {
+        case CU_JIT_INFO_LOG_BUFFER: *info = (char*)vals[i]; break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: *infoSize = &vals[i]; break;
+        case CU_JIT_ERROR_LOG_BUFFER: *err = (char*)vals[i]; break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: *errSize = &vals[i]; break;
+        default: break;
+        }
+    }
+}
+
+// missing names the first of entries the registry lacks ("" if none): the
+// kernel ptxas could not build.
+std::string missing(const std::vector<std::string>& entries) {
+    for (const std::string& e : entries)
+        if (registry().count(e) == 0) return "emulator: kernel " + e + " of this module is not in emu.cpp's registry";
+    return "";
+}
+
+} // namespace
+
 // cuModuleLoadDataEx "compiles" PTX by finding each of its kernels in the
 // registry: one that is missing fails the load with the error log naming it,
-// as ptxas would name a kernel it cannot build.
+// as ptxas would name a kernel it cannot build. A cubin (emu/image.h) loads
+// only on a device of its SASS arch's major version and at least its minor,
+// as on a GPU; its kernels must be in the registry too.
 extern "C" CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned int n, CUjit_option* opts,
                                        void** vals) {
     char *info = nullptr, *err = nullptr;
     void **infoSize = nullptr, **errSize = nullptr;
-    for (unsigned i = 0; i < n; i++) {
-        switch (opts[i]) {
-        case CU_JIT_INFO_LOG_BUFFER: info = (char*)vals[i]; break;
-        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: infoSize = &vals[i]; break;
-        case CU_JIT_ERROR_LOG_BUFFER: err = (char*)vals[i]; break;
-        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: errSize = &vals[i]; break;
-        default: break;
-        }
-    }
-    auto* mod = new CUmod_st{ptxEntries((const char*)image)};
-    for (const std::string& e : mod->entries) {
-        if (registry().count(e) == 0) {
-            putLog("emulator: kernel " + e + " of this PTX is not in emu.cpp's registry", err, errSize);
-            putLog("", info, infoSize);
-            delete mod;
-            return CUDA_ERROR_INVALID_PTX;
-        }
-    }
-    putLog("emulator: " + std::to_string(mod->entries.size()) + " kernels", info, infoSize);
+    jitLogs(n, opts, vals, &info, &infoSize, &err, &errSize);
+    putLog("", info, infoSize);
     putLog("", err, errSize);
-    *m = mod;
+    std::vector<std::string> entries;
+    if (emuimg::isELF(image)) {
+        int sm = 0;
+        std::string why;
+        if (!emuimg::read((const uint8_t*)image, &sm, &entries, &why)) {
+            putLog("emulator: " + why, err, errSize);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        const int cc = emuimg::cc();
+        if (sm / 10 != cc / 10 || sm % 10 > cc % 10) {
+            putLog("emulator: a cubin for sm_" + std::to_string(sm) + " on a device of compute capability " +
+                       std::to_string(cc / 10) + "." + std::to_string(cc % 10),
+                   err, errSize);
+            return CUDA_ERROR_NO_BINARY_FOR_GPU;
+        }
+    } else {
+        ptxCompiles++;
+        entries = ptxEntries((const char*)image);
+    }
+    if (std::string why = missing(entries); !why.empty()) {
+        putLog(why, err, errSize);
+        return emuimg::isELF(image) ? CUDA_ERROR_INVALID_IMAGE : CUDA_ERROR_INVALID_PTX;
+    }
+    putLog("emulator: " + std::to_string(entries.size()) + " kernels", info, infoSize);
+    *m = new CUmod_st{std::move(entries)};
     return CUDA_SUCCESS;
+}
+
+// The linker takes one PTX module and "compiles" it (as cuModuleLoadDataEx
+// does) into a cubin for the current device's arch, as the driver's JIT
+// targets the context's device.
+extern "C" CUresult cuLinkCreate(unsigned int n, CUjit_option* opts, void** vals, CUlinkState* st) {
+    auto* l = new CUlinkState_st;
+    jitLogs(n, opts, vals, &l->info, &l->infoSize, &l->err, &l->errSize);
+    putLog("", l->info, l->infoSize);
+    putLog("", l->err, l->errSize);
+    *st = l;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuLinkAddData(CUlinkState l, CUjitInputType type, void* data, size_t size, const char*,
+                                  unsigned int, CUjit_option*, void**) {
+    if (l == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_JIT_INPUT_PTX || strnlen((const char*)data, size) == size) return CUDA_ERROR_INVALID_VALUE;
+    ptxCompiles++;
+    std::vector<std::string> entries = ptxEntries((const char*)data);
+    if (std::string why = missing(entries); !why.empty()) {
+        putLog(why, l->err, l->errSize);
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    l->entries.insert(l->entries.end(), entries.begin(), entries.end());
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuLinkComplete(CUlinkState l, void** cubin, size_t* size) {
+    if (l == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    l->image = emuimg::write(emuimg::cc(), l->entries);
+    putLog("emulator: linked " + std::to_string(l->entries.size()) + " kernels for sm_" + std::to_string(emuimg::cc()),
+           l->info, l->infoSize);
+    *cubin = l->image.data();
+    *size = l->image.size();
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuLinkDestroy(CUlinkState l) {
+    delete l;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuCtxGetDevice(CUdevice* d) {
+    *d = 0;
+    return CUDA_SUCCESS;
+}
+
+extern "C" CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
+    if (d != 0) return CUDA_ERROR_INVALID_VALUE;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = emuimg::cc() / 10; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = emuimg::cc() % 10; return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 extern "C" CUresult cuModuleUnload(CUmodule m) {

@@ -13,8 +13,10 @@ import (
 
 // TestJITTime reports what loading the modules costs, twice in one process
 // (scripts/device/first.sh runs it in two processes over an empty driver
-// cache: a cold compile, then a warm one), and which GEMM path the backend
-// took. A load of no time at all would mean nothing was timed.
+// cache), where each module came from (a prebuilt cubin on an sm_90 GPU,
+// else the PTX's JIT; the second backend from this process's cache), and
+// which GEMM path the backend took. A load of no time at all would mean
+// nothing was timed.
 func TestJITTime(t *testing.T) {
 	for i := range 2 {
 		b, err := New(Options{})
@@ -25,10 +27,22 @@ func TestJITTime(t *testing.T) {
 		if load <= 0 || compile > load {
 			t.Errorf("JIT compile %v, load %v: want 0 ≤ compile ≤ load, load > 0", compile, load)
 		}
-		t.Logf("JIT: %d modules, load %.0f ms (compile %.0f ms), backend %d of this process (driver cache %s)",
-			len(modules), load.Seconds()*1e3, compile.Seconds()*1e3, i+1, cacheDir())
+		from := map[string]int{}
+		for _, ml := range b.Modules() {
+			kind, _, _ := strings.Cut(ml.From, " (")
+			kind, _, _ = strings.Cut(kind, " ")
+			from[kind]++
+			if i == 0 && strings.Contains(ml.From, "(") {
+				t.Logf("module %s: %s", ml.Name, ml.From) // a prebuilt cubin refused
+			}
+		}
+		t.Logf("JIT: %d modules, load %.0f ms (compile %.0f ms), backend %d of this process (driver cache %s); from: %d cubin, %d PTX JIT, %d cache",
+			len(modules), load.Seconds()*1e3, compile.Seconds()*1e3, i+1, cacheDir(), from["cubin"], from["PTX"], from["cache"])
 		if i == 0 {
 			t.Logf("GEMM path: %s", b.GEMMPath())
+		}
+		if i == 1 && (compile != 0 || from["cache"] != len(modules)) {
+			t.Errorf("backend 2 of the process: %v compiling, %d of %d modules from the cache; want all cached", compile, from["cache"], len(modules))
 		}
 		b.Close()
 	}

@@ -26,6 +26,9 @@ export CGO_ENABLED=1
 export CGO_LDFLAGS="${CGO_LDFLAGS:--L$PWD/.build/lib}"
 [ -f .build/lib/libtokenizers.a ] || ./scripts/build-tokenizers.sh
 strip=(-trimpath -ldflags "-s -w")
+# sm_90 cubins of the PTX, embedded: an H100/H200 loads the kernels with no
+# JIT (~1.2 MiB gzipped in each test binary)
+./kernels/cuda/build-cubin.sh
 go test -tags cuda -c "${strip[@]}" -o "$build/cuda-ops.test" ./kernels/cuda/
 go test -tags cuda -c "${strip[@]}" -o "$build/cuda-model.test" ./kernels/cuda/modeltest/
 # a real checkpoint's first 4 layers (~27 MiB) for first.sh's

@@ -20,7 +20,8 @@
 #   env        GPU, driver, Python, PyTorch, the binaries' libraries
 #   cublas     the cuBLAS PyTorch loads (findcublas.py), or SLUICE_CUBLAS;
 #              its path goes to the later stages as SLUICE_CUBLAS
-#   jit        the backend's PTX JIT, cold (empty driver cache) then warm
+#   jit        module loading: prebuilt sm_90 cubins (or the PTX JIT, and
+#              why), then a second backend from the process's image cache
 #   ops        every CUDA op vs the CPU backend
 #   model      whole models vs the CPU backend: random SmolLM2-shaped,
 #              batch invariance, graph replay, and the carried real checkpoint
@@ -164,8 +165,9 @@ stage cublas "$PYTHON" scripts/device/findcublas.py --env "$WORK/cublas.env"
 # shellcheck disable=SC1091
 [ -f "$WORK/cublas.env" ] && . "$WORK/cublas.env" && export SLUICE_CUBLAS
 
-# TestJITTime loads the PTX twice in each process; the first process
-# compiles (the cache is empty), the second finds the cache filled.
+# TestJITTime loads the modules twice in each process: the first backend
+# from the prebuilt sm_90 cubins (or the PTX's JIT, saying why), the second
+# from the process's image cache.
 stage jit bash -c '"$0"/cuda-ops.test -test.v -test.count=1 -test.run "^TestJITTime\$" -test.timeout 60s &&
 	"$0"/cuda-ops.test -test.v -test.count=1 -test.run "^TestJITTime\$" -test.timeout 60s' "$BIN"
 stage ops "$BIN/cuda-ops.test" -test.v -test.count=1 -test.timeout 10m

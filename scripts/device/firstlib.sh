@@ -36,9 +36,10 @@ excerpt() {
 	case $1 in
 	env) grep -E '^(GPU|driver|python|torch|glibc|ldd)' "$f" ;;
 	cublas) grep -E '^cublas' "$f" ;;
-	jit) # the first backend compiled into an empty driver cache, the later ones
-		# (the first process's second, the second process's) read it
-		grep -E '^\s+\S+_test\.go:[0-9]+: (JIT|GEMM path)' "$f" | sed -E 's/^\s+\S+_test\.go:[0-9]+: //' |
+	jit) # the first backend loads the prebuilt sm_90 cubins, or JIT-compiles the
+		# PTX into an empty driver cache; a process's later backends load its
+		# cached images (each JIT line says where its modules came from)
+		grep -E '^\s+\S+_test\.go:[0-9]+: (JIT|GEMM path|module )' "$f" | sed -E 's/^\s+\S+_test\.go:[0-9]+: //' |
 			awk '/^JIT/ {n++; $0 = (n == 1 ? "cold " : "warm ") $0} {print}' ;;
 	bandwidth) grep -E 'GB/s|floor' "$f" ;;
 	bench | benchmma)

@@ -17,9 +17,13 @@ typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
 typedef struct CUgraph_st* CUgraph;
 typedef struct CUgraphExec_st* CUgraphExec;
+typedef struct CUlinkState_st* CUlinkState;
+typedef int CUdevice;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_INVALID_IMAGE 200
+#define CUDA_ERROR_NO_BINARY_FOR_GPU 209
 #define CUDA_ERROR_INVALID_PTX 218
 #define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_NOT_FOUND 500
@@ -44,6 +48,16 @@ typedef enum CUstreamCaptureMode_enum {
     CU_STREAM_CAPTURE_MODE_RELAXED = 2,
 } CUstreamCaptureMode;
 
+typedef enum CUjitInputType_enum {
+    CU_JIT_INPUT_CUBIN = 0,
+    CU_JIT_INPUT_PTX = 1,
+} CUjitInputType;
+
+typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+} CUdevice_attribute;
+
 #define CU_STREAM_DEFAULT 0
 
 CUresult cuGetErrorString(CUresult error, const char** pStr);
@@ -51,6 +65,14 @@ CUresult cuGetErrorName(CUresult error, const char** pStr);
 CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions, CUjit_option* options,
                             void** optionValues);
 CUresult cuModuleUnload(CUmodule hmod);
+// The JIT linker: PTX in, a cubin (emu/image.h) for the device out.
+CUresult cuLinkCreate(unsigned int numOptions, CUjit_option* options, void** optionValues, CUlinkState* stateOut);
+CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void* data, size_t size, const char* name,
+                       unsigned int numOptions, CUjit_option* options, void** optionValues);
+CUresult cuLinkComplete(CUlinkState state, void** cubinOut, size_t* sizeOut);
+CUresult cuLinkDestroy(CUlinkState state);
+CUresult cuCtxGetDevice(CUdevice* device);
+CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name);
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
@@ -74,6 +96,10 @@ CUresult cuGraphDestroy(CUgraph hGraph);
 // arguments as the kernel takes (the driver reads what the kernel's
 // signature says, whatever was passed).
 int emu_check_args(CUfunction f, int nargs, char* err, int errLen);
+// Not in the driver: how many PTX modules this process has compiled
+// (cuModuleLoadDataEx of PTX text, cuLinkAddData of PTX), so that a test
+// sees whether a module came from a cache or a cubin instead.
+long long emu_ptx_compiles(void);
 // Not in the driver: when s is being captured, records a host call
 // fn(args, NULL, err, errLen) as a node of the graph (a library's work, as
 // cuBLAS's kernels would be) and returns 1; else 0, and the caller runs it.
