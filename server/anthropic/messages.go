@@ -1,11 +1,12 @@
 // Package anthropic serves the Anthropic Messages API (POST /v1/messages and
 // /v1/messages/count_tokens) over the stream core, for Claude Code and the
-// Anthropic SDKs. It is a thin adapter: the request becomes a
-// stream.GenRequest, and stream.Prepare, Submit and Pump do the work every
+// Anthropic SDKs. It is a thin adapter, an API of the HTTP driver
+// (httpedge.Env.Serve): a parser (the request becomes a stream.GenRequest)
+// and a framer (emitter); the driver and the stream core do the work every
 // transport shares (template, limits, seed, stop-string hold-back,
-// keep-alive, stall timeout, disconnect → abort); this package only frames
-// the result in Anthropic's events and errors in Anthropic's shape, whose
-// types come from the one error table (stream.Class.Anthropic).
+// keep-alive, stall timeout, disconnect → abort, resume). This package only
+// frames the result in Anthropic's events and errors in Anthropic's shape,
+// whose types come from the one error table (stream.Class.Anthropic).
 //
 // A stream is:
 //
@@ -36,136 +37,52 @@ import (
 )
 
 // Handler serves the Messages API routes.
-type Handler struct{ env *httpedge.Env }
+type Handler struct {
+	env *httpedge.Env
+	api *httpedge.API
+}
 
-// New returns the handler over the server's facilities.
-func New(env *httpedge.Env) *Handler { return &Handler{env: env} }
+// New returns the handler over the server's facilities: the Messages API is
+// its parser and its framer (emitter); the driver (httpedge.Env.Serve) does
+// the rest.
+func New(env *httpedge.Env) *Handler {
+	return &Handler{env: env, api: &httpedge.API{Name: "messages", Prefix: "msg_", Parse: parseMessages, Refuse: WriteError, IDHeader: "request-id"}}
+}
 
 // Messages serves POST /v1/messages.
 // The same POST carrying X-Sluice-Stream-Id and Last-Event-ID resumes a
-// stream (resume.go).
-func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
-	if id := r.Header.Get(httpedge.StreamIDHeader); id != "" && r.Header.Get(httpedge.LastEventIDHeader) != "" {
-		h.resume(w, r, id)
-		return
-	}
-	b, g, err := h.request(w, r, false)
+// stream.
+func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) { h.env.Serve(w, r, h.api) }
+
+// parseMessages is the Messages API's parser: the request, and the framer
+// of its message.
+func parseMessages(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
+	g, err := parse(body, false)
 	if err != nil {
-		WriteError(w, err)
-		return
+		return nil, err
 	}
-	req, err := stream.Prepare(b, g)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	req.ID = stream.NewID("msg_")
-	// After Prepare, which fixed the template's call format.
-	tools := stream.NewToolStream(g)
-	m := &message{ID: req.ID, Model: h.env.ModelName(g.Model), InputTokens: len(req.Prompt), lazy: tools != nil}
-	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
-	if g.Stream {
-		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), g: g, req: req, ts: ts, m: m, tools: tools})
-		return
-	}
-	gen, err := b.Submit(r.Context(), req)
-	if err != nil {
-		WriteError(w, err)
-		return
-	}
-	c := &emitter{m: m} // no sse: no events, only the content
-	out := tools.End(stream.Pump(gen, ts, tools.Use(c), h.env.PumpConfig(false), h.env.Drain))
-	switch {
-	case out.ClientGone:
-		return
-	case out.Err != nil:
-		WriteError(w, out.Err)
-		return
-	}
-	c.finish()
-	m.end(out, ts)
-	writeJSON(w, m.body())
+	return &httpedge.Parsed{Gen: g, Frame: func(hd httpedge.Head) httpedge.Framer {
+		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: hd.Lazy}}
+	}}, nil
 }
 
 // CountTokens serves POST /v1/messages/count_tokens: the prompt's length
 // after the chat template, as the model would be given it.
 func (h *Handler) CountTokens(w http.ResponseWriter, r *http.Request) {
-	b, g, err := h.request(w, r, true)
+	b, p, err := h.env.Read(w, r, func(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
+		g, err := parse(body, true)
+		return &httpedge.Parsed{Gen: g}, err
+	})
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
-	ids, err := stream.TokenizePrompt(b, g, false) // the template writes any BOS itself
+	ids, err := stream.TokenizePrompt(b, p.Gen, false) // the template writes any BOS itself
 	if err != nil {
 		WriteError(w, err)
 		return
 	}
 	writeJSON(w, map[string]int{"input_tokens": len(ids)})
-}
-
-func (h *Handler) request(w http.ResponseWriter, r *http.Request, count bool) (*stream.Backend, *stream.GenRequest, error) {
-	b, err := h.env.LoadBackend()
-	if err != nil {
-		return nil, nil, err
-	}
-	body, err := httpedge.ReadBody(w, r, h.env.MaxBodyBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := parse(body, count)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := h.env.CheckModel(g.Model); err != nil {
-		return nil, nil, err
-	}
-	return b, g, nil
-}
-
-// stream serves a streaming response. message_start, the text block's start
-// and a ping go out at once: the client knows it was accepted. The stream is
-// retained for a reconnect (resume.go) when the server keeps streams.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
-	gen, release, err := h.env.Submit(r, b, st, st.req)
-	if gen == nil {
-		if err != nil {
-			WriteError(w, err)
-		}
-		return // else the client left before we started
-	}
-	defer release()
-	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, map[string]string{"request-id": st.m.ID}), m: st.m}
-	em := &st.em
-	startEvents(em, st.m)
-	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
-	h.pump(st, gen)
-}
-
-// pump drains gen into the stream and ends it, unless the client left
-// before the generation finished: then the stream stays resumable.
-func (h *Handler) pump(st *streamState, gen *stream.Generation) {
-	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(&st.em), h.env.PumpConfig(true), h.env.Drain))
-	if out.CutShort {
-		return
-	}
-	h.end(st, out)
-}
-
-// end writes the stream's last events (recorded for a replay even when the
-// client is gone): the error event, or the block's stop, message_delta and
-// message_stop.
-func (h *Handler) end(st *streamState, out stream.Outcome) {
-	em, m := &st.em, st.m
-	st.done = true
-	if out.Err != nil {
-		em.sse.Event("error", errorBody(out.Err))
-		_ = em.sse.Flush()
-		return
-	}
-	em.finish()
-	m.end(out, st.ts)
-	endEvents(em, m)
-	_ = em.sse.Flush()
 }
 
 // message is the Messages API's response object, built up as the stream goes.
@@ -242,7 +159,7 @@ func (m *message) body() map[string]any {
 	}
 }
 
-// emitter is the stream.ToolEmitter of a Messages stream: it builds the
+// emitter is the Messages API's framer (httpedge.Framer): it builds the
 // message's content blocks and frames them as events. Text goes to the
 // text block open at the end (text_delta), opening one after a tool_use;
 // a call is a tool_use block of its own (input_json_delta); a block stops
@@ -254,6 +171,33 @@ type emitter struct {
 	sse     *httpedge.SSE
 	m       *message
 	payload []byte
+}
+
+// Attach implements httpedge.Framer.
+func (e *emitter) Attach(sse *httpedge.SSE) { e.sse = sse }
+
+// Start implements httpedge.Framer: message_start, the text block's start
+// (unless lazy) and a ping.
+func (e *emitter) Start() { startEvents(e, e.m) }
+
+// End implements httpedge.Framer: the error event, or the open block's
+// stop, message_delta and message_stop.
+func (e *emitter) End(out stream.Outcome, ts *stream.TextStream) {
+	if out.Err != nil {
+		if e.sse != nil {
+			e.sse.Event("error", errorBody(out.Err))
+		}
+		return
+	}
+	e.finish()
+	e.m.end(out, ts)
+	endEvents(e, e.m)
+}
+
+// Body implements httpedge.Framer: the message object.
+func (e *emitter) Body() []byte {
+	raw, _ := json.Marshal(e.m.body()) // maps of strings and numbers always marshal
+	return raw
 }
 
 func (e *emitter) event(name string, v any) {

@@ -1,9 +1,10 @@
 // Package responses serves the OpenAI Responses API (POST /v1/responses,
 // GET and DELETE /v1/responses/{id}) over the stream core. It is a thin
-// adapter like the chat one: the request becomes a stream.GenRequest, and
-// stream.Prepare, Submit and Pump bring the guarantees every transport
-// shares (stop-string and UTF-8 hold-back, keep-alive comments, the stall
-// timeout, a disconnect aborting the sequence at once). This package frames
+// adapter like the chat one, an API of the HTTP driver (httpedge.Env.Serve):
+// a parser (the request becomes a stream.GenRequest) and a framer; the
+// driver and the stream core bring the guarantees every transport shares
+// (stop-string and UTF-8 hold-back, keep-alive comments, the stall timeout,
+// a disconnect aborting the sequence at once, resume). This package frames
 // the result as a Response object and its typed stream events:
 //
 //	response.created → response.in_progress → response.output_item.added →
@@ -36,76 +37,69 @@ import (
 type Handler struct {
 	env   *httpedge.Env
 	store *Store
+	api   *httpedge.API
 }
 
-// New returns the handler over the server's facilities and store.
-func New(env *httpedge.Env, store *Store) *Handler { return &Handler{env: env, store: store} }
+// New returns the handler over the server's facilities and store: the
+// Responses API is its parser and its framer; the driver
+// (httpedge.Env.Serve) does the rest.
+func New(env *httpedge.Env, store *Store) *Handler {
+	h := &Handler{env: env, store: store}
+	h.api = &httpedge.API{Name: "responses", Prefix: "resp_", Parse: h.parse, Refuse: func(w http.ResponseWriter, err error) {
+		env.WriteError(w, formatNames(err)) // Prepare names text.format as chat's response_format
+	}}
+	return h
+}
 
 // Create serves POST /v1/responses.
 // The same POST carrying X-Sluice-Stream-Id and Last-Event-ID resumes a
-// stream (resume.go).
-func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
-	if id := r.Header.Get(httpedge.StreamIDHeader); id != "" && r.Header.Get(httpedge.LastEventIDHeader) != "" {
-		h.resume(w, r, id)
-		return
-	}
-	b, err := h.env.LoadBackend()
-	if err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
-	body, err := httpedge.ReadBody(w, r, h.env.MaxBodyBytes)
-	if err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
+// stream.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) { h.env.Serve(w, r, h.api) }
+
+// parse is the Responses API's parser: the request of r's tenant, whose
+// previous_response_id names one of that tenant's stored responses, and
+// the framer of its response, kept as that tenant's.
+func (h *Handler) parse(r *http.Request, body []byte) (*httpedge.Parsed, error) {
 	tenant := auth.Tenant(r.Context())
 	p, err := parse(body, h.store.history(tenant))
 	if err != nil {
-		h.env.WriteError(w, err)
-		return
+		return nil, err
 	}
-	g := p.gen
-	if err := h.env.CheckModel(g.Model); err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
-	req, err := stream.Prepare(b, g)
-	if err != nil {
-		h.env.WriteError(w, formatNames(err))
-		return
-	}
-	req.ID = stream.NewID("resp_")
-	resp := newResponse(req.ID, h.env.ModelName(g.Model), p.wire, g, len(req.Prompt))
-	resp.tenant = tenant
-	ts := stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)
-	// After Prepare, which fixed the template's call format.
-	tools := stream.NewToolStream(g)
-	if g.Stream {
-		h.stream(w, r, b, &streamState{Retained: h.env.NewRetainedFor(req.ID), p: p, req: req, ts: ts, resp: resp, tools: tools})
-		return
-	}
-	gen, err := b.Submit(r.Context(), req)
-	if err != nil {
-		h.env.WriteError(w, err)
-		return
-	}
-	c := &emitter{resp: resp, lazy: tools != nil} // no sse: no events, only the output
-	startEvents(c, resp)
-	out := tools.End(stream.Pump(gen, ts, tools.Use(c), h.env.PumpConfig(false), h.env.Drain))
-	switch {
-	case out.ClientGone:
-		return
-	case out.Err != nil:
-		h.env.WriteError(w, out.Err)
-		return
-	}
-	c.finish()
-	resp.end(out, ts)
-	raw := h.store.keep(resp, p)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(raw)
+	return &httpedge.Parsed{Gen: p.gen, Frame: func(hd httpedge.Head) httpedge.Framer {
+		resp := newResponse(hd.ID, hd.Model, p.wire, p.gen, hd.PromptTokens())
+		resp.tenant = tenant
+		return &framer{emitter: emitter{resp: resp, lazy: hd.Lazy}, store: h.store, p: p}
+	}}, nil
 }
+
+// framer is the Responses API's httpedge.Framer: the emitter, and the store
+// the finished response is kept in.
+type framer struct {
+	emitter
+	store *Store
+	p     *parsed
+	raw   []byte // the stored response, once ended
+}
+
+func (f *framer) Attach(sse *httpedge.SSE) { f.sse = sse }
+
+// Start announces the response and, unless lazy, its message item.
+func (f *framer) Start() { startEvents(&f.emitter, f.resp) }
+
+// End writes error and response.failed, or settles and stores the response
+// and writes the done events and response.completed (or .incomplete).
+func (f *framer) End(out stream.Outcome, ts *stream.TextStream) {
+	if out.Err != nil {
+		failEvents(&f.emitter, f.resp, out.Err)
+		return
+	}
+	f.finish()
+	f.resp.end(out, ts)
+	f.raw = f.store.keep(f.resp, f.p)
+	endEvents(&f.emitter, f.resp)
+}
+
+func (f *framer) Body() []byte { return f.raw }
 
 // Get serves GET /v1/responses/{id}: a stored response.
 // With stream=true it is the stream instead (resume.go).
@@ -137,52 +131,6 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
 
 func notFound(id string) error {
 	return fmt.Errorf("%w: response %q (never stored, store false, or expired)", stream.ErrResponseNotFound, id)
-}
-
-// stream serves a streaming response. Everything up to the empty text
-// part goes out at once: the client knows it was accepted. The stream is
-// retained for a reconnect (resume.go) when the server keeps streams.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *streamState) {
-	gen, release, err := h.env.Submit(r, b, st, st.req)
-	if gen == nil {
-		if err != nil {
-			h.env.WriteError(w, err)
-		}
-		return // else the client left before we started
-	}
-	defer release()
-	st.em = emitter{sse: h.env.OpenSSE(gen.Context(), w, st.Retained, nil), resp: st.resp, lazy: st.tools != nil}
-	em := &st.em
-	startEvents(em, st.resp)
-	_ = em.sse.Flush() // a failure shows in the emitter's next call, which Pump sees
-	h.pump(st, gen)
-}
-
-// pump drains gen into the stream and ends it, unless the client left
-// before the generation finished: then the stream stays resumable.
-func (h *Handler) pump(st *streamState, gen *stream.Generation) {
-	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(&st.em), h.env.PumpConfig(true), h.env.Drain))
-	if out.CutShort {
-		return
-	}
-	h.end(st, out)
-}
-
-// end writes the stream's last events (recorded for a replay even when the
-// client is gone) and stores the response.
-func (h *Handler) end(st *streamState, out stream.Outcome) {
-	em, resp := &st.em, st.resp
-	st.done = true
-	if out.Err != nil {
-		failEvents(em, resp, out.Err)
-		_ = em.sse.Flush()
-		return
-	}
-	em.finish()
-	resp.end(out, st.ts)
-	h.store.keep(resp, st.p)
-	endEvents(em, resp)
-	_ = em.sse.Flush()
 }
 
 func nullable(s string) *string {

@@ -1,11 +1,9 @@
-// Package httpedge holds what the HTTP adapters other than OpenAI's chat and
-// completions (the Anthropic Messages API, the OpenAI Responses API) share:
-// the server facilities they are given (Env), body reading, JSON decode
-// errors that name the field, and an SSE writer for named events.
-//
-// The adapters themselves stay thin: each parses its wire shape into a
-// stream.GenRequest, runs stream.Prepare, stream.Submit and stream.Pump, and
-// frames the Emitter calls in its own events. Nothing here knows a wire shape.
+// Package httpedge is the HTTP driver every API runs on (driver.go: an API
+// is a parser and a framer; Env.Serve reads, prepares, submits, pumps and
+// ends a response, and resumes it), with what they share besides: the server
+// facilities they are given (Env), body reading, JSON decode errors that
+// name the field, the SSE writer and the retained streams. Nothing here
+// knows a wire shape.
 package httpedge
 
 import (
