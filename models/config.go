@@ -43,6 +43,13 @@ type Config struct {
 	// Gemma 4: the window layers' head size and KV heads when they differ
 	// from the global layers' (HeadDim, KVHeads); 0: the same.
 	HeadDimSWA, KVHeadsSWA int
+	// Gemma 4 E2B/E4B (gemma4_small.go): layers from KVSharedFrom on reuse
+	// an earlier layer's K/V (0: none); PerLayerEmbd is the width of each
+	// layer's per-layer input (0: none); LayerFFN holds per-layer
+	// feed-forward widths (nil: FFN everywhere; FFN is then the widest).
+	KVSharedFrom int
+	PerLayerEmbd int
+	LayerFFN     []int
 	// Gemma 2: s → cap·tanh(s/cap) on the attention scores and the final logits; 0: none.
 	AttnSoftcap, FinalSoftcap float32
 
@@ -113,5 +120,11 @@ func (c Config) LayerKVHeads(i int) int {
 	return c.KVHeads
 }
 
-// layerKVCols is the width of one K (or V) row of layer i.
-func (c Config) layerKVCols(i int) int { return c.LayerKVHeads(i) * c.LayerHeadDim(i) }
+// layerKVCols is the width of one K (or V) row layer i keeps: 0 for a
+// layer that reads another's.
+func (c Config) layerKVCols(i int) int {
+	if c.KVSource(i) != i {
+		return 0
+	}
+	return c.LayerKVHeads(i) * c.LayerHeadDim(i)
+}

@@ -116,6 +116,16 @@ func Describe(c Config, src WeightSource) []Fact {
 		add("window heads", "head size %d, %d KV heads (global layers: %d, %d KV heads); the two kinds keep separate KV stores",
 			c.windowHeadDim(), c.windowKVHeads(), c.HeadDim, c.KVHeads)
 	}
+	if c.KVSharedFrom > 0 {
+		add("shared kv", "layers %d–%d compute no K/V: window layers read layer %d's, global ones layer %d's",
+			c.KVSharedFrom, c.Layers-1, c.KVSharedFrom-2, c.KVSharedFrom-1)
+	}
+	if c.PerLayerEmbd > 0 {
+		add("per-layer inputs", "%d wide for each of %d layers (a token embedding slice and a projection of the input, added after each feed-forward)", c.PerLayerEmbd, c.Layers)
+	}
+	if len(c.LayerFFN) > 0 {
+		add("ffn per layer", "%s", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(c.LayerFFN)), ","), "[]"))
+	}
 	if c.Arch == "gemma4" {
 		add("v norm", "each V head RMS-normed without a weight; a global layer without attn_v takes K's projection as V")
 	}

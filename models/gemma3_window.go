@@ -108,12 +108,13 @@ func (o Options) windowBlockBytes(c Config) int64 {
 
 // allocKV makes the KV stores: one for every layer, or the global layers'
 // and the window layers' apart. They are apart with Options.WindowKV, and
-// always when the window layers' heads differ from the global ones' (Gemma
-// 4): the window store then has the global store's blocks and slots.
+// always when the window layers' heads differ from the global ones' or some
+// layers share others' K/V (Gemma 4): the window store then has the global
+// store's blocks and slots. A shared-K/V layer has no slot of its own.
 func (m *Llama) allocKV() error {
 	c, o := m.cfg, m.opts
 	kvc := kernels.KVConfig{Layers: c.Layers, Blocks: o.KVBlocks, BlockSize: o.BlockSize, KVHeads: c.KVHeads, HeadDim: c.HeadDim}
-	if !o.WindowKV && !c.windowHeadsDiffer() {
+	if !o.WindowKV && !c.windowHeadsDiffer() && c.KVSharedFrom == 0 {
 		var err error
 		m.kv, err = m.be.NewKVStore(kvc)
 		return err
@@ -121,9 +122,12 @@ func (m *Llama) allocKV() error {
 	w := &windowKV{layer: make([]int, c.Layers), own: o.WindowKV}
 	nw, ng := 0, 0
 	for i := range c.Layers {
-		if c.IsWindowLayer(i) {
+		switch {
+		case c.KVSource(i) != i: // a shared-K/V layer (Gemma 4): its source's slot, set before it
+			w.layer[i] = w.layer[c.KVSource(i)]
+		case c.IsWindowLayer(i):
 			w.layer[i], nw = nw, nw+1
-		} else {
+		default:
 			w.layer[i], ng = ng, ng+1
 		}
 	}

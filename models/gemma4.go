@@ -32,10 +32,11 @@ import (
 //	  the file omits it (llama.cpp's default, which its gemma4 keeps; 0:
 //	  none); the attention scores never are.
 //
-// The small Gemma 4 models (E2B, E4B) add per-layer token embeddings and
-// layers that reuse earlier layers' K/V, and the 26B-A4B a mixture of
-// experts beside the dense FFN: their files are refused, naming what is
-// missing, rather than run without it.
+// The small Gemma 4 models (E2B, E4B) add per-layer inputs, layers that
+// reuse earlier layers' K/V and per-layer feed-forward widths
+// (gemma4_small.go). The 26B-A4B's mixture of experts beside the dense FFN
+// is not implemented: its files are refused, naming it, rather than run
+// without it.
 
 const (
 	gemma4RopeThetaLocal = 10000 // llama.cpp's rope_freq_base_train_swa default
@@ -44,25 +45,18 @@ const (
 
 // gemma4Extras are the parts of a Gemma 4 model the Llama struct lacks.
 type gemma4Extras struct {
-	qW, kW, vW, attW kernels.Tensor // window layers' scratch: [rows, heads*hdSWA], [rows, kvHeadsSWA*hdSWA] ×2, [rows, heads*hdSWA]
-	onesW, onesG     kernels.Tensor // [hdSWA], [hd] of 1: V's norm has no weight
-	outScale         []float32      // [layers] the residual's scale at each layer's end; 0: none
+	qW, kW, vW, attW kernels.Tensor            // window layers' scratch: [rows, heads*hdSWA], [rows, kvHeadsSWA*hdSWA] ×2, [rows, heads*hdSWA]
+	onesW, onesG     kernels.Tensor            // [hdSWA], [hd] of 1: V's norm has no weight
+	outScale         []float32                 // [layers] the residual's scale at each layer's end; 0: none
+	ffn              map[int][2]kernels.Tensor // gate and up scratch by feed-forward width, but the widest (m.gate, m.up)
+	ple              *gemma4PLE                // nil without per-layer inputs
 }
 
 // gemma4 reads the gemma4.* keys beyond the Llama family's.
 func (m *metaReader) gemma4(cfg *Config) error {
 	g, path := m.g, m.g.path
-	for _, k := range []struct{ key, what string }{
-		{"embedding_length_per_layer_input", "per-layer token embeddings (Gemma 4 E2B/E4B)"},
-		{"attention.shared_kv_layers", "layers that reuse earlier layers' K/V (Gemma 4 E2B/E4B)"},
-		{"expert_count", "a mixture of experts (Gemma 4 26B-A4B)"},
-	} {
-		if n, ok := g.Uint(m.prefix + k.key); ok && n > 0 {
-			return fmt.Errorf("gguf %s: gemma4 with %s%s = %d: %s are not supported yet: %w", path, m.prefix, k.key, n, k.what, ErrUnsupported)
-		}
-	}
-	if _, ok := g.Uint(m.prefix + "feed_forward_length"); !ok {
-		return fmt.Errorf("gguf %s: %sfeed_forward_length must be one width for every layer (per-layer widths are Gemma 4 E2B/E4B's): %w", path, m.prefix, ErrUnsupported)
+	if n, ok := g.Uint(m.prefix + "expert_count"); ok && n > 0 {
+		return fmt.Errorf("gguf %s: gemma4 with %sexpert_count = %d: a mixture of experts (Gemma 4 26B-A4B) is not supported yet: %w", path, m.prefix, n, ErrUnsupported)
 	}
 	cfg.QKNorm = true
 	cfg.QueryScale = 1
@@ -93,7 +87,10 @@ func (m *metaReader) gemma4(cfg *Config) error {
 		return fmt.Errorf("gguf %s: %s must be a bool per layer (%d): %w", path, key, cfg.Layers, ErrMalformed)
 	}
 	cfg.WindowLayers = append([]bool(nil), pattern...)
-	return m.gemma4KVHeads(cfg)
+	if err := m.gemma4KVHeads(cfg); err != nil {
+		return err
+	}
+	return m.gemma4Small(cfg)
 }
 
 // gemma4KVHeads reads attention.head_count_kv, one number or one per layer:
@@ -148,18 +145,23 @@ func (w *weightLoader) gemma4Layer(l *llamaLayer, p string, c Config, i int) {
 	}
 	l.attnNorm = w.loadF32(p+"attn_norm.weight", c.Hidden)
 	l.wq = w.load(p+"attn_q.weight", c.Heads*hd, c.Hidden)
-	l.wk = w.load(p+"attn_k.weight", kvh*hd, c.Hidden)
-	if w.src.Has(p + "attn_v.weight") {
-		l.wv = w.load(p+"attn_v.weight", kvh*hd, c.Hidden)
+	// A shared-K/V layer's attn_k/attn_v, where a file has them, are not
+	// read: llama.cpp's gemma4 never runs them either.
+	if c.KVSource(i) == i {
+		l.wk = w.load(p+"attn_k.weight", kvh*hd, c.Hidden)
+		if w.src.Has(p + "attn_v.weight") {
+			l.wv = w.load(p+"attn_v.weight", kvh*hd, c.Hidden)
+		}
+		l.kNorm = w.loadF32(p+"attn_k_norm.weight", hd)
 	}
 	l.wo = w.load(p+"attn_output.weight", c.Hidden, c.Heads*hd)
 	l.qNorm = w.loadF32(p+"attn_q_norm.weight", hd)
-	l.kNorm = w.loadF32(p+"attn_k_norm.weight", hd)
 	l.postAttnNorm = w.loadF32(p+"post_attention_norm.weight", c.Hidden)
 	l.ffnNorm = w.loadF32(p+"ffn_norm.weight", c.Hidden)
-	l.wGate = w.load(p+"ffn_gate.weight", c.FFN, c.Hidden)
-	l.wUp = w.load(p+"ffn_up.weight", c.FFN, c.Hidden)
-	l.wDown = w.load(p+"ffn_down.weight", c.Hidden, c.FFN)
+	ffn := c.LayerFFNWidth(i)
+	l.wGate = w.load(p+"ffn_gate.weight", ffn, c.Hidden)
+	l.wUp = w.load(p+"ffn_up.weight", ffn, c.Hidden)
+	l.wDown = w.load(p+"ffn_down.weight", c.Hidden, ffn)
 	l.postFFNNorm = w.loadF32(p+"post_ffw_norm.weight", c.Hidden)
 }
 
@@ -218,6 +220,14 @@ func (m *Llama) loadGemma4(w *weightLoader) error {
 	if err != nil {
 		return err
 	}
+	if g4.ffn, err = m.gemma4FFNScratch(); err != nil {
+		return err
+	}
+	if c.PerLayerEmbd > 0 {
+		if g4.ple, err = m.loadGemma4PLE(w); err != nil {
+			return err
+		}
+	}
 	m.headNorm = ops
 	m.gemma, m.gemma4 = g, g4
 	return nil
@@ -235,6 +245,9 @@ func ones(n int) []float32 {
 func (m *Llama) gemma4Layers(b *kernels.Batch, n int) error {
 	c, be, g, g4 := &m.cfg, m.be, m.gemma, m.gemma4
 	err := firstErr(m.prepareWindow(b), g.ops.Scale(m.x, n, float32(math.Sqrt(float64(c.Hidden)))))
+	if err == nil && g4.ple != nil {
+		err = m.gemma4PLEInputs(b, n)
+	}
 	for i := range m.layers {
 		if err != nil {
 			return err
@@ -244,39 +257,62 @@ func (m *Llama) gemma4Layers(b *kernels.Batch, n int) error {
 		if c.IsWindowLayer(i) {
 			q, k, v, att, freq, vNorm, window = g4.qW, g4.kW, g4.vW, g4.attW, g.localFreq, g4.onesW, c.Window
 		}
-		kvh := c.LayerKVHeads(i)
-		wv := l.wv
-		if wv == nil {
-			wv = l.wk // attention_k_eq_v: V is K's projection, normed apart
+		gate, up := m.gate, m.up
+		if f, ok := g4.ffn[c.LayerFFNWidth(i)]; ok {
+			gate, up = f[0], f[1]
 		}
-		kv, li, lb := m.layerKV(i, b)
+		kvh, src := c.LayerKVHeads(i), c.KVSource(i)
+		kv, li, lb := m.layerKV(src, b)
 		err = firstErr(
 			// attention
 			be.RMSNorm(m.h, m.x, l.attnNorm, n, c.RMSEps),
 			be.MatMul(q, m.h, l.wq, nil, n),
-			be.MatMul(k, m.h, l.wk, nil, n),
-			be.MatMul(v, m.h, wv, nil, n),
 			g.ops.HeadRMSNorm(q, l.qNorm, n, c.Heads, c.RMSEps),
-			g.ops.HeadRMSNorm(k, l.kNorm, n, kvh, c.RMSEps),
-			g.ops.HeadRMSNorm(v, vNorm, n, kvh, c.RMSEps),
 			be.RoPE(q, freq, b.Positions, c.Heads, c.RopeStyle),
-			be.RoPE(k, freq, b.Positions, kvh, c.RopeStyle),
+		)
+		if err == nil && src == i {
+			err = m.gemma4KV(l, k, v, vNorm, freq, b, n, kvh)
+		}
+		// A shared-K/V layer passes k and v as its source layer left them
+		// (the last layer of its kind to compute any): the kernel writes the
+		// same values into the same slots again and reads the source's K/V.
+		err = firstErr(err,
 			g.ops.SlidingAttention(att, q, k, v, kv, li, lb, c.QueryScale, window),
 			be.MatMul(m.o, att, l.wo, nil, n),
 			be.RMSNorm(m.o, m.o, l.postAttnNorm, n, c.RMSEps),
 			be.Add(m.x, m.o, n),
 			// feed-forward
 			be.RMSNorm(m.h, m.x, l.ffnNorm, n, c.RMSEps),
-			be.MatMul(m.gate, m.h, l.wGate, nil, n),
-			be.MatMul(m.up, m.h, l.wUp, nil, n),
-			g.ops.GeGLU(m.gate, m.gate, m.up, n),
-			be.MatMul(m.o, m.gate, l.wDown, nil, n),
+			be.MatMul(gate, m.h, l.wGate, nil, n),
+			be.MatMul(up, m.h, l.wUp, nil, n),
+			g.ops.GeGLU(gate, gate, up, n),
+			be.MatMul(m.o, gate, l.wDown, nil, n),
 			be.RMSNorm(m.o, m.o, l.postFFNNorm, n, c.RMSEps),
 			be.Add(m.x, m.o, n),
 		)
+		if err == nil && g4.ple != nil {
+			err = m.gemma4PLELayer(i, n)
+		}
 		if s := g4.outScale[i]; err == nil && s != 0 {
 			err = g.ops.Scale(m.x, n, s)
 		}
 	}
 	return err
+}
+
+// gemma4KV computes layer l's K and V into k and v: projected, K normed
+// with its weight and V without, K rotated.
+func (m *Llama) gemma4KV(l *llamaLayer, k, v, vNorm, freq kernels.Tensor, b *kernels.Batch, n, kvh int) error {
+	c, be, ops := &m.cfg, m.be, m.gemma.ops
+	wv := l.wv
+	if wv == nil {
+		wv = l.wk // attention_k_eq_v: V is K's projection, normed apart
+	}
+	return firstErr(
+		be.MatMul(k, m.h, l.wk, nil, n),
+		be.MatMul(v, m.h, wv, nil, n),
+		ops.HeadRMSNorm(k, l.kNorm, n, kvh, c.RMSEps),
+		ops.HeadRMSNorm(v, vNorm, n, kvh, c.RMSEps),
+		be.RoPE(k, freq, b.Positions, kvh, c.RopeStyle),
+	)
 }

@@ -53,9 +53,9 @@ func withKV(meta []modeltest.KV, key string, v any) []modeltest.KV {
 }
 
 // TestGemma4Config reads the per-kind head shapes, the window pattern and
-// the unscaled attention from gemma4.* keys, and refuses what the forward
-// pass does not run (per-layer embeddings, shared K/V, experts, per-layer
-// FFN widths) or a file cannot mean.
+// the unscaled attention from gemma4.* keys, the E2B/E4B shapes (per-layer
+// widths, shared K/V), and refuses what the forward pass does not run
+// (experts) or a file cannot mean.
 func TestGemma4Config(t *testing.T) {
 	meta := gemma4Meta(t)
 	g, err := parseGGUF("g4.gguf", encode(t, meta, nil))
@@ -85,6 +85,24 @@ func TestGemma4Config(t *testing.T) {
 	} else if c, err := g.Config(); err != nil || c.FinalSoftcap != 30 {
 		t.Errorf("without final_logit_softcapping: cap %g (%v), want llama.cpp's default 30", c.FinalSoftcap, err)
 	}
+	small := withKV(withKV(withKV(meta, "gemma4.attention.shared_kv_layers", uint32(3)),
+		"gemma4.feed_forward_length", []int32{128, 128, 128, 256, 256, 256}), "gemma4.embedding_length_per_layer_input", uint32(32))
+	if g, err := parseGGUF("g4.gguf", encode(t, small, nil)); err != nil {
+		t.Fatal(err)
+	} else if c, err := g.Config(); err != nil {
+		t.Errorf("E2B-like keys: %v", err)
+	} else {
+		var src []int
+		for i := range c.Layers {
+			src = append(src, c.KVSource(i))
+		}
+		// Layers 3 and 4 (window) read layer 1, layer 5 (global) layer 2;
+		// the shared ones keep no K/V: 3 window layers of 2×16 and 1 global of 1×32.
+		if !slices.Equal(src, []int{0, 1, 2, 1, 1, 2}) || c.FFN != 256 || c.LayerFFNWidth(2) != 128 || c.LayerFFNWidth(3) != 256 ||
+			c.PerLayerEmbd != 32 || c.KVBytesPerToken() != 2*2*(2*2*16+32) {
+			t.Errorf("E2B-like config: sources %v, ffn %d %v, per-layer %d, KV bytes %d", src, c.FFN, c.LayerFFN, c.PerLayerEmbd, c.KVBytesPerToken())
+		}
+	}
 	if c.Reasoning() != ReasoningGemma4Channel {
 		t.Errorf("reasoning %q", c.Reasoning())
 	}
@@ -93,10 +111,12 @@ func TestGemma4Config(t *testing.T) {
 		meta []modeltest.KV
 		want error
 	}{
-		{"per-layer embeddings", withKV(meta, "gemma4.embedding_length_per_layer_input", uint32(256)), ErrUnsupported},
-		{"shared kv", withKV(meta, "gemma4.attention.shared_kv_layers", uint32(2)), ErrUnsupported},
 		{"experts", withKV(meta, "gemma4.expert_count", uint32(8)), ErrUnsupported},
-		{"ffn per layer", withKV(meta, "gemma4.feed_forward_length", []int32{128, 128, 128, 256, 256, 256}), ErrUnsupported},
+		// Shared K/V needs a window then a global layer before the shared ones.
+		{"shared kv after a global", withKV(meta, "gemma4.attention.shared_kv_layers", uint32(2)), ErrMalformed},
+		{"shared kv all", withKV(meta, "gemma4.attention.shared_kv_layers", uint32(5)), ErrMalformed},
+		{"ffn per layer short", withKV(meta, "gemma4.feed_forward_length", []int32{128, 256}), ErrMalformed},
+		{"ffn per layer zero", withKV(meta, "gemma4.feed_forward_length", []int32{128, 128, 0, 256, 256, 256}), ErrMalformed},
 		{"partial rotary swa", withKV(meta, "gemma4.rope.dimension_count_swa", uint32(8)), ErrUnsupported},
 		{"pattern length", withKV(meta, "gemma4.attention.sliding_window_pattern", []bool{true, false}), ErrMalformed},
 		{"pattern missing", withKV(meta, "gemma4.attention.sliding_window_pattern", uint32(6)), ErrMalformed},

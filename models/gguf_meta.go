@@ -171,7 +171,9 @@ func (g *GGUFFile) Config() (Config, error) {
 	} else {
 		cfg.KVHeads = m.intOr("attention.head_count_kv", cfg.Heads)
 	}
-	cfg.FFN = m.int("feed_forward_length")
+	if cfg.FFN == 0 { // gemma4 read it, per layer where the file says so
+		cfg.FFN = m.int("feed_forward_length")
+	}
 	cfg.Vocab = m.intOr("vocab_size", 0)
 	if m.err != nil {
 		return Config{}, m.err

@@ -48,6 +48,19 @@ var tinyNewestModels = []struct {
 		LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}, kernels.F32, 2.5e-3},
 	{"gemma4-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 45, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2}, kernels.Q8_0, 0},
+	// Gemma 4 E2B/E4B's additions: per-layer inputs 32 wide, layers 3–5
+	// reading the K/V of layers 1 (window) and 2 (global), with twice the
+	// feed-forward width (F32). No layer scales here: gemma4-f32 has them,
+	// and on a Q8_0 model they make the activations' 8-bit rounding steps
+	// carry attention's float-level differences to 0.96 of 26 (3.6% of
+	// the largest logit) from position 1 on, while position 0 agrees to
+	// 6e-6 (measured on this model with LayerScale).
+	{"gemma4e-f32", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 46, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
+		PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true}, kernels.F32, 0},
+	{"gemma4e-q8_0", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 47, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true,
+		PerLayerEmbd: 32, SharedKVLayers: 3}, kernels.Q8_0, 0},
 }
 
 // tinyNewestGolden is what make_tiny_golden_newest.py writes per model:

@@ -36,6 +36,10 @@ func TestWindowKVOtherArchs(t *testing.T) {
 		// global store's (32 wide, 1 KV).
 		{"gemma4-f32", modeltest.Spec{Layers: 3, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 35, RMSEps: 1e-6,
 			Gemma4: true, Window: w, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, LayerScale: true}, kernels.F32},
+		// Gemma 4 E2B/E4B: layers 3 (window) and 4 (global) read layers 1
+		// and 2's K/V, in either store.
+		{"gemma4e-f32", modeltest.Spec{Layers: 5, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 36, RMSEps: 1e-6,
+			Gemma4: true, Window: w, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PerLayerEmbd: 32, SharedKVLayers: 2}, kernels.F32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{MaxBatchTokens: chunk, MaxSeqs: 1, BlockSize: bs, KVBlocks: blocks}

@@ -23,14 +23,25 @@ func gemma4TensorList(s Spec, out []tensorShape) []tensorShape {
 		add(p+"attn_k_norm.weight", hd)
 		add(p+"attn_output.weight", s.Hidden, s.Heads*hd)
 		add(p+"post_attention_norm.weight", s.Hidden)
+		ffn := s.gemma4FFN(l)
 		add(p+"ffn_norm.weight", s.Hidden)
-		add(p+"ffn_gate.weight", s.FFN, s.Hidden)
-		add(p+"ffn_up.weight", s.FFN, s.Hidden)
-		add(p+"ffn_down.weight", s.Hidden, s.FFN)
+		add(p+"ffn_gate.weight", ffn, s.Hidden)
+		add(p+"ffn_up.weight", ffn, s.Hidden)
+		add(p+"ffn_down.weight", s.Hidden, ffn)
 		add(p+"post_ffw_norm.weight", s.Hidden)
+		if s.PerLayerEmbd > 0 {
+			add(p+"inp_gate.weight", s.PerLayerEmbd, s.Hidden)
+			add(p+"proj.weight", s.Hidden, s.PerLayerEmbd)
+			add(p+"post_norm.weight", s.Hidden)
+		}
 		if s.LayerScale {
 			add(p+"layer_output_scale.weight", 1)
 		}
+	}
+	if s.PerLayerEmbd > 0 {
+		add("per_layer_token_embd.weight", s.Vocab, s.Layers*s.PerLayerEmbd)
+		add("per_layer_model_proj.weight", s.Layers*s.PerLayerEmbd, s.Hidden)
+		add("per_layer_proj_norm.weight", s.PerLayerEmbd)
 	}
 	add("output_norm.weight", s.Hidden)
 	// llama.cpp requires it (the global layers' divisors): all 1 without
@@ -42,6 +53,15 @@ func gemma4TensorList(s Spec, out []tensorShape) []tensorShape {
 // gemma4WindowLayer says whether layer l is a window layer: all but every
 // WindowPattern-th.
 func (s Spec) gemma4WindowLayer(l int) bool { return l%s.WindowPattern < s.WindowPattern-1 }
+
+// gemma4FFN is layer l's feed-forward width: doubled on the shared-K/V
+// layers with DoubleWideMLP.
+func (s Spec) gemma4FFN(l int) int {
+	if s.DoubleWideMLP && l >= s.Layers-s.SharedKVLayers {
+		return 2 * s.FFN
+	}
+	return s.FFN
+}
 
 // gemma4Meta is the gemma4.* metadata beyond the Llama keys WriteGGUF
 // writes, with the head counts and rotary dims per layer kind replacing
@@ -63,6 +83,14 @@ func gemma4Meta(s Spec, meta []KV) []KV {
 			meta[i].Value = kvHeads
 		case a + "rope.dimension_count":
 			meta[i].Value = uint32(s.HeadDimFull)
+		case a + "feed_forward_length":
+			if s.DoubleWideMLP {
+				ffn := make([]int32, s.Layers)
+				for l := range ffn {
+					ffn[l] = int32(s.gemma4FFN(l))
+				}
+				meta[i].Value = ffn
+			}
 		}
 	}
 	meta = append(meta,
@@ -74,8 +102,8 @@ func gemma4Meta(s Spec, meta []KV) []KV {
 		KV{a + "attention.value_length_swa", uint32(s.HeadDim())},
 		KV{a + "attention.sliding_window", uint32(s.Window)},
 		KV{a + "attention.sliding_window_pattern", pattern},
-		KV{a + "attention.shared_kv_layers", uint32(0)},
-		KV{a + "embedding_length_per_layer_input", uint32(0)},
+		KV{a + "attention.shared_kv_layers", uint32(s.SharedKVLayers)},
+		KV{a + "embedding_length_per_layer_input", uint32(s.PerLayerEmbd)},
 	)
 	if s.FinalSoftcap > 0 {
 		meta = append(meta, KV{a + "final_logit_softcapping", s.FinalSoftcap})

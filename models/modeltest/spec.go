@@ -88,6 +88,12 @@ type Spec struct {
 	PartialRotaryFull float32
 	// LayerScale adds Gemma 4's layer_output_scale.weight to every layer.
 	LayerScale bool
+	// Gemma 4 E2B/E4B: PerLayerEmbd > 0 adds per-layer inputs that wide;
+	// the last SharedKVLayers layers reuse earlier layers' K/V (their
+	// attn_k/attn_v are still written, as checkpoints carry them); with
+	// DoubleWideMLP those layers' feed-forward is 2·FFN wide.
+	PerLayerEmbd, SharedKVLayers int
+	DoubleWideMLP                bool
 
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
@@ -234,6 +240,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: a SmolLM3 spec has no Gemma, Phi-3, QK-norm, bias or expert options")
 	case s.Gemma4 && (s.Gemma || s.Phi3 || s.SmolLM3 || s.QKNorm || s.QKVBias || s.Experts > 0 || s.Window <= 0):
 		return fmt.Errorf("modeltest: a Gemma 4 spec has a window and no Gemma (3), Phi-3, SmolLM3, QK-norm, bias or expert options")
+	case s.Gemma4 && (s.PerLayerEmbd < 0 || s.SharedKVLayers < 0 || s.SharedKVLayers > 0 && s.SharedKVLayers+2 > s.Layers):
+		return fmt.Errorf("modeltest: Gemma 4 per-layer inputs %d, %d shared-K/V layers of %d", s.PerLayerEmbd, s.SharedKVLayers, s.Layers)
 	case s.Gemma4 && (s.HeadDimFull%2 != 0 || s.Heads%s.KVHeadsFull != 0 || s.PartialRotaryFull < 0 || s.PartialRotaryFull >= 1):
 		return fmt.Errorf("modeltest: Gemma 4 global heads %d wide, %d KV heads, partial rotary %g", s.HeadDimFull, s.KVHeadsFull, s.PartialRotaryFull)
 	case s.Vocab < MinVocab:
@@ -351,6 +359,10 @@ func Weights(spec Spec) map[string][]float32 {
 				if i >= rot {
 					w[i] = 1e30
 				}
+			}
+		case name == "per_layer_token_embd.weight":
+			for i := range w {
+				w[i] = float32(rng.NormFloat64())
 			}
 		case strings.HasSuffix(name, "layer_output_scale.weight"):
 			for i := range w {
