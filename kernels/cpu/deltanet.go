@@ -319,10 +319,8 @@ func (a *deltaArgs) recurHead(i, h int) {
 		o := a.out[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
 		for j := range S {
 			mj := m[j*S : (j+1)*S]
-			scaleF32(mj, decay)
-			d := (v[j] - dotF32(mj, k)) * beta
-			axpyF32(mj, k, d)
-			o[j] = dotF32(mj, q) * scale
+			d := (v[j] - deltaScaleDot(mj, k, decay)) * beta
+			o[j] = deltaAxpyDot(mj, k, q, d) * scale
 		}
 		rmsNormRow(o, o, a.norm, sh.Eps)
 		z := a.z[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
@@ -347,4 +345,26 @@ func axpyF32(y, x []float32, a float32) {
 	for i := range y {
 		y[i] += a * x[i]
 	}
+}
+
+// deltaScaleDotGeneric: m *= s, then Σ m·k.
+func deltaScaleDotGeneric(m, k []float32, s float32) float32 {
+	k = k[:len(m)]
+	var acc float32
+	for i := range m {
+		m[i] *= s
+		acc += m[i] * k[i]
+	}
+	return acc
+}
+
+// deltaAxpyDotGeneric: m += d·k, then Σ m·q.
+func deltaAxpyDotGeneric(m, k, q []float32, d float32) float32 {
+	k, q = k[:len(m)], q[:len(m)]
+	var acc float32
+	for i := range m {
+		m[i] += d * k[i]
+		acc += m[i] * q[i]
+	}
+	return acc
 }

@@ -22,8 +22,12 @@ type deltaRig struct {
 }
 
 func newDeltaRig(t testing.TB, rows int) *deltaRig {
+	return newDeltaRigShape(t, rows, kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 8, Kernel: 4, Eps: 1e-6})
+}
+
+func newDeltaRigShape(t testing.TB, rows int, sh kernels.DeltaNetShape) *deltaRig {
 	t.Helper()
-	r := &deltaRig{b: New(1), sh: kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 8, Kernel: 4, Eps: 1e-6}, seed: -1}
+	r := &deltaRig{b: New(1), sh: sh, seed: -1}
 	t.Cleanup(func() { r.b.Close() })
 	rng := rand.New(rand.NewPCG(1, 2))
 	vec := func(n int, scale, off float64) []float32 {
@@ -143,4 +147,118 @@ func f32Bytes(v []float32) []byte {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
 	return b
+}
+
+// deltaFormRig prepares one sequence of rows rows for both forms, the
+// convolution and norms already applied, so that the two run the same
+// recurrence from the same inputs.
+func deltaFormRig(t testing.TB, rows, s int) (*deltaRig, *deltaArgs) {
+	r := newDeltaRigShape(t, rows, kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: s, Kernel: 4, Eps: 1e-6})
+	copy(r.qkv.(*tensor).f32, r.inQKV)
+	copy(r.z.(*tensor).f32, r.inZ)
+	copy(r.beta.(*tensor).f32, r.inBeta)
+	copy(r.alpha.(*tensor).f32, r.inAlp)
+	b := &kernels.Batch{Seqs: []kernels.SeqRows{{Start: 0, End: rows}}}
+	for p := range rows {
+		b.Positions = append(b.Positions, int32(p))
+	}
+	st := r.st.(*stateStore)
+	a := &st.args
+	if err := a.set(st, r.out, r.qkv, r.z, r.beta, r.alpha, r.w, r.sh, 0, b); err != nil {
+		t.Fatal(err)
+	}
+	for c := range r.sh.Channels() {
+		a.convChannel(0, c)
+	}
+	for row := range rows {
+		a.l2normRow(row)
+	}
+	return r, a
+}
+
+// TestDeltaChunkMatchesRecurrence: the chunked form (chunks of 16 and 64,
+// a last partial chunk) gives the recurrent form's outputs and final state
+// to float32 rounding.
+func TestDeltaChunkMatchesRecurrence(t *testing.T) {
+	const rows, s = 150, 32
+	for _, c := range []int{16, 64} {
+		r, a := deltaFormRig(t, rows, s)
+		S := r.sh.HeadDim
+		var want, got []float32
+		var wantM, gotM []float32
+		for h := range r.sh.VHeads {
+			a.recurHead(0, h)
+			want = append(want, r.out.(*tensor).f32[:rows*r.sh.VHeads*S]...)
+			wantM = append(wantM, a.ssmSt[h*S*S:(h+1)*S*S]...)
+		}
+		sc := newDeltaChunkScratch(c, S)
+		for h := range r.sh.VHeads {
+			m := make([]float32, S*S)
+			a.chunkHead(0, h, 0, rows, c, m, sc)
+			got = append(got, r.out.(*tensor).f32[:rows*r.sh.VHeads*S]...)
+			gotM = append(gotM, m...)
+		}
+		// Each pass wrote every head's rows; compare the last pass's, head by head.
+		n := rows * r.sh.VHeads * S
+		if e := relErrF32(got[len(got)-n:], want[len(want)-n:]); e > 2e-5 {
+			t.Errorf("chunk %d: outputs differ by %.3g relative", c, e)
+		}
+		if e := relErrF32(gotM, wantM); e > 2e-5 {
+			t.Errorf("chunk %d: final states differ by %.3g relative", c, e)
+		}
+	}
+}
+
+func relErrF32(got, want []float32) float64 {
+	var d, w float64
+	for i := range want {
+		x := float64(got[i]) - float64(want[i])
+		d += x * x
+		w += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(d / w)
+}
+
+// BenchmarkDeltaNetForms: one value head of Qwen3.5's size (S = 128) over a
+// 512-row prompt, the recurrence and the chunked form (chunks of 64).
+func BenchmarkDeltaNetForms(b *testing.B) {
+	const rows, s = 512, 128
+	r, a := deltaFormRig(b, rows, s)
+	flops := float64(rows) * 4 * s * s // the recurrence: decay, two dots and an update of S×S per row
+	b.Run("recurrent", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a.recurHead(0, 0)
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	sc := newDeltaChunkScratch(64, s)
+	m := make([]float32, s*s)
+	b.Run("chunked64", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(m)
+			a.chunkHead(0, 0, 0, rows, 64, m, sc)
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "recurrence-GFLOP/s")
+	})
+	_ = r
+}
+
+// TestDeltaRowKernels: the fused row updates (assembly where the CPU has
+// it) against the pure-Go ones, lengths with and without a tail of 8.
+func TestDeltaRowKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{5, 8, 13, 16, 40, 128} {
+		m, k, q := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range m {
+			m[i], k[i], q[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		m2 := slices.Clone(m)
+		a, b := deltaScaleDot(m, k, 0.9), deltaScaleDotGeneric(m2, k, 0.9)
+		c, d := deltaAxpyDot(m, k, q, 0.3), deltaAxpyDotGeneric(m2, k, q, 0.3)
+		if math.Abs(float64(a-b)) > 1e-5*float64(n) || math.Abs(float64(c-d)) > 1e-5*float64(n) || relErrF32(m, m2) > 1e-6 {
+			t.Fatalf("n=%d: %v %v, %v %v, rows differ by %.3g", n, a, b, c, d, relErrF32(m, m2))
+		}
+	}
 }
