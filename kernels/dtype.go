@@ -19,6 +19,10 @@ const (
 	Q6_K DType = 14
 	Q8_K DType = 15
 	BF16 DType = 30
+	// MXFP4 is OCP's microscaling FP4 as ggml stores it (gpt-oss's expert
+	// weights): blocks of 32 E2M1 values sharing one E8M0 scale
+	// (kernels/quant/mxfp4.go).
+	MXFP4 DType = 39
 )
 
 type dtypeInfo struct {
@@ -40,6 +44,8 @@ var dtypes = map[DType]dtypeInfo{
 	Q5_K: {"Q5_K", 256, 176},
 	Q6_K: {"Q6_K", 256, 210},
 	Q8_K: {"Q8_K", 256, 292},
+	// One E8M0 exponent byte, then 16 bytes of 4-bit codes.
+	MXFP4: {"MXFP4", 32, 17},
 }
 
 // Known reports whether Sluice understands this storage format.

@@ -28,6 +28,10 @@ var tinyNewestModels = []struct {
 	{"smollm3-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 1, FFN: 128, Vocab: 300, Seed: 42, SmolLM3: true,
 		RopeTheta: 5e6}, kernels.Q8_0, 0},
 	{"smollm3-q4_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 43, SmolLM3: true, Tied: true}, kernels.Q4_0, 0},
+	// MXFP4 (gpt-oss's expert format) on a Llama model: every matrix,
+	// the embedding and the head included, in MXFP4; llama.cpp dots it
+	// with Q8_0 activations as Sluice does.
+	{"llama-mxfp4", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 48}, kernels.MXFP4, 0},
 	// Gemma 4: window layers of 5 tokens with heads of 16 (2 KV heads),
 	// global layers (2 and 5) with heads of 32 and 1 KV head whose V is K's
 	// projection, a quarter of their pairs rotating, layer scales and a

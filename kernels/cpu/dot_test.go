@@ -14,7 +14,7 @@ import (
 
 var quantTypes = []kernels.DType{
 	kernels.Q4_0, kernels.Q4_1, kernels.Q5_0, kernels.Q5_1, kernels.Q8_0,
-	kernels.Q4_K, kernels.Q5_K, kernels.Q6_K, kernels.Q8_K,
+	kernels.Q4_K, kernels.Q5_K, kernels.Q6_K, kernels.MXFP4, kernels.Q8_K,
 }
 
 func randVec(r *rand.Rand, n int) []float32 {
