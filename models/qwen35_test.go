@@ -50,6 +50,7 @@ type q35Seq struct {
 	start, n   int
 	slot       int32
 	blockStart int32 // its blocks are blockStart, blockStart+1, …
+	prompt     int   // the prompt's length (rows below it are prompt rows); 0: all of toks
 }
 
 // q35Batch lays sequences out as the engine does, every row's logits wanted.
@@ -67,8 +68,12 @@ func q35Batch(bs int, seqs ...q35Seq) *kernels.Batch {
 			b.Positions = append(b.Positions, int32(p))
 			b.Slots = append(b.Slots, table[p/bs]*int32(bs)+int32(p%bs))
 		}
+		prompt := s.prompt
+		if prompt == 0 {
+			prompt = len(s.toks)
+		}
 		b.Seqs = append(b.Seqs, kernels.SeqRows{Start: first, End: len(b.Tokens), ContextLen: s.start + s.n,
-			Prompt: len(s.toks), Blocks: table, State: s.slot})
+			Prompt: prompt, Blocks: table, State: s.slot})
 	}
 	return b
 }
