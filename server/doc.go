@@ -6,10 +6,12 @@
 // transport-neutral core in server/stream, which the gRPC endpoint and the
 // other adapters share.
 //
-// Handlers are thin adapters: they parse, call stream.Prepare and
-// stream.Submit, hand stream.Pump an sseWriter (or a collector for a
-// non-streaming response) and frame the ending; they never touch engine
-// state.
+// Chat and completions are an API of the HTTP driver (internal/httpedge,
+// Env.Serve), as Messages and Responses are: a parser (ParseRequest) and a
+// framer (chatFramer: an sseWriter per connection, or a collector for a
+// non-streaming response); the driver prepares, submits, pumps and ends.
+// Several choices (n, a list of prompts) are framed here (choices.go). No
+// handler touches engine state.
 //
 // Resume: each streaming response's events are retained for a bounded window
 // (ResumeStore). A client that lost its connection reconnects with the

@@ -38,7 +38,7 @@ const (
 
 // moreRoutes adds the APIs beyond OpenAI's chat and completions.
 func (s *Server) moreRoutes(mux *http.ServeMux) {
-	env := s.edgeEnv()
+	env := s.env
 	msgs := anthropic.New(env)
 	mux.Handle("POST /v1/messages", s.guard(msgs.Messages, anthropic.WriteError))
 	mux.Handle("POST /v1/messages/count_tokens", s.guard(msgs.CountTokens, anthropic.WriteError))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/server/auth"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -29,6 +30,7 @@ type Server struct {
 	drainOnce sync.Once
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
 
+	env   *httpedge.Env           // what the HTTP driver is lent (routes_api.go edgeEnv)
 	extra map[string]http.Handler // routes other packages add (GET /metrics)
 	keys  *auth.Keys              // cfg.AuthKeys(); off when it holds none
 	relay *relay.Relay            // relay mode (SetRelay, relay.go): the API relays to upstreams
@@ -72,6 +74,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.ResumeWindow > 0 {
 		s.store = NewResumeStore(cfg.ResumeWindow, cfg.ResumeTotalBytes)
 	}
+	s.env = s.edgeEnv()
 	return s, nil
 }
 
@@ -93,8 +96,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ready", s.handleReady)
 	mux.Handle("GET /v1/models", s.api(s.handleModels))
-	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, true) }))
-	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, false) }))
+	chat, completions := s.chatAPI(true), s.chatAPI(false) // chatframe.go
+	mux.Handle("POST /v1/chat/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, chat) }))
+	mux.Handle("POST /v1/completions", s.api(func(w http.ResponseWriter, r *http.Request) { s.handleGenerate(w, r, completions) }))
 	mux.Handle("GET /v1/streams/{id}", s.api(s.handleStreamGet))
 	s.moreRoutes(mux)
 	for pattern, h := range s.extra {

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// chatAPI is OpenAI's chat (or completions) as the HTTP driver serves it
+// (httpedge.Env.Serve): ParseRequest is its parser, chatFramer its framer,
+// and several choices go to generateChoices (choices.go). Chat and
+// completions are one API to a resume, whose id names either.
+func (s *Server) chatAPI(chat bool) *httpedge.API {
+	api := &httpedge.API{Name: "openai", Prefix: "cmpl-", Refuse: writeError, EventIDs: true, Choices: s.generateChoices}
+	if chat {
+		api.Prefix = "chatcmpl-"
+	}
+	api.Parse = func(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
+		g, err := ParseRequest(body, chat)
+		if err != nil {
+			return nil, err
+		}
+		return &httpedge.Parsed{Gen: g, Frame: func(h httpedge.Head) httpedge.Framer { return newChatFramer(g, h) }}, nil
+	}
+	return api
+}
+
+// chatFramer is the httpedge.Framer of one chat or completions choice: its
+// chunks on a stream (an sseWriter per connection, over the chunk format
+// that lasts the stream), or the completion object of a whole response
+// (a collector).
+type chatFramer struct {
+	g      *stream.GenRequest
+	h      httpedge.Head
+	echo   string // completions' echo: the prompt's text, before the completion
+	format chunkFormat
+	sw     *sseWriter // the connection's writer; nil: a whole response
+	col    collector
+	cached int // prompt tokens the first submission found in the prefix cache
+	body   []byte
+}
+
+func newChatFramer(g *stream.GenRequest, h httpedge.Head) *chatFramer {
+	f := &chatFramer{g: g, h: h, format: newChunkFormat(g.Chat, h.ID, h.Model, time.Now().Unix())}
+	f.format.lp = newLogprobFormat(h.Backend.Tokenizer, g)
+	if g.Echo {
+		f.echo = echoText(h.Backend, h.Req) // echo.go
+	}
+	return f
+}
+
+// Attach implements httpedge.Framer.
+func (f *chatFramer) Attach(sse *httpedge.SSE) {
+	f.sw = nil
+	if sse != nil {
+		f.sw = &sseWriter{SSE: sse, ctx: sse.Context(), format: &f.format}
+	}
+}
+
+// Start implements httpedge.Framer: a stream's role chunk (chat) or its
+// echoed prompt (completions).
+func (f *chatFramer) Start() {
+	switch {
+	case f.sw == nil:
+	case f.g.Chat:
+		f.sw.role()
+	case f.g.Echo:
+		_ = f.sw.Text(f.echo, nil)
+	}
+}
+
+// Pumped implements httpedge.Pumper: the cached prompt tokens are the first
+// submission's (a resumed one finds its own earlier output cached too).
+func (f *chatFramer) Pumped(out stream.Outcome) {
+	if f.cached == 0 {
+		f.cached = out.Result.CachedTokens
+	}
+}
+
+// End implements httpedge.Framer: a stream's finish and usage chunks, or
+// its in-band error, then [DONE]; a whole response's completion object.
+func (f *chatFramer) End(out stream.Outcome, ts *stream.TextStream) {
+	n := len(ts.IDs())
+	u := Usage{PromptTokens: f.h.PromptTokens(), CompletionTokens: n, TotalTokens: f.h.PromptTokens() + n, CachedTokens: f.cached}
+	if f.sw == nil {
+		u.CachedTokens = out.Result.CachedTokens
+		body := f.col.withToolCalls(completionBody(f.g.Chat, f.h.ID, f.h.Model, f.echo+string(f.col.text), out.Finish, u))
+		body.Choices[0].Logprobs = f.col.logprobsJSON(newLogprobFormat(f.h.Backend.Tokenizer, f.g), ts.IDs())
+		f.body, _ = json.Marshal(body) // always marshals
+		return
+	}
+	if out.Err != nil {
+		f.sw.error(out.Err)
+	} else {
+		f.sw.finish(out.Finish)
+		if f.g.IncludeUsage {
+			f.sw.usage(u)
+		}
+	}
+	f.sw.done()
+}
+
+// Body implements httpedge.Framer.
+func (f *chatFramer) Body() []byte { return f.body }
+
+func (f *chatFramer) Text(text string, ids []int32) error {
+	if f.sw == nil {
+		return f.col.Text(text, ids)
+	}
+	return f.sw.Text(text, ids)
+}
+
+func (f *chatFramer) Logprobs(lps []engine.Logprob) {
+	if f.sw == nil {
+		f.col.Logprobs(lps)
+		return
+	}
+	f.sw.Logprobs(lps)
+}
+
+func (f *chatFramer) ToolCall(d stream.ToolCallDelta) error {
+	if f.sw == nil {
+		return f.col.ToolCall(d)
+	}
+	return f.sw.ToolCall(d)
+}
+
+func (f *chatFramer) KeepAlive() error {
+	if f.sw == nil {
+		return nil
+	}
+	return f.sw.KeepAlive()
+}
+
+func (f *chatFramer) Flush() error {
+	if f.sw == nil {
+		return nil
+	}
+	return f.sw.Flush()
+}
