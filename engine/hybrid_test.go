@@ -84,7 +84,7 @@ func TestHybridBatchInvariance(t *testing.T) {
 			t.Fatalf("repeat of prompt %d: %v (cached %d, want %d), first %v", i, again, r.CachedTokens, want, alone[i])
 		}
 	}
-	if st := e.Stats(); st.PrefixHitTokens != 48 || st.KV.StatesTotal != 8 || st.KV.StatesCached == 0 || st.StateSlotBytes <= 0 {
+	if st := e.Stats(); st.PrefixHitTokens != 48 || st.KV.StatesTotal != 12 || st.KV.StatesCached == 0 || st.StateSlotBytes <= 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	check("together", runConcurrent(t, e, prompts, n)) // some start from cached states
@@ -119,7 +119,7 @@ func TestHybridAbortFreesState(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		bPrompt int
-		bSlots  int                          // slots b holds: its state, and a checkpoint at 96 while it prefills
+		bSlots  int                         // slots b holds: its state, and a checkpoint at 96 while it prefills
 		cancel  func(b *kernels.Batch) bool // cancel b inside this step
 	}{
 		{"mid-prefill", 100, 2, func(b *kernels.Batch) bool {

@@ -97,8 +97,9 @@ func (m *Qwen35) VocabSize() int       { return m.cfg.Vocab }
 func (m *Qwen35) ContextLen() int      { return m.cfg.ContextLen }
 func (m *Qwen35) Options() Options     { return m.opts }
 
-// StateSlots is how many sequences can hold a recurrent state at once: the
-// engine sizes its pool's state slots by it (the engine's RecurrentModel).
+// StateSlots is the number of recurrent-state slots (stateSlots): the
+// engine's pool hands them out to running sequences, checkpoints and cached
+// prefix states (the engine's RecurrentModel).
 func (m *Qwen35) StateSlots() int { return m.states.Config().Slots }
 
 // StateSlotBytes is one slot's memory, every DeltaNet layer.

@@ -99,10 +99,11 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 	return c, nil
 }
 
-// LoadQwen35 builds a Qwen3.5/3.6 model from a qwen35 GGUF on be, which must
-// implement kernels.DeltaNetOps and kernels.HeadNormOps. Options are Load's;
-// the recurrent-state store gets one slot per sequence a step may carry
-// (opts.MaxSeqs).
+// LoadQwen35 builds a Qwen3.5/3.6 model from a qwen35 or qwen35moe GGUF on
+// be, which must implement kernels.DeltaNetOps and kernels.HeadNormOps (and
+// the MoE ops for qwen35moe). Options are Load's, the KV budget counting the
+// full-attention layers only; the recurrent-state store is sized by
+// stateSlots.
 func LoadQwen35(g *GGUFFile, be kernels.Backend, opts Options) (*Qwen35, error) {
 	c, err := g.Qwen35Config()
 	if err != nil {
@@ -297,9 +298,23 @@ func (m *Qwen35) allocate() error {
 		KVHeads: c.KVHeads, HeadDim: c.HeadDim}); err != nil {
 		return err
 	}
-	m.states, err = m.dn.NewStateStore(kernels.StateConfig{Layers: max(c.recurrentLayers, 1), Slots: o.MaxSeqs,
-		Conv: (sh.Kernel - 1) * sh.Channels(), SSM: sh.VHeads * sh.HeadDim * sh.HeadDim})
+	sc := kernels.StateConfig{Layers: max(c.recurrentLayers, 1), Conv: (sh.Kernel - 1) * sh.Channels(), SSM: sh.VHeads * sh.HeadDim * sh.HeadDim}
+	sc.Slots = stateSlots(o, sc.SlotBytes())
+	m.states, err = m.dn.NewStateStore(sc)
 	return err
+}
+
+// stateSlots sizes the recurrent-state store: a slot for each sequence a
+// step may carry and half as many again for checkpoints (forks) and cached
+// prefix states, within a quarter of the KV byte budget when there is one
+// (a slot of Qwen3.5-0.8B is 20 MiB: 18 layers of 16 heads' 128×128 state),
+// and at least 2.
+func stateSlots(o Options, slotBytes int64) int {
+	n := o.MaxSeqs + (o.MaxSeqs+1)/2
+	if o.KVBytes > 0 && slotBytes > 0 {
+		n = min(n, int(o.KVBytes/4/slotBytes))
+	}
+	return max(n, 2)
 }
 
 func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }

@@ -231,3 +231,19 @@ func TestDescribeQwen35(t *testing.T) {
 		}
 	}
 }
+
+func TestQwen35StateSlots(t *testing.T) {
+	for _, tc := range []struct {
+		o     Options
+		bytes int64
+		want  int
+	}{
+		{Options{MaxSeqs: 8}, 1 << 20, 12},
+		{Options{MaxSeqs: 64, KVBytes: 1 << 30}, 20 << 20, 12}, // a quarter of 1 GiB in 20 MiB slots
+		{Options{MaxSeqs: 1, KVBytes: 1 << 20}, 20 << 20, 2},
+	} {
+		if got := stateSlots(tc.o, tc.bytes); got != tc.want {
+			t.Errorf("%+v, %d bytes a slot: %d slots, want %d", tc.o, tc.bytes, got, tc.want)
+		}
+	}
+}
