@@ -44,6 +44,11 @@ func TestSecurityDefaults(t *testing.T) {
 				if got := flagValue(args, "--kv-events-endpoint"); got != want {
 					t.Errorf("--kv-events-endpoint %v, want %s (the pod's own IP, not every interface)", got, want)
 				}
+				if p, ok := ports["kv-replay"]; ok {
+					if got := flagValue(args, "--kv-events-replay-endpoint"); got != fmt.Sprintf("tcp://$(POD_IP):%v", p) {
+						t.Errorf("--kv-events-replay-endpoint %v: the pod's own IP on port %v", got, p)
+					}
+				}
 				if at(envVar(c, "POD_IP"), "valueFrom", "fieldRef", "fieldPath") != "status.podIP" {
 					t.Errorf("POD_IP is not the downward API's status.podIP: %v", envVar(c, "POD_IP"))
 				}
@@ -174,14 +179,18 @@ func checkNetworkPolicies(t *testing.T, objs map[string]map[string]any, pod any,
 			t.Errorf("port %v is closed to the picker, which scrapes /metrics", port)
 		}
 	}
-	if _, ok := ports["kv-events"]; ok {
-		peers := opened["kv-events"]
+	// The replay port resends the same events: the same rule.
+	for _, port := range []any{"kv-events", "kv-replay"} {
+		if _, ok := ports[port]; !ok {
+			continue
+		}
+		peers := opened[port]
 		if len(peers) == 0 || !slices.ContainsFunc(peers, isPicker) {
-			t.Error("the KV-event port is closed to the picker")
+			t.Errorf("the %v port is closed to the picker", port)
 		}
 		for _, peer := range peers {
 			if !isPicker(peer) {
-				t.Errorf("the KV-event port, which carries every tenant's token ids, is open to %v", peer)
+				t.Errorf("the %v port, which carries every tenant's token ids, is open to %v", port, peer)
 			}
 		}
 	}

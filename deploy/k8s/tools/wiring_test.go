@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,11 @@ func TestWiring(t *testing.T) {
 			if at(c, "livenessProbe", "httpGet", "path") != "/health" || at(c, "readinessProbe", "httpGet", "path") != "/ready" {
 				t.Error("probes: liveness /health, readiness /ready")
 			}
+			// One missed readiness probe drops the pod from the picker's
+			// endpoints and its blocks from the precise index.
+			if ft := at(c, "readinessProbe", "failureThreshold"); ft == nil || ft.(float64) < 3 {
+				t.Errorf("readiness failureThreshold %v, want at least 3", ft)
+			}
 			httpPort := at(c, "ports", 0, "containerPort")
 
 			pool := objs["InferencePool/sluice"]
@@ -126,6 +132,7 @@ func TestWiring(t *testing.T) {
 			}
 
 			checkPicker(t, objs["ConfigMap/sluice-epp"], pod, c)
+			checkPickerHA(t, objs)
 			checkAutoscaling(t, objs, metricsSrc)
 		})
 	}
@@ -178,23 +185,72 @@ func checkPicker(t *testing.T, cm map[string]any, pod, c any) {
 	if !ok {
 		return
 	}
-	// The indexer dials every pod the selector finds, on the KV-event port.
+	// The indexer dials every endpoint of the pool on the KV-event port and
+	// asks the replay port for what it missed.
 	kv := at(precise, "kvEventsConfig")
-	var port any
-	for _, p := range at(c, "ports").([]any) {
-		if at(p, "name") == "kv-events" {
-			port = at(p, "containerPort")
+	ports := containerPorts(c) // name -> port as a string
+	port, replay := ports["kv-events"], ports["kv-replay"]
+	str := func(v any) any {
+		if f, ok := v.(float64); ok {
+			return strconv.Itoa(int(f))
 		}
+		return v
 	}
-	if port == nil || at(kv, "podDiscoveryConfig", "socketPort") != port || at(kv, "topicFilter") != "kv@" {
+	if port == nil || str(at(kv, "podDiscoveryConfig", "socketPort")) != port || at(kv, "topicFilter") != "kv@" ||
+		at(kv, "discoverPods") != true {
 		t.Errorf("kvEventsConfig %v; the pods publish on %v", kv, port)
 	}
-	for _, sel := range strings.Split(at(kv, "podDiscoveryConfig", "podLabelSelector").(string), ",") {
-		k, v, _ := strings.Cut(sel, "=")
-		if at(pod, "metadata", "labels", k) != v {
-			t.Errorf("pod selector %s does not match the pods", sel)
+	if replay == nil || str(at(kv, "podDiscoveryConfig", "replaySocketPort")) != replay {
+		t.Errorf("replaySocketPort %v; the pods replay on %v", at(kv, "podDiscoveryConfig", "replaySocketPort"), replay)
+	}
+	// llm-d-router v0.10.0 no longer reads podLabelSelector (the pool's
+	// endpoints are the pods): a selector here would only mislead.
+	if sel := at(kv, "podDiscoveryConfig", "podLabelSelector"); sel != nil {
+		t.Errorf("podLabelSelector %v is not read by the picker", sel)
+	}
+	// The producer subscribes to a pod only when an endpoint-notification
+	// source hands it the pool's endpoints; with no such wiring its index
+	// stays empty and every pod scores 0.
+	if _, ok := plugins["endpoint-notification-source"]; !ok {
+		t.Error("no endpoint-notification-source: the precise producer would subscribe to no pod")
+	}
+	if !hasSource(cfg, "endpoint-notification-source", "precise-prefix-cache-producer") {
+		t.Errorf("dataLayer.sources %v does not feed endpoints to precise-prefix-cache-producer", at(cfg, "dataLayer"))
+	}
+	if !hasSource(cfg, "metrics-data-source", "core-metrics-extractor") {
+		t.Errorf("dataLayer.sources %v lost the metrics scrape", at(cfg, "dataLayer"))
+	}
+	// The token producer renders through a vLLM-compatible endpoint for the
+	// served model.
+	args := at(c, "args").([]any)
+	if tp := plugins["token-producer"]; at(tp, "modelName") != servedName(args) || at(tp, "vllm", "url") == nil {
+		t.Errorf("token-producer %v; the pods serve %v", tp, servedName(args))
+	}
+	// The topic names the pod by the address the indexer keys blocks by.
+	if v := flagValue(args, "--kv-events-topic-pod"); v != "address" {
+		t.Errorf("--kv-events-topic-pod %v, want address", v)
+	}
+	if v := flagValue(args, "--kv-events-replay-endpoint"); v != fmt.Sprintf("tcp://$(POD_IP):%v", replay) {
+		t.Errorf("--kv-events-replay-endpoint %v, want the pod's IP on port %v", v, replay)
+	}
+}
+
+// hasSource reports whether the picker config's dataLayer feeds source's
+// output to extractor.
+func hasSource(cfg map[string]any, source, extractor string) bool {
+	srcs, _ := at(cfg, "dataLayer", "sources").([]any)
+	for _, s := range srcs {
+		if at(s, "pluginRef") != source {
+			continue
+		}
+		exs, _ := at(s, "extractors").([]any)
+		for _, e := range exs {
+			if at(e, "pluginRef") == extractor {
+				return true
+			}
 		}
 	}
+	return false
 }
 
 func checkAutoscaling(t *testing.T, objs map[string]map[string]any, metricsSrc string) {
@@ -214,5 +270,57 @@ func checkAutoscaling(t *testing.T, objs map[string]map[string]any, metricsSrc s
 	series, _, _ := strings.Cut(at(rule, "seriesQuery").(string), "{")
 	if !strings.Contains(metricsSrc, `"`+series+`"`) {
 		t.Errorf("Sluice exports no %s", series)
+	}
+}
+
+// checkPickerHA: more than one picker replica means leader election (the
+// flag, the lease rules, the probes' services) and a PodDisruptionBudget
+// over the pickers; and the Role lets the picker watch what its
+// reconcilers watch.
+func checkPickerHA(t *testing.T, objs map[string]map[string]any) {
+	t.Helper()
+	dep := objs["Deployment/sluice-epp"]
+	c := at(dep, "spec", "template", "spec", "containers", 0)
+	rules := fmt.Sprint(at(objs["Role/sluice-epp"], "rules"))
+	for _, r := range []string{"inferenceobjectives", "inferencemodelrewrites", "inference.networking.x-k8s.io"} {
+		if !strings.Contains(rules, r) {
+			t.Errorf("the picker's Role lacks %s: %s", r, rules)
+		}
+	}
+	if n := at(dep, "spec", "replicas").(float64); n < 2 {
+		t.Errorf("%v picker replica(s): one lost pod fails every request closed", n)
+	}
+	args := fmt.Sprint(at(c, "args"))
+	if !strings.Contains(args, "--ha-enable-leader-election") || !strings.Contains(rules, "leases") {
+		t.Errorf("several pickers without leader election (args %s, rules %s)", args, rules)
+	}
+	if at(c, "readinessProbe", "grpc", "service") != "readiness" || at(c, "livenessProbe", "grpc", "service") != "liveness" {
+		t.Error("with leader election the probes must ask the readiness and liveness services")
+	}
+	pdb := objs["PodDisruptionBudget/sluice-epp"]
+	if pdb == nil || !reflect.DeepEqual(at(pdb, "spec", "selector", "matchLabels"), at(dep, "spec", "selector", "matchLabels")) {
+		t.Errorf("no PodDisruptionBudget over the pickers: %v", pdb)
+	}
+}
+
+// TestPreciseTokenizer: precise scoring renders prompts through the
+// release's own Service unless told otherwise, and refuses to do so when
+// the pods want an API key, which the picker's render calls never carry.
+func TestPreciseTokenizer(t *testing.T) {
+	precise := map[string]any{"prefixScoring": "precise"}
+	out, err := renderWith("values-cpu.yaml", map[string]any{"picker": precise})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "url: http://sluice.sluice.svc:8080\n") {
+		t.Error("the token producer does not default to the release's Service")
+	}
+	keys := map[string]any{"create": true, "keys": []any{"k1"}}
+	if _, err := renderWith("values-cpu.yaml", map[string]any{"picker": precise, "apiKey": keys}); err == nil {
+		t.Error("precise with API keys and the pods as tokenizer: rendered")
+	}
+	withURL := map[string]any{"prefixScoring": "precise", "tokenizerUrl": "http://tok:8000"}
+	if _, err := renderWith("values-cpu.yaml", map[string]any{"picker": withURL, "apiKey": keys}); err != nil {
+		t.Errorf("precise with API keys and a tokenizer of its own: %v", err)
 	}
 }
