@@ -110,6 +110,8 @@ func TestValidatorRejects(t *testing.T) {
 		"apiVersion: batch/v1\nkind: Job\nmetadata: {name: x}\n",
 		"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: x}\nspec: {podSelector: {}, ingress: [{form: []}]}\n",
 		"apiVersion: v1\nkind: Secret\nmetadata: {name: x}\nstringData: {keys: [a]}\n",
+		"apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata: {name: x}\nspec: {selector: {}, podMetricsEndpoints: [{port: http, pth: /metrics}]}\n",
+		"apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata: {name: x}\nspec: {selector: {}, podMetricsEndpoints: [{port: 8080}]}\n",
 	} {
 		for _, r := range v.Validate("doc", io.NopCloser(strings.NewReader(doc))) {
 			if r.Status == validator.Valid {

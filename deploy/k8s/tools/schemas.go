@@ -84,6 +84,9 @@ func GenerateSchemas(dir string) error {
 			return err
 		}
 	}
+	for _, k := range goKinds {
+		out[k.fileName()] = goSchema(k.typ, nil)
+	}
 	for name, s := range out {
 		b, err := json.MarshalIndent(s, "", " ")
 		if err != nil {

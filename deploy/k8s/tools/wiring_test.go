@@ -133,6 +133,13 @@ func TestWiring(t *testing.T) {
 
 			checkPicker(t, objs["ConfigMap/sluice-epp"], pod, c)
 			checkPickerHA(t, objs)
+			if pm, ok := objs["PodMonitor/sluice"]; ok {
+				ep := at(pm, "spec", "podMetricsEndpoints", 0)
+				if !reflect.DeepEqual(at(pm, "spec", "selector", "matchLabels"), at(pod, "metadata", "labels")) ||
+					containerPorts(c)[at(ep, "port")] == nil || at(ep, "path") != "/metrics" {
+					t.Errorf("the PodMonitor does not scrape the pods' /metrics: %v", at(pm, "spec"))
+				}
+			}
 			checkAutoscaling(t, objs, metricsSrc)
 		})
 	}
