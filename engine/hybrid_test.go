@@ -219,3 +219,35 @@ func testHybridGroup(t *testing.T, m *hookedHybrid, e *Engine) {
 		t.Fatalf("stats %+v, %d states copied (want 2 forks)", st, m.copies)
 	}
 }
+
+// TestHybridStatusShowsSlots: a status frame names a running hybrid
+// sequence's state slot and, while it prefills a prompt past a block
+// boundary, its checkpoint slot, and carries the pool's slot counts.
+func TestHybridStatusShowsSlots(t *testing.T) {
+	m := loadHybrid(t, 64, 16, 4)
+	e := newEngineOn(t, m, Config{Blocks: 64, BlockSize: 16, MaxBatchTokens: 16, MaxSeqs: 4})
+	w := e.WatchStatus()
+	defer w.Close()
+	held, release := make(chan struct{}), make(chan struct{})
+	m.hook = func(*kernels.Batch) error { held <- struct{}{}; <-release; return nil }
+	s := submit(t, e, Request{Prompt: prompt(40, 3, 64), MaxTokens: 2})
+	<-held // the first of its three prefill steps
+	release <- struct{}{}
+	<-held // the second: the frame after the first is out, the loop waits here
+	for {
+		st, err := w.Next(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Seqs) != 1 || st.Seqs[0].Computed != 16 {
+			continue
+		}
+		if q := st.Seqs[0]; q.State < 0 || q.Checkpoint < 0 || q.State == q.Checkpoint || st.KV.StatesUsed != 2 || st.KV.StatesTotal != 6 {
+			t.Fatalf("status %+v, KV %+v", q, st.KV)
+		}
+		break
+	}
+	m.hook = nil
+	close(release)
+	collect(t, s, 0)
+}

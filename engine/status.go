@@ -39,6 +39,9 @@ type StatusSeq struct {
 	Computed int    // leading tokens whose KV is in the cache
 	Cached   int    // prompt tokens served from the prefix cache at admission
 	Blocks   []int32
+	// State and Checkpoint are a hybrid model's sequence's recurrent-state
+	// slot and checkpoint slot (state.go), −1 when it holds none.
+	State, Checkpoint int32
 }
 
 // StatusEnd is a sequence that left the loop.
@@ -118,10 +121,12 @@ func (e *Engine) buildStatus(st *Stats) *Status {
 	}
 	for q := range e.live {
 		blocks := slices.Clone(q.sq.Blocks())
+		ck, _, _ := q.sq.Checkpoint()
 		s.Seqs = append(s.Seqs, StatusSeq{
 			ID: q.id, ReqID: q.req.ID, Tenant: q.req.Tenant, Running: q.sq.State() == scheduler.StateRunning,
 			Prompt: len(q.req.Prompt) + len(q.req.Resume), Tokens: len(q.sq.Tokens),
 			Computed: q.sq.NumComputed(), Cached: q.sq.CachedTokens(), Blocks: blocks,
+			State: q.sq.StateSlot(), Checkpoint: ck,
 		})
 		f.heldNext[q] = len(blocks)
 	}
