@@ -18,10 +18,12 @@ var (
 	descPreempt  = prometheus.NewDesc("sluice_preemptions_total", "Sequences preempted (blocks freed, to be recomputed) for lack of KV blocks.", nil, nil)
 	descHits     = prometheus.NewDesc("sluice_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache at admission instead of computed.", nil, nil)
 	descD2H      = prometheus.NewDesc("sluice_backend_device_to_host_bytes_total", "Bytes the backend copied from the device to the host (logits rows, token ids, logprobs); only when tokens are sampled on the device.", nil, nil)
+	descStates   = prometheus.NewDesc("sluice_state_slots", "Recurrent-state slots of a hybrid model (Qwen3.5's DeltaNet layers): used by sequences and their checkpoints, cached for prefix reuse (evictable), total; only for a model with recurrent state.", []string{"state"}, nil)
+	descSlotSize = prometheus.NewDesc("sluice_state_slot_bytes", "Memory of one recurrent-state slot, every recurrent layer; only for a model with recurrent state.", nil, nil)
 )
 
 func (statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descKVTotal, descKVFree, descKVCached, descGen, descPreempt, descHits, descD2H} {
+	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descKVUsage, descKVTotal, descKVFree, descKVCached, descGen, descPreempt, descHits, descD2H, descStates, descSlotSize} {
 		ch <- d
 	}
 }
@@ -47,5 +49,14 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descHits, st.PrefixHitTokens)
 	if st.DeviceToHost { // absent, not 0, where nothing is copied back (the CPU backend)
 		counter(descD2H, st.DeviceToHostBytes)
+	}
+	// Absent, not 0, for a model without recurrent state: a zero total would
+	// read on a dashboard as a hybrid pool with nothing left, and an
+	// attention-only model has no such pool to run out of.
+	if st.KV.StatesTotal > 0 {
+		ch <- prometheus.MustNewConstMetric(descStates, prometheus.GaugeValue, float64(st.KV.StatesUsed), "used")
+		ch <- prometheus.MustNewConstMetric(descStates, prometheus.GaugeValue, float64(st.KV.StatesCached), "cached")
+		ch <- prometheus.MustNewConstMetric(descStates, prometheus.GaugeValue, float64(st.KV.StatesTotal), "total")
+		gauge(descSlotSize, float64(st.StateSlotBytes))
 	}
 }
