@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/kernels"
 // Config is a Llama-family architecture's shape, read from GGUF metadata
 // (llama.*, qwen2.*) or from a Hugging Face config.json.
 type Config struct {
-	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3" or "smollm3"
+	Arch       string // "llama" (also Mistral, Mixtral, TinyLlama, SmolLM2), "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3", "smollm3" or "gpt-oss"
 	Layers     int
 	Hidden     int // embedding width
 	FFN        int // feed-forward width
@@ -80,6 +80,11 @@ type RopeScaling struct {
 	HighFreqFactor  float32
 	OriginalContext int
 	Linear          bool
+	// YaRN (gpt-oss): frequencies interpolated by Factor below the
+	// wavelengths BetaFast/BetaSlow rotations of OriginalContext mark, kept
+	// above, blended between (yarnFrequencies).
+	YaRN               bool
+	BetaFast, BetaSlow float32
 }
 
 // windowHeadDim is the head size of the window layers.

@@ -126,6 +126,10 @@ func Describe(c Config, src WeightSource) []Fact {
 	if len(c.LayerFFN) > 0 {
 		add("ffn per layer", "%s", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(c.LayerFFN)), ","), "[]"))
 	}
+	if c.Arch == "gpt-oss" {
+		add("attention sinks", "a learned logit per head joins each softmax (no value); Q, K, V and output biased")
+		add("expert ffn", "router and experts biased; weights a softmax over the top %d logits; SwiGLU clamped at ±%g, σ(%g·x)", c.ExpertsUsed, gptossSwiGLULimit, gptossSwiGLUAlpha)
+	}
 	if c.Arch == "gemma4" {
 		add("v norm", "each V head RMS-normed without a weight; a global layer without attn_v takes K's projection as V")
 	}
@@ -181,6 +185,9 @@ func describeScaling(s *RopeScaling) string {
 		return "no scaling"
 	case s.Linear:
 		return fmt.Sprintf("linear scaling ×%g", s.Factor)
+	case s.YaRN:
+		return fmt.Sprintf("YaRN ×%g from %d tokens (betas %g/%g; cos/sin ×%.6g, folded into the query scale)",
+			s.Factor, s.OriginalContext, s.BetaFast, s.BetaSlow, yarnMScale(s.Factor))
 	}
 	return fmt.Sprintf("llama3 scaling ×%g from %d tokens (low-frequency factor %g, high %g)",
 		s.Factor, s.OriginalContext, s.LowFreqFactor, s.HighFreqFactor)

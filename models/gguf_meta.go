@@ -145,10 +145,10 @@ func (g *GGUFFile) Config() (Config, error) {
 	switch arch {
 	case "llama", "smollm3":
 		cfg.RopeStyle = kernels.RoPEInterleaved // convert_hf_to_gguf permuted Q and K
-	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3":
+	case "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3", "gpt-oss":
 		cfg.RopeStyle = kernels.RoPEHalves
 	default:
-		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3 or smollm3): %w", g.path, arch, ErrUnsupported)
+		return Config{}, fmt.Errorf("gguf %s: architecture %q (want llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3, smollm3 or gpt-oss): %w", g.path, arch, ErrUnsupported)
 	}
 	m := metaReader{g: g, prefix: arch + "."}
 	cfg.Layers = m.int("block_count")
@@ -181,7 +181,7 @@ func (g *GGUFFile) Config() (Config, error) {
 	if cfg.Vocab == 0 {
 		cfg.Vocab = g.vocabFallback()
 	}
-	scaling, err := m.ropeScaling()
+	scaling, err := m.ropeScaling(arch == "gpt-oss")
 	if err != nil {
 		return Config{}, err
 	}
@@ -206,6 +206,11 @@ func (g *GGUFFile) Config() (Config, error) {
 	}
 	if arch == "smollm3" {
 		m.smollm3(&cfg)
+	}
+	if arch == "gpt-oss" {
+		if err := m.gptoss(&cfg); err != nil {
+			return Config{}, err
+		}
 	}
 	if arch == "phi3" {
 		if err := m.phi3(&cfg); err != nil {
@@ -281,18 +286,35 @@ func (m *metaReader) floatOr(key string, def float32) float32 {
 	return m.float(key)
 }
 
-// ropeScaling reads <arch>.rope.scaling.*. Only Llama 3's scheme is supported;
-// linear and YaRN scaling are refused rather than silently ignored.
-func (m *metaReader) ropeScaling() (*RopeScaling, error) {
+// ropeScaling reads <arch>.rope.scaling.*: Llama 3's scheme, linear, and
+// YaRN where the architecture's forward pass applies its attention factor
+// (gpt-oss); YaRN elsewhere is refused rather than silently ignored.
+func (m *metaReader) ropeScaling(yarn bool) (*RopeScaling, error) {
 	typ, _ := m.g.String(m.prefix + "rope.scaling.type")
 	switch typ {
 	case "", "none":
 		return nil, nil
+	case "yarn":
+		if !yarn {
+			return nil, fmt.Errorf("gguf %s: %srope.scaling.type yarn is read for gpt-oss only: %w", m.g.path, m.prefix, ErrUnsupported)
+		}
+		s := &RopeScaling{YaRN: true, Factor: m.float("rope.scaling.factor"),
+			OriginalContext: m.intOr("rope.scaling.original_context_length", m.intOr("context_length", 0)),
+			BetaFast:        m.floatOr("rope.scaling.yarn_beta_fast", 32), BetaSlow: m.floatOr("rope.scaling.yarn_beta_slow", 1)}
+		for _, k := range []string{"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor", "rope.scaling.yarn_log_multiplier", "rope.scaling.attn_factor"} {
+			if _, ok := m.g.meta[m.prefix+k]; ok {
+				return nil, fmt.Errorf("gguf %s: %s%s (a YaRN variant other than gpt-oss's): %w", m.g.path, m.prefix, k, ErrUnsupported)
+			}
+		}
+		if m.err == nil && (!(s.Factor >= 1) || s.OriginalContext <= 0 || !(s.BetaFast > 0) || !(s.BetaSlow > 0)) {
+			return nil, fmt.Errorf("gguf %s: YaRN factor %g from %d tokens, betas %g/%g: %w", m.g.path, s.Factor, s.OriginalContext, s.BetaFast, s.BetaSlow, ErrMalformed)
+		}
+		return s, m.err
 	case "llama3":
 	case "linear":
 		return &RopeScaling{Linear: true, Factor: m.float("rope.scaling.factor")}, m.err
 	default:
-		return nil, fmt.Errorf("gguf %s: %srope.scaling.type %q (want llama3, linear or none): %w", m.g.path, m.prefix, typ, ErrUnsupported)
+		return nil, fmt.Errorf("gguf %s: %srope.scaling.type %q (want llama3, linear or none; yarn for gpt-oss): %w", m.g.path, m.prefix, typ, ErrUnsupported)
 	}
 	s := &RopeScaling{
 		Factor:          m.float("rope.scaling.factor"),

@@ -23,6 +23,7 @@ type Llama struct {
 	win                      *windowKV               // set with Options.WindowKV (gemma3_window.go)
 	gemma                    *gemma3Extras           // nil unless cfg.Arch is gemma2, gemma3 or gemma4
 	gemma4                   *gemma4Extras           // nil unless cfg.Arch is gemma4
+	gptoss                   *gptossExtras           // nil unless cfg.Arch is gpt-oss
 	promptRows               []bool                  // promptFlags' buffer
 	headNorm                 kernels.HeadNormOps     // set when cfg.QKNorm (Qwen3)
 	moe                      kernels.MoEOps          // set when cfg.Experts > 0
@@ -88,7 +89,9 @@ func (m *Llama) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 	}
 	err := be.GetRows(m.x, m.tokEmbd, b.Tokens)
 	if err == nil {
-		if m.gemma4 != nil {
+		if m.gptoss != nil {
+			err = m.gptossLayers(b, n)
+		} else if m.gemma4 != nil {
 			err = m.gemma4Layers(b, n)
 		} else if m.gemma != nil {
 			err = m.gemma3Layers(b, n)
@@ -221,6 +224,9 @@ func firstErr(errs ...error) error {
 // ropeFrequencies returns RoPE's per-pair angular frequencies θ_i = base^(−2i/d),
 // with Llama 3's frequency-dependent scaling when the model asks for it.
 func ropeFrequencies(c Config) []float32 {
+	if s := c.RopeScaling; s != nil && s.YaRN {
+		return yarnFrequencies(c)
+	}
 	half := c.HeadDim / 2
 	f := make([]float32, half)
 	for i := range half {

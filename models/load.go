@@ -85,6 +85,7 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 		m.output = w.load("output.weight", cfg.Vocab, cfg.Hidden)
 	}
 	m.layers = make([]llamaLayer, cfg.Layers)
+	var oss []gptossLayer // gpt-oss's layer extras
 	for i := range m.layers {
 		l, p := &m.layers[i], fmt.Sprintf("blk.%d.", i)
 		if cfg.Arch == "phi3" {
@@ -105,7 +106,11 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 			l.bk = w.loadF32(p+"attn_k.bias", kvDim)
 			l.bv = w.loadF32(p+"attn_v.bias", kvDim)
 		}
-		l.ffnNorm = w.loadF32(p+"ffn_norm.weight", cfg.Hidden)
+		if cfg.Arch == "gpt-oss" {
+			oss = append(oss, w.gptossLayer(l, p, cfg))
+		} else {
+			l.ffnNorm = w.loadF32(p+"ffn_norm.weight", cfg.Hidden)
+		}
 		if cfg.Experts > 0 {
 			e, f := cfg.Experts, cfg.ExpertFFN
 			l.wRouter = w.load(p+"ffn_gate_inp.weight", e, cfg.Hidden)
@@ -139,6 +144,11 @@ func Load(src WeightSource, be kernels.Backend, opts Options) (*Llama, error) {
 	}
 	if w.err != nil {
 		return nil, w.err
+	}
+	if cfg.Arch == "gpt-oss" {
+		if err := m.loadGPTOSS(oss); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Arch == "gemma4" {
 		if err := m.loadGemma4(&w); err != nil {
@@ -221,8 +231,8 @@ func (m *Llama) allocate() error {
 
 func (c Config) validate() error {
 	switch {
-	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3", "smollm3"}, c.Arch):
-		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3, smollm3)", c.Arch)
+	case !slices.Contains([]string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "olmoe", "gemma2", "gemma3", "gemma4", "phi3", "smollm3", "gpt-oss"}, c.Arch):
+		return fmt.Errorf("unsupported architecture %q (supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, olmoe, gemma2, gemma3, gemma4, phi3, smollm3, gpt-oss)", c.Arch)
 	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0:
 		return fmt.Errorf("incomplete model shape %+v", c)
 	case c.Heads%c.KVHeads != 0:

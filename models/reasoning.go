@@ -20,6 +20,11 @@ const (
 	// enable_thinking (a <|think|> line opening the system turn); off, the
 	// generation prompt already holds an empty <|channel>thought\n<channel|>.
 	ReasoningGemma4Channel ReasoningFormat = "gemma4-channel"
+	// ReasoningHarmony: gpt-oss's harmony format, messages of
+	// <|start|>assistant<|channel|>NAME<|message|>…<|end|> (or <|call|>,
+	// <|return|>): the analysis channel is reasoning, final the answer,
+	// commentary tool calls (to=functions.NAME in the header).
+	ReasoningHarmony ReasoningFormat = "harmony"
 )
 
 // Reasoning is the reasoning format of the architecture c describes, as its
@@ -30,6 +35,8 @@ func (c Config) Reasoning() ReasoningFormat {
 		return ReasoningThinkTags
 	case "gemma4":
 		return ReasoningGemma4Channel
+	case "gpt-oss":
+		return ReasoningHarmony
 	}
 	return ReasoningNone
 }

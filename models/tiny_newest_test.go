@@ -32,6 +32,20 @@ var tinyNewestModels = []struct {
 	// the embedding and the head included, in MXFP4; llama.cpp dots it
 	// with Q8_0 activations as Sluice does.
 	{"llama-mxfp4", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 48}, kernels.MXFP4, 0},
+	// gpt-oss: layers 0 and 2 windowed (5 tokens), attention sinks,
+	// biases everywhere, 4 experts of which 2 per token, YaRN ×4 from 16
+	// tokens (the 84 positions run past it); the second with MXFP4 experts
+	// and the rest Q8_0, as gpt-oss files come. It routes every token to
+	// all 4 experts: with 2 of 4, quantized activations (8-bit rounding of
+	// values in which ggml's expf and the routing softmax's SIMD exp differ
+	// from Sluice's in the last bit, so position 0 already moves by 0.05)
+	// flipped a near-tied route at position 69 and that position's logits
+	// by 0.55. The F32 model has no such steps and covers the top-2 choice.
+	{"gptoss-f32", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, Seed: 49, GPTOSS: true,
+		Window: 5, Experts: 4, ExpertsUsed: 2, RopeTheta: 150000, YaRN: &modeltest.YaRN{Factor: 4, OriginalContext: 16}}, kernels.F32, 0},
+	{"gptoss-mxfp4", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, Seed: 50, GPTOSS: true,
+		Window: 5, Experts: 4, ExpertsUsed: 4, RopeTheta: 150000, YaRN: &modeltest.YaRN{Factor: 4, OriginalContext: 16},
+		ExpertsMXFP4: true}, kernels.Q8_0, 0},
 	// Gemma 4: window layers of 5 tokens with heads of 16 (2 KV heads),
 	// global layers (2 and 5) with heads of 32 and 1 KV head whose V is K's
 	// projection, a quarter of their pairs rotating, layer scales and a

@@ -40,6 +40,9 @@ func TestWindowKVOtherArchs(t *testing.T) {
 		// and 2's K/V, in either store.
 		{"gemma4e-f32", modeltest.Spec{Layers: 5, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 36, RMSEps: 1e-6,
 			Gemma4: true, Window: w, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PerLayerEmbd: 32, SharedKVLayers: 2}, kernels.F32},
+		// gpt-oss: window and global layers alternating, attention sinks.
+		{"gptoss-f32", modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, Seed: 37, GPTOSS: true,
+			Window: w, Experts: 4, ExpertsUsed: 2, RopeTheta: 150000, YaRN: &modeltest.YaRN{Factor: 4, OriginalContext: 16}}, kernels.F32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{MaxBatchTokens: chunk, MaxSeqs: 1, BlockSize: bs, KVBlocks: blocks}

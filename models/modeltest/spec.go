@@ -95,6 +95,14 @@ type Spec struct {
 	PerLayerEmbd, SharedKVLayers int
 	DoubleWideMLP                bool
 
+	// GPTOSS makes a gpt-oss model (GGUF arch gpt-oss; gptoss.go writes its
+	// tensors): Experts required, a window on the even layers (Window > 0),
+	// attention biases and sinks, expert biases, YaRN when YaRN is set; with
+	// ExpertsMXFP4 the expert matrices are MXFP4 whatever the file's type.
+	GPTOSS       bool
+	ExpertsMXFP4 bool
+	YaRN         *YaRN
+
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
 	ContextLen  int          // 0: 256
@@ -108,6 +116,12 @@ type RopeScaling struct {
 	Factor          float32
 	LowFreqFactor   float32
 	HighFreqFactor  float32
+	OriginalContext int
+}
+
+// YaRN is gpt-oss's RoPE scaling as GGUF states it.
+type YaRN struct {
+	Factor          float32
 	OriginalContext int
 }
 
@@ -131,6 +145,9 @@ func (l LongRoPE) AttnFactor(contextLen int) float32 {
 
 // Arch is the GGUF architecture name the Spec is written as.
 func (s Spec) Arch() string {
+	if s.GPTOSS {
+		return "gpt-oss"
+	}
 	if s.Gemma4 {
 		return "gemma4"
 	}
@@ -238,6 +255,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: a Gemma 2 spec sets Gemma too, a window and positive soft-caps")
 	case s.SmolLM3 && (s.Gemma || s.Phi3 || s.QKNorm || s.QKVBias || s.Experts > 0):
 		return fmt.Errorf("modeltest: a SmolLM3 spec has no Gemma, Phi-3, QK-norm, bias or expert options")
+	case s.GPTOSS && (s.Experts == 0 || s.Window <= 0 || s.Gemma || s.Gemma4 || s.Phi3 || s.SmolLM3 || s.QKNorm || s.Tied || s.SharedExpertFFN > 0):
+		return fmt.Errorf("modeltest: a gpt-oss spec has experts, a window, an untied head and no other family's options")
 	case s.Gemma4 && (s.Gemma || s.Phi3 || s.SmolLM3 || s.QKNorm || s.QKVBias || s.Experts > 0 || s.Window <= 0):
 		return fmt.Errorf("modeltest: a Gemma 4 spec has a window and no Gemma (3), Phi-3, SmolLM3, QK-norm, bias or expert options")
 	case s.Gemma4 && (s.PerLayerEmbd < 0 || s.SharedKVLayers < 0 || s.SharedKVLayers > 0 && s.SharedKVLayers+2 > s.Layers):
@@ -266,6 +285,9 @@ func tensorList(spec Spec) []tensorShape {
 	}
 	if s.Gemma4 {
 		return gemma4TensorList(s, out)
+	}
+	if s.GPTOSS {
+		return gptossTensorList(s, out)
 	}
 	for l := range s.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
@@ -361,6 +383,10 @@ func Weights(spec Spec) map[string][]float32 {
 				}
 			}
 		case name == "per_layer_token_embd.weight":
+			for i := range w {
+				w[i] = float32(rng.NormFloat64())
+			}
+		case strings.HasSuffix(name, "attn_sinks.weight"):
 			for i := range w {
 				w[i] = float32(rng.NormFloat64())
 			}

@@ -39,6 +39,9 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 			}
 		}
 		dt := dtype
+		if spec.GPTOSS {
+			dt = gptossDType(spec, ts.name, dt)
+		}
 		if len(ts.shape) == 1 {
 			dt = kernels.F32
 		}
@@ -101,6 +104,9 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 	}
 	if spec.Gemma4 {
 		meta = gemma4Meta(spec, meta)
+	}
+	if spec.GPTOSS {
+		meta = gptossMeta(spec, meta)
 	}
 	if spec.Experts > 0 {
 		meta = append(meta, KV{a + "expert_count", uint32(spec.Experts)}, KV{a + "expert_used_count", uint32(spec.ExpertsUsed)},

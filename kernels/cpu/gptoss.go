@@ -1,0 +1,204 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// gpt-oss's kernels (models/gptoss.go's gptossOps): attention whose softmax
+// has a learned sink logit per head, and the expert feed-forward with
+// per-expert biases and the clamped SwiGLU. Written plainly in Go; neither
+// reuses the grouped paths of attention.go and moe_group.go yet.
+
+// SinkAttention writes k and v into layer's cache at b.Slots, then for each
+// row and head computes softmax over [q·K·scale…, sink_h] and the weighted
+// sum of V (the sink has no value), over the causal context or its last
+// window positions.
+func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, sinks kernels.Tensor) error {
+	os, ot, err := f32Of(out, "SinkAttention out")
+	if err != nil {
+		return err
+	}
+	qs, qt, err := f32Of(q, "SinkAttention q")
+	if err != nil {
+		return err
+	}
+	ks, kt, err := f32Of(k, "SinkAttention k")
+	if err != nil {
+		return err
+	}
+	vs, _, err := f32Of(v, "SinkAttention v")
+	if err != nil {
+		return err
+	}
+	sk, _, err := f32Of(sinks, "SinkAttention sinks")
+	if err != nil {
+		return err
+	}
+	store, ok := kv.(*kvStore)
+	if !ok {
+		return fmt.Errorf("cpu backend: KV store %T was not made by this backend", kv)
+	}
+	cfg := store.cfg
+	kvCols, qCols, n := cfg.KVHeads*cfg.HeadDim, qt.cols(), len(batch.Tokens)
+	if layer < 0 || layer >= cfg.Layers || kt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols ||
+		n*qCols > len(qs) || n*kvCols > len(ks) || n*qCols > len(os) || len(batch.Slots) < n {
+		return fmt.Errorf("cpu backend: SinkAttention: q %v k %v out %v, layer %d, do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, layer, cfg, n)
+	}
+	heads := qCols / cfg.HeadDim
+	if heads%cfg.KVHeads != 0 || len(sk) < heads {
+		return fmt.Errorf("cpu backend: SinkAttention: %d query heads, %d KV heads, %d sinks", heads, cfg.KVHeads, len(sk))
+	}
+	slots := cfg.Blocks * cfg.BlockSize
+	kc, vc := store.k[layer], store.v[layer]
+	for r, s := range batch.Slots[:n] {
+		if s < 0 || int(s) >= slots {
+			return fmt.Errorf("cpu backend: SinkAttention: slot %d out of range [0,%d)", s, slots)
+		}
+		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
+		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
+	}
+	rowSeq := make([]int, n)
+	for si, sq := range batch.Seqs {
+		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
+			return fmt.Errorf("cpu backend: SinkAttention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
+		}
+		if need := (sq.ContextLen + cfg.BlockSize - 1) / cfg.BlockSize; need > len(sq.Blocks) {
+			return fmt.Errorf("cpu backend: SinkAttention: sequence %d has %d blocks for %d tokens", si, len(sq.Blocks), sq.ContextLen)
+		}
+		for r := sq.Start; r < sq.End; r++ {
+			p := int(batch.Positions[r])
+			if p < 0 || p >= sq.ContextLen {
+				return fmt.Errorf("cpu backend: SinkAttention: row %d at position %d outside its context of %d", r, p, sq.ContextLen)
+			}
+			first := p + 1 - attended(p, window)
+			for _, blk := range sq.Blocks[first/cfg.BlockSize : p/cfg.BlockSize+1] {
+				if blk < 0 || int(blk) >= cfg.Blocks {
+					return fmt.Errorf("cpu backend: SinkAttention: block %d out of range [0,%d)", blk, cfg.Blocks)
+				}
+			}
+			rowSeq[r] = si
+		}
+	}
+	hd, bs, group := cfg.HeadDim, cfg.BlockSize, heads/cfg.KVHeads
+	b.parallelFor(n*heads, 1, func(lo, hi int) {
+		var scores []float32
+		for item := lo; item < hi; item++ {
+			r, h := item/heads, item%heads
+			sq := &batch.Seqs[rowSeq[r]]
+			pos := int(batch.Positions[r])
+			ctx := attended(pos, window)
+			first := pos + 1 - ctx
+			scores = slices.Grow(scores[:0], ctx)[:ctx]
+			qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
+			off := (h / group) * hd
+			mx := sk[h]
+			for i := range ctx {
+				p := first + i
+				slot := int(sq.Blocks[p/bs])*bs + p%bs
+				scores[i] = dotHalfF32(kc[slot*kvCols+off:slot*kvCols+off+hd], qv) * scale
+				mx = max(mx, scores[i])
+			}
+			sum := expF32(scores, scores, mx) + float32(math.Exp(float64(sk[h]-mx)))
+			o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
+			clear(o)
+			inv := 1 / sum
+			for i, e := range scores {
+				p := first + i
+				slot := int(sq.Blocks[p/bs])*bs + p%bs
+				axpyHalf(o, e*inv, vc[slot*kvCols+off:slot*kvCols+off+hd])
+			}
+		}
+	})
+	return nil
+}
+
+// OAIMoEFFN: for each of the first n rows of x, its top k experts by router
+// logit, weighted by a softmax over those k logits, each computing
+//
+//	g = gate_e·x + gateB_e, u = up_e·x + upB_e
+//	a = min(g, limit)·σ(alpha·min(g, limit))·(clamp(u, −limit, limit) + 1)
+//	y = down_e·a + downB_e
+//
+// summed by weight into dst.
+func (b *Backend) OAIMoEFFN(dst, x, logits, gate, up, down, gateB, upB, downB kernels.Tensor, n, k int, alpha, limit float32) error {
+	d, dt, err := f32Of(dst, "OAIMoEFFN dst")
+	if err != nil {
+		return err
+	}
+	xs, xt, err := f32Of(x, "OAIMoEFFN x")
+	if err != nil {
+		return err
+	}
+	ls, lt, err := f32Of(logits, "OAIMoEFFN logits")
+	if err != nil {
+		return err
+	}
+	var ts [3]*tensor
+	for i, t := range []kernels.Tensor{gate, up, down} {
+		if ts[i], err = asCPU(t); err != nil {
+			return err
+		}
+	}
+	gt, ut, wd := ts[0], ts[1], ts[2]
+	gb, gbt, err := f32Of(gateB, "OAIMoEFFN gate bias")
+	if err != nil {
+		return err
+	}
+	ub, _, err := f32Of(upB, "OAIMoEFFN up bias")
+	if err != nil {
+		return err
+	}
+	db, dbt, err := f32Of(downB, "OAIMoEFFN down bias")
+	if err != nil {
+		return err
+	}
+	hidden, experts := xt.cols(), lt.cols()
+	if len(gt.shape) != 3 || len(ut.shape) != 3 || len(wd.shape) != 3 {
+		return fmt.Errorf("cpu backend: OAIMoEFFN: expert tensors %v %v %v are not [experts, rows, cols]", gt.shape, ut.shape, wd.shape)
+	}
+	ffn := gt.shape[1]
+	switch {
+	case gt.shape[0] != experts || gt.shape[2] != hidden || !slices.Equal(gt.shape, ut.shape),
+		wd.shape[0] != experts || wd.shape[1] != hidden || wd.shape[2] != ffn,
+		len(gb) != experts*ffn || len(ub) != experts*ffn || len(db) != experts*hidden,
+		dt.cols() != hidden || n*hidden > len(xs) || n*hidden > len(d) || n*experts > len(ls),
+		k <= 0 || k > experts:
+		return fmt.Errorf("cpu backend: OAIMoEFFN: x %v logits %v gate %v down %v biases %v %v dst %v, %d rows, top %d",
+			xt.shape, lt.shape, gt.shape, wd.shape, gbt.shape, dbt.shape, dt.shape, n, k)
+	}
+	s := &b.moe
+	s.route(ls, n, experts, k, true)
+	clear(d[:n*hidden])
+	for e := range experts {
+		m := len(s.rows[e])
+		if m == 0 {
+			continue
+		}
+		s.x, s.g, s.u, s.o = grow(s.x, m*hidden), grow(s.g, m*ffn), grow(s.u, m*ffn), grow(s.o, m*hidden)
+		for i, r := range s.rows[e] {
+			copy(s.x[i*hidden:(i+1)*hidden], xs[int(r)*hidden:(int(r)+1)*hidden])
+		}
+		matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), ffn, gb[e*ffn:(e+1)*ffn])
+		matMul(&b.workers, s.u, s.x, m, hidden, expertView(ut, e), ffn, ub[e*ffn:(e+1)*ffn])
+		oaiSwiGLU(s.g[:m*ffn], s.u[:m*ffn], alpha, limit)
+		matMul(&b.workers, s.o, s.g, m, ffn, expertView(wd, e), hidden, db[e*hidden:(e+1)*hidden])
+		for i, r := range s.rows[e] {
+			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])
+		}
+	}
+	return nil
+}
+
+// oaiSwiGLU is ggml's swiglu_oai in place over g: x = min(g, limit),
+// y = clamp(u, −limit, limit), g = x/(1 + e^(−alpha·x))·(y + 1).
+func oaiSwiGLU(g, u []float32, alpha, limit float32) {
+	for i, gv := range g {
+		x := min(gv, limit)
+		y := min(max(u[i], -limit), limit)
+		g[i] = x / (1 + float32(math.Exp(float64(alpha*-x)))) * (y + 1)
+	}
+}
