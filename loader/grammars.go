@@ -23,7 +23,7 @@ func (g *grammars) Compile(gr constrain.Grammar, resume []int32) (engine.Constra
 	g.once.Do(func() {
 		// Masks cover the model's logits row, which may be longer than the
 		// tokenizer's vocabulary (padded embeddings): the rest is never allowed.
-		g.vocab, g.err = constrain.NewVocab(g.m.Tokenizer.HFJSON(), g.m.Llama.VocabSize(), g.m.Tokenizer.EOGIDs())
+		g.vocab, g.err = constrain.NewVocab(g.m.Tokenizer.HFJSON(), g.m.Net.VocabSize(), g.m.Tokenizer.EOGIDs())
 	})
 	if g.err != nil {
 		return nil, g.err

@@ -11,6 +11,7 @@ package loader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -51,12 +52,23 @@ type Options struct {
 	WrapModel func(engine.Model) engine.Model
 }
 
+// Net is the loaded network as the engine, the transports and the CLI see
+// it, whatever its architecture: a *models.Llama (every attention-only
+// layout) or a *models.Qwen35 (the hybrid of Gated DeltaNet and attention,
+// an engine.RecurrentModel).
+type Net interface {
+	engine.Model
+	// Options are the figures after defaults (KV blocks, batch, sequences):
+	// the engine's pool was sized from them.
+	Options() models.Options
+}
+
 // Model is a loaded model behind a running engine.
 type Model struct {
 	ID        string // the file name without extension: what /v1/models lists
 	Engine    *engine.Engine
 	Tokenizer *tokenizer.Tokenizer
-	Llama     *models.Llama
+	Net       Net
 	src       models.WeightSource
 	be        kernels.Backend
 	grammars  grammars // structured outputs, shared by every transport's Backend
@@ -106,18 +118,39 @@ func (m *Model) load(o Options) error {
 	} else {
 		m.be = cpu.New(o.Threads)
 	}
-	m.Llama, err = models.Load(m.src, m.be, models.Options{
+	mo := models.Options{
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
 		WindowKV: true, // window layers keep only their window's KV (kvcache window.go)
-	})
-	if err != nil {
-		return err
 	}
-	mo := m.Llama.Options() // the figures after defaults: the engine must use the same pool
-	window, windowBlocks := m.Llama.KVWindow()
-	var run engine.Model = m.Llama
+	var window, windowBlocks int
+	if g, ok := m.src.(*models.GGUFFile); ok && isHybrid(g) {
+		// Qwen3.5/3.6: models.Config refuses the hybrid layout; it has no
+		// window layers, and its recurrent state is sized by the model
+		// itself (engine.RecurrentModel hands the engine its slot count).
+		var q *models.Qwen35
+		if q, err = models.LoadQwen35(g, m.be, mo); err != nil {
+			return err
+		}
+		m.Net = q
+	} else {
+		var l *models.Llama
+		if l, err = models.Load(m.src, m.be, mo); err != nil {
+			return err
+		}
+		m.Net = l
+		window, windowBlocks = l.KVWindow()
+	}
+	mo = m.Net.Options() // the figures after defaults: the engine must use the same pool
+	var run engine.Model = m.Net
 	if o.WrapModel != nil {
 		run = o.WrapModel(run)
+		if _, rec := m.Net.(engine.RecurrentModel); rec {
+			if _, still := run.(engine.RecurrentModel); !still {
+				// Without its state slots the engine would run every
+				// sequence on no state: refuse rather than serve garbage.
+				return fmt.Errorf("loader: the model wrapper hides the recurrent state of %s", m.ID)
+			}
+		}
 	}
 	m.Engine, err = engine.New(run, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
@@ -128,6 +161,13 @@ func (m *Model) load(o Options) error {
 	return err
 }
 
+// isHybrid says whether g is a Qwen3.5/3.6 file: GGUF architectures qwen35
+// (dense) and qwen35moe, which models.LoadQwen35 builds.
+func isHybrid(g *models.GGUFFile) bool {
+	arch, _ := g.String("general.architecture")
+	return arch == "qwen35" || arch == "qwen35moe"
+}
+
 // ModelID is the id a model file is served under: its base name without
 // the .gguf extension.
 func ModelID(path string) string {
@@ -136,7 +176,7 @@ func ModelID(path string) string {
 
 // Backend adapts the model to the transports.
 func (m *Model) Backend() *stream.Backend {
-	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Llama.ContextLen(), Grammars: &m.grammars}
+	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Net.ContextLen(), Grammars: &m.grammars}
 }
 
 // Close stops the engine (open sequences end with CauseShutdown) and frees the model.

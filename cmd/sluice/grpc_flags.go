@@ -117,7 +117,7 @@ func (o *ops) ready(m *loader.Model, path string) error {
 	if o.grpc == nil {
 		return nil
 	}
-	return o.grpc.SetBackend(m.Backend(), grpcserver.ModelInfo{Path: path, VocabSize: m.Llama.VocabSize()})
+	return o.grpc.SetBackend(m.Backend(), grpcserver.ModelInfo{Path: path, VocabSize: m.Net.VocabSize()})
 }
 
 // wait returns when the gRPC endpoint has shut down (serve's context ended).

@@ -161,7 +161,7 @@ func runServe(args []string) error {
 		return err
 	}
 	attachWeb(page, m.Engine)
-	log.Info("ready", "model", m.ID, "context", m.Llama.ContextLen(), "kv_blocks", m.Llama.Options().KVBlocks,
+	log.Info("ready", "model", m.ID, "context", m.Net.ContextLen(), "kv_blocks", m.Net.Options().KVBlocks,
 		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
 	broke := watchBroken(ctx, m.Engine, srv, stop, log) // a lost device: drain, exit non-zero
 	err = errors.Join(<-served, ops.wait())

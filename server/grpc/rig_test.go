@@ -162,7 +162,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	b := model.Backend()
 	spy := &spyEngine{Engine: b.Engine, submitted: make(chan context.Context, 256)}
 	b.Engine = spy
-	if err := srv.SetBackend(b, ModelInfo{Path: path, VocabSize: model.Llama.VocabSize()}); err != nil {
+	if err := srv.SetBackend(b, ModelInfo{Path: path, VocabSize: model.Net.VocabSize()}); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{srv: srv, model: model, rec: rec, spy: spy}
