@@ -2,6 +2,7 @@ package llmd
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -203,7 +204,11 @@ func pickerConfig(t *testing.T, b bins, prefix string, pt ports, tokenizer strin
 	set, _ := json.Marshal(map[string]any{
 		"model":    map[string]any{"name": servedName},
 		"kvEvents": map[string]any{"port": pt.kv, "replayPort": pt.replay},
-		"picker":   map[string]any{"prefixScoring": prefix, "tokenizerUrl": tokenizer},
+		// Two replicas, the picker, Envoy and the test share two cores with
+		// whatever else the machine runs: a scrape can come 200 ms late
+		// (llm-d's staleness bound), and the picker then skips an idle
+		// replica as saturated. The chart's value, widened.
+		"picker": map[string]any{"prefixScoring": prefix, "tokenizerUrl": tokenizer, "metricsStalenessThreshold": "1s"},
 	})
 	return renderPicker(t, b, "values-cpu.yaml", string(set))
 }
@@ -306,7 +311,7 @@ func startEPP(t *testing.T, b bins, name string, cfg map[string]any, pt ports, r
 	p := start(t, b.logs, "epp", nil, b.epp, "--pool-name", "local", "--pool-namespace", "local",
 		"--config-file", cfgFile, "--grpc-port", strconv.Itoa(pt.grpc), "--grpc-health-port", strconv.Itoa(pt.health),
 		"--metrics-port", strconv.Itoa(pt.metrics), "--metrics-endpoint-auth=false",
-		"--secure-serving=false", "--tracing=false", "--v=2")
+		"--secure-serving=false", "--tracing=false", "--v="+cmp.Or(os.Getenv("SLUICE_LLMD_EPP_V"), "2"))
 	// The gRPC port opens once file discovery has loaded the endpoints.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
