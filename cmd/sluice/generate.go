@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -18,8 +19,12 @@ import (
 
 // runGenerate: sluice generate --model PATH --prompt TEXT. The completion goes
 // to stdout as it is generated; speed figures go to stderr.
-func runGenerate(args []string) error {
+func runGenerate(args []string) error { return generate(args, os.Stdout, os.Stderr) }
+
+// generate is runGenerate writing to stdout and stderr (tests read them).
+func generate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("generate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	model := fs.String("model", os.Getenv("SLUICE_MODEL"), "model file (.gguf)")
 	prompt := fs.String("prompt", "", "prompt text")
 	chat := fs.Bool("chat", false, "wrap the prompt as a user message in the model's chat template")
@@ -50,7 +55,7 @@ func runGenerate(args []string) error {
 		return err
 	}
 	defer m.Close(context.Background())
-	fmt.Fprintf(os.Stderr, "loaded %s in %v (%d threads)\n", m.ID, time.Since(load).Round(time.Millisecond), *threads)
+	fmt.Fprintf(stderr, "loaded %s in %v (%d threads)\n", m.ID, time.Since(load).Round(time.Millisecond), *threads)
 
 	text := *prompt
 	if *chat {
@@ -71,7 +76,7 @@ func runGenerate(args []string) error {
 	if err != nil {
 		return err
 	}
-	out := bufio.NewWriter(os.Stdout)
+	out := bufio.NewWriter(stdout)
 	dec := m.Tokenizer.NewDecoder()
 	var first time.Time
 	n := 0
@@ -93,13 +98,13 @@ func runGenerate(args []string) error {
 	end := time.Now()
 	if n > 0 {
 		prefill := first.Sub(start)
-		fmt.Fprintf(os.Stderr, "prompt: %d tokens in %v (%.1f tokens/s)\n", len(ids), prefill.Round(time.Millisecond), float64(len(ids))/prefill.Seconds())
+		fmt.Fprintf(stderr, "prompt: %d tokens in %v (%.1f tokens/s)\n", len(ids), prefill.Round(time.Millisecond), float64(len(ids))/prefill.Seconds())
 		if n > 1 {
 			decode := end.Sub(first)
-			fmt.Fprintf(os.Stderr, "decode: %d tokens in %v (%.1f tokens/s)\n", n-1, decode.Round(time.Millisecond), float64(n-1)/decode.Seconds())
+			fmt.Fprintf(stderr, "decode: %d tokens in %v (%.1f tokens/s)\n", n-1, decode.Round(time.Millisecond), float64(n-1)/decode.Seconds())
 		}
 	}
-	fmt.Fprintf(os.Stderr, "finish: %s %s\n", res.Finish, res.Cause)
+	fmt.Fprintf(stderr, "finish: %s %s\n", res.Finish, res.Cause)
 	if res.Err != nil {
 		return res.Err
 	}
