@@ -8,9 +8,11 @@
 // experts feed-forward; Qwen2-MoE a shared expert, qwen2moe.go; OLMoE a
 // whole-projection QK-norm, olmoe.go; SmolLM3 its NoPE layers, smollm3.go),
 // Gemma 3 and 2 (gemma3.go: window and global layers; Gemma 2's soft-capped
-// scores and logits) and Gemma 4 (gemma4.go: heads of two shapes, V norm,
-// proportional RoPE). Each architecture names its reasoning markup
-// (reasoning.go) for the layer that streams it.
+// scores and logits), Gemma 4 (gemma4.go: heads of two shapes, V norm,
+// proportional RoPE; gemma4_small.go: E2B/E4B's per-layer inputs and shared
+// K/V) and gpt-oss (gptoss.go: attention sinks, YaRN, biased experts with a
+// clamped SwiGLU, MXFP4 weights). Each architecture names its reasoning
+// markup (reasoning.go) for the layer that streams it.
 // What a model needs beyond kernels.Ops (QK-norm, GeGLU, sliding-window
 // attention, MoE) it finds on the backend as optional interfaces at Load,
 // and a backend without them is refused there, never mid-step.
