@@ -22,5 +22,5 @@
 //
 // Concurrency: one goroutine per request owns its TextStream and Emitter. A
 // resumable stream's state is owned by whichever request holds its lease
-// (streamState.acquire); the store itself is guarded by a mutex.
+// (httpedge.Retained.Acquire); the store itself is guarded by a mutex.
 package server

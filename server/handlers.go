@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/sluicehq/sluice/engine"
@@ -31,25 +30,6 @@ func (s *Server) pumpConfig(streaming bool) stream.PumpConfig {
 
 func (s *Server) handleStreamGet(w http.ResponseWriter, r *http.Request) {
 	s.resume(w, r, r.PathValue("id"))
-}
-
-// openResume finds the retained stream id names (one the relay produced,
-// with relayed), reads Last-Event-ID, takes the stream for this reader and
-// checks the log still holds what follows that id. ok is false when it has
-// answered the request itself; otherwise the caller calls release.
-func (s *Server) openResume(w http.ResponseWriter, r *http.Request, id string, relayed bool) (
-	st *streamState, last int64, ctx context.Context, release func(), ok bool) {
-	rc, err := s.store.shared().Open(r, id, func(o httpedge.Resumable) bool {
-		st, ok := o.(*streamState)
-		return ok && (!relayed || st.relay != nil)
-	})
-	if err != nil {
-		if r.Context().Err() == nil { // else the client left while waiting for the stream
-			writeError(w, err)
-		}
-		return nil, 0, nil, nil, false
-	}
-	return rc.State.(*streamState), rc.Last, rc.Ctx, rc.Release, true
 }
 
 // resume replays the events after Last-Event-ID and, when the generation was

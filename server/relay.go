@@ -23,6 +23,33 @@ import (
 // so a reconnect is answered from this server's retained events, never by a
 // second upstream generation.
 
+// relayState is a relayed stream retained for a resume: its event log and
+// lease (Retained), its text as this side holds it back for stop strings,
+// the upstream's side (relay), and whether its log has ended. One request
+// at a time holds its lease and may touch it.
+type relayState struct {
+	*httpedge.Retained
+	ts    *stream.TextStream
+	relay *relayCursor
+	done  bool // the log ends with the stream's last event
+}
+
+// relayOpen finds the relayed stream id names, reads Last-Event-ID, takes
+// the stream for this reader and checks the log still holds what follows
+// that id. ok is false when it has answered the request itself; otherwise
+// the caller calls release.
+func (s *Server) relayOpen(w http.ResponseWriter, r *http.Request, id string) (
+	st *relayState, last int64, ctx context.Context, release func(), ok bool) {
+	rc, err := s.store.shared().Open(r, id, func(o httpedge.Resumable) bool { _, ok := o.(*relayState); return ok })
+	if err != nil {
+		if r.Context().Err() == nil { // else the client left while waiting for the stream
+			writeError(w, err)
+		}
+		return nil, 0, nil, nil, false
+	}
+	return rc.State.(*relayState), rc.Last, rc.Ctx, rc.Release, true
+}
+
 // relayCursor is the upstream side of a relayed stream: where the upstream's
 // own stream stands, for a resume after the client left, and how the
 // stream is framed for its client.
@@ -233,8 +260,8 @@ func (s *Server) relayLog() *httpedge.EventLog {
 
 // relayStream opens the upstream stream and relays it to the client in
 // st's edge; a failure before the first byte is answered in api's shape.
-func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamState, req relay.Request, api relayAPIShape) {
-	ctx, release, err := st.acquire(r.Context())
+func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relayState, req relay.Request, api relayAPIShape) {
+	ctx, release, err := st.Acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
 	}
@@ -246,14 +273,14 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamS
 	}
 	st.relay.upstreamID = src.UpstreamID()
 	if s.store != nil {
-		s.store.add(st)
+		s.store.Add(st)
 	}
-	h := map[string]string{streamIDHeader: st.id}
+	h := map[string]string{streamIDHeader: st.ID}
 	if api.requestID {
-		h["request-id"] = st.id
+		h["request-id"] = st.ID
 	}
 	httpedge.SetHeaders(w, h)
-	sse := httpedge.NewSSE(ctx, w, st.log, s.cfg.WriteTimeout, 0)
+	sse := httpedge.NewSSE(ctx, w, st.Log, s.cfg.WriteTimeout, 0)
 	st.relay.edge.Start(sse)
 	_ = sse.Flush() // headers and the first events now: the upstream accepted
 	s.relayPump(st, src, sse)
@@ -261,7 +288,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *streamS
 
 // relayPump drains an upstream stream into the client's and ends it, unless
 // the client left first: then the stream stays resumable.
-func (s *Server) relayPump(st *streamState, src *relay.Stream, sse *httpedge.SSE) {
+func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE) {
 	pc := s.pumpConfig(true)
 	pc.StallTimeout = src.StallTimeout()
 	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge.Emitter(sse), pc, s.drain)
@@ -287,7 +314,7 @@ func (s *Server) relayPump(st *streamState, src *relay.Stream, sse *httpedge.SSE
 }
 
 // relayEnd writes the stream's last events in its edge and marks it done.
-func (s *Server) relayEnd(st *streamState, sse *httpedge.SSE, out stream.TextOutcome) {
+func (s *Server) relayEnd(st *relayState, sse *httpedge.SSE, out stream.TextOutcome) {
 	st.relay.edge.End(sse, out, st.relay.end(st.ts))
 	st.done = true
 	_ = sse.Flush()
@@ -300,7 +327,7 @@ func (s *Server) relayEnd(st *streamState, sse *httpedge.SSE, out stream.TextOut
 // prefix cache); otherwise it ends with an in-band resume_gap error in the
 // stream's API: a second upstream generation is never started.
 func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) {
-	st, last, ctx, release, ok := s.openResume(w, r, id, true)
+	st, last, ctx, release, ok := s.relayOpen(w, r, id)
 	if !ok {
 		return
 	}
@@ -309,7 +336,7 @@ func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) 
 
 // relayContinue replays st's events after last and continues or ends it
 // (relayResume), under the lease release gives back.
-func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *streamState, id string, last int64, release func()) {
+func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *relayState, id string, last int64, release func()) {
 	defer release()
 	var src *relay.Stream
 	var cause error
@@ -319,7 +346,7 @@ func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *s
 		}
 	}
 	setSSEHeaders(w, id)
-	sse := httpedge.NewSSE(ctx, w, st.log, s.cfg.WriteTimeout, last)
+	sse := httpedge.NewSSE(ctx, w, st.Log, s.cfg.WriteTimeout, last)
 	_ = sse.Flush() // the replay
 	switch {
 	case st.done:

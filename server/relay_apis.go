@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/anthropic"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
@@ -141,8 +140,8 @@ func (s *Server) relayResponses(mux *http.ServeMux, store *responses.Store) {
 		}
 		id := r.PathValue("id")
 		rc, err := s.store.shared().OpenAfter(r, id, last, func(o httpedge.Resumable) bool {
-			st, ok := o.(*streamState)
-			if !ok || st.relay == nil {
+			st, ok := o.(*relayState)
+			if !ok {
 				return false
 			}
 			_, ok = st.relay.edge.(*responses.Relayed)
@@ -154,7 +153,7 @@ func (s *Server) relayResponses(mux *http.ServeMux, store *responses.Store) {
 			}
 			return
 		}
-		s.relayContinue(rc.Ctx, w, rc.State.(*streamState), id, rc.Last, rc.Release)
+		s.relayContinue(rc.Ctx, w, rc.State.(*relayState), id, rc.Last, rc.Release)
 	}))
 	mux.Handle("DELETE /v1/responses/{id}", s.api(h.Delete))
 }
@@ -193,7 +192,7 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 		})
 		return
 	}
-	st := newStreamState(id, g, engine.Request{}, chunkFormat{}, stream.NewTextOnlyStream(g.Stop), s.relayLog())
-	st.relay = &relayCursor{model: g.Model, edge: f}
+	st := &relayState{Retained: httpedge.NewRetained(id, s.relayLog()), ts: stream.NewTextOnlyStream(g.Stop),
+		relay: &relayCursor{model: g.Model, edge: f}}
 	s.relayStream(w, r, st, req, api)
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -17,35 +16,6 @@ const (
 	lastEventIDHeader = httpedge.LastEventIDHeader
 )
 
-// streamState is everything needed to replay or continue one streaming
-// response: the request as submitted (its sampler seed fixed), the
-// TextStream with every token consumed so far and the text it holds back,
-// and the event log. One request at a time holds its lease (Retained) and
-// may touch it.
-type streamState struct {
-	*httpedge.Retained
-	id     string
-	gen    *stream.GenRequest
-	req    engine.Request
-	format chunkFormat
-	ts     *stream.TextStream
-	log    *httpedge.EventLog
-	cached int                // prompt tokens the first submission found in the prefix cache
-	done   bool               // the log ends with [DONE]: nothing left to generate
-	relay  *relayCursor       // relay mode: the upstream's side (relay.go); nil for a local model
-	tools  *stream.ToolStream // the reply's tool-call parse (toolcalls.go); nil without tools
-}
-
-func newStreamState(id string, gen *stream.GenRequest, req engine.Request, f chunkFormat, ts *stream.TextStream, log *httpedge.EventLog) *streamState {
-	return &streamState{Retained: httpedge.NewRetained(id, log), id: id, gen: gen, req: req, format: f, ts: ts, log: log, tools: stream.NewToolStream(gen)}
-}
-
-// acquire takes the stream's lease for a request (httpedge.Retained.Acquire:
-// the newest connection wins).
-func (st *streamState) acquire(ctx context.Context) (context.Context, func(), error) {
-	return st.Acquire(ctx)
-}
-
 // ResumeStore keeps recent streams replayable for a bounded window and
 // within a total byte cap (httpedge.Store); the Messages and Responses
 // streams live in the same one, under the same caps.
@@ -55,14 +25,6 @@ type ResumeStore struct{ *httpedge.Store }
 // streams' events within maxBytes.
 func NewResumeStore(window time.Duration, maxBytes int) *ResumeStore {
 	return &ResumeStore{httpedge.NewStore(window, maxBytes)}
-}
-
-func (s *ResumeStore) add(st *streamState) { s.Add(st) }
-
-// get is the chat or completions stream id names, nil when none is retained.
-func (s *ResumeStore) get(id string) *streamState {
-	st, _ := s.Get(id).(*streamState)
-	return st
 }
 
 // shared is the store the other HTTP adapters are lent (nil: resume off).

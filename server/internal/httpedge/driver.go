@@ -23,10 +23,16 @@ import (
 //	            leaving cut it short: then it stays resumable
 //	Env.Resume / ResumeAfter: the lease → stream.Continue → replay the log → Pump, or the ending
 //
-// What an API adds beyond its parser and framer (a reasoning part, a new
-// output kind) is one more Framer call, made here for all of them. The
-// abort policy is the Backend's (stream.Backend.WithAbortOnDisconnect),
-// set once where the server attaches it.
+// A new request field is one more stream.GenRequest field, set by each
+// parser through the core's one rule (stream.Params and its setters); a new
+// output kind (reasoning text beside the reply) is one more Emitter call the
+// stream core makes, found on the Framer by type assertion as logprobs are
+// (stream.LogprobEmitter), framed by each API once, and driven here for
+// all. The abort policy is the Backend's
+// (stream.Backend.WithAbortOnDisconnect), set once where the server
+// attaches it. Relay mode runs the same parsers against an upstream
+// (server/relay.go); its loop over stream.PumpText is the one generation
+// source not yet behind this driver.
 
 // API is one HTTP API the driver serves: its parser, its error shape and
 // how its streams look.
