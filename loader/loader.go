@@ -1,7 +1,8 @@
 // Package loader is the composition root: it loads a model file into a
 // running engine and adapts it to the stream core's interfaces: weights on
 // a kernels backend (CPU unless told), the tokenizer from the file's own
-// vocabulary, an engine sized to the model's KV pool. `sluice serve`,
+// vocabulary, an engine sized to the model's KV pool (and, for a hybrid
+// model such as Qwen3.5, its recurrent-state slots). `sluice serve`,
 // `sluice generate` and the end-to-end tests wire through it.
 //
 // Concurrency: a Model is safe for concurrent use once Load returns; Close

@@ -161,8 +161,12 @@ func runServe(args []string) error {
 		return err
 	}
 	attachWeb(page, m.Engine)
-	log.Info("ready", "model", m.ID, "context", m.Net.ContextLen(), "kv_blocks", m.Net.Options().KVBlocks,
-		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond))
+	attrs := []any{"model", m.ID, "context", m.Net.ContextLen(), "kv_blocks", m.Net.Options().KVBlocks,
+		"threads", lo.Threads, "load", time.Since(start).Round(time.Millisecond)}
+	if st := m.Engine.Stats(); st.KV.StatesTotal > 0 { // a hybrid model: its state memory beside the KV
+		attrs = append(attrs, "state_slots", st.KV.StatesTotal, "state_slot_bytes", st.StateSlotBytes)
+	}
+	log.Info("ready", attrs...)
 	broke := watchBroken(ctx, m.Engine, srv, stop, log) // a lost device: drain, exit non-zero
 	err = errors.Join(<-served, ops.wait())
 	stop()
