@@ -9,11 +9,13 @@ import (
 // (vec_dot_type GGML_TYPE_Q8_0): per block, the codes' doubled values
 // (kvalues_mxfp4) times the activation's int8s, summed in integers, scaled
 // by the activation's F16 scale times the halved E8M0 scale.
-func init() {
-	k := &quantKernel{actBlockBytes: quant.Q8_0BlockBytes, quantize: quant.ActQ8_0, generic: dotMXFP4Q8_0Generic}
-	k.rows = genericRows(k.generic) // dot.go's init, which fills rows, may have run already
-	quantKernels[kernels.MXFP4] = k
-}
+// A package variable, so that it exists before any init runs: dot.go's
+// init, which fills rows, may run before this file's, and dot_mxfp4_amd64.go's
+// replaces rows with the assembly kernel.
+var mxfp4Kernel = &quantKernel{actBlockBytes: quant.Q8_0BlockBytes, quantize: quant.ActQ8_0,
+	generic: dotMXFP4Q8_0Generic, rows: genericRows(dotMXFP4Q8_0Generic)}
+
+func init() { quantKernels[kernels.MXFP4] = mxfp4Kernel }
 
 // dotMXFP4Q8_0Generic is ggml_vec_dot_mxfp4_q8_0_generic.
 func dotMXFP4Q8_0Generic(w, x []byte, nb int) float32 {

@@ -1,0 +1,110 @@
+//go:build amd64 && !noasm
+
+#include "dotq_amd64.h"
+
+// MXFP4 rows against a Q8_0 activation row, in dotq_amd64.s's skeleton:
+// two rows through the block loop together, then one alone, each with the
+// same instructions, so a result depends neither on the row count nor on
+// tiling. Per block [e][qs 16]: the nibbles index ggml's doubled E2M1
+// values (kvalues_mxfp4) with one VPSHUFB, then the signed dot as Q4_0's;
+// the scale is 2^(e−128)·dx.
+//
+// Registers: SI pair base, R8 wstride, R9 x, R10 nb, R11 dst, R12 rows left,
+// R13 zero; AX/BX the pair's block pointers, DI x's, CX blocks left, DX the
+// exponent; Y0/Y1 the accumulators, X2 x's scale, Y5 x's 32 quants, Y8 the
+// values table in both lanes, Y9 0x0f bytes, Y10 int16 ones.
+
+// The sixteen codes' values, doubled (0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6 ×2).
+DATA kvaluesMXFP4<>+0(SB)/8, $0x0c08060403020100
+DATA kvaluesMXFP4<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA kvaluesMXFP4<>+16(SB)/8, $0x0c08060403020100
+DATA kvaluesMXFP4<>+24(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL kvaluesMXFP4<>(SB), RODATA|NOPTR, $32
+
+// SCALE_E8M0 puts 2^(e−128)·dx (e the byte at (wp), dx in X2) in every lane
+// of tY: the float with exponent field e − 1. e = 0 and 1, whose halves are
+// subnormal (2^−128, 2^−127), give 0 here; the quantizer writes e = 0 only
+// for a block of zeros.
+#define SCALE_E8M0(wp, tX, tY) \
+	MOVBLZX      (wp), DX; \
+	SUBL         $1, DX; \
+	CMOVLLT      R13, DX; \
+	SHLL         $23, DX; \
+	VMOVD        DX, tX; \
+	VMULSS       tX, X2, tX; \
+	VBROADCASTSS tX, tY
+
+#define MXROW(wp, accY, tX, tY, uX, uY, vX, vY) \
+	SCALE_E8M0(wp, tX, tY); \
+	NIBBLES(wp, 1, uX, uY, vX); \
+	VPSHUFB uY, Y8, uY; \
+	SIGNED_DOT(accY, tY, uY, vY)
+
+// func dotMXFP4Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+TEXT ·dotMXFP4Q8_0Rows(SB), NOSPLIT, $0-48
+	MOVQ    w+0(FP), SI
+	MOVQ    wstride+8(FP), R8
+	MOVQ    x+16(FP), R9
+	MOVQ    nb+24(FP), R10
+	MOVQ    dst+32(FP), R11
+	MOVQ    rows+40(FP), R12
+	XORQ    R13, R13
+	NIBBLE_MASK(Y9, X9)
+	ONES_I16(Y10, X10)
+	VMOVDQU kvaluesMXFP4<>(SB), Y8
+
+mxpair:
+	CMPQ   R12, $2
+	JLT    mxsingle
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*1), BX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+mxpairblk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (BX)(R8*8)
+	VMOVD      (DI), X2
+	VCVTPH2PS  X2, X2
+	VMOVDQU    2(DI), Y5
+	MXROW(AX, Y0, X3, Y3, X4, Y4, X6, Y6)
+	MXROW(BX, Y1, X11, Y11, X12, Y12, X13, Y13)
+	ADDQ       $17, AX
+	ADDQ       $17, BX
+	ADDQ       $34, DI
+	DECQ       CX
+	JNZ        mxpairblk
+	HSUM(Y0, X0, X3)
+	VMOVSS     X0, (R11)
+	HSUM(Y1, X1, X3)
+	VMOVSS     X1, 4(R11)
+	ADDQ       $8, R11
+	LEAQ       (SI)(R8*2), SI
+	SUBQ       $2, R12
+	JMP        mxpair
+
+mxsingle:
+	TESTQ  R12, R12
+	JEQ    mxdone
+	MOVQ   SI, AX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VXORPS Y0, Y0, Y0
+
+mxsingleblk:
+	VMOVD     (DI), X2
+	VCVTPH2PS X2, X2
+	VMOVDQU   2(DI), Y5
+	MXROW(AX, Y0, X3, Y3, X4, Y4, X6, Y6)
+	ADDQ      $17, AX
+	ADDQ      $34, DI
+	DECQ      CX
+	JNZ       mxsingleblk
+	HSUM(Y0, X0, X3)
+	VMOVSS    X0, (R11)
+
+mxdone:
+	VZEROUPPER
+	RET
