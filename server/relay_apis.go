@@ -194,5 +194,6 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 	}
 	st := &relayState{Retained: httpedge.NewRetained(id, s.relayLog()), ts: stream.NewTextOnlyStream(g.Stop),
 		relay: &relayCursor{model: g.Model, edge: f}}
+	st.Keeps(g.RetainedBytes())
 	s.relayStream(w, r, st, req, api)
 }

@@ -54,6 +54,7 @@ type choicesState struct {
 func newChoicesState(id string, g *stream.GenRequest, reqs []engine.Request, base chunkFormat, b *stream.Backend, log *httpedge.EventLog) *choicesState {
 	st := &choicesState{Retained: httpedge.NewRetained(id, log), gen: g, reqs: reqs, formats: make([]chunkFormat, len(reqs)),
 		cs: make([]stream.ChoiceStream, len(reqs)), ended: make([]bool, len(reqs)), errs: make([]error, len(reqs)), cached: make([]int, len(reqs))}
+	st.Keeps(g.RetainedBytes(reqs...))
 	for i := range reqs {
 		st.formats[i] = base.withIndex(i)
 		st.formats[i].lp = newLogprobFormat(b.Tokenizer, g)

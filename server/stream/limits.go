@@ -1,6 +1,10 @@
 package stream
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/engine"
+)
 
 // Limits every transport's requests meet, checked first thing in Prepare
 // (after the transport parsed its wire shape, before any template or
@@ -73,6 +77,19 @@ func (g *GenRequest) promptBytes() int {
 	}
 	for _, t := range g.Tools.List {
 		n += len(t.Name) + len(t.Description) + len(t.Parameters)
+	}
+	return n
+}
+
+// RetainedBytes is what keeping g and the engine requests made from it for
+// a resume holds in memory, about: its text and every token id.
+func (g *GenRequest) RetainedBytes(reqs ...engine.Request) int {
+	n := g.promptBytes() + 4*len(g.PromptIDs)
+	for _, s := range g.Stop {
+		n += len(s)
+	}
+	for _, r := range reqs {
+		n += 4*(len(r.Prompt)+len(r.Resume)+len(r.StopTokens)) + 8*len(r.LogitBias)
 	}
 	return n
 }

@@ -172,6 +172,7 @@ func (e *Env) Serve(w http.ResponseWriter, r *http.Request, api *API) {
 		f:  p.Frame(Head{ID: req.ID, Model: e.ModelName(g.Model), Backend: b, Req: req, Lazy: tools != nil})}
 	if g.Stream {
 		st.Retained = e.NewRetainedFor(req.ID)
+		st.Retained.Keeps(g.RetainedBytes(req))
 		e.stream(w, r, b, st)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -79,5 +80,25 @@ func TestEventLogCompacts(t *testing.T) {
 	got, err := l.After(l.LastID() - 1)
 	if err != nil || string(got) != fmt.Sprintf("id: %d\ndata: %03d\n\n", l.LastID(), l.LastID()%1000) {
 		t.Errorf("last frame %q, %v", got, err)
+	}
+}
+
+// TestStoreCountsKeptRequests: the store's byte cap counts what a stream
+// keeps for a resume besides its log (Retained.Keeps). Before, two idle
+// streams of 1 MiB prompts and empty logs counted 0 bytes against a
+// 1.5 MiB cap and both stayed.
+func TestStoreCountsKeptRequests(t *testing.T) {
+	s := NewStore(time.Hour, 3<<19)
+	clock := time.Unix(1000, 0)
+	s.now = func() time.Time { return clock }
+	for i, id := range []string{"old", "new"} {
+		r := NewRetained(id, NewEventLog(1<<10))
+		r.Keeps(1 << 20)
+		r.owned, r.lastUse = true, clock.Add(time.Duration(i)*time.Second)
+		s.Add(r)
+		clock = clock.Add(2 * time.Second) // past the sweep's once-a-second limit
+	}
+	if s.Get("old") != nil || s.Get("new") == nil {
+		t.Errorf("retained: old %v, new %v; want only the newest idle stream under a 1.5 MiB cap", s.Get("old") != nil, s.Get("new") != nil)
 	}
 }

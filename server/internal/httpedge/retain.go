@@ -36,6 +36,10 @@ const (
 type Retained struct {
 	ID  string
 	Log *EventLog
+	// kept is what the adapter's state holds besides the log for a resume
+	// (the request's text and token ids: Keeps), counted with the log
+	// against the store's byte cap. Set before the stream is added.
+	kept int64
 
 	lease chan struct{} // holds a value while no request holds the stream
 
@@ -53,6 +57,11 @@ func NewRetained(id string, log *EventLog) *Retained {
 	r.lease <- struct{}{}
 	return r
 }
+
+// Keeps records n bytes of request state (prompt text, token ids) the
+// stream retains beside its log, so the store's byte cap counts them: a
+// stream of a 1 MiB prompt and a short reply is not a few hundred bytes.
+func (r *Retained) Keeps(n int) { r.kept = int64(n) }
 
 // Retention implements Resumable.
 func (r *Retained) Retention() *Retained { return r }
@@ -122,7 +131,7 @@ type Store struct {
 }
 
 // NewStore keeps each stream for window after its last use, and all
-// streams' events within maxBytes.
+// streams' events and retained requests (Retained.Keeps) within maxBytes.
 func NewStore(window time.Duration, maxBytes int) *Store {
 	return &Store{window: window, maxBytes: int64(maxBytes), now: time.Now, streams: map[string]Resumable{}}
 }
@@ -168,7 +177,7 @@ func (s *Store) sweepLocked(force bool) {
 	var idles []idle
 	for id, st := range s.streams {
 		r := st.Retention()
-		size := r.Log.Retained()
+		size := r.Log.Retained() + r.kept
 		last, free := r.idleSince()
 		if free && now.Sub(last) > s.window {
 			delete(s.streams, id)
