@@ -77,13 +77,18 @@
 //     [id, "", "", -1, ""], which is what llm-d's indexer
 //     (pkg/kvevents/zmq_subscriber.go) asks for on connect, on a gap and on
 //     a sequence reset. It keeps the last BufferSteps batches (vLLM's
-//     buffer_steps, 10,000) and at most 64 MiB of them. Once the first
-//     batch has left it, llm-d's proactive replay from 0 fails ("expected
-//     sequence 0") and, with replay configured, a picker that restarts then
-//     drops the live stream of that replica until its cooldown ends and the
-//     same replay fails again; vLLM's buffer behaves the same. Size
-//     BufferSteps for the replica's life, or leave replay off (a restarted
-//     indexer then learns only blocks stored after it subscribed).
+//     buffer_steps, 10,000) and at most 64 MiB of them. vLLM lets the
+//     oldest go, after which llm-d's proactive replay from 0 fails
+//     ("expected sequence 0") and a picker that restarts drops that
+//     replica's live stream until its cooldown ends and the same replay
+//     fails again. Sluice instead starts the sequence over when the buffer
+//     is full (reset.go): batches 0, 1, ... are AllBlocksCleared and every
+//     block the pool holds, parents first, and the buffer holds only
+//     those, so a replay from 0 rebuilds the whole index for the replica's
+//     whole life; a live indexer sees the sequence go back (llm-d's drops
+//     the pod's entries and replays) or, without replay, the full state
+//     itself. A state too big for half the buffer falls back to vLLM's
+//     window.
 //   - A lost parent: when a running sequence's parent block was evicted
 //     before its child was stored, BlockStored names a parent the indexer has
 //     forgotten and llm-d skips that event; the next request that reuses the

@@ -103,6 +103,8 @@ type Publisher struct {
 	events  chan event
 	dropped atomic.Uint64
 	sent    atomic.Uint64 // batches handed to the socket
+	resets  atomic.Uint64 // sequence resets (reset.go)
+	state   *blockState   // the pool's blocks, for a sequence reset; nil without replay
 	pending atomic.Int64  // events accepted and not yet handed to the socket (or dropped)
 	stop    chan struct{}
 	done    chan struct{}
@@ -197,6 +199,7 @@ func New(ctx context.Context, cfg Config) (*Publisher, error) {
 			ring: &ring{maxItems: cfg.BufferSteps, maxBytes: cfg.BufferBytes}}
 		p.replay.wg.Add(1)
 		go p.replay.serve()
+		p.state = newBlockState()
 	}
 	p.offer(event{kind: cleared})
 	go p.run()
@@ -232,6 +235,10 @@ func (p *Publisher) Dropped() uint64 { return p.dropped.Load() }
 
 // Batches counts messages handed to the socket.
 func (p *Publisher) Batches() uint64 { return p.sent.Load() }
+
+// Resets counts the times the sequence started over with the pool's whole
+// state (reset.go).
+func (p *Publisher) Resets() uint64 { return p.resets.Load() }
 
 // BlockStored implements kvcache.Events: on the engine loop, never blocking.
 func (p *Publisher) BlockStored(g kvcache.Group, hash, parent uint64, tokens []int32) {
@@ -300,21 +307,39 @@ func (p *Publisher) run() {
 				break fill
 			}
 		}
-		if err := p.send(seq, batch); err != nil {
+		if err := p.send(&seq, batch); err != nil {
 			p.dropped.Add(uint64(len(batch)))
-		} else {
-			seq++
-			p.sent.Add(1)
 		}
 		p.pending.Add(-int64(len(batch)))
 	}
 }
 
-func (p *Publisher) send(seq uint64, batch []event) error {
+// send sends batch as *seq and advances it; or, when the batch would push
+// the oldest out of the replay buffer, resets the sequence with a state
+// that includes the batch (reset.go).
+func (p *Publisher) send(seq *uint64, batch []event) error {
+	if p.state != nil {
+		p.state.apply(batch)
+	}
 	payload, err := encodeBatch(p.cfg.Now(), batch, p.cfg.BlockSize, p.cfg.Medium)
 	if err != nil { // only a bug can fail an in-memory encode
 		return err
 	}
+	if p.replay != nil && p.replay.ring.full(len(payload)) {
+		if next, ok := p.resetSequence(); ok {
+			*seq = next
+			return nil
+		}
+	}
+	if err := p.sendOne(*seq, payload); err != nil {
+		return err
+	}
+	*seq++
+	p.sent.Add(1)
+	return nil
+}
+
+func (p *Publisher) sendOne(seq uint64, payload []byte) error {
 	var sb [8]byte
 	binary.BigEndian.PutUint64(sb[:], seq)
 	if err := p.sock.SendMulti(zmq4.NewMsgFrom(p.topic, sb[:], payload)); err != nil {

@@ -108,7 +108,9 @@ func waitSent(pub *Publisher) {
 // within the last BufferSteps; a start past the newest gets the end marker
 // alone; and the bytes bound evicts too.
 func TestReplayWindow(t *testing.T) {
-	pub := newLoopbackPublisher(t, Config{ReplayEndpoint: "tcp://127.0.0.1:0", BufferSteps: 5})
+	// One event a batch: the blocks held would take more than half the
+	// buffer, so the sender keeps a window instead of resetting (reset.go).
+	pub := newLoopbackPublisher(t, Config{ReplayEndpoint: "tcp://127.0.0.1:0", BufferSteps: 5, MaxBatch: 1})
 	msgs := subscribe(t, pub)
 	// Batches 0 (AllBlocksCleared, sent before the subscription: ZeroMQ's
 	// slow joiner) to 7.
@@ -192,6 +194,82 @@ func TestReplayRebuildsIndex(t *testing.T) {
 	if indexed := indexedBlocks(pool); !maps.Equal(indexed, r.live) || r.nextSeq != pub.Batches() || r.removed == 0 {
 		t.Errorf("replayed %d of %d batches, %d removals: %d blocks live, the pool indexes %d",
 			r.nextSeq, pub.Batches(), r.removed, len(r.live), len(indexed))
+	}
+}
+
+// TestReplayAfterReset is a picker restart on a replica that has sent
+// many times its replay buffer: the sequence started over with the pool's
+// whole state each time the buffer filled, so a replay from 0 still
+// rebuilds exactly the pool's index; and a subscriber that stayed on the
+// live stream all along, taking AllBlocksCleared and the sequence going
+// back to 0 as llm-d's indexer does, holds it too.
+func TestReplayAfterReset(t *testing.T) {
+	pub := newLoopbackPublisher(t, Config{ReplayEndpoint: "tcp://127.0.0.1:0", MaxBatch: 3, BufferSteps: 40})
+	msgs := subscribe(t, pub)
+	pool, err := kvcache.NewPool(kvcache.Config{Blocks: 20, BlockSize: testBS, PrefixCaching: true, Events: pub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pre kvcache.Prefix
+	for round := range 12 {
+		for _, p := range familyPrompts(3, 4) {
+			p = append(p, int32(round)) // a new last block every round
+			var tb kvcache.Table
+			pool.Lookup(&pre, p, len(p)-1)
+			if !pool.Allocate(&tb, &pre, len(p), 0) {
+				t.Fatal("allocate failed")
+			}
+			pool.Commit(&tb, p, len(p))
+			pool.Free(&tb)
+			waitSent(pub) // small batches: many of them
+		}
+	}
+	waitSent(pub)
+	if pub.Resets() == 0 {
+		t.Fatalf("%d batches through a buffer of 40 and no sequence reset", pub.Batches())
+	}
+	want := indexedBlocks(pool)
+
+	r := newReplay(MediumCPU)
+	got := replayFrom(t, replayAddr(t, pub), seqBytes(0))
+	if len(got) == 0 || binary.BigEndian.Uint64(got[0][1]) != 0 {
+		first := "nothing"
+		if len(got) > 0 {
+			first = fmt.Sprint(binary.BigEndian.Uint64(got[0][1]))
+		}
+		t.Fatalf("a replay from 0 starts at %s, not 0: llm-d's indexer refuses it", first)
+	}
+	for _, f := range got {
+		d, err := decodeMessage(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.apply(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !maps.Equal(r.live, want) {
+		t.Errorf("replay after %d resets: %d blocks live, the pool indexes %d", pub.Resets(), len(r.live), len(want))
+	}
+
+	live := newReplay(MediumCPU)
+	for live.nextSeq == 0 || !maps.Equal(live.live, want) {
+		var m zmq4.Msg
+		select {
+		case m = <-msgs:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("live stream: %d blocks live after batch %d, the pool indexes %d", len(live.live), live.nextSeq-1, len(want))
+		}
+		d, err := decodeMessage(m.Frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.seq == 0 {
+			live.first = true // llm-d: "Detected event sequence reset"
+		}
+		if err := live.apply(d); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

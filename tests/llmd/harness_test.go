@@ -162,8 +162,11 @@ func (r *replica) hostPort() string { return strings.TrimPrefix(r.base, "http://
 
 // startReplica runs sluice serve with the flags the chart gives a pod
 // (--metrics-compat vllm, the served name, KV events on the pod's IP with
-// the address topic and the replay socket), one thread, and --max-seqs 4
-// so that a handful of streams fills its queue to the picker's threshold.
+// the address topic and the replay socket), one thread, --max-seqs 4 so
+// that a handful of streams fills its queue to the picker's threshold, and
+// a replay buffer of 16 batches, which the test's traffic fills several
+// times: each time the publisher starts its sequence over with the whole
+// state (kvevents/reset.go), under llm-d's own indexer.
 func startReplica(t *testing.T, b bins, ip string, pt ports) *replica {
 	t.Helper()
 	addr := fmt.Sprintf("%s:%d", ip, pt.http)
@@ -173,7 +176,8 @@ func startReplica(t *testing.T, b bins, ip string, pt ports) *replica {
 		"--max-seqs", "4", "--kv-blocks", "2048", "--web=false",
 		"--kv-events-endpoint", fmt.Sprintf("tcp://%s:%d", ip, pt.kv),
 		"--kv-events-topic-pod", "address",
-		"--kv-events-replay-endpoint", fmt.Sprintf("tcp://%s:%d", ip, pt.replay))
+		"--kv-events-replay-endpoint", fmt.Sprintf("tcp://%s:%d", ip, pt.replay),
+		"--kv-events-buffer-steps", "16")
 	return &replica{ip: ip, base: "http://" + addr, p: p}
 }
 
