@@ -212,6 +212,12 @@ func TestChartRefusesBadKeys(t *testing.T) {
 	if _, err := renderWith("values-cpu.yaml", map[string]any{"apiKey": map[string]any{"create": true, "keys": []any{"k1", "k2"}}}); err != nil {
 		t.Errorf("two good keys: %v", err)
 	}
+	// Prometheus sends no key: a PodMonitor on a keyed /metrics would
+	// scrape nothing but 401s.
+	closed := map[string]any{"create": true, "keys": []any{"k1"}, "metricsPublic": false}
+	if _, err := renderWith("values-cpu.yaml", map[string]any{"apiKey": closed, "podMonitor": map[string]any{"enabled": true}}); err == nil {
+		t.Error("a PodMonitor with a keyed /metrics: rendered")
+	}
 }
 
 // TestImagesRunAsChartUser: every Dockerfile's final stage runs as a
