@@ -62,7 +62,7 @@ func parseMessages(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
 		return nil, err
 	}
 	return &httpedge.Parsed{Gen: g, Frame: func(hd httpedge.Head) httpedge.Framer {
-		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: hd.Lazy}}
+		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: hd.Lazy, edits: g.ContextEdits}}
 	}}, nil
 }
 
@@ -89,7 +89,13 @@ func (h *Handler) CountTokens(w http.ResponseWriter, r *http.Request) {
 type message struct {
 	ID, Model                 string
 	InputTokens, OutputTokens int
-	StopReason, StopSequence  *string
+	// CachedTokens of the prompt came from the prefix cache: reported as
+	// cache_read_input_tokens, and not in input_tokens (Anthropic's sum:
+	// the prompt is input + cache_read + cache_creation).
+	CachedTokens int
+	// edits are the request's context_management (nil: none asked).
+	edits                    *stream.ContextEdits
+	StopReason, StopSequence *string
 
 	blocks []*block // the content so far, in order
 	open   bool     // the last block is still being written
@@ -125,6 +131,7 @@ func (b *block) json() map[string]any {
 // max_tokens.
 func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
 	m.OutputTokens = len(ts.IDs())
+	m.CachedTokens = min(out.Result.CachedTokens, m.InputTokens)
 	reason := "end_turn"
 	switch {
 	case out.Finish == "length":
@@ -140,7 +147,8 @@ func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
 }
 
 func (m *message) usage() map[string]int {
-	return map[string]int{"input_tokens": m.InputTokens, "output_tokens": m.OutputTokens}
+	return map[string]int{"input_tokens": m.InputTokens - m.CachedTokens, "output_tokens": m.OutputTokens,
+		"cache_read_input_tokens": m.CachedTokens, "cache_creation_input_tokens": 0}
 }
 
 // body is the message object: the non-streaming response, or (with no
@@ -152,11 +160,15 @@ func (m *message) body() map[string]any {
 			content = append(content, b.json())
 		}
 	}
-	return map[string]any{
+	body := map[string]any{
 		"id": m.ID, "type": "message", "role": "assistant", "model": m.Model,
 		"content": content, "stop_reason": m.StopReason, "stop_sequence": m.StopSequence,
 		"usage": m.usage(),
 	}
+	if m.edits != nil {
+		body["context_management"] = contextManagement(m.edits)
+	}
+	return body
 }
 
 // emitter is the Messages API's framer (httpedge.Framer): it builds the

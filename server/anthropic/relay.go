@@ -84,9 +84,13 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 // message_delta with the stop reason and usage, message_stop.
 func endEvents(em *emitter, m *message) {
 	em.closeOpen()
-	em.event("message_delta", map[string]any{"type": "message_delta",
+	delta := map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": m.StopReason, "stop_sequence": m.StopSequence},
-		"usage": m.usage()})
+		"usage": m.usage()}
+	if m.edits != nil {
+		delta["context_management"] = contextManagement(m.edits)
+	}
+	em.event("message_delta", delta)
 	em.event("message_stop", map[string]string{"type": "message_stop"})
 }
 

@@ -25,8 +25,11 @@ type wireRequest struct {
 	Metadata      *struct {
 		UserID *string `json:"user_id"`
 	} `json:"metadata"`
+	// Thinking and OutputConfig.Effort: reasoning controls (context.go).
 	Thinking *struct {
-		Type string `json:"type"`
+		Type         string  `json:"type"`
+		BudgetTokens *int    `json:"budget_tokens"`
+		Display      *string `json:"display"`
 	} `json:"thinking"`
 	ServiceTier *string `json:"service_tier"`
 	Speed       *string `json:"speed"`
@@ -36,7 +39,7 @@ type wireRequest struct {
 	// prompt prefix without being asked.
 	CacheControl json.RawMessage `json:"cache_control"`
 	OutputConfig *struct {
-		Effort json.RawMessage `json:"effort"`
+		Effort *string         `json:"effort"`
 		Format json.RawMessage `json:"format"`
 	} `json:"output_config"`
 
@@ -62,7 +65,7 @@ func (wr *wireRequest) refusals() error {
 		raw  json.RawMessage
 	}{
 		{"container", wr.Container},
-		{"mcp_servers", wr.MCPServers}, {"context_management", wr.ContextManagement},
+		{"mcp_servers", wr.MCPServers},
 		{"diagnostics", wr.Diagnostics}, {"inference_geo", wr.InferenceGeo},
 		{"output_format", wr.OutputFormat}, {"workspace_id", wr.WorkspaceID},
 	} {
@@ -70,13 +73,7 @@ func (wr *wireRequest) refusals() error {
 			return httpedge.Unsupported(f.name, "%s is not supported by this server", f.name)
 		}
 	}
-	if wr.Thinking != nil && wr.Thinking.Type != "disabled" {
-		return httpedge.Unsupported("thinking", "extended thinking is not supported; omit thinking or send {\"type\":\"disabled\"}")
-	}
 	if oc := wr.OutputConfig; oc != nil {
-		if httpedge.Present(oc.Effort) {
-			return httpedge.Unsupported("output_config.effort", "output_config.effort is not supported: the model does no extended reasoning")
-		}
 		if httpedge.Present(oc.Format) {
 			return httpedge.Unsupported("output_config.format", "output_config.format (structured outputs) is not supported by this server")
 		}
@@ -102,12 +99,18 @@ func parse(body []byte, count bool) (*stream.GenRequest, error) {
 	if err := wr.refusals(); err != nil {
 		return nil, err
 	}
-	msgs, err := wr.chat()
+	msgs, thinkingTurns, err := wr.chat()
 	if err != nil {
 		return nil, err
 	}
 	g := &stream.GenRequest{Model: wr.Model}
 	if err := g.SetMessages(msgs); err != nil {
+		return nil, err
+	}
+	if g.ContextEdits, err = contextEdits(wr.ContextManagement, thinkingTurns); err != nil {
+		return nil, err
+	}
+	if err := setThinking(g, &wr); err != nil {
 		return nil, err
 	}
 	if err := setTools(g, &wr); err != nil {
@@ -147,28 +150,33 @@ func parse(body []byte, count bool) (*stream.GenRequest, error) {
 	return g, nil
 }
 
-// chat flattens system and messages into the turns the chat template reads.
-// A conversation must end with the user: a final assistant message asks the
-// model to continue it (Anthropic's prefill), which a template that always
-// opens a new assistant turn cannot render faithfully, so it is refused.
-func (wr *wireRequest) chat() ([]stream.ChatMessage, error) {
+// chat flattens system and messages into the turns the chat template reads,
+// and counts the assistant turns that carried thinking blocks. A system
+// message inside messages (Claude Code sends them) is a system turn where
+// it stands (the stream core merges it into the leading system prompt when
+// the template allows none there). A conversation must end with the user: a
+// final assistant message asks the model to continue it (Anthropic's
+// prefill), which a template that always opens a new assistant turn cannot
+// render faithfully, so it is refused.
+func (wr *wireRequest) chat() ([]stream.ChatMessage, int, error) {
 	var msgs []stream.ChatMessage
 	if httpedge.Present(wr.System) {
 		text, err := blocksText(wr.System, "system")
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		msgs = append(msgs, stream.ChatMessage{Role: "system", Content: text})
 	}
 	raw := bytes.TrimSpace(wr.Messages)
 	if !httpedge.Present(raw) {
-		return nil, stream.InvalidParam("messages", "messages: field required")
+		return nil, 0, stream.InvalidParam("messages", "messages: field required")
 	}
 	var elems []json.RawMessage
 	if err := json.Unmarshal(raw, &elems); err != nil || len(elems) == 0 {
-		return nil, stream.InvalidParam("messages", "messages must be a non-empty list of messages")
+		return nil, 0, stream.InvalidParam("messages", "messages must be a non-empty list of messages")
 	}
 	calls := map[string]bool{} // the tool_use ids so far, which a tool_result answers
+	thinking := 0
 	for i, e := range elems {
 		param := fmt.Sprintf("messages[%d]", i)
 		var m struct {
@@ -176,24 +184,46 @@ func (wr *wireRequest) chat() ([]stream.ChatMessage, error) {
 			Content json.RawMessage `json:"content"`
 		}
 		if err := httpedge.Decode(e, &m, param); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		if m.Role != "user" && m.Role != "assistant" {
-			return nil, stream.InvalidParam(param+".role", "%s.role must be user or assistant, got %q", param, m.Role)
+		switch m.Role {
+		case "system":
+			text, err := blocksText(m.Content, param+".content")
+			if err != nil {
+				return nil, 0, err
+			}
+			msgs = append(msgs, stream.ChatMessage{Role: "system", Content: text})
+			continue
+		case "user", "assistant":
+		default:
+			return nil, 0, stream.InvalidParam(param+".role", "%s.role must be user, assistant or system, got %q", param, m.Role)
 		}
-		turns, err := turns(m.Role, m.Content, param+".content", calls)
+		turns, thought, err := turns(m.Role, m.Content, param+".content", calls)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if thought {
+			thinking++
 		}
 		msgs = append(msgs, turns...)
 	}
 	// A user message of tool results is the user's turn too: the model
-	// answers the results.
-	if r := msgs[len(msgs)-1].Role; r != "user" && r != "tool" {
-		return nil, httpedge.Unsupported(fmt.Sprintf("messages[%d].role", len(elems)-1),
+	// answers the results. A system message after it changes nothing.
+	last := ""
+	for _, m := range msgs {
+		if m.Role != "system" {
+			last = m.Role
+		}
+	}
+	switch last {
+	case "user", "tool":
+	case "":
+		return nil, 0, stream.InvalidParam("messages", "messages must hold a user message")
+	default:
+		return nil, 0, httpedge.Unsupported(fmt.Sprintf("messages[%d].role", len(elems)-1),
 			"the last message must be the user's: continuing a prefilled assistant message is not supported")
 	}
-	return msgs, nil
+	return msgs, thinking, nil
 }
 
 // blocksText accepts a string or a list of text blocks and joins their text.

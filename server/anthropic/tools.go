@@ -106,15 +106,15 @@ type contentBlock struct {
 // a user message is a tool turn per tool_result block and a user turn of
 // its text blocks, in the order they came. calls holds the tool_use ids of
 // the turns before; a tool_result must answer one of them.
-func turns(role string, raw json.RawMessage, param string, calls map[string]bool) ([]stream.ChatMessage, error) {
+func turns(role string, raw json.RawMessage, param string, calls map[string]bool) (_ []stream.ChatMessage, thought bool, _ error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) > 0 && raw[0] == '"' {
 		text, err := blocksText(raw, param)
-		return []stream.ChatMessage{{Role: role, Content: text}}, err
+		return []stream.ChatMessage{{Role: role, Content: text}}, false, err
 	}
 	var blocks []json.RawMessage
 	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return nil, stream.InvalidParam(param, "%s must be a string or a list of content blocks", param)
+		return nil, false, stream.InvalidParam(param, "%s must be a string or a list of content blocks", param)
 	}
 	var out []stream.ChatMessage
 	var text bytes.Buffer
@@ -124,7 +124,7 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 		p := fmt.Sprintf("%s[%d]", param, j)
 		var b contentBlock
 		if err := httpedge.Decode(rb, &b, p); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		switch {
 		case b.Type == "text":
@@ -133,18 +133,18 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 		case b.Type == "tool_use" && role == "assistant":
 			if b.ID == "" || b.Name == "" {
 				f := map[bool]string{true: "id", false: "name"}[b.ID == ""]
-				return nil, stream.InvalidParam(p+"."+f, "%s.%s is required", p, f)
+				return nil, false, stream.InvalidParam(p+"."+f, "%s.%s is required", p, f)
 			}
 			input := bytes.TrimSpace(b.Input)
 			if len(input) == 0 || input[0] != '{' {
-				return nil, stream.InvalidParam(p+".input", "%s.input must be an object", p)
+				return nil, false, stream.InvalidParam(p+".input", "%s.input must be an object", p)
 			}
 			uses = append(uses, map[string]any{"id": b.ID, "type": "function",
 				"function": map[string]string{"name": b.Name, "arguments": string(input)}})
 			calls[b.ID] = true
 		case b.Type == "tool_result" && role == "user":
 			if !calls[b.ToolUseID] {
-				return nil, stream.InvalidParam(p+".tool_use_id", "%s.tool_use_id %q answers no earlier tool_use block", p, b.ToolUseID)
+				return nil, false, stream.InvalidParam(p+".tool_use_id", "%s.tool_use_id %q answers no earlier tool_use block", p, b.ToolUseID)
 			}
 			if userText { // the text before the result is a turn of its own
 				out = append(out, stream.ChatMessage{Role: "user", Content: text.String()})
@@ -155,7 +155,7 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 			if httpedge.Present(b.Content) {
 				var err error
 				if result, err = blocksText(b.Content, p+".content"); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			// The template has no error flag: the model reads it.
@@ -163,12 +163,17 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 				result = "Error: " + result
 			}
 			out = append(out, stream.ChatMessage{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
+		case (b.Type == "thinking" || b.Type == "redacted_thinking") && role == "assistant":
+			// An earlier turn's thinking, sent back as agents do: not
+			// rendered (the chat templates drop past reasoning), counted
+			// for clear_thinking.
+			thought = true
 		case b.Type == "tool_use" || b.Type == "tool_result":
-			return nil, stream.InvalidParam(p+".type", "%s: %s blocks belong in %s messages", p, b.Type,
+			return nil, false, stream.InvalidParam(p+".type", "%s: %s blocks belong in %s messages", p, b.Type,
 				map[bool]string{true: "assistant", false: "user"}[b.Type == "tool_use"])
 		default:
-			return nil, httpedge.Unsupported(p+".type",
-				"content block type %q is not supported (text, tool_use and tool_result only)", b.Type)
+			return nil, false, httpedge.Unsupported(p+".type",
+				"content block type %q is not supported (text, thinking, tool_use and tool_result only)", b.Type)
 		}
 	}
 	if role == "assistant" {
@@ -176,15 +181,15 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 		if len(uses) > 0 {
 			var err error
 			if m.ToolCalls, err = stream.ParseToolCalls(param, mustJSON(uses)); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
-		return append(out, m), nil
+		return append(out, m), thought, nil
 	}
 	if userText || len(out) == 0 {
 		out = append(out, stream.ChatMessage{Role: role, Content: text.String()})
 	}
-	return out, nil
+	return out, thought, nil
 }
 
 // mustJSON marshals strings, maps and slices of already-valid JSON, which

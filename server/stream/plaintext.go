@@ -45,6 +45,15 @@ func TokenizePrompt(b *Backend, g *GenRequest, addSpecial bool) ([]int32, error)
 // encodePrompt is TokenizePrompt that refuses, before tokenizing, a prompt
 // whose length alone proves it has limit tokens or more (0: no check).
 func encodePrompt(b *Backend, g *GenRequest, addSpecial bool, limit int) ([]int32, error) {
+	// Context edits first, measured on the prompt as it would be
+	// (contextedit.go): the limit applies to what is left.
+	if err := applyContextEdits(g, func() ([]int32, error) { return encodeOnce(b, g, addSpecial, 0) }); err != nil {
+		return nil, err
+	}
+	return encodeOnce(b, g, addSpecial, limit)
+}
+
+func encodeOnce(b *Backend, g *GenRequest, addSpecial bool, limit int) ([]int32, error) {
 	if err := g.checkLimits(); err != nil { // limits.go
 		return nil, err
 	}

@@ -46,6 +46,12 @@ type GenRequest struct {
 	// with the same one share cached prompt blocks. ForTenant mixes in the
 	// key's partition.
 	CacheSalt string
+	// Reasoning is what the request asks of the model's thinking
+	// (reasoning.go).
+	Reasoning Reasoning
+	// ContextEdits are Anthropic's context_management edits, applied to
+	// the messages when the prompt is rendered (contextedit.go).
+	ContextEdits *ContextEdits
 
 	// Logprobs asks for each token's logprob and TopLogprobs alternatives
 	// (engine.Logprob), framed by the transport's LogprobEmitter.

@@ -61,10 +61,57 @@ func toolPrompt(tok Tokenizer, g *GenRequest) (string, error) {
 // chatPrompt renders g's chat: through toolPrompt when tools or tool turns
 // are involved, else as plain messages.
 func chatPrompt(tok Tokenizer, g *GenRequest) (string, error) {
+	text, err := renderChat(tok, g)
+	if err == nil {
+		return text, nil
+	}
+	// System messages after the first turn (agents send them mid-chat) are
+	// rendered where they stand when the template takes them; a template
+	// that refuses them (most raise on a system turn past the first) gets
+	// them merged into the leading system prompt, in order.
+	merged, ok := mergeSystem(g.Messages)
+	if !ok {
+		return "", err
+	}
+	mg := *g
+	mg.Messages = merged
+	text, err2 := renderChat(tok, &mg)
+	g.Tools.Format = mg.Tools.Format
+	if err2 != nil {
+		return "", err
+	}
+	return text, nil
+}
+
+func renderChat(tok Tokenizer, g *GenRequest) (string, error) {
 	if needsToolPrompt(g) {
 		return toolPrompt(tok, g)
 	}
 	return tok.ChatPrompt(g.Messages)
+}
+
+// mergeSystem moves every system message after the first non-system one
+// into one leading system message, joined by blank lines in order; false
+// when there is none to move.
+func mergeSystem(msgs []ChatMessage) ([]ChatMessage, bool) {
+	var sys []string
+	var rest []ChatMessage
+	moved := false
+	seenOther := false
+	for _, m := range msgs {
+		switch {
+		case m.Role != "system":
+			seenOther = true
+			rest = append(rest, m)
+		default:
+			moved = moved || seenOther
+			sys = append(sys, m.Content)
+		}
+	}
+	if !moved {
+		return nil, false
+	}
+	return append([]ChatMessage{{Role: "system", Content: strings.Join(sys, "\n\n")}}, rest...), true
 }
 
 // promptError keeps a field's own 400 and reports anything else as the

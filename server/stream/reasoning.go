@@ -1,0 +1,66 @@
+package stream
+
+import "slices"
+
+// What a request asks of the model's reasoning (its chain of thought),
+// read once here for every API: chat's reasoning_effort and
+// chat_template_kwargs.enable_thinking, Responses' reasoning.effort,
+// Messages' thinking and output_config.effort. A model that does not
+// reason takes every such request and produces no reasoning (0 reasoning
+// tokens in usage): the fields ask for a bound and a switch, which hold
+// vacuously.
+
+// ReasoningAsk is a request's reasoning fields in its API's terms; nil is
+// absent. The Param names are the wire fields, for errors.
+type ReasoningAsk struct {
+	Enabled     *bool
+	Effort      *string
+	EffortParam string
+	Budget      *int
+	BudgetParam string
+}
+
+// Reasoning is a request's validated reasoning controls.
+type Reasoning struct {
+	// Off: the request turned thinking off (enable_thinking false,
+	// thinking disabled, effort none).
+	Off bool
+	// Effort is the effort asked for ("" when none was).
+	Effort string
+	// Budget bounds the reasoning in tokens; 0 is no bound but max_tokens.
+	Budget int
+}
+
+// Efforts are the effort levels any API names, with the reasoning budget
+// each maps to (0: none beyond max_tokens). OpenAI's none..xhigh and
+// Anthropic's low..max share the scale.
+var effortBudgets = map[string]int{
+	"none": 0, "minimal": 256, "low": 1024, "medium": 4096, "high": 16384, "xhigh": 32768, "max": 0,
+}
+
+// Efforts lists the effort values SetReasoning takes, for error texts.
+var efforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+
+// SetReasoning validates a and stores it. An explicit budget wins over
+// the effort's.
+func (g *GenRequest) SetReasoning(a ReasoningAsk) error {
+	var r Reasoning
+	if a.Effort != nil {
+		e := *a.Effort
+		if !slices.Contains(efforts, e) {
+			return InvalidParam(a.EffortParam, "%s must be one of %v, got %q", a.EffortParam, efforts, e)
+		}
+		r.Effort, r.Budget, r.Off = e, effortBudgets[e], e == "none"
+	}
+	if a.Budget != nil {
+		if n := *a.Budget; n < 1 || n > MaxTokensCap {
+			return InvalidParam(a.BudgetParam, "%s must be between 1 and %d, got %d", a.BudgetParam, MaxTokensCap, n)
+		}
+		r.Budget = *a.Budget
+	}
+	if a.Enabled != nil && !*a.Enabled {
+		r.Off, r.Budget = true, 0
+	}
+	g.Reasoning = r
+	return nil
+}
