@@ -30,12 +30,13 @@ type Options struct {
 	// caused it and its arguments instead of at the end of the step. Slow:
 	// for diagnosis. The environment variable SLUICE_CUDA_SYNC=1 sets it too.
 	SyncEach bool
-	// Graphs runs each step as a CUDA graph: captured the first time a step
-	// of those launches and arguments is seen, replayed with one launch
-	// after (decode steps repeat: their tables change, not their launches).
-	// The environment variable SLUICE_CUDA_GRAPHS=1 sets it too; SyncEach
-	// turns it off.
-	Graphs bool
+	// NoGraphs runs every step as plain launches. By default a step whose
+	// launches repeat (decode: its tables change, not its launches) is
+	// captured into a CUDA graph the second time it is seen and replayed
+	// with one launch after, which removes the launch gaps of a batch-1
+	// step. The environment variable SLUICE_CUDA_GRAPHS=0 sets it too;
+	// SyncEach turns graphs off.
+	NoGraphs bool
 	// GEMVMaxRows: matmuls of at most this many rows run the decode (GEMV)
 	// kernels, larger ones the tensor-core tiles. Default 8, the most the
 	// GEMV kernels take in one pass.
@@ -60,7 +61,7 @@ type Backend struct {
 	drv    driver
 	allocs []devPtr
 	arena  devArena // device copy of the step's host tables
-	graphs bool     // steps run as CUDA graphs (Options.Graphs, UseGraphs)
+	graphs bool     // repeated steps run as CUDA graphs (Options.NoGraphs, UseGraphs)
 	tokens devBuf   // sampled token ids
 	work   devBuf   // penalized copies of logit rows (Sample)
 	half   devBuf   // a step's GEMM inputs rounded to F16/BF16 (blas.go)
@@ -95,13 +96,13 @@ func New(opts Options) (*Backend, error) {
 	if os.Getenv("SLUICE_CUDA_SYNC") == "1" || os.Getenv("SLUICE_CUDA_TRACE") == "1" {
 		opts.SyncEach = true
 	}
-	if os.Getenv("SLUICE_CUDA_GRAPHS") == "1" {
-		opts.Graphs = true
+	if os.Getenv("SLUICE_CUDA_GRAPHS") == "0" {
+		opts.NoGraphs = true
 	}
 	if opts.GEMVMaxRows <= 0 || opts.GEMVMaxRows > 8 {
 		opts.GEMVMaxRows = 8
 	}
-	b := &Backend{opts: opts, calls: make(chan func()), exited: make(chan struct{}), graphs: opts.Graphs}
+	b := &Backend{opts: opts, calls: make(chan func()), exited: make(chan struct{}), graphs: !opts.NoGraphs}
 	started := make(chan error, 1)
 	go b.loop(started)
 	if err := <-started; err != nil {

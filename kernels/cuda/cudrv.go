@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"slices"
@@ -54,10 +55,12 @@ type kernelSet struct {
 	loads   []ModuleLoad  // how each module was loaded
 	// JIT log buffers while open loads the modules
 	info, elog *C.char
-	buf        []C.sl_launch // a step's launches as cudrv.h takes them
-	graphs     []graph       // instantiated whole steps (replay)
-	clock      uint64
-	stats      GraphStats
+
+	buf    []C.sl_launch // a step's launches as cudrv.h takes them
+	graphs []graph       // instantiated whole steps (replay)
+	seen   []uint64      // stepHash of the last steps run uncaptured (replay)
+	clock  uint64
+	stats  GraphStats
 	// trace (SLUICE_CUDA_TRACE=1) names every launch on traceOut before
 	// issuing it, one at a time: a hang's last line is its kernel.
 	trace bool
@@ -289,12 +292,32 @@ type graph struct {
 // split-attention grid that changes as contexts grow) each take one.
 const maxGraphs = 8
 
-// GraphStats counts whole steps captured into CUDA graphs and replayed.
-type GraphStats struct{ Captures, Replays int64 }
+// GraphStats counts whole steps captured into CUDA graphs and replayed,
+// and those run as plain launches because they were new (Once): a step is
+// captured the second time its launches are seen, so that prefill chunks,
+// whose shapes rarely repeat, do not pay a capture each.
+type GraphStats struct{ Captures, Replays, Once int64 }
+
+// seenSteps is how many uncaptured steps' fingerprints replay remembers.
+const seenSteps = 16
+
+// stepHash fingerprints a step's launches (with the table arena they read).
+func stepHash(ls []launch, tab devPtr) uint64 {
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	maphash.WriteComparable(&h, tab)
+	for i := range ls {
+		maphash.WriteComparable(&h, ls[i])
+	}
+	return h.Sum64()
+}
+
+var hashSeed = maphash.MakeSeed()
 
 // replay runs ls as a CUDA graph: an instantiated one of the same launches
-// if the cache has it, else a new capture (evicting the least recently
-// used). It does not wait.
+// if the cache has it, else, when the same launches ran before (a decode
+// step repeating), a new capture (evicting the least recently used), else
+// the launches as they are, remembered for next time. It does not wait.
 func (k *kernelSet) replay(ls []launch, tab devPtr) error {
 	if len(ls) == 0 {
 		return nil
@@ -310,6 +333,14 @@ func (k *kernelSet) replay(ls []launch, tab devPtr) error {
 			}
 			return nil
 		}
+	}
+	if h := stepHash(ls, tab); !slices.Contains(k.seen, h) {
+		if len(k.seen) == seenSteps {
+			k.seen = k.seen[1:]
+		}
+		k.seen = append(k.seen, h)
+		k.stats.Once++
+		return k.run(ls, tab, false)
 	}
 	if err := k.fill(ls, tab); err != nil {
 		return err

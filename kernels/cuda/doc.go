@@ -51,8 +51,7 @@
 // split each row across a block of 128 threads with 8 independent 16-byte
 // loads in flight per thread (F16/BF16), so matrices of 4,096 rows still
 // fill the GPU. Not done yet, and the first things to measure on a GPU:
-// CUDA graphs for decode steps (one launch sequence per step is already
-// recorded), ldmatrix/cp.async pipelining in the tensor-core tiles, wider
+// ldmatrix/cp.async pipelining in the tensor-core tiles, wider
 // GEMV batches (9–64 rows now take 64×64 tiles, which leaves SMs idle on
 // narrow matrices), pinned host memory for large logit reads, and Hopper's
 // wgmma (needs CUDA 12+).
@@ -61,8 +60,9 @@
 // sampler's chain and order (logit bias, penalties, top-k, top-p, min-p, temperature,
 // the caller's draw), so that a seeded generation gives the same tokens on
 // either side; rows it cannot decide (top-p without top-k) come back
-// Undecided for the host. Graphs: with Options.Graphs a step runs as a CUDA
-// graph, replayed while the launches repeat (cudrv.go).
+// Undecided for the host. Graphs: a step whose launches repeat (decode) is
+// captured as a CUDA graph the second time and replayed while they repeat
+// (cudrv.go); Options.NoGraphs or SLUICE_CUDA_GRAPHS=0 turns them off.
 //
 // Limits: matmul rows must be a multiple of 32 elements, head size a
 // multiple of 8 up to 128, or 256. Decode rows of head size 64, 80, 96, 128

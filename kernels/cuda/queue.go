@@ -147,7 +147,7 @@ func (b *Backend) ensure(a *devArena, n int64) error {
 }
 
 // flush runs on the CUDA goroutine: one copy of the tables, every launch in
-// order (or as one CUDA graph, with Graphs), then a wait for the stream. A launch the driver refuses fails the
+// order (or as one CUDA graph when it repeats, cudrv.go), then a wait for the stream. A launch the driver refuses fails the
 // step naming its kernel and arguments; a fault while the step runs surfaces
 // at the wait, where only SyncEach (SLUICE_CUDA_SYNC=1: a wait after every
 // launch) can tell which kernel it was. The step is emptied whatever
