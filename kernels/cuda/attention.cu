@@ -197,7 +197,14 @@ extern "C" __global__ void __launch_bounds__(NT)
 //
 //	[z·DP, min((z+1)·DP, ctx))          ctx = last query row's position + 1
 //
-// and a block past its item's context returns at once. Inside a partition:
+// and a block past its item's context returns at once. With splits > 0
+// (few items: a batch of one or a few rows, whose items alone would leave
+// most SMs idle) DP gives way to decode_part's shorter partitions, about
+// splits of them per item, so that a batch-1 step runs kvHeads·splits
+// blocks rather than kvHeads·⌈ctx/256⌉; the grid's z is then at least
+// splits whatever the context (blocks past it return), so that a decode
+// step's launch, and its CUDA graph, stay the same as the context grows.
+// Inside a partition:
 //
 //	scores   thread groups of TG lanes take one position each; a lane holds
 //	         NV 16-byte K vectors (8 halves) of it and the matching slices of
@@ -222,9 +229,19 @@ extern "C" __global__ void __launch_bounds__(NT)
 // consecutive positions and their slots are the block table's, so that
 //
 //	position p ≥ first new position P0  ⇔  row first + (p − P0) of the step.
-#define DP 256 // positions per partition (decodePart in attention.go)
+#define DP 256 // positions per partition (decodePart in attention.go), at most
+#define DMIN 64 // the shortest partition (decodeMinPart in attention.go)
 #define DNT 128
 #define DU 2 // positions a thread group loads per pass of the score loop
+
+// decode_part is the partition length for a context of ctx positions: DP,
+// or with splits > 0 ctx cut into splits ranges rounded up to a multiple of
+// DMIN, within [DMIN, DP] (attention.go's decodePartLen).
+static __device__ __forceinline__ int decode_part(int ctx, int splits) {
+    if (splits <= 0) return DP;
+    const int dp = ((ctx + splits - 1) / splits + DMIN - 1) / DMIN * DMIN;
+    return min(DP, max(DMIN, dp));
+}
 
 template <int HD, int TG>
 struct kvLanes {
@@ -260,7 +277,7 @@ static __device__ __forceinline__ void paged_decode(
     const int* items,     // [items][4]: sequence, first query vector, query vectors, first partial
     const int* seqs,      // [seqs][3]: block-table offset in blocks, first row, rows
     const int* blocks, const int* positions, int heads, int kvHeads, int blockSize, float scale, float* part,
-    int* counters) {
+    int* counters, int splits) {
     constexpr int NV = kvLanes<HD, TG>::nv, VECS = kvLanes<HD, TG>::vecs, GPB = DNT / TG, PF = NQ * HD + 2 * NQ;
     __shared__ float sc[NQ][DP];
     __shared__ float red[DNT / 32][NQ][HD];
@@ -273,9 +290,10 @@ static __device__ __forceinline__ void paged_decode(
     const int* sq = seqs + 3 * sqi;
     const int* bt = blocks + sq[0];
     const int qCols = heads * HD, kvCols = kvHeads * HD;
-    const int ctx = positions[(qv0 + nqv - 1) / group] + 1, nparts = (ctx + DP - 1) / DP;
+    const int ctx = positions[(qv0 + nqv - 1) / group] + 1, dp = decode_part(ctx, splits),
+              nparts = (ctx + dp - 1) / dp;
     if (z >= nparts) return; // the whole block: no barrier is passed
-    const int lo = z * DP, hi = min(ctx, lo + DP);
+    const int lo = z * dp, hi = min(ctx, lo + dp);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, grp = tid / TG, li = tid % TG;
     const int newRow0 = sq[1], newLo = fused ? positions[newRow0] : 0x7fffffff;
 
@@ -476,12 +494,13 @@ static __device__ __forceinline__ void paged_decode(
 // vectors per item (NQ) are chosen so that a lane's query slices take at
 // most 64 registers (NQ·8·NV); attention.go's decodeShape mirrors this table.
 #define PAGED_DECODE(hd, tg, nq)                                                                                        \
-    extern "C" __global__ void __launch_bounds__(DNT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(DNT)                                                                   \
         paged_decode_##hd(float* out, const float* q, uint16_t* kc, uint16_t* vc, const float* kin, const float* vin,   \
-                          int fused, const int* items, const int* seqs, const int* blocks, const int* positions,       \
-                          int heads, int kvHeads, int blockSize, float scale, float* part, int* counters) {            \
+                          int fused, const int* items, const int* seqs, const int* blocks, const int* positions,        \
+                          int heads, int kvHeads, int blockSize, float scale, float* part, int* counters,               \
+                          int splits) {                                                                                 \
         paged_decode<hd, tg, nq>(out, q, kc, vc, kin, vin, fused, items, seqs, blocks, positions, heads, kvHeads,       \
-                                 blockSize, scale, part, counters);                                                    \
+                                 blockSize, scale, part, counters, splits);                                             \
     }
 PAGED_DECODE(64, 8, 8)
 PAGED_DECODE(80, 8, 4)

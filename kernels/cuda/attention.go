@@ -17,8 +17,34 @@ const qMax = 16
 const partFloats = qMax*128 + 2*qMax
 
 // decodePart is paged_decode's partition: positions per block (DP in
-// attention_decode.cu).
+// attention.cu), the most with split-K (decodePartLen).
 const decodePart = 256
+
+// decodeMinPart is the shortest split-K partition (DMIN in attention.cu).
+const decodeMinPart = 64
+
+// decodePartLen mirrors attention.cu's decode_part: the positions per
+// partition of a context of ctx, cut into about splits ranges when splits
+// > 0.
+func decodePartLen(ctx, splits int) int {
+	if splits <= 0 {
+		return decodePart
+	}
+	return min(decodePart, max(decodeMinPart, ceilDiv(ceilDiv(ctx, splits), decodeMinPart)*decodeMinPart))
+}
+
+// decodeSplits is paged_decode's split-K for a step of items decode items:
+// 0 (partitions of decodePart) when the items alone give every SM two
+// blocks, else how many partitions each item's context is cut into so that
+// they do. A batch-1 decode step of 8 KV heads would otherwise run 8 blocks
+// per 256 positions of context on a 132-SM GPU.
+func (b *Backend) decodeSplits(items, kvHeads int) int {
+	target := 2 * max(b.sms, 1)
+	if items == 0 || items*kvHeads >= target {
+		return 0
+	}
+	return ceilDiv(target, items*kvHeads)
+}
 
 // decodeCounters is how many (item, KV head) pairs one paged_decode launch
 // may count partitions for (the store's decCounters).
@@ -116,6 +142,13 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	plan.prefill = func(sq kernels.SeqRows) bool {
 		return prefillShape(cfg.HeadDim) && !plan.takes(sq) && sq.End > sq.Start
 	}
+	decItems := 0
+	for _, sq := range batch.Seqs {
+		if plan.takes(sq) {
+			decItems += ceilDiv((sq.End-sq.Start)*group, nq)
+		}
+	}
+	plan.splits = b.decodeSplits(decItems, cfg.KVHeads)
 	t := b.attentionTables(batch, n, max(1, qMax/group), &plan)
 	if t.items > 0 && group > qMax {
 		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; paged_attention takes at most %d", group, qMax)
@@ -137,10 +170,15 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	// one launch per range of decode items that fits the store's scratch
 	cuts := b.step.decCuts
 	for i := 0; i+1 < len(cuts); i++ {
-		if err := b.launch(fmt.Sprintf("paged_decode_%d", cfg.HeadDim), [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, t.decZ[i]}, [3]int{128, 1, 1},
+		// with split-K the grid covers splits partitions whatever the
+		// context (blocks past an item's context return), so that decode
+		// steps repeat their launches, and their CUDA graph, as it grows
+		z := max(t.decZ[i], plan.splits)
+		if err := b.launch(fmt.Sprintf("paged_decode_%d", cfg.HeadDim), [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, z}, [3]int{128, 1, 1},
 			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), intArg(fused),
 			tabArg(t.decOff+4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
-			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters)); err != nil {
+			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters),
+			intArg(plan.splits)); err != nil {
 			return err
 		}
 	}
@@ -258,6 +296,7 @@ type attnTables struct {
 type decodePlan struct {
 	nq, group int                        // query vectors per item; query heads per KV head
 	parts     int                        // partial results the store's scratch holds per KV head
+	splits    int                        // split-K (decodeSplits): 0, or about that many partitions an item
 	items     int                        // items per launch, as the store has counters
 	takes     func(kernels.SeqRows) bool // the sequences paged_decode serves
 	prefill   func(kernels.SeqRows) bool // the sequences paged_prefill serves
@@ -310,7 +349,8 @@ func (b *Backend) attentionTables(batch *kernels.Batch, n, rowsPerItem int, plan
 		}
 		for qv := sq.Start * plan.group; qv < sq.End*plan.group; qv += plan.nq {
 			nqv := min(plan.nq, sq.End*plan.group-qv)
-			np := ceilDiv(int(batch.Positions[(qv+nqv-1)/plan.group])+1, decodePart)
+			ctx := int(batch.Positions[(qv+nqv-1)/plan.group]) + 1
+			np := ceilDiv(ctx, decodePartLen(ctx, plan.splits))
 			own := 0 // partials of its own: an item of one partition writes out directly
 			if np > 1 {
 				own = np

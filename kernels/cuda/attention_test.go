@@ -92,16 +92,26 @@ func testAttention(t *testing.T, heads, kvHeads, hd int) {
 func TestPagedDecode(t *testing.T) {
 	for _, hd := range []int{64, 80, 96, 128, 256} {
 		for _, group := range []int{1, 2, 4, 8, 16} {
-			t.Run(fmt.Sprintf("%dd/gqa%d", hd, group), func(t *testing.T) { testPagedDecode(t, hd, group, false) })
+			t.Run(fmt.Sprintf("%dd/gqa%d", hd, group), func(t *testing.T) { testPagedDecode(t, hd, group, "") })
 		}
 	}
 	// scratch for two partials per KV head: the long contexts' items go to
 	// launches of their own
-	t.Run("128d/gqa4/cut", func(t *testing.T) { testPagedDecode(t, 128, 4, true) })
+	t.Run("128d/gqa4/cut", func(t *testing.T) { testPagedDecode(t, 128, 4, "cut") })
+	// a GPU of one SM: the items fill it, partitions of 256 (no split-K)
+	t.Run("128d/gqa4/nosplit", func(t *testing.T) { testPagedDecode(t, 128, 4, "nosplit") })
+	t.Run("80d/gqa2/nosplit", func(t *testing.T) { testPagedDecode(t, 80, 2, "nosplit") })
 }
 
-func testPagedDecode(t *testing.T, hd, group int, cut bool) {
+// testPagedDecode: mode "cut" leaves scratch for two partials per KV head,
+// "nosplit" makes the backend see one SM (decodeSplits 0); with neither,
+// the few items of the test's batches split their contexts (split-K).
+func testPagedDecode(t *testing.T, hd, group int, mode string) {
 	p := newPair(t)
+	cut := mode == "cut"
+	if mode == "nosplit" {
+		p.gpu.sms = 1
+	}
 	const kvHeads, blocks, bs = 2, 256, 16
 	heads := kvHeads * group
 	cfg := kernels.KVConfig{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd}
@@ -154,6 +164,9 @@ func testPagedDecode(t *testing.T, hd, group int, cut bool) {
 	}
 	if cut && len(fns) < 2*cfg.Layers {
 		t.Errorf("with scratch for 2 partials a decode step recorded %v, want launches cut", fns)
+	}
+	if l := p.gpu.step.launches[len(p.gpu.step.launches)-1]; (mode == "nosplit") != (l.args[l.nargs-1] == 0) {
+		t.Errorf("mode %q: paged_decode's split-K argument %d", mode, l.args[l.nargs-1])
 	}
 	checkRows(t, p, "decode", out, n, heads*hd, 2e-3)
 	// the fused write reached the cache: the next position reads it there,

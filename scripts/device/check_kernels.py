@@ -306,9 +306,11 @@ def check_attention(fn):
 
 def check_decode(fn, hd, group):
     """paged_decode_<hd> (attention.cu), one decode row a sequence at contexts
-    1, 255, 257 and 600 (partitions of 256), K/V of the new rows read from k
+    1, 255, 257 and 600 (partitions of 256, then split-K's shorter ones: about
+    7 an item, attention.go's decodePartLen), K/V of the new rows read from k
     and v and written to the cache by the kernel itself (fused), partitions
-    merged by the last to finish; twice, as the counters must be back at 0."""
+    merged by the last to finish; twice each, as the counters must be back at
+    0."""
     i32, f32 = np.int32, np.float32
     kvh, bs, nblocks = 2, 16, 160
     heads = kvh * group
@@ -325,28 +327,34 @@ def check_decode(fn, hd, group):
     q = rng.standard_normal((n, heads * hd)).astype(np.float32)
     k = rng.standard_normal((n, kv_cols)).astype(np.float32)
     v = rng.standard_normal((n, kv_cols)).astype(np.float32)
-    items, parts, z = [], 0, 0
-    for si, p in enumerate(positions):
-        for qv in range(si * group, (si + 1) * group, nq):
-            np_ = -(-(p + 1) // 256)
-            items += [si, qv, min(nq, (si + 1) * group - qv), parts]
-            parts += np_ if np_ > 1 else 0
-            z = max(z, np_)
-    n_items = len(items) // 4
+    def part_len(ctx, splits):  # attention.cu's decode_part
+        if splits <= 0:
+            return 256
+        return min(256, max(64, -(-(-(-ctx // splits)) // 64) * 64))
+
     seqs = np.array([[40 * i, i, 1] for i in range(n)], i32).ravel()
     blocks = np.concatenate(tables).astype(i32)
     scale = 1 / math.sqrt(hd)
     kd, vd = cp.asarray(cache_k.view(np.uint16)), cp.asarray(cache_v.view(np.uint16))
-    part = cp.zeros(max(parts, 1) * kvh * (nq * hd + 2 * nq), cp.float32)
-    counters = cp.zeros(n_items * kvh, cp.int32)
     outs = []
-    for _ in range(2):
-        out = cp.zeros((n, heads * hd), cp.float32)
-        fn("attention", f"paged_decode_{hd}")((n_items, kvh, z), (128,), (
-            out, cp.asarray(q), kd, vd, cp.asarray(k), cp.asarray(v), i32(1), cp.asarray(np.array(items, i32)),
-            cp.asarray(seqs), cp.asarray(blocks), cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh), i32(bs),
-            f32(scale), part, counters))
-        outs.append(out.get())
+    for splits in (0, 7):
+        items, parts, z = [], 0, splits
+        for si, p in enumerate(positions):
+            for qv in range(si * group, (si + 1) * group, nq):
+                np_ = -(-(p + 1) // part_len(p + 1, splits))
+                items += [si, qv, min(nq, (si + 1) * group - qv), parts]
+                parts += np_ if np_ > 1 else 0
+                z = max(z, np_)
+        n_items = len(items) // 4
+        part = cp.zeros(max(parts, 1) * kvh * (nq * hd + 2 * nq), cp.float32)
+        counters = cp.zeros(n_items * kvh, cp.int32)
+        for _ in range(2):
+            out = cp.zeros((n, heads * hd), cp.float32)
+            fn("attention", f"paged_decode_{hd}")((n_items, kvh, z), (128,), (
+                out, cp.asarray(q), kd, vd, cp.asarray(k), cp.asarray(v), i32(1), cp.asarray(np.array(items, i32)),
+                cp.asarray(seqs), cp.asarray(blocks), cp.asarray(np.array(positions, i32)), i32(heads), i32(kvh),
+                i32(bs), f32(scale), part, counters, i32(splits)))
+            outs.append(out.get())
     record(f"paged_decode_{hd} partition counters reset", float(np.abs(counters.get()).sum()), 0)
     ck = kd.get().view(np.float16).astype(np.float64)
     cv = vd.get().view(np.float16).astype(np.float64)
@@ -361,7 +369,8 @@ def check_decode(fn, hd, group):
             e = np.exp(sc - sc.max())
             ref[si, h] = (e / e.sum()) @ V
     for i, out in enumerate(outs):
-        record(f"paged_decode_{hd} (GQA {group}, contexts {ctxs}, run {i + 1})", rel(out, ref.reshape(n, -1)), 1e-4)
+        record(f"paged_decode_{hd} (GQA {group}, contexts {ctxs}, split-K {(0, 7)[i // 2]}, run {i % 2 + 1})",
+               rel(out, ref.reshape(n, -1)), 1e-4)
 
 
 _ones = {}
