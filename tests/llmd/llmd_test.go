@@ -156,10 +156,19 @@ func TestRouter(t *testing.T) {
 		}
 	})
 
-	t.Run("streaming", func(t *testing.T) {
-		d, r := overhead(t, rt, reps, phase+200)
-		rep.add(t, "| TTFT p50 / p99, direct → through Envoy + picker (precise) | %s → %s |", d.ttft, r.ttft)
+	// Precise mode's picker renders each prompt on a replica (a round trip
+	// and a tokenization) before it picks; approximate mode's does not.
+	t.Run("streaming/precise", func(t *testing.T) {
+		d, r, added := overhead(t, rt, reps, phase+200)
+		rep.add(t, "| TTFT p50 / p99, direct → through Envoy + picker (precise) | %s → %s; median pair %+.1f ms |", d.ttft, r.ttft, ms(added))
 		rep.add(t, "| ITL p50 / p99, direct → through Envoy + picker (precise) | %s → %s |", d.itl, r.itl)
+	})
+
+	t.Run("streaming/approximate", func(t *testing.T) {
+		restart("approximate-streaming", approximate())
+		d, r, added := overhead(t, rt, reps, phase+300)
+		rep.add(t, "| TTFT p50 / p99, direct → through Envoy + picker (approximate) | %s → %s; median pair %+.1f ms |", d.ttft, r.ttft, ms(added))
+		rep.add(t, "| ITL p50 / p99, direct → through Envoy + picker (approximate) | %s → %s |", d.itl, r.itl)
 	})
 
 	t.Run("disconnect", func(t *testing.T) {
@@ -269,3 +278,5 @@ func keys(m map[string]bool) []string {
 	slices.Sort(out)
 	return out
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

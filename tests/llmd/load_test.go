@@ -3,6 +3,7 @@ package llmd
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -81,11 +82,13 @@ type latency struct{ ttft, itl quantiles }
 
 // overhead streams the same kind of request to a replica directly and
 // through Envoy and the picker, alternately, each prompt new (no cache
-// hit on either path), and returns both paths' TTFT and ITL.
-func overhead(t *testing.T, rt *router, reps []*replica, seed int) (direct, routed latency) {
+// hit on either path), and returns both paths' TTFT and ITL, and the
+// median of the pairs' TTFT differences (routed minus direct, each pair
+// sent back to back, so that the machine's load swings cancel more).
+func overhead(t *testing.T, rt *router, reps []*replica, seed int) (direct, routed latency, added time.Duration) {
 	t.Helper()
 	const n, tokens = 12, 16
-	var dt, rtt, di, ri []time.Duration
+	var dt, rtt, di, ri, diff []time.Duration
 	cs := newConvs(seed, 2*n)
 	for i := range n {
 		for j, base := range []string{reps[i%2].base, rt.base} {
@@ -101,10 +104,12 @@ func overhead(t *testing.T, rt *router, reps []*replica, seed int) (direct, rout
 				dt, di = append(dt, tm.ttft), append(di, tm.itl...)
 			} else {
 				rtt, ri = append(rtt, tm.ttft), append(ri, tm.itl...)
+				diff = append(diff, tm.ttft-dt[len(dt)-1])
 			}
 		}
 	}
-	return latency{quantilesOf(dt), quantilesOf(di)}, latency{quantilesOf(rtt), quantilesOf(ri)}
+	slices.Sort(diff)
+	return latency{quantilesOf(dt), quantilesOf(di)}, latency{quantilesOf(rtt), quantilesOf(ri)}, diff[len(diff)/2]
 }
 
 // gone is what a disconnect at the edge cost: the worst time from the
