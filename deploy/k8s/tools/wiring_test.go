@@ -331,3 +331,20 @@ func TestPreciseTokenizer(t *testing.T) {
 		t.Errorf("precise with API keys and a tokenizer of its own: %v", err)
 	}
 }
+
+// TestModelClaimFillable: the claim the chart creates starts empty, so it
+// must allow a writer; one the user made and filled may be read-only.
+func TestModelClaimFillable(t *testing.T) {
+	objs := objects(t, render(t, ""))
+	if m := at(objs["PersistentVolumeClaim/sluice-models"], "spec", "accessModes", 0); m == "ReadOnlyMany" || m == nil {
+		t.Errorf("the chart's model claim is %v: nothing can fill it", m)
+	}
+	ro := map[string]any{"model": map[string]any{"pvc": map[string]any{"accessMode": "ReadOnlyMany"}}}
+	if _, err := renderWith("", ro); err == nil {
+		t.Error("a ReadOnlyMany claim of the chart's own: rendered")
+	}
+	ro["model"].(map[string]any)["pvc"].(map[string]any)["claimName"] = "filled-models"
+	if _, err := renderWith("", ro); err != nil {
+		t.Errorf("an existing claim: %v", err)
+	}
+}
