@@ -53,6 +53,10 @@ type wireRequest struct {
 	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 	// CacheSalt: vLLM's prefix-cache partition (stream.GenRequest.CacheSalt).
 	CacheSalt *string `json:"cache_salt"`
+	// ReasoningEffort and ChatTemplateKwargs' enable_thinking: the stream
+	// core's reasoning controls (reasoning.go).
+	ReasoningEffort    *string                    `json:"reasoning_effort"`
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 }
 
 type wireStreamOption struct {
@@ -111,6 +115,9 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 		return nil, err
 	}
 	if err := g.SetParams(p); err != nil {
+		return nil, err
+	}
+	if err := wr.reasoning(chat, g); err != nil {
 		return nil, err
 	}
 	if err := g.SetResponseFormat(wr.ResponseFormat); err != nil {

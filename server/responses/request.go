@@ -25,14 +25,22 @@ type wireRequest struct {
 	Metadata           map[string]string `json:"metadata"`
 	User               *string           `json:"user"`
 	SafetyIdentifier   *string           `json:"safety_identifier"`
-	// PromptCacheKey is accepted: the prefix cache serves every shared
-	// prefix, keyed or not.
+	// PromptCacheKey is accepted and not a partition: the prefix cache
+	// serves every shared prefix, keyed or not, and Codex sends one key per
+	// conversation, so partitioning by it would lose the system prompt and
+	// tools its conversations share. (cache_salt partitions, on chat.)
 	PromptCacheKey *string `json:"prompt_cache_key"`
+	// ClientMetadata is the client's attribution (Codex sends its
+	// installation and session); accepted, not echoed, as OpenAI does.
+	ClientMetadata map[string]any `json:"client_metadata"`
+	// Reasoning and Include's reasoning.encrypted_content: reasoning.go.
+	Reasoning *reasoningConfig `json:"reasoning"`
 	// Tools, ToolChoice, ParallelToolCalls and Text.Format: tools.go.
+	// parallel_tool_calls is honoured: false lets the model make one call.
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	Tools             json.RawMessage `json:"tools"`
-	Include           []any           `json:"include"`
+	Include           []string        `json:"include"`
 	TopLogprobs       *int            `json:"top_logprobs"`
 	Truncation        *string         `json:"truncation"`
 	ServiceTier       *string         `json:"service_tier"`
@@ -55,7 +63,6 @@ type wireRequest struct {
 	Prompt               json.RawMessage `json:"prompt"`
 	PromptCacheOptions   json.RawMessage `json:"prompt_cache_options"`
 	PromptCacheRetention json.RawMessage `json:"prompt_cache_retention"`
-	Reasoning            json.RawMessage `json:"reasoning"`
 
 	// AllowSpecialTokens: a control token's spelling in message text is
 	// that control token (stream.GenRequest.AllowSpecialTokens).
@@ -72,15 +79,16 @@ func (wr *wireRequest) refusals() error {
 		{"context_management", wr.ContextManagement}, {"conversation", wr.Conversation},
 		{"image", wr.Image}, {"max_tool_calls", wr.MaxToolCalls}, {"moderation", wr.Moderation},
 		{"prompt", wr.Prompt}, {"prompt_cache_options", wr.PromptCacheOptions},
-		{"prompt_cache_retention", wr.PromptCacheRetention}, {"reasoning", wr.Reasoning},
+		{"prompt_cache_retention", wr.PromptCacheRetention},
 	} {
 		if httpedge.Present(f.raw) {
 			return httpedge.Unsupported(f.name, "%s is not supported by this server", f.name)
 		}
 	}
+	if err := checkInclude(wr.Include); err != nil {
+		return err
+	}
 	switch {
-	case len(wr.Include) > 0:
-		return httpedge.Unsupported("include", "include is not supported: there is no extra output to add")
 	case wr.TopLogprobs != nil && *wr.TopLogprobs != 0:
 		return httpedge.Unsupported("top_logprobs", "top_logprobs is not supported by the Responses API here yet")
 	case wr.Truncation != nil && *wr.Truncation != "disabled":
@@ -102,9 +110,10 @@ func (wr *wireRequest) refusals() error {
 // response echoes, and the conversation so far (the previous response's,
 // then this input; never the instructions) that a stored response keeps.
 type parsed struct {
-	gen  *stream.GenRequest
-	wire *wireRequest
-	conv []stream.ChatMessage
+	gen   *stream.GenRequest
+	wire  *wireRequest
+	conv  []stream.ChatMessage
+	tools *toolMap
 }
 
 // parse decodes and validates a request; history returns the conversation
@@ -148,7 +157,11 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 	if err := g.SetParams(p); err != nil {
 		return nil, err
 	}
-	if err := setTools(g, &wr); err != nil {
+	tools, err := setTools(g, &wr)
+	if err != nil {
+		return nil, err
+	}
+	if err := setReasoning(g, wr.Reasoning); err != nil {
 		return nil, err
 	}
 	g.AllowSpecialTokens = wr.AllowSpecialTokens != nil && *wr.AllowSpecialTokens
@@ -164,14 +177,15 @@ func parse(body []byte, history func(id string) ([]stream.ChatMessage, bool)) (*
 	case wr.User != nil:
 		g.User = *wr.User
 	}
-	return &parsed{gen: g, wire: &wr, conv: conv}, nil
+	return &parsed{gen: g, wire: &wr, conv: conv, tools: tools}, nil
 }
 
 // inputMessages reads input: a string (one user message) or a list of
 // items: messages, each {"role", "content"} with content a string or a
 // list of input_text / output_text parts, and the function_call and
-// function_call_output items of a tool round trip (tools.go). Other item
-// and part types (images, files, hosted tools, reasoning) are refused.
+// function_call_output items of a tool round trip (tools.go), and
+// reasoning items (skipped). Other item and part types (images, files,
+// hosted tools) are refused.
 func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.ChatMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if !httpedge.Present(raw) {
@@ -210,6 +224,11 @@ func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.Ch
 			if msgs, err = appendOutput(prior, msgs, it, param); err != nil {
 				return nil, err
 			}
+			continue
+		case "reasoning":
+			// An earlier turn's reasoning, sent back by a stateless client
+			// (Codex with store false): not rendered, as the chat
+			// templates drop past reasoning.
 			continue
 		}
 		if m.Type != "" && m.Type != "message" {

@@ -35,10 +35,15 @@ type response struct {
 	Metadata           map[string]string `json:"metadata"`
 	User               *string           `json:"user"`
 	Usage              *usage            `json:"usage"`
+	Reasoning          *reasoningConfig  `json:"reasoning,omitempty"`
+	// SluiceWarnings says what of the request was left out (hosted tools
+	// nothing here runs); absent when nothing was.
+	SluiceWarnings []string `json:"sluice_warnings,omitempty"`
 
 	inputTokens int
-	items       int    // output items made, for their ids
-	tenant      string // whose request made it (auth.Tenant); its store entry is theirs
+	ns          map[string]nsName // namespace tools by qualified name
+	items       int               // output items made, for their ids
+	tenant      string            // whose request made it (auth.Tenant); its store entry is theirs
 }
 
 type responseError struct {
@@ -66,6 +71,7 @@ type functionCall struct {
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"` // a namespace tool's (tools.go)
 	Arguments string `json:"arguments"`
 	Status    string `json:"status"`
 }
@@ -131,6 +137,9 @@ func (r *response) newMessage() *message {
 func (r *response) newCall(d stream.ToolCallDelta) *functionCall {
 	c := &functionCall{Type: "function_call", ID: fmt.Sprintf("fc_%s_%d", r.ID[len("resp_"):], r.items),
 		CallID: d.ID, Name: d.Name, Status: "in_progress"}
+	if n, ok := r.ns[d.Name]; ok {
+		c.Name, c.Namespace = n.name, n.namespace
+	}
 	r.items++
 	r.Output = append(r.Output, c)
 	return c

@@ -68,6 +68,7 @@ func (h *Handler) parse(r *http.Request, body []byte) (*httpedge.Parsed, error) 
 	return &httpedge.Parsed{Gen: p.gen, Frame: func(hd httpedge.Head) httpedge.Framer {
 		resp := newResponse(hd.ID, hd.Model, p.wire, p.gen, hd.PromptTokens())
 		resp.tenant = tenant
+		resp.ns, resp.SluiceWarnings, resp.Reasoning = p.tools.ns, p.tools.warnings, p.wire.Reasoning
 		return &framer{emitter: emitter{resp: resp, lazy: hd.Lazy}, store: h.store, p: p}
 	}}, nil
 }

@@ -18,44 +18,84 @@ import (
 // value is valid here exactly when it is on chat, and an error names the
 // Responses field (renamed).
 
+// hostedTools are the tool types OpenAI runs on its side (and Codex's
+// freeform custom tools): nothing here runs them, so they are left out of
+// the model's tools and the response says so (toolMap.warnings), instead
+// of refusing a client that offers them by default.
+var hostedTools = map[string]bool{
+	"web_search": true, "web_search_preview": true, "web_search_preview_2025_03_11": true, "web_search_2025_08_26": true,
+	"file_search": true, "computer_use_preview": true, "computer_use": true, "code_interpreter": true,
+	"image_generation": true, "mcp": true, "local_shell": true, "shell": true, "custom": true, "apply_patch": true,
+	"tool_search": true,
+}
+
+// toolMap is what reading the tools left beside g.Tools: the qualified
+// names of namespace tools (Codex's MCP servers, flattened as
+// <namespace>__<name>, the function names Codex itself uses when it
+// flattens them) and the hosted tools left out.
+type toolMap struct {
+	ns       map[string]nsName // qualified name → its namespace and own name
+	warnings []string
+}
+
+type nsName struct{ namespace, name string }
+
+// qualify is a namespace tool's name in the model's function list.
+func qualify(namespace, name string) string { return namespace + "__" + name }
+
 // setTools reads tools, tool_choice and parallel_tool_calls into g.
-func setTools(g *stream.GenRequest, wr *wireRequest) error {
+func setTools(g *stream.GenRequest, wr *wireRequest) (*toolMap, error) {
+	tm := &toolMap{ns: map[string]nsName{}}
 	var tools json.RawMessage
 	if httpedge.Present(wr.Tools) {
 		var list []json.RawMessage
 		if err := json.Unmarshal(wr.Tools, &list); err != nil {
-			return stream.InvalidParam("tools", "tools must be a list of tool objects")
+			return nil, stream.InvalidParam("tools", "tools must be a list of tool objects")
 		}
-		chat := make([]map[string]json.RawMessage, len(list))
+		chat := []map[string]json.RawMessage{}
 		for i, raw := range list {
+			param := fmt.Sprintf("tools[%d]", i)
 			var t map[string]json.RawMessage
 			if err := json.Unmarshal(raw, &t); err != nil {
-				return stream.InvalidParam(fmt.Sprintf("tools[%d]", i), "tools[%d] must be a tool object", i)
+				return nil, stream.InvalidParam(param, "%s must be a tool object", param)
 			}
 			var typ string
 			_ = json.Unmarshal(t["type"], &typ)
-			if typ != "function" {
-				// web_search, file_search, computer_use, mcp, code_interpreter…
-				// are hosted tools: there is nothing here to run them.
-				return httpedge.Unsupported(fmt.Sprintf("tools[%d].type", i),
-					"tool type %q is not supported by this server; only function tools", typ)
+			switch {
+			case typ == "function":
+				chat = append(chat, chatTool(t))
+			case typ == "namespace":
+				inner, err := namespaceTools(t, param, tm)
+				if err != nil {
+					return nil, err
+				}
+				chat = append(chat, inner...)
+			case hostedTools[typ]:
+				tm.warnings = append(tm.warnings, fmt.Sprintf("%s: %s is a tool this server cannot run; it was left out of the model's tools", param, typ))
+			default:
+				return nil, httpedge.Unsupported(param+".type",
+					"tool type %q is not supported by this server; function and namespace tools are served, hosted tools are left out", typ)
 			}
-			delete(t, "type")
-			chat[i] = map[string]json.RawMessage{"type": json.RawMessage(`"function"`), "function": mustJSON(t)}
 		}
-		tools = mustJSON(chat)
+		if len(chat) > 0 {
+			tools = mustJSON(chat)
+		}
 	}
 	choice := wr.ToolChoice
 	if c := bytes.TrimSpace(choice); len(c) > 0 && c[0] == '{' {
 		var named struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type      string `json:"type"`
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
 		}
 		if err := json.Unmarshal(c, &named); err != nil {
-			return stream.InvalidParam("tool_choice", "tool_choice: %v", err)
+			return nil, stream.InvalidParam("tool_choice", "tool_choice: %v", err)
+		}
+		if named.Type == "function" && named.Namespace != "" {
+			named.Name = qualify(named.Namespace, named.Name)
 		}
 		if named.Type != "function" {
-			return httpedge.Unsupported("tool_choice.type",
+			return nil, httpedge.Unsupported("tool_choice.type",
 				"tool_choice type %q is not supported; use auto, none, required or {\"type\": \"function\", \"name\": …}", named.Type)
 		}
 		choice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": named.Name}})
@@ -69,7 +109,48 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			choice = nil
 		}
 	}
-	return stream.RenameParams(g.SetTools(tools, choice, parallel), "function.", "")
+	return tm, stream.RenameParams(g.SetTools(tools, choice, parallel), "function.", "")
+}
+
+// chatTool is a Responses function tool in chat's shape.
+func chatTool(t map[string]json.RawMessage) map[string]json.RawMessage {
+	delete(t, "type")
+	return map[string]json.RawMessage{"type": json.RawMessage(`"function"`), "function": mustJSON(t)}
+}
+
+// namespaceTools flattens a namespace tool ({"type": "namespace", "name",
+// "description", "tools": [function tools]}) into chat tools named
+// <namespace>__<name>, recorded in tm so a call is reported back in the
+// namespace's shape.
+func namespaceTools(t map[string]json.RawMessage, param string, tm *toolMap) ([]map[string]json.RawMessage, error) {
+	var ns struct {
+		Name  string                       `json:"name"`
+		Tools []map[string]json.RawMessage `json:"tools"`
+	}
+	if err := httpedge.Decode(mustJSON(t), &ns, param); err != nil {
+		return nil, err
+	}
+	if ns.Name == "" {
+		return nil, stream.InvalidParam(param+".name", "%s.name is required", param)
+	}
+	var out []map[string]json.RawMessage
+	for j, it := range ns.Tools {
+		p := fmt.Sprintf("%s.tools[%d]", param, j)
+		var typ, name string
+		_ = json.Unmarshal(it["type"], &typ)
+		_ = json.Unmarshal(it["name"], &name)
+		if typ != "function" {
+			return nil, httpedge.Unsupported(p+".type", "%s.type must be function, got %q", p, typ)
+		}
+		if name == "" {
+			return nil, stream.InvalidParam(p+".name", "%s.name is required", p)
+		}
+		q := qualify(ns.Name, name)
+		tm.ns[q] = nsName{ns.Name, name}
+		it["name"] = mustJSON(q)
+		out = append(out, chatTool(it))
+	}
+	return out, nil
 }
 
 // setTextFormat reads text.format, the Responses API's response_format.
@@ -132,8 +213,12 @@ func appendCall(msgs []stream.ChatMessage, raw json.RawMessage, param string) ([
 	if it.CallID == "" {
 		return nil, stream.InvalidParam(param+".call_id", "%s.call_id is required", param)
 	}
+	name := it.Name
+	if it.Namespace != "" {
+		name = qualify(it.Namespace, it.Name)
+	}
 	chat := []map[string]any{{"id": it.CallID, "type": "function",
-		"function": map[string]string{"name": it.Name, "arguments": it.Arguments}}}
+		"function": map[string]string{"name": name, "arguments": it.Arguments}}}
 	calls, err := stream.ParseToolCalls(param, mustJSON(chat))
 	if err != nil {
 		return nil, stream.RenameParams(err, param+"[0].function.", param+".")

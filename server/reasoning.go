@@ -1,0 +1,37 @@
+package server
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/stream"
+)
+
+// reasoning reads reasoning_effort and chat_template_kwargs into the
+// stream core's reasoning controls. Of the template's keyword arguments
+// enable_thinking (Qwen3's and SmolLM3's switch) is served; any other is
+// refused by name, since the server's template renders without it.
+func (wr *wireRequest) reasoning(chat bool, g *stream.GenRequest) error {
+	ask := stream.ReasoningAsk{Effort: wr.ReasoningEffort, EffortParam: "reasoning_effort"}
+	if len(wr.ChatTemplateKwargs) > 0 && !chat {
+		return httpedge.Unsupported("chat_template_kwargs", "chat_template_kwargs applies to chat messages only")
+	}
+	keys := make([]string, 0, len(wr.ChatTemplateKwargs))
+	for k := range wr.ChatTemplateKwargs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		raw := wr.ChatTemplateKwargs[k]
+		if k != "enable_thinking" {
+			return httpedge.Unsupported("chat_template_kwargs."+k, "chat_template_kwargs.%s is not supported; enable_thinking is", k)
+		}
+		var on *bool
+		if err := json.Unmarshal(raw, &on); err != nil {
+			return stream.InvalidParam("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking must be a boolean")
+		}
+		ask.Enabled = on
+	}
+	return g.SetReasoning(ask)
+}
