@@ -69,8 +69,15 @@ func (f *opsFlags) start(ctx context.Context, cfg server.Config, srv *server.Ser
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	// Series are labelled with the name requests use, the first served name
+	// when there is one, as vLLM labels them (model_name): dashboards and
+	// routers match it against the model a request names, not the file.
+	name := cfg.ModelID
+	if len(cfg.Aliases) > 0 {
+		name = cfg.Aliases[0]
+	}
 	// loader.Load sizes KV blocks at 16 tokens (models.Options default).
-	m, err := metrics.New(reg, cfg.ModelID, metrics.Options{Compat: compat, BlockSize: 16})
+	m, err := metrics.New(reg, name, metrics.Options{Compat: compat, BlockSize: 16})
 	if err != nil {
 		return nil, err
 	}

@@ -21,10 +21,12 @@ func TestOpsFlags(t *testing.T) {
 		args    []string
 		wantErr bool
 		vllm    bool
+		served  []string // --served-model-name: series are labelled with the first
 	}{
-		{"metrics only", nil, false, false},
-		{"vllm names and gRPC", []string{"--metrics-compat=vllm", "--grpc-addr=127.0.0.1:0"}, false, true},
-		{"unknown compat", []string{"--metrics-compat=tgi"}, true, false},
+		{"metrics only", nil, false, false, nil},
+		{"vllm names and gRPC", []string{"--metrics-compat=vllm", "--grpc-addr=127.0.0.1:0"}, false, true, nil},
+		{"served name", nil, false, false, []string{"smol", "other"}},
+		{"unknown compat", []string{"--metrics-compat=tgi"}, true, false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -33,7 +35,11 @@ func TestOpsFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := server.DefaultConfig()
-			cfg.ModelID = "m"
+			cfg.ModelID, cfg.Aliases = "m", c.served
+			label := "m"
+			if len(c.served) > 0 {
+				label = c.served[0]
+			}
 			srv, err := server.New(cfg, log)
 			if err != nil {
 				t.Fatal(err)
@@ -57,7 +63,7 @@ func TestOpsFlags(t *testing.T) {
 			rec := httptest.NewRecorder()
 			srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 			body := rec.Body.String()
-			if rec.Code != http.StatusOK || !strings.Contains(body, `sluice_requests_running{model="m"} 0`) {
+			if rec.Code != http.StatusOK || !strings.Contains(body, `sluice_requests_running{model="`+label+`"} 0`) {
 				t.Errorf("GET /metrics: %d\n%s", rec.Code, body)
 			}
 			if got := strings.Contains(body, "vllm:num_requests_waiting"); got != c.vllm {
