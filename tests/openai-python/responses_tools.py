@@ -101,9 +101,13 @@ try:
 except ValueError:
     check(r.status == "incomplete", f"json_object: {r.output_text!r} does not parse")
 
+# A hosted tool is left out of the model's tools and reported, not refused.
+r = client.responses.create(model="", input="x", max_output_tokens=5, tools=[{"type": "web_search"}] + tools)
+warnings = (r.model_extra or {}).get("sluice_warnings") or []
+check(len(warnings) == 1 and "tools[0]" in warnings[0], f"hosted tool: sluice_warnings {warnings}")
+
 # Refusals as BadRequestError naming the field.
 for label, kw, param in [
-    ("hosted tool", {"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ("bad schema", {"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}}, "text.format.schema"),
     ("unknown function", {"tools": tools, "tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name"),
 ]:
