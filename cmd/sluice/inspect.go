@@ -38,11 +38,29 @@ func inspect(out io.Writer, args []string) error {
 		return err
 	}
 	defer src.Close()
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	// The hybrid Qwen3.5 files have a config of their own (Config refuses
+	// them: their layers are not all attention layers).
+	if g, ok := src.(*models.GGUFFile); ok {
+		if arch, _ := g.String("general.architecture"); arch == "qwen35" || arch == "qwen35moe" {
+			c, err := g.Qwen35Config()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "file\t%s\narchitecture\t%s\n", src.Path(), c.Arch)
+			fmt.Fprintf(w, "hidden\t%d\nffn\t%d\nvocab\t%d\ncontext\t%d\n", c.Hidden, c.FFN, c.Vocab, c.ContextLen)
+			fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\n", c.RMSEps, c.TiedEmbeddings)
+			for _, f := range models.DescribeQwen35(c) {
+				fmt.Fprintf(w, "%s\t%s\n", f.Key, f.Value)
+			}
+			weightLines(w, g, *tensors)
+			return w.Flush()
+		}
+	}
 	cfg, err := src.Config()
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "file\t%s\n", src.Path())
 	fmt.Fprintf(w, "architecture\t%s\n", cfg.Arch)
 	fmt.Fprintf(w, "layers\t%d\nhidden\t%d\nffn\t%d\n", cfg.Layers, cfg.Hidden, cfg.FFN)
@@ -59,22 +77,30 @@ func inspect(out io.Writer, args []string) error {
 			n, float64(cfg.KVBytes(n, 16, false))/(1<<20), float64(cfg.KVBytes(n, 16, true))/(1<<20))
 	}
 	fmt.Fprintln(w)
-	if g, ok := src.(interface{ Tensors() []models.TensorInfo }); ok {
-		if *tensors {
-			for _, t := range g.Tensors() {
-				fmt.Fprintf(w, "  %s\t%v\t%v\t%d bytes\n", t.Name, t.DType, t.Shape, t.Size)
-			}
-		}
-		mix, params := models.WeightMix(g.Tensors())
-		var bytes int64
-		for _, s := range mix {
-			fmt.Fprintf(w, "tensors %v\t%d (%.1f MiB, %.1f%% of parameters)\n", s.DType, s.Tensors,
-				float64(s.Bytes)/(1<<20), 100*float64(s.Params)/float64(max(params, 1)))
-			bytes += s.Bytes
-		}
-		fmt.Fprintf(w, "parameters\t%d (%.0fM)\n", params, float64(params)/1e6)
-		fmt.Fprintf(w, "weights\t%.1f MiB in %d tensors (%.2f bits/parameter)\n",
-			float64(bytes)/(1<<20), len(g.Tensors()), 8*float64(bytes)/float64(max(params, 1)))
+	if g, ok := src.(tensorLister); ok {
+		weightLines(w, g, *tensors)
 	}
 	return w.Flush()
+}
+
+type tensorLister interface{ Tensors() []models.TensorInfo }
+
+// weightLines writes the weights' totals per type (and every tensor with
+// all): what a file costs in memory whatever its architecture.
+func weightLines(w io.Writer, g tensorLister, all bool) {
+	if all {
+		for _, t := range g.Tensors() {
+			fmt.Fprintf(w, "  %s\t%v\t%v\t%d bytes\n", t.Name, t.DType, t.Shape, t.Size)
+		}
+	}
+	mix, params := models.WeightMix(g.Tensors())
+	var bytes int64
+	for _, s := range mix {
+		fmt.Fprintf(w, "tensors %v\t%d (%.1f MiB, %.1f%% of parameters)\n", s.DType, s.Tensors,
+			float64(s.Bytes)/(1<<20), 100*float64(s.Params)/float64(max(params, 1)))
+		bytes += s.Bytes
+	}
+	fmt.Fprintf(w, "parameters\t%d (%.0fM)\n", params, float64(params)/1e6)
+	fmt.Fprintf(w, "weights\t%.1f MiB in %d tensors (%.2f bits/parameter)\n",
+		float64(bytes)/(1<<20), len(g.Tensors()), 8*float64(bytes)/float64(max(params, 1)))
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,5 +155,25 @@ func TestServeQwen35(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not stop on SIGINT")
+	}
+}
+
+// `sluice inspect` on a hybrid model shows its layer kinds, the DeltaNet
+// geometry, the recurrent state and its weights (before, Config refused the
+// architecture and inspect failed).
+func TestInspectQwen35(t *testing.T) {
+	path := writeQwen35CLI(t)
+	var out bytes.Buffer
+	if err := inspect(&out, []string{"--model", path}); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if !regexp.MustCompile(`(?m)^architecture\s+qwen35$`).MatchString(out.String()) {
+		t.Errorf("inspect's architecture line:\n%s", out.String())
+	}
+	for _, want := range []string{"4 Gated DeltaNet, 2 full attention", "2 key heads, 4 value heads of 16",
+		"bytes per sequence (float32, 4 layers)", "tensors Q8_0", "parameters"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("inspect lacks %q:\n%s", want, out.String())
+		}
 	}
 }
