@@ -9,6 +9,7 @@
 
 #include "attention.cu"
 #include "blas.cu"
+#include "deltanet.cu"
 #include "elementwise.cu"
 #include "logprobs.cu"
 #include "mask.cu"
@@ -86,6 +87,7 @@ const std::map<std::string, Kernel>& registry() {
         K(head_rms_norm) K(geglu) K(scale_rows) K(moe_route) K(moe_scatter) K(zero_f32) K(soft_cap) K(capped_attention) K(gated_add) // modelops.cu
         K(mask_logits) // mask.cu
         K(topk_logprobs) // logprobs.cu
+        K(dn_conv) K(dn_l2norm) K(dn_recur) K(dn_copy) K(sigmoid_mul) // deltanet.cu
     };
     return r;
 }
@@ -295,8 +297,9 @@ extern "C" CUresult cuModuleLoadDataEx(CUmodule* m, const void* image, unsigned 
 extern "C" CUresult cuLinkCreate(unsigned int n, CUjit_option* opts, void** vals, CUlinkState* st) {
     auto* l = new CUlinkState_st;
     jitLogs(n, opts, vals, &l->info, &l->infoSize, &l->err, &l->errSize);
-    putLog("", l->info, l->infoSize);
-    putLog("", l->err, l->errSize);
+    // the logs start empty; their sizes are written back once written
+    if (l->info != nullptr) l->info[0] = 0;
+    if (l->err != nullptr) l->err[0] = 0;
     *st = l;
     return CUDA_SUCCESS;
 }
