@@ -52,6 +52,9 @@ type Config struct {
 	// Observer, when set, is called from the engine loop (see Observer).
 	Observer Observer
 
+	// Speculate turns on speculative decoding (spec.go).
+	Speculate SpecConfig
+
 	// KVEvents, when set, hears every prefix-cache commit and eviction, on
 	// the engine loop (see kvcache.Events): a KV-event publisher for routers.
 	KVEvents kvcache.Events
@@ -76,6 +79,9 @@ func (c *Config) validate(m Model) error {
 		return fmt.Errorf("%w: MaxQueue %d", ErrConfig, c.MaxQueue)
 	case m.VocabSize() <= 0 || m.ContextLen() <= 1:
 		return fmt.Errorf("%w: model vocab %d, context %d", ErrConfig, m.VocabSize(), m.ContextLen())
+	}
+	if err := c.Speculate.validate(); err != nil {
+		return err
 	}
 	for _, id := range c.EOG {
 		if id < 0 || int(id) >= m.VocabSize() {

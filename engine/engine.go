@@ -37,12 +37,13 @@ type Engine struct {
 	status   statusFeed   // Status frames for watchers (status.go)
 
 	// Loop-owned.
-	pool  *kvcache.Pool
-	sched *scheduler.Scheduler
-	live  map[*Sequence]struct{}
-	batch kernels.Batch
-	st    Stats           // counters behind the published snapshot
-	dev   *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
+	pool     *kvcache.Pool
+	sched    *scheduler.Scheduler
+	live     map[*Sequence]struct{}
+	batch    kernels.Batch
+	st       Stats           // counters behind the published snapshot
+	dev      *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
+	specCost rowCost         // the price of a draft row (spec.go)
 }
 
 // New validates cfg and starts the engine loop. The model's KV store must
@@ -62,6 +63,10 @@ func New(model Model, cfg Config) (*Engine, error) {
 	shares := newQueueShares(cfg.MaxQueue)
 	sc := cfg.schedulerConfig()
 	sc.OnAdmit = func(q *scheduler.Seq) { shares.leave(owner(q).req.Tenant) }
+	var e *Engine
+	if cfg.Speculate.Method != "" {
+		sc.Propose = func(q *scheduler.Seq, max int) []int32 { return e.propose(q, max) }
+	}
 	sched, err := scheduler.New(sc, pool)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -69,7 +74,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err := cfg.checkWindow(sched.Config().MaxBatchTokens); err != nil {
 		return nil, err
 	}
-	e := &Engine{
+	e = &Engine{
 		model: model,
 		cfg:   cfg,
 		limit: min(model.ContextLen(), cfg.Blocks*cfg.BlockSize),

@@ -37,6 +37,13 @@ type Stats struct {
 	DeviceToHost      bool
 	DeviceToHostBytes int64
 
+	// Speculative decoding (spec.go): steps in which a sequence carried
+	// drafts, the draft tokens verified (each one row), those accepted, and
+	// the fitted cost of a draft row relative to a sequence's share of a
+	// decode step (vLLM's spec_decode counters).
+	SpecDrafts, SpecDraftTokens, SpecAcceptedTokens int64
+	SpecRowCost                                     float64
+
 	LastStep      time.Duration // the last step's wall time (schedule → deliver)
 	LastBatchRows int           // rows (tokens) in the last step's batch
 	LastBatchSeqs int           // sequences in the last step's batch

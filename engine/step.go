@@ -39,6 +39,9 @@ func (e *Engine) step() {
 		owner(it.Seq).steps.Add(1)
 	}
 	d := time.Since(start)
+	if err == nil {
+		e.observeStep(plan, d) // spec.go
+	}
 	e.st.LastStep, e.st.LastBatchRows, e.st.LastBatchSeqs = d, len(b.Tokens), len(b.Seqs)
 	e.st.BusyTime += d
 	if o := e.cfg.Observer; o != nil {
@@ -73,8 +76,13 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 		}
 		table := it.Seq.Blocks()
 		first := len(b.Tokens)
+		known := int32(len(it.Seq.Tokens)) // positions past it are the item's drafts (spec.go)
 		for pos := int32(it.Start); pos < int32(it.Start+it.N); pos++ {
-			b.Tokens = append(b.Tokens, it.Seq.Tokens[pos])
+			if pos < known {
+				b.Tokens = append(b.Tokens, it.Seq.Tokens[pos])
+			} else {
+				b.Tokens = append(b.Tokens, it.Draft[pos-known])
+			}
 			b.Positions = append(b.Positions, pos)
 			b.Slots = append(b.Slots, table[pos/bs]*bs+pos%bs)
 		}
@@ -83,62 +91,87 @@ func (e *Engine) buildBatch(plan *scheduler.Plan, now time.Time) *kernels.Batch 
 		e.stateRows(&b.Seqs[len(b.Seqs)-1], it) // state.go
 		windowRows(b, it.Seq, it.Start, it.N, bs)
 		if it.Sample {
-			b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
+			for r := len(b.Tokens) - 1 - len(it.Draft); r < len(b.Tokens); r++ { // a verify row per draft
+				b.LogitRows = append(b.LogitRows, int32(r))
+			}
 		}
 	}
 	return b
 }
 
-// deliver samples a token for each sequence whose chunk reached its end,
-// sends it, and ends sequences that stop or reach their length.
+// deliver samples a token for each sequence whose chunk reached its end
+// (several where it carried drafts: spec.go), sends it, and ends sequences
+// that stop or reach their length.
 func (e *Engine) deliver(plan *scheduler.Plan, logits *stepLogits, masks *maskJobs) {
-	vocab := e.model.VocabSize()
 	now := time.Now()
 	row := 0
 	for _, it := range plan.Items {
 		if !it.Sample {
 			continue
 		}
-		s := owner(it.Seq)
-		tok, lp := logits.token(row), logits.logprob(row)
-		if tok < 0 {
-			l := logits.row(row, vocab)
-			if err := masks.apply(s, l); err != nil {
-				row++
-				e.end(s, Result{Finish: FinishError, Err: err})
-				continue
-			}
-			undo := s.adjust(l, e.cfg.EOG)
-			tok = s.sampler.sample(l, it.Seq.Tokens)
-			restore(l, undo)
-			lp = s.logprob(l, tok)
+		if len(it.Draft) > 0 {
+			e.verify(it, logits, row, now)
+			row += 1 + len(it.Draft)
+			continue
 		}
+		s := owner(it.Seq)
+		tok, lp, err := e.sampleRow(s, logits, masks, row)
 		row++
-		it.Seq.Tokens = append(it.Seq.Tokens, tok)
-		e.st.GenTokens++
-		if err := e.commitConstraint(s, tok); err != nil {
+		if err != nil {
 			e.end(s, Result{Finish: FinishError, Err: err})
 			continue
 		}
-		if s.ends(tok, e.cfg.EOG) {
-			e.end(s, Result{Finish: FinishStop}) // the stop token is counted, not delivered
-			continue
-		}
-		// Never blocks: out holds maxLen - len(prompt+resume) tokens and the
-		// sequence ends at maxLen.
-		s.out <- Token{ID: tok, Index: s.emitted, Logprob: lp}
-		s.emitted++
-		if o := e.cfg.Observer; o != nil {
-			if s.emitted == len(s.req.Resume)+1 {
-				o.OnFirstToken(s, now)
-			} else {
-				o.OnToken(s, now)
-			}
-		}
-		if len(it.Seq.Tokens) >= s.maxLen {
-			e.end(s, Result{Finish: FinishLength})
+		e.shadow(s, tok) // spec.go: would this step's draft have been right?
+		e.emit(s, tok, lp, now)
+	}
+}
+
+// sampleRow picks s's next token from logit row row: the device's choice,
+// or sampled here after the constraint mask and s's logit controls.
+func (e *Engine) sampleRow(s *Sequence, logits *stepLogits, masks *maskJobs, row int) (int32, *Logprob, error) {
+	tok, lp := logits.token(row), logits.logprob(row)
+	if tok >= 0 {
+		return tok, lp, nil
+	}
+	l := logits.row(row, e.model.VocabSize())
+	if err := masks.apply(s, l); err != nil {
+		return 0, nil, err
+	}
+	undo := s.adjust(l, e.cfg.EOG)
+	tok = s.sampler.sample(l, s.sq.Tokens)
+	restore(l, undo)
+	return tok, s.logprob(l, tok), nil
+}
+
+// emit appends tok to s and sends it, or ends s on a stop token, a
+// constraint error or its length; it reports whether s goes on.
+func (e *Engine) emit(s *Sequence, tok int32, lp *Logprob, now time.Time) bool {
+	s.sq.Tokens = append(s.sq.Tokens, tok)
+	e.st.GenTokens++
+	if err := e.commitConstraint(s, tok); err != nil {
+		e.end(s, Result{Finish: FinishError, Err: err})
+		return false
+	}
+	if s.ends(tok, e.cfg.EOG) {
+		e.end(s, Result{Finish: FinishStop}) // the stop token is counted, not delivered
+		return false
+	}
+	// Never blocks: out holds maxLen - len(prompt+resume) tokens and the
+	// sequence ends at maxLen.
+	s.out <- Token{ID: tok, Index: s.emitted, Logprob: lp}
+	s.emitted++
+	if o := e.cfg.Observer; o != nil {
+		if s.emitted == len(s.req.Resume)+1 {
+			o.OnFirstToken(s, now)
+		} else {
+			o.OnToken(s, now)
 		}
 	}
+	if len(s.sq.Tokens) >= s.maxLen {
+		e.end(s, Result{Finish: FinishLength})
+		return false
+	}
+	return true
 }
 
 // signalProgress tells the readers of sequences whose prompt advanced this

@@ -36,6 +36,11 @@ func (s *Scheduler) CheckInvariants() error {
 		if need := s.pool.BlocksFor(q.computed); q.table.Len() < need {
 			return fmt.Errorf("%w: seq %d holds %d blocks for %d computed tokens", ErrInvariant, q.id, q.table.Len(), q.computed)
 		}
+		// Nor more than its known tokens, or this step's item, need: the
+		// blocks of rejected drafts went back at once (Accept).
+		if most := s.pool.BlocksFor(max(len(q.Tokens), s.planEnd(q))); q.table.Len() > most {
+			return fmt.Errorf("%w: seq %d holds %d blocks, %d tokens need %d", ErrInvariant, q.id, q.table.Len(), len(q.Tokens), most)
+		}
 		tables = append(tables, &q.table)
 	}
 	return s.pool.CheckRefs(tables)
@@ -76,4 +81,17 @@ func (f *fairQueue) check() error {
 		return fmt.Errorf("%w: %d waiting in %d active tenants; counted %d, %d tenants with sequences", ErrInvariant, n, len(f.active), f.n, waiting)
 	}
 	return nil
+}
+
+// planEnd is where q's item in the current plan ends, 0 when it has none.
+func (s *Scheduler) planEnd(q *Seq) int {
+	if q.scheduled != s.step {
+		return 0
+	}
+	for _, it := range s.plan.Items {
+		if it.Seq == q {
+			return it.Start + it.N
+		}
+	}
+	return 0
 }

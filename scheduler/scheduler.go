@@ -77,6 +77,10 @@ type Config struct {
 	// Seq.Admitted turns true), on the owner's goroutine, inside Schedule or
 	// Fork: the owner's count of sequences not yet started stays exact.
 	OnAdmit func(q *Seq)
+	// Propose, when set, is asked for up to max draft tokens to verify
+	// after a decoding sequence's newest token (speculative decoding,
+	// spec.go); nil or empty: a plain decode.
+	Propose func(q *Seq, max int) []int32
 }
 
 // Stats are cumulative counters.
@@ -185,6 +189,7 @@ func (s *Scheduler) Schedule() *Plan {
 	if decodes := len(s.plan.Items); decodes > 0 { // the plan holds only decodes so far
 		// The running streams wait for the whole step: keep it short.
 		s.prefill = s.prefillCap(decodes)
+		s.scheduleDrafts() // spec.go
 	}
 	s.scheduleRunning(false)
 	// After a preemption the pool is short: admitting now would only thrash.
@@ -350,7 +355,7 @@ func (s *Scheduler) schedule(q *Seq, n int, decode bool) {
 func (s *Scheduler) Advance(p *Plan) {
 	for _, it := range p.Items {
 		q := it.Seq
-		q.computed = it.Start + it.N
+		q.computed = it.Start + it.N - len(it.Draft) // drafts wait for Accept
 		s.pool.Commit(&q.table, q.Tokens, q.computed)
 		s.stats.ComputedTokens += int64(it.N)
 	}

@@ -86,6 +86,11 @@ type Item struct {
 	// prefill (prompt chunks, admissions, recomputes after preemption) and
 	// counts against MaxPrefillTokensWithDecodes.
 	Decode bool
+	// Draft are a decode's proposed next tokens (Config.Propose), laid out
+	// after its newest token: N = 1 + len(Draft), every row sampled. Their
+	// KV is unverified: Advance counts only the newest token as computed and
+	// the owner calls Accept with how many drafts verification kept.
+	Draft []int32
 }
 
 // Plan is one step's schedule. It is reused by the next Schedule call.

@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/scheduler"
+)
+
+// Speculative decoding with an n-gram (prompt lookup) proposer.
+//
+// Each step, a decoding sequence may carry k draft tokens: the tokens that
+// followed the most recent earlier occurrence of its last n tokens in its
+// own prompt and output (no extra weights; it pays where an answer repeats
+// its input: edits, reformatting, RAG quotes). The step computes 1+k rows
+// for it, each with logits, and deliver verifies them in order (verify):
+// row i's token is sampled exactly as a plain decode would sample it, with
+// the same one PRNG draw, and the next row is used only while that token
+// equals draft i. For a draft that is a point mass (the proposer's guess is
+// deterministic) this is the standard speculative-sampling rule: draft d is
+// accepted with probability p(d), and on rejection the token drawn is
+// distributed as p with d removed and renormalised, so the output
+// distribution is the target's; under greedy it is the argmax, so output is
+// identical token for token, and a seeded sampled sequence draws the same
+// numbers in the same order, which keeps seeds and Request.Resume exact.
+// Verification stops at a stop token, the length limit or a rejection; the
+// scheduler's Accept then keeps only the verified positions' KV and gives
+// the rest of the blocks back at once. No prefix-cache entry is ever made
+// from an unverified token: Advance counts only the newest token computed.
+//
+// Not speculated (a plain decode instead): a sequence with a constraint
+// (its mask is computed for one row per step), a group leader not yet
+// forked, a device-sampled engine (devsample.go maps one logit row per
+// sequence), and pools that cannot roll back (window layers, recurrent
+// state: the scheduler asks no drafts of them).
+//
+// Self-tuning: a sequence keeps a decayed count of drafts tried and
+// accepted (its acceptance α), and the engine fits the cost of one more row
+// in a decode step (c, in units of one sequence's share of the step) from
+// the step times it sees. Draft i is worth proposing while α^i > c (the
+// chance it is reached and right beats its row's cost), so k = the largest
+// such i up to SpecConfig.K, and speculation is off for the sequence while
+// α ≤ c. An off sequence still proposes in the shadow: the draft's first
+// token is checked against the token the plain decode produced, so α keeps
+// tracking and speculation comes back when drafts start to hit.
+
+// SpecConfig turns on speculative decoding.
+type SpecConfig struct {
+	// Method is the proposer: "" (off) or "ngram".
+	Method string
+	// K is the most draft tokens per sequence per step (0 = DefaultSpecK).
+	K int
+	// NGram is the longest suffix matched (0 = DefaultSpecNGram); matches
+	// of down to 2 tokens are tried, longest first.
+	NGram int
+	// Fixed turns self-tuning off: every decode with a proposal carries up
+	// to K drafts whatever they have been worth (for tests and for
+	// measuring the proposer alone).
+	Fixed bool
+}
+
+// Speculation defaults.
+const (
+	DefaultSpecK     = 6
+	DefaultSpecNGram = 3
+	// specWindow bounds how far back a proposer looks, so its cost per
+	// step stays small beside the forward pass on long sequences.
+	specWindow = 4096
+	// specRowCost is c before the step times have fitted it.
+	specRowCost = 0.25
+)
+
+func (c *SpecConfig) validate() error {
+	switch c.Method {
+	case "":
+		return nil
+	case "ngram":
+	default:
+		return fmt.Errorf("%w: speculative method %q (want ngram)", ErrConfig, c.Method)
+	}
+	if c.K == 0 {
+		c.K = DefaultSpecK
+	}
+	if c.NGram == 0 {
+		c.NGram = DefaultSpecNGram
+	}
+	if c.K < 1 || c.K > 64 || c.NGram < 2 || c.NGram > 64 {
+		return fmt.Errorf("%w: speculative k %d, n-gram %d", ErrConfig, c.K, c.NGram)
+	}
+	return nil
+}
+
+// specState is one sequence's acceptance record; loop-owned.
+type specState struct {
+	tried, hit float64 // decayed counts of drafts verified and accepted
+	shadow     int32   // 1 + the first draft token of a step that did not speculate; 0 none
+}
+
+// alpha is the sequence's acceptance estimate, with one prior trial at ½.
+func (p *specState) alpha() float64 { return (p.hit + 0.5) / (p.tried + 1) }
+
+// record adds a verification of tried drafts of which hit were accepted.
+func (p *specState) record(tried, hit int) {
+	const decay = 0.8 // per verification: the estimate follows the last ~5
+	p.tried = p.tried*decay + float64(tried)
+	p.hit = p.hit*decay + float64(hit)
+}
+
+// rowCost fits step time ≈ a + b·rows over recent all-decode steps
+// (exponentially weighted least squares) to price a draft row.
+type rowCost struct {
+	w, x, y, xx, xy float64
+	seqs            float64 // sequences in the latest fitted step
+}
+
+func (r *rowCost) add(rows, seqs int, d time.Duration) {
+	const decay = 0.98
+	x, y := float64(rows), d.Seconds()
+	r.w, r.x, r.y = r.w*decay+1, r.x*decay+x, r.y*decay+y
+	r.xx, r.xy = r.xx*decay+x*x, r.xy*decay+x*y
+	r.seqs = float64(seqs)
+}
+
+// cost is c: the time of one more row over the time of one sequence's
+// share of a plain decode step of the current size, specRowCost until the
+// fit has seen rows vary.
+func (r *rowCost) cost() float64 {
+	den := r.w*r.xx - r.x*r.x
+	if r.w < 4 || den < 0.5*r.w*r.w { // the rows' variance is under ½: no slope to see
+		return specRowCost
+	}
+	b := (r.w*r.xy - r.x*r.y) / den
+	a := (r.y - b*r.x) / r.w
+	plain := a + b*max(r.seqs, 1)
+	if plain <= 0 {
+		return specRowCost
+	}
+	return min(max(b*max(r.seqs, 1)/plain, 0.01), 2)
+}
+
+// propose is the scheduler's Config.Propose: the drafts for running
+// sequence q's next step, at most max of them.
+func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
+	s := owner(q)
+	s.spec.shadow = 0
+	if e.dev != nil || s.req.Constraint != nil || len(s.choices) > 0 {
+		return nil
+	}
+	cfg := &e.cfg.Speculate
+	// Drafts, and the token after them, stay within the length limit.
+	k := min(cfg.K, limit, s.maxLen-len(q.Tokens)-1)
+	if k <= 0 {
+		return nil
+	}
+	a, c := s.spec.alpha(), e.specCost.cost()
+	n := 0
+	for p := a; n < k && p > c; p *= a {
+		n++
+	}
+	if cfg.Fixed {
+		n = k
+	}
+	d := ngramDraft(q.Tokens, cfg.NGram, max(n, 1), s.draft[:0])
+	s.draft = d
+	if n == 0 {
+		if len(d) > 0 {
+			s.spec.shadow = d[0] + 1
+		}
+		return nil
+	}
+	return d
+}
+
+// ngramDraft appends to out up to k tokens that followed the most recent
+// earlier occurrence of the last n (down to 2) tokens of h.
+func ngramDraft(h []int32, maxN, k int, out []int32) []int32 {
+	l := len(h)
+	lo := max(0, l-specWindow)
+	for n := min(maxN, l-1); n >= 2; n-- {
+		suf := h[l-n:]
+	scan:
+		for j := l - n - 1; j >= lo; j-- { // h[j:j+n] vs the suffix, the latest first
+			for i := n - 1; i >= 0; i-- {
+				if h[j+i] != suf[i] {
+					continue scan
+				}
+			}
+			end := min(j+n+k, l)
+			return append(out, h[j+n:end]...)
+		}
+	}
+	return out
+}
+
+// verify samples an item's 1+len(Draft) rows in order, delivering each
+// token while the previous one matched its draft, then tells the scheduler
+// how many drafts were kept.
+func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time.Time) {
+	s := owner(it.Seq)
+	kept := 0
+	for i := 0; i <= len(it.Draft); i++ {
+		tok, lp, err := e.sampleRow(s, logits, nil, row+i)
+		if err != nil {
+			e.end(s, Result{Finish: FinishError, Err: err})
+			return
+		}
+		if !e.emit(s, tok, lp, now) {
+			break // ended: its blocks are back in the pool
+		}
+		if i == len(it.Draft) || tok != it.Draft[i] {
+			break
+		}
+		kept++
+	}
+	tried := min(kept+1, len(it.Draft))
+	s.spec.record(tried, kept)
+	e.st.SpecDrafts++
+	e.st.SpecDraftTokens += int64(len(it.Draft))
+	e.st.SpecAcceptedTokens += int64(kept)
+	e.sched.Accept(it.Seq, kept)
+}
+
+// shadow checks a plain decode's token against the draft its step did not
+// verify, so an off sequence's acceptance keeps up to date.
+func (e *Engine) shadow(s *Sequence, tok int32) {
+	if s.spec.shadow == 0 {
+		return
+	}
+	hit := 0
+	if tok+1 == s.spec.shadow {
+		hit = 1
+	}
+	s.spec.record(1, hit)
+	s.spec.shadow = 0
+}
+
+// observeStep feeds an all-decode step's time to the row-cost fit.
+func (e *Engine) observeStep(plan *scheduler.Plan, d time.Duration) {
+	if e.cfg.Speculate.Method == "" || len(plan.Items) == 0 || len(plan.Preempted) > 0 {
+		return
+	}
+	for _, it := range plan.Items {
+		if !it.Decode {
+			return
+		}
+	}
+	e.specCost.add(plan.Tokens, len(plan.Items), d)
+	e.st.SpecRowCost = e.specCost.cost()
+}

@@ -1,0 +1,270 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// deBruijn4 holds every pair of tokens 0…3, so the n-gram proposer always
+// finds the last two tokens of a sequence that starts with it.
+var deBruijn4 = []int32{0, 0, 1, 0, 2, 0, 3, 1, 1, 2, 1, 3, 2, 2, 3, 3, 0}
+
+func TestNgramDraft(t *testing.T) {
+	h := []int32{5, 6, 7, 8, 9, 1, 2, 6, 7, 8, 4, 4, 6, 7}
+	if got := ngramDraft(h, 3, 3, nil); !slices.Equal(got, []int32{8, 4, 4}) { // "6 7" last seen before 8 4 4
+		t.Fatalf("draft %v, want the tokens after the latest earlier 6 7", got)
+	}
+	h = append(h, 8)
+	if got := ngramDraft(h, 3, 2, nil); !slices.Equal(got, []int32{4, 4}) { // 6 7 8 → 4 4 (latest)
+		t.Fatalf("draft %v, want [4 4]", got)
+	}
+	if got := ngramDraft([]int32{1, 2, 3, 4}, 3, 4, nil); len(got) != 0 {
+		t.Fatalf("draft %v from a history without a repeat", got)
+	}
+	if got := ngramDraft([]int32{1, 2, 1, 2}, 3, 5, nil); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("draft %v, want what history holds after the match, [1 2]", got)
+	}
+}
+
+// specTraffic is TestRandomTraffic's load with speculation forced on, on a
+// 4-token vocabulary where drafts are often right: concurrent requests,
+// cancels and aborts at random points, a pool small enough to preempt.
+// Every step (inside Forward) the scheduler's and pool's invariants hold;
+// every complete output equals the cache-free greedy reference (the hash
+// model reads the KV of every position, so KV left from a rejected draft,
+// or a prefix-cache entry made from one, changes the answer); at the end
+// no block is used and drafts were both accepted and rejected.
+func TestSpecRandomTrafficGreedy(t *testing.T) {
+	m := newHashModel(4, 4096, 12, 8)
+	e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 8, MaxQueue: 64,
+		Speculate: SpecConfig{Method: "ngram", K: 5, Fixed: true}})
+	const clients, perClient = 6, 25
+	var invErr error
+	var longs sync.WaitGroup // the first step waits for every client's long request
+	longs.Add(clients)
+	first := true
+	m.onForward = func(*kernels.Batch) error {
+		if first {
+			first = false
+			longs.Wait()
+		}
+		if err := e.sched.CheckInvariants(); err != nil && invErr == nil {
+			invErr = err
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 9))
+			for i := range perClient {
+				var submitted func()
+				if i == 0 {
+					submitted = longs.Done
+				}
+				if err := specRequest(e, m, r, submitted); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if invErr != nil {
+		t.Fatal(invErr)
+	}
+	st := waitIdle(t, e)
+	if st.KV.Used != 0 || st.KV.Free+st.KV.Cached != st.KV.Total {
+		t.Fatalf("after all sequences: %+v", st.KV)
+	}
+	if st.SpecAcceptedTokens == 0 || st.SpecAcceptedTokens == st.SpecDraftTokens || st.Preemptions == 0 {
+		t.Fatalf("drafts %d, accepted %d, preemptions %d: the run did not exercise accept, reject and preempt",
+			st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
+	}
+	t.Logf("drafts %d tokens %d accepted %d preemptions %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
+}
+
+// specRequest runs one request of TestSpecRandomTrafficGreedy; a long one
+// (each client's first, with submitted to call once it is in) needs most
+// of the pool, which makes the clients preempt each other.
+func specRequest(e *Engine, m *hashModel, r *rand.Rand, submitted func()) error {
+	long := submitted != nil
+	p := append([]int32(nil), deBruijn4[:r.IntN(len(deBruijn4))+1]...)
+	for range r.IntN(30) {
+		p = append(p, int32(r.IntN(4)))
+	}
+	n := 1 + r.IntN(40)
+	if long {
+		for len(p) < 40 {
+			p = append(p, int32(r.IntN(4)))
+		}
+		p, n = p[:40], 40
+	}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	s, err := e.Submit(ctx, Request{Prompt: p, MaxTokens: n, Priority: r.IntN(3)})
+	if long {
+		submitted()
+	}
+	if err != nil {
+		return err
+	}
+	stopAt, action := -1, r.IntN(4)
+	if action < 2 {
+		stopAt = r.IntN(n + 1)
+	}
+	var got []int32
+	for {
+		if len(got) == stopAt {
+			if action == 0 {
+				cancel()
+			} else {
+				s.Abort(CauseStall)
+			}
+		}
+		tok, ok := <-s.Tokens()
+		if !ok {
+			break
+		}
+		got = append(got, tok.ID)
+	}
+	res, want := s.Result(), m.reference(p, n)
+	switch {
+	case res.Finish == FinishLength && !slices.Equal(got, want):
+		return fmt.Errorf("prompt %v: got %v, want %v", p, got, want)
+	case res.Finish == FinishAbort && (len(got) > len(want) || !slices.Equal(got, want[:len(got)])):
+		return fmt.Errorf("aborted prompt %v: got %v, not a prefix of %v", p, got, want)
+	case res.Finish != FinishLength && res.Finish != FinishAbort:
+		return fmt.Errorf("unexpected result %+v", res)
+	}
+	return nil
+}
+
+// waitIdle waits for the loop to publish a snapshot with nothing running.
+func waitIdle(t *testing.T, e *Engine) *Stats {
+	t.Helper()
+	for range 1000 {
+		if st := e.Stats(); st.Running == 0 && st.Waiting == 0 {
+			return st
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatal("engine never idle")
+	return nil
+}
+
+// TestSpecSamplingDistribution: with speculation on, a token produced by a
+// verify row after an accepted draft follows the model's distribution. On
+// a 4-token vocabulary at temperature 4, 3000 seeded runs of 3 tokens after a prompt whose
+// every pair recurs (so each decode carries drafts), the third token,
+// within the most frequent (first, second) pair, is compared with the
+// model's softmax for that context by a chi-square test (3 degrees of
+// freedom, p = 0.001). The same seeds give the same tokens with
+// speculation off: one draw per token, in order.
+func TestSpecSamplingDistribution(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3000 generations")
+	}
+	m := newHashModel(4, 256, 64, 8)
+	spec := newTestEngine(t, m, Config{MaxSeqs: 16, Speculate: SpecConfig{Method: "ngram", K: 3, Fixed: true}})
+	m2 := newHashModel(4, 256, 64, 8)
+	plain := newTestEngine(t, m2, Config{MaxSeqs: 16})
+	const runs = 3000
+	outs := make([][]int32, runs)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < runs; i += 8 {
+				seed := uint64(i)
+				s, err := spec.Submit(bg, Request{Prompt: deBruijn4, MaxTokens: 3,
+					Sampling: SamplingParams{Temperature: specTemp, Seed: &seed}})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for tok := range s.Tokens() {
+					outs[i] = append(outs[i], tok.ID)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	counts := map[[2]int32][4]float64{}
+	for _, o := range outs {
+		if len(o) != 3 {
+			t.Fatalf("output %v", o)
+		}
+		c := counts[[2]int32{o[0], o[1]}]
+		c[o[2]]++
+		counts[[2]int32{o[0], o[1]}] = c
+	}
+	var best [2]int32
+	for k, c := range counts {
+		if c[0]+c[1]+c[2]+c[3] > sum4(counts[best]) {
+			best = k
+		}
+	}
+	obs := counts[best]
+	n := sum4(obs)
+	p := softmaxRow(m, specTemp, append(slices.Clone(deBruijn4), best[0], best[1]))
+	chi := 0.0
+	for v := range 4 {
+		exp := n * p[v]
+		chi += (obs[v] - exp) * (obs[v] - exp) / exp
+	}
+	st := spec.Stats()
+	t.Logf("context %v: %v of %.0f, expected p %.3f; chi2 %.2f; drafts %d accepted %d", best, obs, n, p, chi, st.SpecDraftTokens, st.SpecAcceptedTokens)
+	if chi > 16.27 {
+		t.Fatalf("chi-square %.2f > 16.27 (3 dof, p=0.001): verify rows do not sample the model's distribution", chi)
+	}
+	if st.SpecAcceptedTokens == 0 {
+		t.Fatal("no draft accepted: the third tokens did not come from verify rows")
+	}
+	for i := range 40 { // seeds reproduce without speculation
+		seed := uint64(i)
+		got, _ := collect(t, submit(t, plain, Request{Prompt: deBruijn4, MaxTokens: 3,
+			Sampling: SamplingParams{Temperature: specTemp, Seed: &seed}}), 0)
+		if !slices.Equal(got, outs[i]) {
+			t.Fatalf("seed %d: %v without speculation, %v with", i, got, outs[i])
+		}
+	}
+}
+
+// specTemp flattens the hash model's logits (0…8) so every token is likely.
+const specTemp = 4
+
+func sum4(c [4]float64) float64 { return c[0] + c[1] + c[2] + c[3] }
+
+// softmaxRow is the hash model's next-token distribution after toks at temp.
+func softmaxRow(m *hashModel, temp float64, toks []int32) []float64 {
+	var h, prev uint64 = 0, kvRoot
+	for pos, tok := range toks {
+		prev = kvOf(prev, tok, pos)
+		h = mix(h ^ prev)
+	}
+	l := make([]float32, m.vocab)
+	m.logitsOf(h, l)
+	p := make([]float64, m.vocab)
+	z := 0.0
+	for i, x := range l {
+		p[i] = math.Exp(float64(x) / temp)
+		z += p[i]
+	}
+	for i := range p {
+		p[i] /= z
+	}
+	return p
+}
