@@ -41,7 +41,9 @@ type chatFramer struct {
 	sw     *sseWriter // the connection's writer; nil: a whole response
 	col    collector
 	cached int // prompt tokens the first submission found in the prefix cache
-	body   []byte
+	// reasoning is a whole response's reasoning text (a stream sends it).
+	reasoning []byte
+	body      []byte
 }
 
 func newChatFramer(g *stream.GenRequest, h httpedge.Head) *chatFramer {
@@ -85,10 +87,14 @@ func (f *chatFramer) Pumped(out stream.Outcome) {
 // its in-band error, then [DONE]; a whole response's completion object.
 func (f *chatFramer) End(out stream.Outcome, ts *stream.TextStream) {
 	n := len(ts.IDs())
-	u := Usage{PromptTokens: f.h.PromptTokens(), CompletionTokens: n, TotalTokens: f.h.PromptTokens() + n, CachedTokens: f.cached}
+	u := Usage{PromptTokens: f.h.PromptTokens(), CompletionTokens: n, TotalTokens: f.h.PromptTokens() + n, CachedTokens: f.cached,
+		ReasoningTokens: out.ReasoningTokens}
 	if f.sw == nil {
 		u.CachedTokens = out.Result.CachedTokens
 		body := f.col.withToolCalls(completionBody(f.g.Chat, f.h.ID, f.h.Model, f.echo+string(f.col.text), out.Finish, u))
+		if m := body.Choices[0].Message; m != nil {
+			m.ReasoningContent, m.Reasoning = string(f.reasoning), string(f.reasoning)
+		}
 		body.Choices[0].Logprobs = f.col.logprobsJSON(newLogprobFormat(f.h.Backend.Tokenizer, f.g), ts.IDs())
 		f.body, _ = json.Marshal(body) // always marshals
 		return
@@ -112,6 +118,15 @@ func (f *chatFramer) Text(text string, ids []int32) error {
 		return f.col.Text(text, ids)
 	}
 	return f.sw.Text(text, ids)
+}
+
+// Reasoning implements stream.ReasoningEmitter.
+func (f *chatFramer) Reasoning(text string) error {
+	if f.sw == nil {
+		f.reasoning = append(f.reasoning, text...)
+		return nil
+	}
+	return f.sw.Reasoning(text)
 }
 
 func (f *chatFramer) Logprobs(lps []engine.Logprob) {

@@ -56,6 +56,18 @@ func (f *chunkFormat) content(dst []byte, text string) []byte {
 	return append(dst, f.tail...)
 }
 
+// reasoning appends a chat chunk carrying reasoning text, under both
+// names clients read: reasoning_content (DeepSeek's, vLLM's) and
+// reasoning (OpenRouter's, vLLM's newer).
+func (f *chunkFormat) reasoning(dst []byte, text string) []byte {
+	dst = append(dst, f.head...)
+	dst = append(dst, `"delta":{"reasoning_content":`...)
+	dst = appendJSONString(dst, text)
+	dst = append(dst, `,"reasoning":`...)
+	dst = appendJSONString(dst, text)
+	return append(dst, f.tail...)
+}
+
 // role appends the chat stream's first chunk, which names the speaker.
 func (f *chunkFormat) role(dst []byte) []byte {
 	dst = append(dst, f.head...)
@@ -88,6 +100,7 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 	CachedTokens     int `json:"-"`
+	ReasoningTokens  int `json:"-"` // of the completion's tokens
 }
 
 func (u Usage) appendJSON(dst []byte) []byte {
@@ -99,6 +112,8 @@ func (u Usage) appendJSON(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
 	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(u.CachedTokens), 10)
+	dst = append(dst, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.ReasoningTokens), 10)
 	return append(dst, `}}`...)
 }
 

@@ -7,9 +7,12 @@ import (
 )
 
 type choiceMessage struct {
-	Role      string         `json:"role"`
-	Content   string         `json:"content"`
-	ToolCalls []toolCallJSON `json:"tool_calls,omitempty"` // toolcalls.go
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// The reasoning, under both names clients read (absent when none).
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	Reasoning        string         `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"` // toolcalls.go
 }
 
 type choice struct {

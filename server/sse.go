@@ -53,6 +53,15 @@ func (s *sseWriter) Text(text string, ids []int32) error {
 	return s.Err()
 }
 
+// Reasoning implements stream.ReasoningEmitter: one reasoning chunk.
+func (s *sseWriter) Reasoning(text string) error {
+	if text != "" {
+		s.payload = s.format.reasoning(s.payload[:0], text)
+		s.event(s.payload)
+	}
+	return s.Err()
+}
+
 // KeepAlive implements stream.Emitter: a comment, which clients ignore and proxies see.
 func (s *sseWriter) KeepAlive() error {
 	s.Comment("keep-alive")

@@ -61,8 +61,16 @@ func parseMessages(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
 	if err != nil {
 		return nil, err
 	}
+	var display struct {
+		Thinking *struct{ Display string } `json:"thinking"`
+	}
+	_ = json.Unmarshal(body, &display) // parse read it
+	omit := display.Thinking != nil && display.Thinking.Display == "omitted"
 	return &httpedge.Parsed{Gen: g, Frame: func(hd httpedge.Head) httpedge.Framer {
-		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: hd.Lazy, edits: g.ContextEdits}}
+		// A model that reasons opens with a thinking block: the text block
+		// waits for text.
+		lazy := hd.Lazy || hd.Backend.Reasoning.On()
+		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: lazy, edits: g.ContextEdits, omitThinking: omit}}
 	}}, nil
 }
 
@@ -94,7 +102,10 @@ type message struct {
 	// the prompt is input + cache_read + cache_creation).
 	CachedTokens int
 	// edits are the request's context_management (nil: none asked).
-	edits                    *stream.ContextEdits
+	edits *stream.ContextEdits
+	// omitThinking: thinking.display "omitted", a thinking block's text is
+	// left out (its signature still seals it).
+	omitThinking             bool
 	StopReason, StopSequence *string
 
 	blocks []*block // the content so far, in order
@@ -107,15 +118,33 @@ type message struct {
 // block is one content block: text, or a tool_use whose input is the
 // call's arguments as the model wrote them.
 type block struct {
-	typ      string // "text" or "tool_use"
-	text     []byte // text; tool_use: the input JSON so far
+	typ      string // "text", "thinking" or "tool_use"
+	text     []byte // text, thinking; tool_use: the input JSON so far
 	id, name string // tool_use
+	sig      string // thinking: the sealed text, once the block is done
+	omit     bool   // thinking: the text is not shown
+}
+
+// signature is a thinking block's: its text sealed (httpedge.Seal), made
+// once, so a stream's signature_delta and the message agree.
+func (b *block) signature() string {
+	if b.sig == "" {
+		b.sig = httpedge.Seal(string(b.text))
+	}
+	return b.sig
 }
 
 // json is the block in the message's content.
 func (b *block) json() map[string]any {
-	if b.typ == "text" {
+	switch b.typ {
+	case "text":
 		return map[string]any{"type": "text", "text": string(b.text)}
+	case "thinking":
+		shown := string(b.text)
+		if b.omit {
+			shown = ""
+		}
+		return map[string]any{"type": "thinking", "thinking": shown, "signature": b.signature()}
 	}
 	input := json.RawMessage(b.text)
 	if !json.Valid(input) {
@@ -233,14 +262,21 @@ func (e *emitter) openBlock(b *block) {
 	m := e.m
 	m.blocks, m.open = append(m.blocks, b), true
 	start := map[string]any{"type": "text", "text": ""}
-	if b.typ == "tool_use" {
+	switch b.typ {
+	case "tool_use":
 		start = map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}
+	case "thinking":
+		start = map[string]any{"type": "thinking", "thinking": "", "signature": ""}
 	}
 	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": len(m.blocks) - 1,
 		"content_block": start})
 }
 
 func (e *emitter) closeOpen() {
+	if b := e.last("thinking"); b != nil {
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": len(e.m.blocks) - 1,
+			"delta": map[string]string{"type": "signature_delta", "signature": b.signature()}})
+	}
 	if e.m.open {
 		e.m.open = false
 		e.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": len(e.m.blocks) - 1})
@@ -282,6 +318,26 @@ func (e *emitter) Text(text string, _ []int32) error {
 	e.payload = append(e.payload, `}}`...)
 	e.sse.Event("content_block_delta", e.payload)
 	return e.sse.Err()
+}
+
+// Reasoning implements stream.ReasoningEmitter: the model's reasoning is a
+// thinking block (thinking_delta events), closed by its signature_delta;
+// with display omitted the deltas are left out and only the signature goes.
+func (e *emitter) Reasoning(text string) error {
+	if text == "" {
+		return e.err()
+	}
+	b := e.last("thinking")
+	if b == nil {
+		b = &block{typ: "thinking", omit: e.m.omitThinking}
+		e.openBlock(b)
+	}
+	b.text = append(b.text, text...)
+	if !b.omit {
+		e.event("content_block_delta", map[string]any{"type": "content_block_delta", "index": len(e.m.blocks) - 1,
+			"delta": map[string]string{"type": "thinking_delta", "thinking": text}})
+	}
+	return e.err()
 }
 
 // ToolCall implements stream.ToolEmitter: a call's first delta (its id and

@@ -42,8 +42,10 @@ type response struct {
 
 	inputTokens int
 	ns          map[string]nsName // namespace tools by qualified name
-	items       int               // output items made, for their ids
-	tenant      string            // whose request made it (auth.Tenant); its store entry is theirs
+	// sealReasoning: include asked for reasoning.encrypted_content.
+	sealReasoning bool
+	items         int    // output items made, for their ids
+	tenant        string // whose request made it (auth.Tenant); its store entry is theirs
 }
 
 type responseError struct {
@@ -157,7 +159,7 @@ func (r *response) end(out stream.Outcome, ts *stream.TextStream) {
 	n := len(ts.IDs())
 	r.Usage = &usage{
 		InputTokens: r.inputTokens, InputTokensDetails: map[string]int{"cached_tokens": out.Result.CachedTokens},
-		OutputTokens: n, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}, TotalTokens: r.inputTokens + n,
+		OutputTokens: n, OutputTokensDetails: map[string]int{"reasoning_tokens": out.ReasoningTokens}, TotalTokens: r.inputTokens + n,
 	}
 }
 
@@ -172,6 +174,8 @@ func (r *response) settle(status string) {
 			it.Status, it.Content = status, []outputText{newText(string(it.text))}
 		case *functionCall:
 			it.Status = status
+		case *reasoningItem:
+			it.settle(r, status)
 		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
@@ -69,7 +70,11 @@ func (h *Handler) parse(r *http.Request, body []byte) (*httpedge.Parsed, error) 
 		resp := newResponse(hd.ID, hd.Model, p.wire, p.gen, hd.PromptTokens())
 		resp.tenant = tenant
 		resp.ns, resp.SluiceWarnings, resp.Reasoning = p.tools.ns, p.tools.warnings, p.wire.Reasoning
-		return &framer{emitter: emitter{resp: resp, lazy: hd.Lazy}, store: h.store, p: p}
+		resp.sealReasoning = slices.Contains(p.wire.Include, "reasoning.encrypted_content")
+		// A model that reasons opens with a reasoning item: the message
+		// waits for text.
+		lazy := hd.Lazy || hd.Backend.Reasoning.On()
+		return &framer{emitter: emitter{resp: resp, lazy: lazy}, store: h.store, p: p}
 	}}, nil
 }
 
@@ -203,6 +208,8 @@ func (e *emitter) closeOpen(status string) {
 		e.event("response.content_part.done", map[string]any{"output_index": e.index, "content_index": 0,
 			"item_id": it.ID, "part": text})
 		e.event("response.output_item.done", map[string]any{"output_index": e.index, "item": it})
+	case *reasoningItem:
+		e.closeReasoning(it, status)
 	case *functionCall:
 		it.Status = status
 		e.event("response.function_call_arguments.done", map[string]any{"output_index": e.index,

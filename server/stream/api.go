@@ -112,6 +112,9 @@ type Backend struct {
 	Tokenizer  Tokenizer
 	ContextLen int      // the model's context: what model listings report
 	Grammars   Grammars // nil: a request for structured outputs is refused (structured.go)
+	// Reasoning is the model's reasoning markup (reasonstream.go); the
+	// zero value: a model that does not reason.
+	Reasoning ReasoningMarkup
 
 	// detached: the engine is not shown a client's leaving (the abort
 	// policy, WithAbortOnDisconnect). Set once, where a server attaches the

@@ -79,6 +79,7 @@ func encodeOnce(b *Backend, g *GenRequest, addSpecial bool, limit int) ([]int32,
 		if err != nil {
 			return nil, promptError("messages", err)
 		}
+		text = reasoningPrompt(b.Reasoning, g, text)
 		if err := checkFits(b.Tokenizer, "messages", text, limit); err != nil {
 			return nil, err
 		}
@@ -95,6 +96,7 @@ func encodeOnce(b *Backend, g *GenRequest, addSpecial bool, limit int) ([]int32,
 	if err != nil {
 		return nil, promptError("messages", err)
 	}
+	text = reasoningPrompt(b.Reasoning, g, text)
 	if err := checkFits(b.Tokenizer, "messages", text, limit); err != nil {
 		return nil, err
 	}

@@ -49,6 +49,9 @@ type Outcome struct {
 	// be resumed.
 	ClientGone bool
 	CutShort   bool
+	// ReasoningTokens of the output were the model's reasoning
+	// (ReasonStream.End sets it).
+	ReasoningTokens int
 }
 
 // Pump drains g's sequence through ts into em until the sequence ends. A

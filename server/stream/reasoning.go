@@ -1,6 +1,9 @@
 package stream
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // What a request asks of the model's reasoning (its chain of thought),
 // read once here for every API: chat's reasoning_effort and
@@ -63,4 +66,27 @@ func (g *GenRequest) SetReasoning(a ReasoningAsk) error {
 	}
 	g.Reasoning = r
 	return nil
+}
+
+// reasoningPrompt settles the end of a rendered chat prompt for the
+// model's reasoning: with thinking off it ends with the empty reasoning
+// block (mk.Skip, what the templates with a switch write themselves), so
+// the model answers at once; otherwise it records whether the template
+// already opened the reasoning (the reply then starts inside it).
+func reasoningPrompt(mk ReasoningMarkup, g *GenRequest, text string) string {
+	g.reasoningOpened = false
+	if !mk.On() {
+		return text
+	}
+	tail := strings.TrimRight(text, " \t\r\n")
+	switch {
+	case g.Reasoning.Off && strings.HasSuffix(tail, mk.Open):
+		return tail + strings.TrimPrefix(mk.Skip, mk.Open)
+	case g.Reasoning.Off && !strings.HasSuffix(tail, mk.Close):
+		return text + mk.Skip
+	case g.Reasoning.Off:
+		return text
+	}
+	g.reasoningOpened = strings.HasSuffix(tail, mk.Open)
+	return text
 }

@@ -52,6 +52,9 @@ type GenRequest struct {
 	// ContextEdits are Anthropic's context_management edits, applied to
 	// the messages when the prompt is rendered (contextedit.go).
 	ContextEdits *ContextEdits
+	// reasoningOpened: the rendered prompt ends inside the reasoning (the
+	// template wrote the opening marker), set when it is encoded.
+	reasoningOpened bool
 
 	// Logprobs asks for each token's logprob and TopLogprobs alternatives
 	// (engine.Logprob), framed by the transport's LogprobEmitter.

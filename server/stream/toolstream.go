@@ -109,11 +109,3 @@ func (t *ToolStream) End(out Outcome) Outcome {
 	}
 	return out
 }
-
-// EndProduced ends a resumed stream whose every token was produced before
-// the disconnect (nothing left to generate): the text ts still held goes
-// to em through t, and the stream ends as at the token limit.
-func (t *ToolStream) EndProduced(ts *TextStream, em ToolEmitter) Outcome {
-	_ = t.Use(em).Text(ts.Finish(), nil) // a failed write shows in the ending's
-	return t.End(Outcome{Finish: "length"})
-}

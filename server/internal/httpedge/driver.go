@@ -111,13 +111,14 @@ type Pumper interface {
 // Retained's lease owns it.
 type run struct {
 	*Retained
-	api   *API
-	g     *stream.GenRequest
-	req   engine.Request
-	ts    *stream.TextStream
-	tools *stream.ToolStream // nil without tools
-	f     Framer
-	done  bool // the log ends with the final event: nothing left to generate
+	api    *API
+	g      *stream.GenRequest
+	req    engine.Request
+	ts     *stream.TextStream
+	tools  *stream.ToolStream   // nil without tools
+	reason *stream.ReasonStream // nil for a model without reasoning markup
+	f      Framer
+	done   bool // the log ends with the final event: nothing left to generate
 }
 
 // Read is the driver's first step, for a route that parses a request
@@ -167,7 +168,7 @@ func (e *Env) Serve(w http.ResponseWriter, r *http.Request, api *API) {
 	req.ID = stream.NewID(api.Prefix)
 	// After Prepare, which fixed the template's call format.
 	tools := stream.NewToolStream(g)
-	st := &run{api: api, g: g, req: req, tools: tools,
+	st := &run{api: api, g: g, req: req, tools: tools, reason: stream.NewReasonStream(b, g, req.Prompt),
 		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop),
 		f:  p.Frame(Head{ID: req.ID, Model: e.ModelName(g.Model), Backend: b, Req: req, Lazy: tools != nil})}
 	if g.Stream {
@@ -232,7 +233,8 @@ func (e *Env) pump(st *run, gen *stream.Generation) {
 // pump drains gen through the reply's text and tool-call parse into the
 // framer.
 func (st *run) pump(gen *stream.Generation, cfg stream.PumpConfig, drain <-chan struct{}) stream.Outcome {
-	out := st.tools.End(stream.Pump(gen, st.ts, st.tools.Use(st.f), cfg, drain))
+	em := st.reason.Use(st.tools.Use(st.f), st.f)
+	out := st.tools.End(st.reason.End(stream.Pump(gen, st.ts, em, cfg, drain)))
 	if p, ok := st.f.(Pumper); ok {
 		p.Pumped(out)
 	}
@@ -291,7 +293,7 @@ func (e *Env) reconnect(w http.ResponseWriter, api *API, rc *Reconnect, err erro
 	case gen != nil:
 		e.pump(st, gen)
 	case !st.done: // every token was produced before the cut: only the ending is missing
-		e.end(st, st.tools.EndProduced(st.ts, st.f))
+		e.end(st, st.endProduced())
 	}
 }
 
@@ -313,4 +315,13 @@ func (api *API) header(id string, withStreamID bool) map[string]string {
 		h[StreamIDHeader] = id
 	}
 	return h
+}
+
+// endProduced ends a resumed stream whose every token was produced before
+// the disconnect: the text the TextStream still held goes through the
+// reasoning split and the tool parse, and the stream ends as at the token
+// limit.
+func (st *run) endProduced() stream.Outcome {
+	_ = st.reason.Use(st.tools.Use(st.f), st.f).Text(st.ts.Finish(), nil) // a failed write shows in the ending's
+	return st.tools.End(st.reason.End(stream.Outcome{Finish: "length"}))
 }
