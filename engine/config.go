@@ -98,5 +98,6 @@ func (c *Config) schedulerConfig() scheduler.Config {
 		MaxSeqs:                     c.MaxSeqs,
 		Watermark:                   c.Watermark,
 		AgingSteps:                  c.AgingSteps,
+		MaxLogitRows:                c.Speculate.LogitRows,
 	}
 }

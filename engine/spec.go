@@ -57,6 +57,12 @@ type SpecConfig struct {
 	// to K drafts whatever they have been worth (for tests and for
 	// measuring the proposer alone).
 	Fixed bool
+	// LogitRows is the most logit rows the model returns per step (the
+	// models.Options.MaxSeqs it was loaded with), drafts' rows included;
+	// 0 = MaxSeqs, which leaves drafts only the rows of idle sequence
+	// slots. Load the model with MaxSeqs·(1+K) to let a full batch
+	// speculate.
+	LogitRows int
 }
 
 // Speculation defaults.
@@ -171,8 +177,8 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	return d
 }
 
-// ngramDraft appends to out up to k tokens that followed the most recent
-// earlier occurrence of the last n (down to 2) tokens of h.
+// ngramDraft appends to out (empty) k tokens that followed the most recent
+// earlier occurrence of the last n (down to 2) tokens of h, or none.
 func ngramDraft(h []int32, maxN, k int, out []int32) []int32 {
 	l := len(h)
 	lo := max(0, l-specWindow)
@@ -185,8 +191,17 @@ func ngramDraft(h []int32, maxN, k int, out []int32) []int32 {
 					continue scan
 				}
 			}
-			end := min(j+n+k, l)
-			return append(out, h[j+n:end]...)
+			// What followed the match, read on into the draft itself
+			// where it reaches the end of h: a loop of period l−j−n
+			// drafts k tokens, not just one period.
+			for i := j + n; len(out) < k; i++ {
+				if i < l {
+					out = append(out, h[i])
+				} else {
+					out = append(out, out[i-l])
+				}
+			}
+			return out
 		}
 	}
 	return out

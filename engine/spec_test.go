@@ -29,8 +29,11 @@ func TestNgramDraft(t *testing.T) {
 	if got := ngramDraft([]int32{1, 2, 3, 4}, 3, 4, nil); len(got) != 0 {
 		t.Fatalf("draft %v from a history without a repeat", got)
 	}
-	if got := ngramDraft([]int32{1, 2, 1, 2}, 3, 5, nil); !slices.Equal(got, []int32{1, 2}) {
-		t.Fatalf("draft %v, want what history holds after the match, [1 2]", got)
+	if got := ngramDraft([]int32{1, 2, 1, 2}, 3, 5, nil); !slices.Equal(got, []int32{1, 2, 1, 2, 1}) {
+		t.Fatalf("draft %v, want the loop continued, [1 2 1 2 1]", got)
+	}
+	if got := ngramDraft([]int32{3, 9, 9, 9}, 3, 3, nil); !slices.Equal(got, []int32{9, 9, 9}) {
+		t.Fatalf("draft %v, want [9 9 9]", got)
 	}
 }
 

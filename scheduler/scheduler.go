@@ -81,6 +81,10 @@ type Config struct {
 	// after a decoding sequence's newest token (speculative decoding,
 	// spec.go); nil or empty: a plain decode.
 	Propose func(q *Seq, max int) []int32
+	// MaxLogitRows bounds the sampled rows of a step, drafts' included
+	// (the model's logits buffer); 0 = MaxSeqs, which one row per
+	// sequence never exceeds.
+	MaxLogitRows int
 }
 
 // Stats are cumulative counters.
@@ -121,12 +125,15 @@ func New(cfg Config, pool *kvcache.Pool) (*Scheduler, error) {
 	if cfg.AgingSteps == 0 {
 		cfg.AgingSteps = DefaultAgingSteps
 	}
+	if cfg.MaxLogitRows == 0 {
+		cfg.MaxLogitRows = cfg.MaxSeqs
+	}
 	if cfg.MaxPrefillTokensWithDecodes == 0 {
 		cfg.MaxPrefillTokensWithDecodes = DefaultMaxPrefillTokensWithDecodes
 	}
 	// At least 1 (checked below): a prompt still being prefilled must advance
 	// in every step, or a busy server would never finish starting it.
-	if pool == nil || cfg.MaxBatchTokens < 1 || cfg.MaxPrefillTokensWithDecodes < 1 || cfg.MaxSeqs < 1 ||
+	if pool == nil || cfg.MaxBatchTokens < 1 || cfg.MaxPrefillTokensWithDecodes < 1 || cfg.MaxSeqs < 1 || cfg.MaxLogitRows < cfg.MaxSeqs ||
 		cfg.AgingSteps < 1 || cfg.AgingSteps > maxPriority || !(cfg.Watermark >= 0 && cfg.Watermark < 1) {
 		return nil, fmt.Errorf("%w: %+v", ErrConfig, cfg)
 	}
@@ -189,13 +196,13 @@ func (s *Scheduler) Schedule() *Plan {
 	if decodes := len(s.plan.Items); decodes > 0 { // the plan holds only decodes so far
 		// The running streams wait for the whole step: keep it short.
 		s.prefill = s.prefillCap(decodes)
-		s.scheduleDrafts() // spec.go
 	}
 	s.scheduleRunning(false)
 	// After a preemption the pool is short: admitting now would only thrash.
 	if len(s.plan.Preempted) == 0 {
 		s.admit()
 	}
+	s.scheduleDrafts() // spec.go
 	return &s.plan
 }
 

@@ -3,24 +3,33 @@ package scheduler
 // Speculative decoding: a decoding sequence may carry draft tokens, guesses
 // at its next tokens, verified in the same step (one row each, every row
 // sampled). Drafts are the last thing a step takes and the first thing it
-// gives back: they never preempt anyone, leave admission's watermark and
-// the prompt chunks' share of the budget alone, and their KV leaves the
-// pool as soon as verification rejects it (Accept).
+// gives back: they get only the budget and logit rows left once decodes,
+// prompt chunks and admissions are in, never preempt anyone, leave
+// admission's watermark alone, and their KV leaves the pool as soon as
+// verification rejects it (Accept).
 
-// scheduleDrafts asks the owner for drafts for the step's decodes, which
-// are all of the plan so far, within the budget left once the prompt
-// chunks' cap is set aside, and only where the pool has room without
-// preempting.
+// scheduleDrafts asks the owner for drafts for the step's decodes, once
+// everything else is in the plan, within the token budget and the logit
+// rows left, and only where the pool has room without preempting.
 func (s *Scheduler) scheduleDrafts() {
 	if s.cfg.Propose == nil || !s.pool.CanRollBack() {
 		return
 	}
+	rows := s.cfg.MaxLogitRows
+	for _, it := range s.plan.Items {
+		if it.Sample {
+			rows--
+		}
+	}
 	for i := range s.plan.Items {
-		room := s.budget - s.prefill
+		room := min(s.budget, rows)
 		if room <= 0 {
 			return
 		}
 		it := &s.plan.Items[i]
+		if !it.Decode {
+			continue
+		}
 		d := s.cfg.Propose(it.Seq, room)
 		if len(d) == 0 {
 			continue
@@ -33,6 +42,7 @@ func (s *Scheduler) scheduleDrafts() {
 		it.Draft, it.N = d, 1+len(d)
 		s.plan.Tokens += len(d)
 		s.budget -= len(d)
+		rows -= len(d)
 	}
 }
 
