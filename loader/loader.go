@@ -48,6 +48,11 @@ type Options struct {
 	// tokenizer.ChatTemplate resolves `--chat-template`); "" keeps the file's,
 	// and a base model without one answers chat requests with 400.
 	ChatTemplate string
+	// ReasoningFormat overrides how the model's reasoning is split from its
+	// answer (stream.ReasoningFormats; "none" turns the split off); "" is
+	// the architecture's (models.Config.Reasoning), else think-tags when
+	// the chat template writes </think>.
+	ReasoningFormat string
 	// WrapModel, when set, stands between the engine and the model: the
 	// fault-injecting build of the CLI (tag faultinject) wraps it there.
 	WrapModel func(engine.Model) engine.Model
@@ -73,6 +78,8 @@ type Model struct {
 	src       models.WeightSource
 	be        kernels.Backend
 	grammars  grammars // structured outputs, shared by every transport's Backend
+	// Reasoning is the model's reasoning markup (Options.ReasoningFormat).
+	Reasoning stream.ReasoningMarkup
 }
 
 // Load opens a GGUF file or a Hugging Face directory and starts an engine on it.
@@ -124,6 +131,7 @@ func (m *Model) load(o Options) error {
 		WindowKV: true, // window layers keep only their window's KV (kvcache window.go)
 	}
 	var window, windowBlocks int
+	var format models.ReasoningFormat
 	if g, ok := m.src.(*models.GGUFFile); ok && isHybrid(g) {
 		// Qwen3.5/3.6: models.Config refuses the hybrid layout; it has no
 		// window layers, and its recurrent state is sized by the model
@@ -133,6 +141,7 @@ func (m *Model) load(o Options) error {
 			return err
 		}
 		m.Net = q
+		format = models.ReasoningThinkTags // Qwen3.5/3.6 think as Qwen3 does
 	} else {
 		var l *models.Llama
 		if l, err = models.Load(m.src, m.be, mo); err != nil {
@@ -140,6 +149,16 @@ func (m *Model) load(o Options) error {
 		}
 		m.Net = l
 		window, windowBlocks = l.KVWindow()
+		format = l.Config().Reasoning()
+	}
+	if format == models.ReasoningNone && strings.Contains(m.Tokenizer.ChatTemplate(), "</think>") {
+		format = models.ReasoningThinkTags
+	}
+	if o.ReasoningFormat != "" {
+		format = models.ReasoningFormat(o.ReasoningFormat)
+	}
+	if m.Reasoning, err = stream.ReasoningMarkupFor(string(format)); err != nil {
+		return err
 	}
 	mo = m.Net.Options() // the figures after defaults: the engine must use the same pool
 	var run engine.Model = m.Net
@@ -177,7 +196,8 @@ func ModelID(path string) string {
 
 // Backend adapts the model to the transports.
 func (m *Model) Backend() *stream.Backend {
-	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Net.ContextLen(), Grammars: &m.grammars}
+	return &stream.Backend{Engine: stream.FromEngine(m.Engine), Tokenizer: tokAdapter{m.Tokenizer}, ContextLen: m.Net.ContextLen(), Grammars: &m.grammars,
+		Reasoning: m.Reasoning}
 }
 
 // Close stops the engine (open sequences end with CauseShutdown) and frees the model.

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/stream"
 	"github.com/sluicehq/sluice/tokenizer"
 )
 
@@ -53,6 +54,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&f.device, "device", 0, "CUDA device ordinal (with --backend cuda)")
 	fs.StringVar(&f.chatTemplate, "chat-template", "", "chat template for a model without one, or to replace its own: a Jinja file or a built-in ("+
 		strings.Join(tokenizer.BuiltinTemplates(), ", ")+")")
+	fs.StringVar(&lo.ReasoningFormat, "reasoning-format", "", "how the model's reasoning is split from its answer: "+
+		strings.Join(stream.ReasoningFormats, ", ")+" (default: the model's own, from its architecture and chat template; none sends it as content)")
 	fs.IntVar(&lo.ContextLen, "ctx", 0, "context length cap (0 = the model's own)")
 	fs.IntVar(&lo.KVBlocks, "kv-blocks", 0, "KV cache blocks of 16 tokens (0 = 1 GiB worth)")
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
