@@ -95,6 +95,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		dev:    newDeviceSampling(model),
 	}
 	e.st.StateSlotBytes = stateBytes
+	e.st.Speculating = cfg.Speculate.Method != ""
 	e.status.init()
 	e.publish()
 	go e.loop()

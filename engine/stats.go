@@ -41,6 +41,9 @@ type Stats struct {
 	// drafts, the draft tokens verified (each one row), those accepted, and
 	// the fitted cost of a draft row relative to a sequence's share of a
 	// decode step (vLLM's spec_decode counters).
+	// Speculating says speculation is configured (the counters mean
+	// something).
+	Speculating                                     bool
 	SpecDrafts, SpecDraftTokens, SpecAcceptedTokens int64
 	SpecRowCost                                     float64
 

@@ -82,7 +82,7 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 		return nil, fmt.Errorf("metrics: unknown compat %q", opts.Compat)
 	}
 	m := &Metrics{gatherer: reg, lastToken: map[*engine.Sequence]time.Time{}}
-	cs := []prometheus.Collector{statsCollector{m}}
+	cs := []prometheus.Collector{statsCollector{m}, specCollector{m}}
 	counter := func(name, help string) prometheus.Counter {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 		cs = append(cs, c)

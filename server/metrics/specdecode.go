@@ -1,0 +1,43 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// specCollector exports speculative decoding's counters (engine spec.go)
+// from the same snapshot as statsCollector, and only where speculation is
+// configured: absent, not 0, on an engine that never speculates.
+type specCollector struct{ m *Metrics }
+
+var (
+	descSpecDrafts   = prometheus.NewDesc("sluice_spec_decode_num_drafts_total", "Verifications: a sequence's step that carried draft tokens.", nil, nil)
+	descSpecTokens   = prometheus.NewDesc("sluice_spec_decode_num_draft_tokens_total", "Draft tokens verified; each cost one batch row.", nil, nil)
+	descSpecAccepted = prometheus.NewDesc("sluice_spec_decode_num_accepted_tokens_total", "Draft tokens accepted (equal to the token the target sampled there).", nil, nil)
+	descSpecRowCost  = prometheus.NewDesc("sluice_spec_decode_row_cost_ratio", "Fitted cost of one draft row over one sequence's share of a decode step; a sequence drafts token i while its acceptance to the i-th power exceeds it.", nil, nil)
+)
+
+func init() {
+	vllmAliases = append(vllmAliases,
+		vllmAlias{from: "sluice_spec_decode_num_drafts_total", to: "vllm:spec_decode_num_drafts_total"},
+		vllmAlias{from: "sluice_spec_decode_num_draft_tokens_total", to: "vllm:spec_decode_num_draft_tokens_total"},
+		vllmAlias{from: "sluice_spec_decode_num_accepted_tokens_total", to: "vllm:spec_decode_num_accepted_tokens_total"},
+	)
+}
+
+func (specCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSpecDrafts, descSpecTokens, descSpecAccepted, descSpecRowCost} {
+		ch <- d
+	}
+}
+
+func (c specCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.m.snapshot()
+	if st == nil || !st.Speculating {
+		return
+	}
+	for _, v := range []struct {
+		d *prometheus.Desc
+		n int64
+	}{{descSpecDrafts, st.SpecDrafts}, {descSpecTokens, st.SpecDraftTokens}, {descSpecAccepted, st.SpecAcceptedTokens}} {
+		ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n))
+	}
+	ch <- prometheus.MustNewConstMetric(descSpecRowCost, prometheus.GaugeValue, st.SpecRowCost)
+}
