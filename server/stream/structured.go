@@ -174,6 +174,9 @@ func (b *Backend) constraint(g *GenRequest, resume []int32) (engine.Constraint, 
 		o = Output{Grammar: &gr, Param: "tools"}
 	}
 	if o.Grammar == nil {
+		if c := b.reasoningBudget(g, resume); c != nil { // budget.go
+			return c, nil
+		}
 		return nil, nil
 	}
 	if b.Grammars == nil {
