@@ -22,9 +22,9 @@ func (o thinkOpener) ChatPrompt(msgs []ChatMessage) (string, error) {
 type reasonRec struct{ reasoning, text string }
 
 func (r *reasonRec) Text(text string, _ []int32) error { r.text += text; return nil }
-func (r *reasonRec) Reasoning(text string) error      { r.reasoning += text; return nil }
-func (r *reasonRec) KeepAlive() error                 { return nil }
-func (r *reasonRec) Flush() error                     { return nil }
+func (r *reasonRec) Reasoning(text string) error       { r.reasoning += text; return nil }
+func (r *reasonRec) KeepAlive() error                  { return nil }
+func (r *reasonRec) Flush() error                      { return nil }
 
 // TestReasoningBudgetEnforced, through the real engine over a model that
 // would reason forever (it writes 'x' after an opened <think>): with a
