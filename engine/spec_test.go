@@ -118,7 +118,11 @@ func specRequest(e *Engine, m *hashModel, r *rand.Rand, submitted func()) error 
 	}
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
-	s, err := e.Submit(ctx, Request{Prompt: p, MaxTokens: n, Priority: r.IntN(3)})
+	var stops []int32 // a stop token, often reached among accepted drafts
+	if !long && r.IntN(3) == 0 {
+		stops = []int32{int32(r.IntN(4))}
+	}
+	s, err := e.Submit(ctx, Request{Prompt: p, MaxTokens: n, Priority: r.IntN(3), StopTokens: stops})
 	if long {
 		submitted()
 	}
@@ -144,13 +148,15 @@ func specRequest(e *Engine, m *hashModel, r *rand.Rand, submitted func()) error 
 		}
 		got = append(got, tok.ID)
 	}
-	res, want := s.Result(), m.reference(p, n)
+	res, want := s.Result(), m.reference(p, n, stops...)
 	switch {
+	case res.Finish == FinishStop && (!slices.Contains(stops, want[len(want)-1]) || !slices.Equal(got, want[:len(want)-1])):
+		return fmt.Errorf("prompt %v, stop %v: got %v then stop, want %v", p, stops, got, want)
 	case res.Finish == FinishLength && !slices.Equal(got, want):
 		return fmt.Errorf("prompt %v: got %v, want %v", p, got, want)
 	case res.Finish == FinishAbort && (len(got) > len(want) || !slices.Equal(got, want[:len(got)])):
 		return fmt.Errorf("aborted prompt %v: got %v, not a prefix of %v", p, got, want)
-	case res.Finish != FinishLength && res.Finish != FinishAbort:
+	case res.Finish != FinishLength && res.Finish != FinishAbort && res.Finish != FinishStop:
 		return fmt.Errorf("unexpected result %+v", res)
 	}
 	return nil
