@@ -55,6 +55,13 @@ struct GemvSeg {
 // to normOut for later readers. Without it every scale is 1 and normW is the
 // backend's buffer of ones: the loads multiply by both either way, so the
 // hot loop has no branch (x·1·1 is x, bit for bit).
+//
+// That is a pass over x, and a barrier, before the weight stream starts.
+// Batch 1 (NR = 1: GEMV_FOLD) has neither: the row's sum of squares comes
+// from the very x loads the dot products make, each element once across the
+// block (float per thread, double across threads), and the scale multiplies
+// the reduced dot products, Σ x·s·nw·w = s·Σ x·nw·w (gemv_fold_norm). More
+// rows keep the pass: their register budget has no room for NR more sums.
 template <int NR>
 static __device__ __forceinline__ void gemv_norm(const float* x, int n, int in, const float* normW, float eps,
                                                  float* normOut, float* scale) {
@@ -79,6 +86,42 @@ static __device__ __forceinline__ void gemv_norm(const float* x, int n, int in, 
 #pragma unroll
         for (int k = 16; k > 0; k >>= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], k);
         if (lane == 0) part[warp][r] = ss[r];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        double t = 0;
+#pragma unroll
+        for (int w = 0; w < GEMV_WARPS; w++) t += part[w][r];
+        scale[r] = (float)(1.0 / sqrt(t / (double)in + (double)eps));
+    }
+    if (blockIdx.x == 0)
+        for (int c = threadIdx.x; c < in; c += GEMV_NT)
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                if (r < n) normOut[(size_t)r * in + c] = x[(size_t)r * in + c] * scale[r] * normW[c];
+}
+
+#define GEMV_FOLD(NR, GLU) ((NR) == 1 && !(GLU))
+
+// gemv_fold_norm turns the threads' sums of squares ss into the rows'
+// scales (1 without normOut), and block 0 writes normOut.
+template <int NR>
+static __device__ __forceinline__ void gemv_fold_norm(const float* ss, const float* x, int n, int in,
+                                                      const float* normW, float eps, float* normOut, float* scale) {
+    __shared__ double part[GEMV_WARPS][NR];
+    if (normOut == nullptr) {
+#pragma unroll
+        for (int r = 0; r < NR; r++) scale[r] = 1.f;
+        return;
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        double v = ss[r];
+#pragma unroll
+        for (int k = 16; k > 0; k >>= 1) v += __shfl_xor_sync(0xffffffffu, v, k);
+        if (lane == 0) part[warp][r] = v;
     }
     __syncthreads();
 #pragma unroll
@@ -134,11 +177,12 @@ static __device__ __forceinline__ bool gemv_rows(GEMV_PARAMS, GemvSeg* sg, const
 }
 
 // gemv_finish reduces every thread's acc[R][NR] over the block (warp
-// shuffles, then the warps in order through shared memory) and stores the
-// rows that exist, with the fused epilogues.
+// shuffles, then the warps in order through shared memory), scales row r's
+// sums by scale[r] (GEMV_FOLD's norm, else 1) and stores the rows that
+// exist, with the fused epilogues.
 template <int R, int NR, bool GLU>
-static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const GemvSeg* sg, const int* o, int n,
-                                                   float* res, float* glu) {
+static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const float* scale, const GemvSeg* sg,
+                                                   const int* o, int n, float* res, float* glu) {
     __shared__ float red[GEMV_WARPS][R * NR];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -156,6 +200,7 @@ static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const GemvS
         float s = 0.f;
 #pragma unroll
         for (int w = 0; w < GEMV_WARPS; w++) s += red[w][i];
+        s *= scale[r];
         const int oo = o[j], out = sg[0].out;
         if (oo >= out) continue;
         s += sg[0].bias ? sg[0].bias[oo] : 0.f;
@@ -164,7 +209,7 @@ static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const GemvS
             float u = 0.f;
 #pragma unroll
             for (int w = 0; w < GEMV_WARPS; w++) u += red[w][(j + R / 2) * NR + r];
-            u += sg[1].bias ? sg[1].bias[oo] : 0.f;
+            u = u * scale[r] + (sg[1].bias ? sg[1].bias[oo] : 0.f);
             sg[0].dst[at] = s;
             sg[1].dst[at] = u;
             glu[at] = s / (1.f + expf(-s)) * u;
@@ -184,8 +229,10 @@ static __device__ void gemv_half(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
-    float nsc[NR];
-    gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
+    float nsc[NR], ss[NR]; // x's norm scales in the loop (1 with GEMV_FOLD); GEMV_FOLD's sums
+#pragma unroll
+    for (int r = 0; r < NR; r++) nsc[r] = 1.f, ss[r] = 0.f;
+    if constexpr (!GEMV_FOLD(NR, GLU)) gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
     constexpr int U = R >= 8 ? 1 : 8 / R;
     const int chunks = in / 8; // uint4 per row
     float acc[R][NR];
@@ -215,6 +262,12 @@ static __device__ void gemv_half(GEMV_PARAMS) {
                 const float4* np = (const float4*)(normW + 8 * cc[u]);
                 const float4 na = np[0], nb = np[1];
                 const float nw[8] = {na.x, na.y, na.z, na.w, nb.x, nb.y, nb.z, nb.w};
+                if constexpr (GEMV_FOLD(NR, GLU)) {
+                    float sq = 0.f;
+#pragma unroll
+                    for (int k = 0; k < 8; k++) sq += xs[r][k] * xs[r][k];
+                    ss[r] += live ? sq : 0.f;
+                }
 #pragma unroll
                 for (int k = 0; k < 8; k++) xs[r][k] = xs[r][k] * nsc[r] * nw[k];
             }
@@ -238,7 +291,11 @@ static __device__ void gemv_half(GEMV_PARAMS) {
             }
         }
     }
-    gemv_finish<R, NR, GLU>(acc, sg, o, n, res, glu);
+    float fsc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) fsc[r] = 1.f;
+    if constexpr (GEMV_FOLD(NR, GLU)) gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
+    gemv_finish<R, NR, GLU>(acc, fsc, sg, o, n, res, glu);
 }
 
 // gemv_blocks: any type dequant16 knows, 32-element units (one block of the
@@ -251,8 +308,10 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
-    float nsc[NR];
-    gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
+    float nsc[NR], ss[NR]; // x's norm scales in the loop (1 with GEMV_FOLD); GEMV_FOLD's sums
+#pragma unroll
+    for (int r = 0; r < NR; r++) nsc[r] = 1.f, ss[r] = 0.f;
+    if constexpr (!GEMV_FOLD(NR, GLU)) gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
     constexpr int U = 1;
     const int units = in / 32;
     float acc[R][NR];
@@ -280,6 +339,8 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
                     for (int q = 0; q < 8; q++) {
                         float4 a = xp[q];
                         const float4 nw = np[q];
+                        // the unit's squares, taken with the first weight row's loads
+                        if (GEMV_FOLD(NR, GLU) && j == 0) ss[r] += live ? a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w : 0.f;
                         a.x = a.x * nsc[r] * nw.x, a.y = a.y * nsc[r] * nw.y;
                         a.z = a.z * nsc[r] * nw.z, a.w = a.w * nsc[r] * nw.w;
                         s += a.x * wv[4 * q] + a.y * wv[4 * q + 1] + a.z * wv[4 * q + 2] + a.w * wv[4 * q + 3];
@@ -289,32 +350,42 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
             }
         }
     }
-    gemv_finish<R, NR, GLU>(acc, sg, o, n, res, glu);
+    float fsc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) fsc[r] = 1.f;
+    if constexpr (GEMV_FOLD(NR, GLU)) gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
+    gemv_finish<R, NR, GLU>(acc, fsc, sg, o, n, res, glu);
 }
 
 // Rows per block: 4 for F16/BF16 (8 loads of 16 bytes in flight per thread),
 // 2 for the block formats; glu variants take that many of gate and of up,
 // and exist for one row of x only (batch-1 decode, where a launch saved
-// counts; larger batches run SwiGLU on its own).
-#define GEMV_K(kind, name, T, NR, R, GLU, fn)                                            \
-    extern "C" __global__ void __launch_bounds__(GEMV_NT) kind##name##_##NR(GEMV_PARAMS) { \
-        fn<T, NR, R, GLU>(GEMV_ARGS);                                                    \
+// counts; larger batches run SwiGLU on its own). MB1 is the batch-1 GEMV's
+// fewest resident blocks per SM: 8 keeps F16/BF16's at 64 registers (the
+// folded norm's sums would take it to 72 and 7 blocks), without a spill; 1
+// leaves ptxas its own register heuristic (a minimum of 1 given explicitly
+// lets it take up to 255).
+#define GEMV_LB_1 __launch_bounds__(GEMV_NT)
+#define GEMV_LB_8 __launch_bounds__(GEMV_NT, 8)
+#define GEMV_K(kind, name, T, NR, R, GLU, fn, MB)                            \
+    extern "C" __global__ void GEMV_LB_##MB kind##name##_##NR(GEMV_PARAMS) { \
+        fn<T, NR, R, GLU>(GEMV_ARGS);                                        \
     }
-#define GEMV_ALL(name, T, R, fn)                                                                                  \
-    GEMV_K(gemv_, name, T, 1, R, false, fn) GEMV_K(gemv_, name, T, 2, R, false, fn)                               \
-        GEMV_K(gemv_, name, T, 4, R, false, fn) GEMV_K(gemv_, name, T, 8, R, false, fn)                           \
-            GEMV_K(gemv_glu_, name, T, 1, 2 * R, true, fn)
-GEMV_ALL(f16, T_F16, 4, gemv_half)
-GEMV_ALL(bf16, T_BF16, 4, gemv_half)
-GEMV_ALL(f32, T_F32, 2, gemv_blocks)
-GEMV_ALL(q4_0, T_Q4_0, 2, gemv_blocks)
-GEMV_ALL(q4_1, T_Q4_1, 2, gemv_blocks)
-GEMV_ALL(q5_0, T_Q5_0, 2, gemv_blocks)
-GEMV_ALL(q5_1, T_Q5_1, 2, gemv_blocks)
-GEMV_ALL(q8_0, T_Q8_0, 2, gemv_blocks)
-GEMV_ALL(q4_k, T_Q4_K, 2, gemv_blocks)
-GEMV_ALL(q5_k, T_Q5_K, 2, gemv_blocks)
-GEMV_ALL(q6_k, T_Q6_K, 2, gemv_blocks)
+#define GEMV_ALL(name, T, R, fn, MB1)                                                                             \
+    GEMV_K(gemv_, name, T, 1, R, false, fn, MB1) GEMV_K(gemv_, name, T, 2, R, false, fn, 1)                       \
+        GEMV_K(gemv_, name, T, 4, R, false, fn, 1) GEMV_K(gemv_, name, T, 8, R, false, fn, 1)                     \
+            GEMV_K(gemv_glu_, name, T, 1, 2 * R, true, fn, 1)
+GEMV_ALL(f16, T_F16, 4, gemv_half, 8)
+GEMV_ALL(bf16, T_BF16, 4, gemv_half, 8)
+GEMV_ALL(f32, T_F32, 2, gemv_blocks, 1)
+GEMV_ALL(q4_0, T_Q4_0, 2, gemv_blocks, 1)
+GEMV_ALL(q4_1, T_Q4_1, 2, gemv_blocks, 1)
+GEMV_ALL(q5_0, T_Q5_0, 2, gemv_blocks, 1)
+GEMV_ALL(q5_1, T_Q5_1, 2, gemv_blocks, 1)
+GEMV_ALL(q8_0, T_Q8_0, 2, gemv_blocks, 1)
+GEMV_ALL(q4_k, T_Q4_K, 2, gemv_blocks, 1)
+GEMV_ALL(q5_k, T_Q5_K, 2, gemv_blocks, 1)
+GEMV_ALL(q6_k, T_Q6_K, 2, gemv_blocks, 1)
 
 // ---- prefill / large batch: tensor-core tiles -----------------------------
 //
