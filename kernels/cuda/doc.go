@@ -42,9 +42,11 @@
 //
 // Launches: ops that the forward pass issues back to back are fused when
 // recorded, so a batch-1 decode layer is 6 launches: the q/k/v GEMV (one
-// launch, three matrices, the RMSNorm before it folded into its prologue),
-// rope_kv (RoPE of q and k, then K and V into the cache), attention (split
-// contexts merged by the last split to finish), the o GEMV with the residual
+// launch, three matrices, the RMSNorm before it folded in: its sum of
+// squares taken from the GEMV's own x loads, its scale applied to the dot
+// products), rope_kv (RoPE of q and k, then K and V into the cache),
+// attention (each context split into enough partitions to give every SM two
+// blocks, merged by the last to finish), the o GEMV with the residual
 // Add in its epilogue, the gate/up GEMV (RMSNorm folded in, SwiGLU in its
 // epilogue), the down GEMV with the residual Add. Where no GEMV takes them,
 // a residual Add folds into the RMSNorm after it (add_rms_norm). The GEMVs
