@@ -50,9 +50,9 @@ type SpecConfig struct {
 	Method string
 	// K is the most draft tokens per sequence per step (0 = DefaultSpecK).
 	K int
-	// NGram is the longest suffix matched (0 = DefaultSpecNGram); matches
-	// of down to 2 tokens are tried, longest first.
-	NGram int
+	// NGram and MinNGram are the longest and shortest suffixes matched,
+	// longest first (0 = DefaultSpecNGram, DefaultSpecMinNGram).
+	NGram, MinNGram int
 	// Fixed turns self-tuning off: every decode with a proposal carries up
 	// to K drafts whatever they have been worth (for tests and for
 	// measuring the proposer alone).
@@ -72,6 +72,9 @@ const (
 	// specWindow bounds how far back a proposer looks, so its cost per
 	// step stays small beside the forward pass on long sequences.
 	specWindow = 4096
+	// DefaultSpecMinNGram is the shortest suffix matched: two tokens recur
+	// by chance in free text often enough to waste rows on wrong drafts.
+	DefaultSpecMinNGram = 3
 	// specRowCost is c before the step times have fitted it.
 	specRowCost = 0.25
 )
@@ -88,9 +91,12 @@ func (c *SpecConfig) validate() error {
 		c.K = DefaultSpecK
 	}
 	if c.NGram == 0 {
-		c.NGram = DefaultSpecNGram
+		c.NGram = max(DefaultSpecNGram, c.MinNGram)
 	}
-	if c.K < 1 || c.K > 64 || c.NGram < 2 || c.NGram > 64 {
+	if c.MinNGram == 0 {
+		c.MinNGram = min(DefaultSpecMinNGram, c.NGram)
+	}
+	if c.K < 1 || c.K > 64 || c.MinNGram < 1 || c.NGram < c.MinNGram || c.NGram > 64 {
 		return fmt.Errorf("%w: speculative k %d, n-gram %d", ErrConfig, c.K, c.NGram)
 	}
 	return nil
@@ -166,7 +172,7 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	if cfg.Fixed {
 		n = k
 	}
-	d := ngramDraft(q.Tokens, cfg.NGram, max(n, 1), s.draft[:0])
+	d := ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
 	s.draft = d
 	if n == 0 {
 		if len(d) > 0 {
@@ -178,11 +184,11 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 }
 
 // ngramDraft appends to out (empty) k tokens that followed the most recent
-// earlier occurrence of the last n (down to 2) tokens of h, or none.
-func ngramDraft(h []int32, maxN, k int, out []int32) []int32 {
+// earlier occurrence of the last maxN (down to minN) tokens of h, or none.
+func ngramDraft(h []int32, minN, maxN, k int, out []int32) []int32 {
 	l := len(h)
 	lo := max(0, l-specWindow)
-	for n := min(maxN, l-1); n >= 2; n-- {
+	for n := min(maxN, l-1); n >= minN; n-- {
 		suf := h[l-n:]
 	scan:
 		for j := l - n - 1; j >= lo; j-- { // h[j:j+n] vs the suffix, the latest first

@@ -19,20 +19,20 @@ var deBruijn4 = []int32{0, 0, 1, 0, 2, 0, 3, 1, 1, 2, 1, 3, 2, 2, 3, 3, 0}
 
 func TestNgramDraft(t *testing.T) {
 	h := []int32{5, 6, 7, 8, 9, 1, 2, 6, 7, 8, 4, 4, 6, 7}
-	if got := ngramDraft(h, 3, 3, nil); !slices.Equal(got, []int32{8, 4, 4}) { // "6 7" last seen before 8 4 4
+	if got := ngramDraft(h, 2, 3, 3, nil); !slices.Equal(got, []int32{8, 4, 4}) { // "6 7" last seen before 8 4 4
 		t.Fatalf("draft %v, want the tokens after the latest earlier 6 7", got)
 	}
 	h = append(h, 8)
-	if got := ngramDraft(h, 3, 2, nil); !slices.Equal(got, []int32{4, 4}) { // 6 7 8 → 4 4 (latest)
+	if got := ngramDraft(h, 2, 3, 2, nil); !slices.Equal(got, []int32{4, 4}) { // 6 7 8 → 4 4 (latest)
 		t.Fatalf("draft %v, want [4 4]", got)
 	}
-	if got := ngramDraft([]int32{1, 2, 3, 4}, 3, 4, nil); len(got) != 0 {
+	if got := ngramDraft([]int32{1, 2, 3, 4}, 2, 3, 4, nil); len(got) != 0 {
 		t.Fatalf("draft %v from a history without a repeat", got)
 	}
-	if got := ngramDraft([]int32{1, 2, 1, 2}, 3, 5, nil); !slices.Equal(got, []int32{1, 2, 1, 2, 1}) {
+	if got := ngramDraft([]int32{1, 2, 1, 2}, 2, 3, 5, nil); !slices.Equal(got, []int32{1, 2, 1, 2, 1}) {
 		t.Fatalf("draft %v, want the loop continued, [1 2 1 2 1]", got)
 	}
-	if got := ngramDraft([]int32{3, 9, 9, 9}, 3, 3, nil); !slices.Equal(got, []int32{9, 9, 9}) {
+	if got := ngramDraft([]int32{3, 9, 9, 9}, 2, 3, 3, nil); !slices.Equal(got, []int32{9, 9, 9}) {
 		t.Fatalf("draft %v, want [9 9 9]", got)
 	}
 }
@@ -48,7 +48,7 @@ func TestNgramDraft(t *testing.T) {
 func TestSpecRandomTrafficGreedy(t *testing.T) {
 	m := newHashModel(4, 4096, 12, 8)
 	e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 8, MaxQueue: 64,
-		Speculate: SpecConfig{Method: "ngram", K: 5, Fixed: true}})
+		Speculate: SpecConfig{Method: "ngram", K: 5, MinNGram: 2, Fixed: true}})
 	const clients, perClient = 6, 25
 	var invErr error
 	var longs sync.WaitGroup // the first step waits for every client's long request
@@ -188,7 +188,7 @@ func TestSpecSamplingDistribution(t *testing.T) {
 		t.Skip("3000 generations")
 	}
 	m := newHashModel(4, 256, 64, 8)
-	spec := newTestEngine(t, m, Config{MaxSeqs: 16, Speculate: SpecConfig{Method: "ngram", K: 3, Fixed: true}})
+	spec := newTestEngine(t, m, Config{MaxSeqs: 16, Speculate: SpecConfig{Method: "ngram", K: 3, MinNGram: 2, Fixed: true}})
 	m2 := newHashModel(4, 256, 64, 8)
 	plain := newTestEngine(t, m2, Config{MaxSeqs: 16})
 	const runs = 3000
