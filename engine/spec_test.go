@@ -277,3 +277,34 @@ func softmaxRow(m *hashModel, temp float64, toks []int32) []float64 {
 	}
 	return p
 }
+
+// With speculation on, a seeded generation is the one without speculation,
+// token for token, and cut after k tokens and resumed it continues exactly
+// as the uninterrupted one: one PRNG draw per token, whatever the drafts.
+func TestSpecSeededResume(t *testing.T) {
+	m := newHashModel(4, 1024, 64, 16)
+	e := newTestEngine(t, m, Config{Speculate: SpecConfig{Method: "ngram", K: 4, MinNGram: 2, Fixed: true}})
+	m2 := newHashModel(4, 1024, 64, 16)
+	plain := newTestEngine(t, m2, Config{})
+	for _, sp := range []SamplingParams{
+		{Seed: seed(42)},
+		{Temperature: specTemp, Seed: seed(42)},
+		{Temperature: 2, TopK: 3, MinP: 0.05, FrequencyPenalty: 0.3, Seed: seed(7)},
+	} {
+		const n = 40
+		full, _ := collect(t, submit(t, e, Request{Prompt: deBruijn4, MaxTokens: n, Sampling: sp}), 0)
+		want, _ := collect(t, submit(t, plain, Request{Prompt: deBruijn4, MaxTokens: n, Sampling: sp}), 0)
+		if !slices.Equal(full, want) {
+			t.Fatalf("%+v: with speculation %v, without %v", sp, full, want)
+		}
+		for _, k := range []int{1, 9, n - 1} {
+			rest, _ := collect(t, submit(t, e, Request{Prompt: deBruijn4, MaxTokens: n, Sampling: sp, Resume: full[:k]}), k)
+			if !slices.Equal(rest, full[k:]) {
+				t.Fatalf("%+v: resumed after %d: %v, uninterrupted %v", sp, k, rest, full[k:])
+			}
+		}
+	}
+	if st := e.Stats(); st.SpecAcceptedTokens == 0 {
+		t.Fatal("no draft accepted")
+	}
+}
