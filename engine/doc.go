@@ -31,6 +31,13 @@
 // there, and only the rows hostOnly names come back (devsample.go);
 // SLUICE_DEVICE_SAMPLE=0 keeps every row on the host.
 //
+// Config.Speculate turns on speculative decoding (spec.go): n-gram drafts
+// verified in the same step as the plain decodes, exact under greedy and
+// distribution-preserving under sampling, rejected positions' blocks
+// returned at once (scheduler.Accept), self-tuned per sequence. Constrained
+// sequences, device-sampled engines and window or recurrent-state pools do
+// not speculate.
+//
 // The engine knows nothing of HTTP, JSON or SSE, nor of devices: the Model
 // owns its KV storage, sized for Config.Blocks × Config.BlockSize slots.
 package engine
