@@ -28,6 +28,11 @@ type reasonRig struct {
 
 func newReasonRig(t testing.TB, mk stream.ReasoningMarkup) *reasonRig {
 	t.Helper()
+	return newReasonRigWith(t, mk, func(v *streamtest.PieceVocab) stream.Tokenizer { return streamtest.Transcript{PieceVocab: v} })
+}
+
+func newReasonRigWith(t testing.TB, mk stream.ReasoningMarkup, tok func(*streamtest.PieceVocab) stream.Tokenizer) *reasonRig {
+	t.Helper()
 	v := streamtest.NewPieceVocab()
 	eng := &streamtest.ScriptEngine{}
 	cfg := DefaultConfig()
@@ -36,7 +41,7 @@ func newReasonRig(t testing.TB, mk stream.ReasoningMarkup) *reasonRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.SetBackend(&stream.Backend{Engine: eng, Tokenizer: streamtest.Transcript{PieceVocab: v}, ContextLen: 1 << 16, Reasoning: mk}); err != nil {
+	if err := srv.SetBackend(&stream.Backend{Engine: eng, Tokenizer: tok(v), ContextLen: 1 << 16, Reasoning: mk}); err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.HTTPServer().Handler)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +69,10 @@ type wireMessage struct {
 	Content    json.RawMessage `json:"content"`
 	ToolCalls  json.RawMessage `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	// An assistant turn's reasoning, as this server sends it back under
+	// either name: given to the template (stream.ChatMessage.Reasoning).
+	ReasoningContent *string `json:"reasoning_content"`
+	Reasoning        *string `json:"reasoning"`
 }
 
 // ParseRequest decodes and validates a request body. chat selects the
@@ -197,6 +202,9 @@ func messages(raw json.RawMessage) ([]stream.ChatMessage, error) {
 			return nil, err
 		}
 		msgs[i] = stream.ChatMessage{Role: m.Role, Content: text, ToolCalls: calls, ToolCallID: m.ToolCallID}
+		if r := cmp.Or(m.ReasoningContent, m.Reasoning); r != nil && m.Role == "assistant" {
+			msgs[i].Reasoning = *r
+		}
 	}
 	return msgs, nil
 }

@@ -95,6 +95,8 @@ type contentBlock struct {
 	ID    string          `json:"id"`
 	Name  string          `json:"name"`
 	Input json.RawMessage `json:"input"`
+	// thinking
+	Signature string `json:"signature"`
 	// tool_result
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
@@ -120,6 +122,7 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 	var text bytes.Buffer
 	var uses []map[string]any
 	userText := false
+	reasoning := ""
 	for j, rb := range blocks {
 		p := fmt.Sprintf("%s[%d]", param, j)
 		var b contentBlock
@@ -164,10 +167,17 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 			}
 			out = append(out, stream.ChatMessage{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
 		case (b.Type == "thinking" || b.Type == "redacted_thinking") && role == "assistant":
-			// An earlier turn's thinking, sent back as agents do: not
-			// rendered (the chat templates drop past reasoning), counted
-			// for clear_thinking.
+			// An earlier turn's thinking, sent back as agents do: its
+			// signature is this server's seal of what the model reasoned,
+			// given back to the template as the turn's reasoning (which
+			// the template shows or drops as the model was trained); a
+			// signature this server did not make (another server's, before
+			// a restart) carries nothing it can read, and is dropped.
+			// Counted for clear_thinking.
 			thought = true
+			if r, err := httpedge.Unseal(b.Signature); err == nil {
+				reasoning += r
+			}
 		case b.Type == "tool_use" || b.Type == "tool_result":
 			return nil, false, stream.InvalidParam(p+".type", "%s: %s blocks belong in %s messages", p, b.Type,
 				map[bool]string{true: "assistant", false: "user"}[b.Type == "tool_use"])
@@ -177,7 +187,7 @@ func turns(role string, raw json.RawMessage, param string, calls map[string]bool
 		}
 	}
 	if role == "assistant" {
-		m := stream.ChatMessage{Role: role, Content: text.String()}
+		m := stream.ChatMessage{Role: role, Content: text.String(), Reasoning: reasoning}
 		if len(uses) > 0 {
 			var err error
 			if m.ToolCalls, err = stream.ParseToolCalls(param, mustJSON(uses)); err != nil {

@@ -203,6 +203,14 @@ func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.Ch
 		return nil, stream.InvalidParam("input", "input must be a string or a non-empty list of items")
 	}
 	msgs := make([]stream.ChatMessage, 0, len(items))
+	reasoning := "" // read from reasoning items, for the next assistant turn
+	// withReasoning gives the assistant turn just made the reasoning before it.
+	withReasoning := func() {
+		if n := len(msgs); n > 0 && reasoning != "" && msgs[n-1].Role == "assistant" {
+			msgs[n-1].Reasoning += reasoning
+			reasoning = ""
+		}
+	}
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var m struct {
@@ -219,6 +227,7 @@ func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.Ch
 			if msgs, err = appendCall(msgs, it, param); err != nil {
 				return nil, err
 			}
+			withReasoning()
 			continue
 		case "function_call_output":
 			if msgs, err = appendOutput(prior, msgs, it, param); err != nil {
@@ -227,8 +236,18 @@ func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.Ch
 			continue
 		case "reasoning":
 			// An earlier turn's reasoning, sent back by a stateless client
-			// (Codex with store false): not rendered, as the chat
-			// templates drop past reasoning.
+			// (Codex with store false): its encrypted_content is this
+			// server's seal of what the model reasoned, given back to the
+			// template with the assistant turn that follows it; one this
+			// server did not seal (another's, before a restart) carries
+			// nothing it can read, and is dropped.
+			var r struct {
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			_ = json.Unmarshal(it, &r)
+			if text, err := httpedge.Unseal(r.EncryptedContent); err == nil {
+				reasoning += text
+			}
 			continue
 		}
 		if m.Type != "" && m.Type != "message" {
@@ -244,6 +263,7 @@ func inputMessages(raw json.RawMessage, prior []stream.ChatMessage) ([]stream.Ch
 			return nil, err
 		}
 		msgs = append(msgs, stream.ChatMessage{Role: m.Role, Content: text})
+		withReasoning()
 	}
 	return msgs, nil
 }

@@ -195,6 +195,8 @@ func (r *response) turn() stream.ChatMessage {
 		switch it := it.(type) {
 		case *message:
 			text = append(text, it.text...)
+		case *reasoningItem:
+			m.Reasoning += string(it.text)
 		case *functionCall:
 			args := it.Arguments
 			if args == "" {

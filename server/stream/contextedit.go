@@ -7,8 +7,8 @@ import "slices"
 // clear_tool_uses clears the results (and, asked, the inputs) of the
 // oldest tool uses once the prompt reaches its trigger, keeping the most
 // recent ones; clear_thinking drops the thinking of earlier assistant turns.
-// What was cleared is reported back (ContextEdits.Applied): the tool
-// clearings, then the thinking ones.
+// What was cleared is reported back (ContextEdits.Applied), in the
+// edits' order.
 
 // ContextEdits are a request's edits; the parser fills them in its order.
 type ContextEdits struct {
@@ -30,8 +30,8 @@ type ContextEdit struct {
 	Exclude                     []string
 	ClearInputs                 bool
 	// clear_thinking: the thinking turns kept (-1: all); ThinkingTurns is
-	// how many assistant turns of the conversation carried thinking (the
-	// parser counts them: a turn's thinking is not a ChatMessage field).
+	// how many assistant turns of the conversation carried thinking blocks
+	// (the parser counts them, readable or not).
 	KeepThinking, ThinkingTurns int
 }
 
@@ -48,19 +48,22 @@ type AppliedEdit struct {
 // still sees that the call was answered.
 const ClearedToolResult = "[tool result cleared to save context]"
 
-// applyThinking settles the clear_thinking edits, which need no token
-// count: past thinking is never rendered into the prompt here (the chat
-// templates drop it), so clearing it changes nothing the model reads and
-// only the count is reported.
-func (e *ContextEdits) applyThinking() {
-	for _, ed := range e.Edits {
-		if ed.Kind != "clear_thinking_20251015" || ed.KeepThinking < 0 {
+// clearThinking returns msgs without the reasoning of all but the keep
+// most recent assistant turns that carry some.
+func clearThinking(msgs []ChatMessage, keep int) []ChatMessage {
+	out := slices.Clone(msgs)
+	kept := 0
+	for i := len(out) - 1; i >= 0; i-- {
+		if out[i].Reasoning == "" {
 			continue
 		}
-		if n := ed.ThinkingTurns - ed.KeepThinking; n > 0 {
-			e.Applied = append(e.Applied, AppliedEdit{Kind: ed.Kind, ClearedThinkingTurns: n})
+		if kept < keep {
+			kept++
+			continue
 		}
+		out[i].Reasoning = ""
 	}
+	return out
 }
 
 // clearToolUses returns msgs with the results (and, asked, inputs) of all
@@ -113,7 +116,10 @@ func applyContextEdits(g *GenRequest, encode func() ([]int32, error)) error {
 	}
 	e.done = true
 	for _, ed := range e.Edits {
-		if ed.Kind != "clear_tool_uses_20250919" {
+		if ed.Kind == "clear_thinking_20251015" {
+			if err := applyThinking(g, ed, encode); err != nil {
+				return err
+			}
 			continue
 		}
 		before, err := encode()
@@ -140,6 +146,27 @@ func applyContextEdits(g *GenRequest, encode func() ([]int32, error)) error {
 		}
 		e.Applied = append(e.Applied, AppliedEdit{Kind: ed.Kind, ClearedToolUses: n, ClearedInputTokens: freed})
 	}
-	e.applyThinking()
+	return nil
+}
+
+// applyThinking runs a clear_thinking edit: the thinking of all but the
+// kept most recent turns leaves the prompt (where the template showed it:
+// most show only the current tool loop's), and the turns and tokens it
+// cleared are reported.
+func applyThinking(g *GenRequest, ed ContextEdit, encode func() ([]int32, error)) error {
+	if ed.KeepThinking < 0 || ed.ThinkingTurns <= ed.KeepThinking {
+		return nil
+	}
+	before, err := encode()
+	if err != nil {
+		return err
+	}
+	g.Messages = clearThinking(g.Messages, ed.KeepThinking)
+	after, err := encode()
+	if err != nil {
+		return err
+	}
+	g.ContextEdits.Applied = append(g.ContextEdits.Applied, AppliedEdit{Kind: ed.Kind,
+		ClearedThinkingTurns: ed.ThinkingTurns - ed.KeepThinking, ClearedInputTokens: max(len(before)-len(after), 0)})
 	return nil
 }

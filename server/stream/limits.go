@@ -70,7 +70,7 @@ func (g *GenRequest) checkLimits() error {
 func (g *GenRequest) promptBytes() int {
 	n := len(g.Prompt)
 	for _, m := range g.Messages {
-		n += len(m.Content)
+		n += len(m.Content) + len(m.Reasoning)
 		for _, c := range m.ToolCalls {
 			n += len(c.Name) + len(c.Arguments)
 		}

@@ -145,6 +145,9 @@ func checkEncodable(tok Tokenizer, g *GenRequest) error {
 		if err := check(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
 			return err
 		}
+		if err := check(fmt.Sprintf("messages[%d].reasoning_content", i), m.Reasoning); err != nil {
+			return err
+		}
 		for j, c := range m.ToolCalls {
 			if err := check(fmt.Sprintf("messages[%d].tool_calls[%d]", i, j), c.Name+c.Arguments); err != nil {
 				return err
@@ -165,7 +168,7 @@ func protected(g *GenRequest, guard TextGuard) *GenRequest {
 	pg := *g
 	pg.Messages = make([]ChatMessage, len(g.Messages))
 	for i, m := range g.Messages {
-		m.Content, m.ToolCallID = guard.Protect(m.Content), guard.Protect(m.ToolCallID)
+		m.Content, m.ToolCallID, m.Reasoning = guard.Protect(m.Content), guard.Protect(m.ToolCallID), guard.Protect(m.Reasoning)
 		if len(m.ToolCalls) > 0 {
 			calls := make([]ToolCall, len(m.ToolCalls))
 			for j, c := range m.ToolCalls {

@@ -15,6 +15,10 @@ type ChatMessage struct {
 	// tool message answers.
 	ToolCalls  []ToolCall
 	ToolCallID string
+	// Reasoning is an assistant turn's reasoning, given to the template
+	// as reasoning_content (Qwen3's keeps it for the turns of the current
+	// tool loop, as the model saw it); "" is none.
+	Reasoning string
 }
 
 // GenRequest is a validated generation request, before tokenization. Every

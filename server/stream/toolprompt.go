@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -86,6 +87,11 @@ func chatPrompt(tok Tokenizer, g *GenRequest) (string, error) {
 func renderChat(tok Tokenizer, g *GenRequest) (string, error) {
 	if needsToolPrompt(g) {
 		return toolPrompt(tok, g)
+	}
+	// A turn's reasoning goes to the template as message dicts carry it
+	// (reasoning_content), which plain messages cannot.
+	if tt, ok := tok.(ToolTemplater); ok && slices.ContainsFunc(g.Messages, func(m ChatMessage) bool { return m.Reasoning != "" }) {
+		return tt.RenderChat(hfMessages(g.Messages), nil)
 	}
 	return tok.ChatPrompt(g.Messages)
 }
@@ -171,6 +177,9 @@ func hfMessages(msgs []ChatMessage) []map[string]any {
 		if m.ToolCallID != "" {
 			d["tool_call_id"] = m.ToolCallID
 		}
+		if m.Reasoning != "" {
+			d["reasoning_content"] = m.Reasoning
+		}
 		out[i] = d
 	}
 	return out
@@ -219,7 +228,11 @@ func hermesMessages(msgs []ChatMessage, tools []Tool) []map[string]any {
 		if m.Role == "tool" {
 			content = "<tool_response>\n" + content + "\n</tool_response>"
 		}
-		out = append(out, map[string]any{"role": m.Role, "content": content})
+		d := map[string]any{"role": m.Role, "content": content}
+		if m.Reasoning != "" {
+			d["reasoning_content"] = m.Reasoning
+		}
+		out = append(out, d)
 	}
 	return out
 }
