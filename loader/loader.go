@@ -10,6 +10,7 @@
 package loader
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/kvcache"
 	"github.com/sluicehq/sluice/models"
+	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server/stream"
 	"github.com/sluicehq/sluice/tokenizer"
 )
@@ -53,6 +55,10 @@ type Options struct {
 	// the architecture's (models.Config.Reasoning), else think-tags when
 	// the chat template writes </think>.
 	ReasoningFormat string
+	// Speculate turns on speculative decoding (engine.SpecConfig; Method ""
+	// = off). The model is then loaded for MaxSeqs·(1+K) logit rows, so a
+	// full batch can carry its drafts' rows.
+	Speculate engine.SpecConfig
 	// WrapModel, when set, stands between the engine and the model: the
 	// fault-injecting build of the CLI (tag faultinject) wraps it there.
 	WrapModel func(engine.Model) engine.Model
@@ -130,6 +136,14 @@ func (m *Model) load(o Options) error {
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
 		WindowKV: true, // window layers keep only their window's KV (kvcache window.go)
 	}
+	seqs := o.MaxSeqs
+	if seqs <= 0 {
+		seqs = scheduler.DefaultMaxSeqs
+	}
+	if o.Speculate.Method != "" {
+		// models.Options.MaxSeqs is the logit rows one Forward returns.
+		mo.MaxSeqs = seqs * (1 + cmp.Or(o.Speculate.K, engine.DefaultSpecK))
+	}
 	var window, windowBlocks int
 	var format models.ReasoningFormat
 	if g, ok := m.src.(*models.GGUFFile); ok && isHybrid(g) {
@@ -172,8 +186,13 @@ func (m *Model) load(o Options) error {
 			}
 		}
 	}
+	spec := o.Speculate
+	if spec.Method != "" {
+		spec.LogitRows = mo.MaxSeqs
+		mo.MaxSeqs = min(seqs, mo.MaxSeqs) // sequences; the rest of the rows are drafts'
+	}
 	m.Engine, err = engine.New(run, engine.Config{
-		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs,
+		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs, Speculate: spec,
 		Window: window, WindowBlocks: windowBlocks,
 		MaxPrefillTokensWithDecodes: o.MaxPrefillTokensWithDecodes, MaxQueue: o.MaxQueue,
 		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,

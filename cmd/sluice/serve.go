@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/loader"
 	"github.com/sluicehq/sluice/scheduler"
 	"github.com/sluicehq/sluice/server"
@@ -64,6 +65,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 		"most prompt tokens per engine step while other streams decode (4 per decoding stream, at least 16): bounds their stall when a request arrives (0 = %d)",
 		scheduler.DefaultMaxPrefillTokensWithDecodes))
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
+	fs.StringVar(&lo.Speculate.Method, "speculate", "", "speculative decoding: ngram (drafts from earlier text of the prompt and reply, verified in the same step; each sequence tunes its draft length and stops drafting where it does not pay) or empty for off")
+	fs.IntVar(&lo.Speculate.K, "speculate-k", 0, fmt.Sprintf("most draft tokens per sequence per step with --speculate (0 = %d)", engine.DefaultSpecK))
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "keep-alive comment after this much silence (0 = off)")
 	fs.DurationVar(&cfg.StallTimeout, "stall-timeout", cfg.StallTimeout, "abort a stream that waits this long without service once the engine admitted it (no token, no prompt chunk, no step working on it); time queued or inside a long step does not count (0 = off)")
