@@ -73,11 +73,18 @@ try:
     failures.append("server tool: accepted")
 except anthropic.BadRequestError as e:
     check(e.body["error"]["type"] == "invalid_request_error" and e.body["error"]["param"] == "tools[0].type", f"server tool: {e.body}")
+# Reasoning controls on a model that does not reason (SmolLM2): accepted,
+# no thinking block.
+r = client.messages.create(model="", max_tokens=5, messages=ask, output_config={"effort": "high"},
+                           thinking={"type": "adaptive", "display": "omitted"})
+check(r.content and all(b.type == "text" for b in r.content), f"effort + adaptive thinking: {r.content}")
+r = client.messages.create(model="", max_tokens=5, messages=ask, thinking={"type": "disabled"})
+check(all(b.type == "text" for b in r.content), f"thinking disabled: {r.content}")
 try:
-    client.messages.create(model="", max_tokens=5, messages=ask, output_config={"effort": "high"})
-    failures.append("output_config.effort: accepted")
+    client.messages.create(model="", max_tokens=5, messages=ask, thinking={"type": "enabled", "budget_tokens": 1024})
+    failures.append("budget_tokens over max_tokens: accepted")
 except anthropic.BadRequestError as e:
-    check(e.body["error"]["param"] == "output_config.effort", f"effort: {e.body}")
+    check(e.body["error"]["param"] == "thinking.budget_tokens", f"budget: {e.body}")
 try:
     client.messages.create(model="no-such-model", max_tokens=5, messages=ask)
     failures.append("unknown model: accepted")

@@ -77,7 +77,9 @@ if "any" in uses:
     check(r.stop_reason in ("end_turn", "max_tokens", "tool_use") and r.content, f"second turn: {r}")
     n_with = client.messages.count_tokens(model="", tools=tools, messages=follow).input_tokens
     n_without = client.messages.count_tokens(model="", messages=ask).input_tokens
-    check(n_with == r.usage.input_tokens and n_with > n_without, f"count_tokens {n_with} vs usage {r.usage.input_tokens}, {n_without} without")
+    # Anthropic's sum: the prompt is input + cache_read + cache_creation.
+    prompt = r.usage.input_tokens + (r.usage.cache_read_input_tokens or 0) + (r.usage.cache_creation_input_tokens or 0)
+    check(n_with == prompt and n_with > n_without, f"count_tokens {n_with} vs usage {r.usage}, {n_without} without")
 
 # Refusals in Anthropic's shape, naming the field.
 for label, kw, param in [

@@ -63,11 +63,17 @@ short = client.responses.create(model="", input="Count from 1 to 100.", max_outp
 check(short.status == "incomplete" and short.incomplete_details.reason == "max_output_tokens" and short.usage.output_tokens == 3,
       f"incomplete: {short.status} {short.incomplete_details} {short.usage}")
 
+# Reasoning on a model that does not reason (SmolLM2): accepted, echoed,
+# no reasoning item, 0 reasoning tokens.
+r = client.responses.create(model="", input=ask, max_output_tokens=5, reasoning={"effort": "high", "summary": "auto"},
+                            include=["reasoning.encrypted_content"], store=False)
+check(r.reasoning.effort == "high" and all(it.type != "reasoning" for it in r.output)
+      and r.usage.output_tokens_details.reasoning_tokens == 0, f"reasoning: {r.reasoning} {r.output} {r.usage}")
 try:
-    client.responses.create(model="", input=ask, reasoning={"effort": "high"})
-    failures.append("reasoning: accepted")
+    client.responses.create(model="", input=ask, reasoning={"effort": "extreme"})
+    failures.append("reasoning.effort extreme: accepted")
 except openai.BadRequestError as e:
-    check(e.body["param"] == "reasoning" and e.body["code"] == "unsupported_parameter", f"reasoning: {e.body}")
+    check(e.body["param"] == "reasoning.effort", f"reasoning: {e.body}")
 try:
     client.responses.create(model="", input=ask, previous_response_id="resp_unknown")
     failures.append("unknown previous_response_id: accepted")
