@@ -106,7 +106,8 @@ func (r *ReasonStream) Use(next Emitter, framer any) Emitter {
 	return r
 }
 
-// Tokens is how many tokens the reasoning took, its markers included.
+// Tokens is how many tokens the reasoning took, its markers (and any
+// whitespace before the opening one, which no side shows) included.
 func (r *ReasonStream) Tokens() int {
 	if r == nil {
 		return 0
@@ -250,6 +251,9 @@ func (r *ReasonStream) End(out Outcome) Outcome {
 		return out
 	}
 	out.ReasoningTokens = r.tokens
+	if !r.inside { // no opening marker (yet): no reasoning
+		out.ReasoningTokens = 0
+	}
 	if out.CutShort {
 		return out
 	}
