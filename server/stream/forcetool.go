@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/constrain/grammar"
 )
 
 // ForcedCall is a test option (sluice serve --force-tool-call): a request
@@ -17,12 +19,16 @@ import (
 // copies it, so this is how a test shows an unmodified agent client's whole
 // round trip, the same every time: the call, the client running it, the
 // next request carrying the result, a text answer that ends the turn.
+// That answer is a short line (shortAnswer): a base model's free text runs
+// to max_tokens, which an agent answers with "continue" requests. Apply
+// runs once the prompt is rendered, so the prompt is the request's own and
+// the next turn finds it in the prefix cache.
 type ForcedCall struct {
 	Name string
 	// Args, when set, pins the call's arguments (a JSON object): the tool's
-	// schema becomes exactly these values, so the call is a known, harmless
-	// one (a test must not run what a tiny model makes up). The pinned
-	// schema is what the prompt shows for that tool too.
+	// schema in the call's grammar becomes exactly these values, so the
+	// call is a known, harmless one (a test must not run what a tiny model
+	// makes up).
 	Args json.RawMessage
 }
 
@@ -57,6 +63,9 @@ func (f *ForcedCall) Apply(g *GenRequest) bool {
 	for _, m := range g.Messages {
 		if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Role == "tool" {
 			g.Tools.Choice = ToolChoiceNone
+			if g.Output.Grammar == nil {
+				g.Output = Output{Grammar: &shortAnswer, Param: "tools"}
+			}
 			return true
 		}
 	}
@@ -68,6 +77,10 @@ func (f *ForcedCall) Apply(g *GenRequest) bool {
 	g.Tools.Choice, g.Tools.Function, g.Tools.Parallel = ToolChoiceFunction, f.Name, false
 	return true
 }
+
+// shortAnswer is the text after a tool turn: one line of words, then the
+// end of the reply.
+var shortAnswer = grammar.Grammar{Kind: grammar.Regex, Data: `[A-Za-z][A-Za-z0-9 ,.'-]{0,59}`}
 
 // pinnedSchema is the JSON Schema whose only instance is args (an object,
 // checked by ParseForcedCall), property by property in args' order.

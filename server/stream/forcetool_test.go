@@ -52,7 +52,8 @@ func TestForcedCallApplies(t *testing.T) {
 	after := forceReq(t, append(user,
 		ChatMessage{Role: "assistant", ToolCalls: []ToolCall{{ID: "c1", Name: "Bash", Arguments: `{}`}}},
 		ChatMessage{Role: "tool", ToolCallID: "c1", Content: "hi"}), "")
-	if !f.Apply(after) || after.Tools.Choice != ToolChoiceNone || string(after.Tools.List[1].Parameters) == want {
+	if !f.Apply(after) || after.Tools.Choice != ToolChoiceNone || string(after.Tools.List[1].Parameters) == want ||
+		after.Output.Grammar != &shortAnswer {
 		t.Errorf("after a tool turn: %+v", after.Tools)
 	}
 

@@ -56,12 +56,12 @@ func TestClaudeCode(t *testing.T) {
 	bin := installAgents(t)
 	n := nonce(t)
 	cmd := fmt.Sprintf("printf 'sluice-%%s\\n' %s", n) // prints sluice-NONCE
-	base, forced := serveForcing(t, "Bash", map[string]any{"command": cmd, "description": "Print a marker"})
+	base, forced := serveForcing(t, "Bash", map[string]any{"command": cmd})
 	rec := record(t, base)
 	home, work := t.TempDir(), t.TempDir()
 	env := []string{"HOME=" + home, "ANTHROPIC_BASE_URL=" + rec.url, "ANTHROPIC_API_KEY=sk-local",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1",
-		"API_TIMEOUT_MS=600000", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=64",
+		"API_TIMEOUT_MS=600000", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=96",
 		"ANTHROPIC_SMALL_FAST_MODEL=" + modelName, "ANTHROPIC_DEFAULT_HAIKU_MODEL=" + modelName}
 	out, stderr, err := runClient(t, clientLimit, work, env, filepath.Join(bin, "claude"),
 		"-p", "Print the marker.", "--model", modelName, "--output-format", "json",
