@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
@@ -74,7 +75,9 @@ type ReasonStream struct {
 	// tokens counts the reasoning's tokens exactly: a second decoder reads
 	// the ids until the closing marker is complete.
 	dec             Detokenizer
-	seen            string // the decoded text not yet ruled out as the closing marker
+	closeIDs        []int32 // the closing marker's tokens: seen, the reasoning ends there
+	tail            []int32 // the last ids, to spot them
+	seen            string  // the decoded text not yet ruled out as the closing marker
 	tokens          int
 	inside, counted bool
 	text            strings.Builder // the whole reasoning, for the sealed copies
@@ -88,6 +91,10 @@ func NewReasonStream(b *Backend, g *GenRequest, prompt []int32) *ReasonStream {
 		return nil
 	}
 	r := &ReasonStream{mk: b.Reasoning, dec: NewDetokenizerFor(b.Tokenizer, prompt)}
+	// The decoder may hold text back a few tokens (until later ones settle
+	// its merge), so the closing marker's own tokens end the count where
+	// they are, and its text only when spelled some other way.
+	r.closeIDs, _ = b.Tokenizer.Encode(b.Reasoning.Close, false)
 	if g.reasoningOpened {
 		r.state, r.inside = splitInside, true
 	}
@@ -139,6 +146,12 @@ func (r *ReasonStream) count(ids []int32) {
 		}
 		r.seen += r.dec.Add(id)
 		r.tokens++
+		if len(r.closeIDs) > 0 {
+			r.tail = append(r.tail, id)
+			if len(r.tail) > len(r.closeIDs) {
+				r.tail = r.tail[1:]
+			}
+		}
 		if !r.inside {
 			t := strings.TrimLeft(r.seen, " \t\r\n")
 			switch {
@@ -151,7 +164,7 @@ func (r *ReasonStream) count(ids []int32) {
 				continue
 			}
 		}
-		if strings.Contains(r.seen, r.mk.Close) {
+		if strings.Contains(r.seen, r.mk.Close) || (len(r.closeIDs) > 0 && slices.Equal(r.tail, r.closeIDs)) {
 			r.counted = true
 		}
 		r.seen = r.seen[len(r.seen)-suffixPrefix(r.seen, r.mk.Close):]
