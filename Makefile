@@ -47,11 +47,15 @@ test: $(TOKENIZERS_LIB) model test-deps vet test-unit test-race
 test-deps:
 	-./deploy/fetch-nginx.sh
 
+# server/e2e drives the official SDKs against real models: on two busy cores
+# it has passed Go's default 10-minute binary timeout, so the bound is wider.
+TEST_TIMEOUT ?= 30m
+
 test-unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 test-race:
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -race $(RACE_PKGS)
 
 bench: $(TOKENIZERS_LIB) model
 	$(GO) test -run '^$$' -bench . -benchtime 2x ./kernels/... ./models/...
