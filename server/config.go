@@ -78,6 +78,15 @@ type Config struct {
 	// ShutdownTimeout is how long open streams may keep running after SIGTERM
 	// before they are ended with an in-band error.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long the server keeps accepting requests after
+	// SIGTERM with /ready already 503, so a router (llm-d's picker, a
+	// kubelet probe) stops sending before the listener closes (0 = close at
+	// once).
+	DrainDelay time.Duration
+	// HealthStepTimeout: /health answers 503 when the engine has work
+	// (running or waiting sequences) and has published no step for this
+	// long, a wedged loop the liveness probe should restart (0 = off).
+	HealthStepTimeout time.Duration
 }
 
 // DefaultConfig returns the configuration `sluice serve` starts from.
@@ -96,6 +105,7 @@ func DefaultConfig() Config {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		HealthStepTimeout: 2 * time.Minute,
 		MaxConns:          1024,
 	}
 }
@@ -124,6 +134,8 @@ func (c *Config) Validate() error {
 		{"body-timeout", c.BodyTimeout, true},
 		{"idle-timeout", c.IdleTimeout, false},
 		{"shutdown-timeout", c.ShutdownTimeout, true},
+		{"drain-delay", c.DrainDelay, true},
+		{"health-step-timeout", c.HealthStepTimeout, true},
 	} {
 		if d.v < 0 || (!d.zero && d.v == 0) {
 			bad("%s must be positive, got %v", d.name, d.v)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/relay"
@@ -27,6 +28,7 @@ type Server struct {
 	log     *slog.Logger
 	started time.Time
 
+	draining  atomic.Bool // SIGTERM came: /ready says 503 while the listener drains
 	drainOnce sync.Once
 	drain     chan struct{} // closed when open streams must end (shutdown deadline)
 
@@ -137,6 +139,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// /ready turns 503 first; the listener stays open for DrainDelay so a
+	// router that polls readiness moves new requests elsewhere before any
+	// connection is refused.
+	s.draining.Store(true)
+	if d := s.cfg.DrainDelay; d > 0 {
+		s.log.Info("draining: not ready, still serving", "for", d)
+		select {
+		case err := <-errc:
+			return fmt.Errorf("serve: %w", err)
+		case <-time.After(d):
+		}
+	}
 	s.log.Info("shutting down", "grace", s.cfg.ShutdownTimeout)
 	grace, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
@@ -158,19 +172,50 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Drain ends every open stream with an in-band shutdown error.
 func (s *Server) Drain() { s.drainOnce.Do(func() { close(s.drain) }) }
 
+// handleHealth is the liveness probe: 503 when the engine has work and
+// has not completed a step for HealthStepTimeout (a wedged loop: a hung
+// device call, a deadlock), so the orchestrator restarts it; a busy loop
+// publishes a snapshot every step, however long the queue.
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
+	if since, stuck := s.engineStuck(); stuck {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, `{"status":"engine stalled","seconds_since_step":%.1f}`, since.Seconds())
+		return
+	}
 	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+// engineStuck reports whether the engine has had work and no step for
+// HealthStepTimeout, and since when it has not stepped.
+func (s *Server) engineStuck() (time.Duration, bool) {
+	b := s.backend.Load()
+	if b == nil || s.cfg.HealthStepTimeout <= 0 {
+		return 0, false
+	}
+	e, ok := b.Engine.(interface{ Stats() *engine.Stats })
+	if !ok {
+		return 0, false
+	}
+	st := e.Stats()
+	if st == nil || st.Running+st.Waiting == 0 {
+		return 0, false
+	}
+	since := time.Since(st.At)
+	return since, since > s.cfg.HealthStepTimeout
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	select {
 	case <-s.drain:
+		s.draining.Store(true)
+	default:
+	}
+	if s.draining.Load() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"status":"shutting down"}`))
 		return
-	default:
 	}
 	if s.backend.Load() == nil {
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -79,6 +79,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", cfg.DrainDelay, "on SIGTERM, answer /ready with 503 and keep serving this long before closing the listener, so a router stops sending first (0 = close at once)")
+	fs.DurationVar(&cfg.HealthStepTimeout, "health-step-timeout", cfg.HealthStepTimeout, "/health answers 503 when the engine has work and has not finished a step for this long: a wedged loop the liveness probe should restart (0 = off)")
 	f.ops = addOpsFlags(fs)     // --grpc-addr, --metrics-compat (grpc_flags.go)
 	f.web = addWebFlag(fs)      // --web (web.go)
 	f.relay = addRelayFlags(fs) // --upstream... (relay.go)

@@ -112,6 +112,10 @@ func FromEngine(e *engine.Engine) Engine { return localEngine{e} }
 
 type localEngine struct{ e *engine.Engine }
 
+// Stats is the engine's latest snapshot: what /health reads to tell a
+// wedged loop from a busy one.
+func (l localEngine) Stats() *engine.Stats { return l.e.Stats() }
+
 func (l localEngine) Submit(ctx context.Context, req engine.Request) (Sequence, error) {
 	s, err := l.e.Submit(ctx, ForTenant(ctx, req))
 	if err != nil {
