@@ -76,6 +76,7 @@ func TestClaudeCode(t *testing.T) {
 		t.Fatalf("claude -p: %v; result %+v\nstdout: %s\nstderr: %s\nSluice's errors:%s", err, res, clip([]byte(out), 3000), clip([]byte(stderr), 3000), rec.failures())
 	}
 	t.Logf("claude: %d turns, result %q", res.Turns, clip([]byte(res.Result), 200))
+	noRefusals(t, rec)
 	if forced {
 		roundTrip(t, rec, "/v1/messages", "sluice-"+n, func(x *exchange) bool {
 			return bytes.Contains(x.Response, []byte(`"type":"tool_use"`)) && bytes.Contains(x.Response, []byte(`"name":"Bash"`))
@@ -133,6 +134,7 @@ func TestCodex(t *testing.T) {
 	if !strings.Contains(out, `"type":"turn.completed"`) {
 		t.Fatalf("codex exec: no turn.completed event\nstdout: %s\nstderr: %s", clip([]byte(out), 3000), clip([]byte(stderr), 3000))
 	}
+	noRefusals(t, rec)
 	if forced {
 		roundTrip(t, rec, "/v1/responses", "sluice-"+n, func(x *exchange) bool {
 			return bytes.Contains(x.Response, []byte(`"type":"function_call"`)) && bytes.Contains(x.Response, []byte(`exec_command`))
@@ -157,6 +159,17 @@ func codexToolResult(body []byte) string {
 		}
 	}
 	return b.String()
+}
+
+// noRefusals fails t if Sluice refused a request or ended one with an
+// error: a client that retries without what was refused (Claude Code drops
+// deferred tools after a 400) may still finish, yet a server that follows
+// the published API answers its first request.
+func noRefusals(t *testing.T, rec *recorder) {
+	t.Helper()
+	if f := rec.failures(); f != "" {
+		t.Errorf("Sluice refused requests the client sent:%s", f)
+	}
 }
 
 // roundTrip asserts the server-side view of a tool round trip on path:

@@ -142,9 +142,10 @@ type exchange struct {
 // recorder is a reverse proxy in front of Sluice that keeps every
 // exchange: the server-side view a test asserts on.
 type recorder struct {
-	mu  sync.Mutex
-	xs  []*exchange
-	url string
+	mu       sync.Mutex
+	xs       []*exchange
+	url      string
+	inflight sync.WaitGroup
 }
 
 func record(t *testing.T, upstream string) *recorder {
@@ -157,6 +158,8 @@ func record(t *testing.T, upstream string) *recorder {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.FlushInterval = -1 // pass each SSE event on at once
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.inflight.Add(1)
+		defer rec.inflight.Done()
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		x := &exchange{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
@@ -190,7 +193,16 @@ func record(t *testing.T, upstream string) *recorder {
 	return rec
 }
 
+// exchanges are the requests so far, once those in flight have ended: a
+// client exits as soon as it has read a response's last event, before the
+// proxy has seen the upstream body end.
 func (rec *recorder) exchanges() []*exchange {
+	done := make(chan struct{})
+	go func() { rec.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	return append([]*exchange(nil), rec.xs...)
