@@ -33,6 +33,7 @@ type serveFlags struct {
 	ops                   *opsFlags
 	web                   *bool
 	relay                 *relayFlags
+	test                  *testFlags
 }
 
 // newServeFlags defines serve's flags over server.DefaultConfig.
@@ -84,6 +85,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	f.ops = addOpsFlags(fs)     // --grpc-addr, --metrics-compat (grpc_flags.go)
 	f.web = addWebFlag(fs)      // --web (web.go)
 	f.relay = addRelayFlags(fs) // --upstream... (relay.go)
+	f.test = addTestFlags(fs)   // --force-tool-call (testopts.go)
 	addFaultFlag(fs, lo)        // --inject-fault, in the faultinject test build only (faults_on.go)
 	return fs, f
 }
@@ -115,6 +117,10 @@ func runServe(args []string) error {
 	}
 	if modelPath == "" {
 		return errors.New("--model or --upstream is required")
+	}
+	force, err := f.test.forcedCall()
+	if err != nil {
+		return err
 	}
 	if lo.NewBackend, err = backendFactory(f.backend, f.device); err != nil {
 		return err
@@ -162,7 +168,9 @@ func runServe(args []string) error {
 		<-served
 		return errors.Join(err, ops.wait())
 	}
-	if err := srv.SetBackend(m.Backend()); err != nil {
+	b := m.Backend()
+	b.Force = force
+	if err := srv.SetBackend(b); err != nil {
 		return err
 	}
 	if err := ops.ready(m, modelPath); err != nil {

@@ -112,6 +112,8 @@ type Backend struct {
 	Tokenizer  Tokenizer
 	ContextLen int      // the model's context: what model listings report
 	Grammars   Grammars // nil: a request for structured outputs is refused (structured.go)
+	// Force is a test option (sluice serve --force-tool-call, forcetool.go); nil: off.
+	Force *ForcedCall
 	// Reasoning is the model's reasoning markup (reasonstream.go); the
 	// zero value: a model that does not reason.
 	Reasoning ReasoningMarkup

@@ -38,6 +38,7 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		return engine.Request{}, &ParamError{Param: "min_tokens", Sentinel: engine.ErrPromptTooLong,
 			Message: fmt.Sprintf("the model's context is %d tokens; the prompt (%d tokens) plus min_tokens (%d) exceed it", limit, n, g.MinTokens)}
 	}
+	b.Force.Apply(g) // a test option (forcetool.go); the prompt is the request's own
 	constraint, err := b.constraint(g, nil)
 	if err != nil {
 		return engine.Request{}, err
