@@ -25,7 +25,7 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 		if err := json.Unmarshal(wr.Tools, &list); err != nil {
 			return stream.InvalidParam("tools", "tools must be a list of tool objects")
 		}
-		chat := make([]map[string]any, len(list))
+		chat := make([]map[string]any, 0, len(list))
 		for i, t := range list {
 			var typ string
 			_ = json.Unmarshal(t["type"], &typ)
@@ -38,17 +38,33 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			if !httpedge.Present(t["input_schema"]) {
 				return stream.InvalidParam(fmt.Sprintf("tools[%d].input_schema", i), "tools[%d].input_schema: field required", i)
 			}
+			// defer_loading (Anthropic's tool search): the tool is not put
+			// in the model's context until a search loads it. Sluice runs
+			// no tool search, so a deferred tool stays out of the prompt,
+			// which is what the field asks for the first turn (Claude
+			// Code defers the tools it can do without).
+			if httpedge.Present(t["defer_loading"]) {
+				var deferred bool
+				if err := json.Unmarshal(t["defer_loading"], &deferred); err != nil {
+					return stream.InvalidParam(fmt.Sprintf("tools[%d].defer_loading", i), "tools[%d].defer_loading must be a boolean", i)
+				}
+				if deferred {
+					continue
+				}
+			}
 			// cache_control is accepted: the prefix cache reuses every
 			// shared prompt prefix without being asked.
 			fn := map[string]json.RawMessage{"parameters": t["input_schema"]}
 			for k, v := range t {
-				if k != "type" && k != "input_schema" && k != "cache_control" {
+				if k != "type" && k != "input_schema" && k != "cache_control" && k != "defer_loading" {
 					fn[k] = v // name, description, strict; anything else is refused by the reader
 				}
 			}
-			chat[i] = map[string]any{"type": "function", "function": fn}
+			chat = append(chat, map[string]any{"type": "function", "function": fn})
 		}
-		tools = mustJSON(chat)
+		if len(chat) > 0 {
+			tools = mustJSON(chat)
+		}
 	}
 	var choice json.RawMessage
 	var parallel *bool

@@ -141,3 +141,39 @@ func TestCountTokensTools(t *testing.T) {
 		t.Errorf("count with tools %d, without %d", with, plain)
 	}
 }
+
+// TestDeferredToolsLeftOut: a tool with defer_loading (Claude Code sends
+// some) is accepted and kept out of the prompt, as Anthropic's tool search
+// keeps it out until a search loads it; before, the field was a 400.
+func TestDeferredToolsLeftOut(t *testing.T) {
+	srv, _ := toolFixture(t, "x")
+	count := func(body string) int {
+		t.Helper()
+		resp := post(t, srv, "/v1/messages/count_tokens", body)
+		var c struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("status %d %v", resp.StatusCode, err)
+		}
+		return c.InputTokens
+	}
+	const weather = `{"name":"get_weather","description":"Weather in a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}`
+	const clock = `{"name":"get_time","description":"Time in a zone","input_schema":{"type":"object","properties":{"tz":{"type":"string"}}}`
+	msgs := `"messages":[{"role":"user","content":"Hi"}]`
+	one := count(`{"tools":[` + weather + `],` + msgs + `}`)
+	deferred := count(`{"tools":[` + weather + `,` + clock + `,"defer_loading":true}],` + msgs + `}`)
+	if deferred != one {
+		t.Errorf("with a deferred tool %d tokens, without it %d: it reached the prompt", deferred, one)
+	}
+	if loaded := count(`{"tools":[` + weather + `,` + clock + `,"defer_loading":false}],` + msgs + `}`); loaded <= one {
+		t.Errorf("defer_loading false: %d tokens, one tool %d", loaded, one)
+	}
+	if all := count(`{"tools":[` + clock + `,"defer_loading":true}],` + msgs + `}`); all != count(`{`+msgs+`}`) {
+		t.Errorf("every tool deferred: %d tokens, no tools %d", all, count(`{`+msgs+`}`))
+	}
+	resp := post(t, srv, "/v1/messages/count_tokens", `{"tools":[`+clock+`,"defer_loading":"yes"}],`+msgs+`}`)
+	if resp.StatusCode != 400 {
+		t.Errorf("defer_loading not a boolean: %d", resp.StatusCode)
+	}
+}
