@@ -112,7 +112,9 @@ func (r *Relayed) Body(text string, calls []stream.WireToolCall, out stream.Text
 // end maps the stream core's finish onto Anthropic's stop reasons, as a
 // local stream's end does.
 func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
-	r.m.InputTokens, r.m.OutputTokens = end.PromptTokens, end.CompletionTokens
+	// The whole prompt and its cached part, as a local stream counts them:
+	// usage() reports input_tokens without the cache reads (Anthropic's sum).
+	r.m.InputTokens, r.m.OutputTokens, r.m.CachedTokens = end.PromptTokens, end.CompletionTokens, end.CachedTokens
 	reason := out.Finish
 	switch {
 	case end.StopSequence != "":

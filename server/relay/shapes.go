@@ -100,7 +100,9 @@ func (p *parser) messages(data []byte) (ev stream.TextEvent, send, done bool, er
 	case "message_start":
 		if e.Message != nil && e.Message.Usage != nil {
 			u := s.usageOf()
-			u.PromptTokens = e.Message.Usage.InputTokens
+			// Anthropic's input_tokens leaves out the cache reads; the
+			// prompt is their sum (OpenAI's prompt_tokens counts both).
+			u.PromptTokens = e.Message.Usage.InputTokens + e.Message.Usage.CacheReadTokens
 			u.cached(e.Message.Usage.CacheReadTokens)
 		}
 	case "content_block_start":

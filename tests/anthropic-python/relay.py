@@ -35,7 +35,13 @@ report["relayed"], report["direct"] = rtext, dtext
 check(rtext.strip() != "" and rtext == dtext, f"stream: relayed {rtext!r}, direct {dtext!r}")
 check(rfinal.content[0].text == rtext, "stream: final message text differs from the deltas")
 check(rfinal.stop_reason == dfinal.stop_reason, f"stream: stop_reason {rfinal.stop_reason} vs {dfinal.stop_reason}")
-check(rfinal.usage.input_tokens == dfinal.usage.input_tokens > 0 and rfinal.usage.output_tokens == dfinal.usage.output_tokens,
+# The prompt is input_tokens + cache_read_input_tokens (Anthropic's sum):
+# whichever ran second may have read the first one's prefix from the cache.
+def prompt_of(u):
+    return u.input_tokens + (u.cache_read_input_tokens or 0)
+
+
+check(prompt_of(rfinal.usage) == prompt_of(dfinal.usage) > 0 and rfinal.usage.output_tokens == dfinal.usage.output_tokens,
       f"stream: usage {rfinal.usage} vs {dfinal.usage}")
 check(rfinal.id.startswith("msg_") and rfinal.role == "assistant", f"stream: message {rfinal.id} {rfinal.role}")
 
