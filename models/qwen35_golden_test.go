@@ -1,11 +1,7 @@
 package models
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -49,24 +45,7 @@ func TestTinyNewestQwen35(t *testing.T) {
 			if *tinyOut != "" {
 				return
 			}
-			raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", tm.name+".json"))
-			if err != nil {
-				t.Skipf("no golden data (%v): make golden-tiny-newest", err)
-			}
-			var g tinyNewestGolden
-			if err := json.Unmarshal(raw, &g); err != nil {
-				t.Fatal(err)
-			}
-			file, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sum := sha256.Sum256(file); hex.EncodeToString(sum[:]) != g.ModelSHA256 {
-				t.Fatalf("modeltest now writes a different %s than llama.cpp ran: run make golden-tiny-newest", tm.name)
-			}
-			if len(g.Logits) != len(g.Tokens) || g.PromptLen <= 0 || g.PromptLen >= len(g.Tokens) {
-				t.Fatalf("golden file: %d tokens, %d logit rows, prompt %d", len(g.Tokens), len(g.Logits), g.PromptLen)
-			}
+			g := readNewestGolden(t, tm.name, path)
 			m := loadQwen35(t, tm.spec, tm.dtype, Options{MaxBatchTokens: 32, MaxSeqs: 32, KVBlocks: 32})
 			got := runQwen35(t, m, g.Tokens, g.PromptLen, 1)
 			var worst, scale float64

@@ -91,6 +91,32 @@ type tinyNewestGolden struct {
 	Logits      [][]float64 `json:"logits"` // [position][vocab]
 }
 
+// readNewestGolden reads name's golden file and checks that the GGUF at path
+// is the one llama.cpp ran and that the file is whole; it skips the test
+// when no golden file was made.
+func readNewestGolden(t *testing.T, name, path string) tinyNewestGolden {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", name+".json"))
+	if err != nil {
+		t.Skipf("no golden data (%v): make golden-tiny-newest", err)
+	}
+	var g tinyNewestGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(file); hex.EncodeToString(sum[:]) != g.ModelSHA256 {
+		t.Fatalf("modeltest now writes a different %s than llama.cpp ran: run make golden-tiny-newest", name)
+	}
+	if len(g.Logits) != len(g.Tokens) || g.PromptLen <= 0 || g.PromptLen >= len(g.Tokens) {
+		t.Fatalf("golden file: %d tokens, %d logit rows, prompt %d", len(g.Tokens), len(g.Logits), g.PromptLen)
+	}
+	return g
+}
+
 // TestTinyNewest compares every logit of every position with llama.cpp
 // v0.5.0's on each tiny model, and Sluice's greedy pick at each of the 64
 // generated positions with llama.cpp's (teacher-forced: both read the same
@@ -113,24 +139,7 @@ func TestTinyNewest(t *testing.T) {
 			if *tinyOut != "" {
 				return
 			}
-			raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", tm.name+".json"))
-			if err != nil {
-				t.Skipf("no golden data (%v): make golden-tiny-newest", err)
-			}
-			var g tinyNewestGolden
-			if err := json.Unmarshal(raw, &g); err != nil {
-				t.Fatal(err)
-			}
-			file, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sum := sha256.Sum256(file); hex.EncodeToString(sum[:]) != g.ModelSHA256 {
-				t.Fatalf("modeltest now writes a different %s than llama.cpp ran: run make golden-tiny-newest", tm.name)
-			}
-			if len(g.Logits) != len(g.Tokens) || g.PromptLen <= 0 || g.PromptLen >= len(g.Tokens) {
-				t.Fatalf("golden file: %d tokens, %d logit rows, prompt %d", len(g.Tokens), len(g.Logits), g.PromptLen)
-			}
+			g := readNewestGolden(t, tm.name, path)
 			rel := tm.tol
 			if rel == 0 {
 				rel = tinyQuantTol
