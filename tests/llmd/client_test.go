@@ -83,11 +83,15 @@ type timing struct {
 	upstream string
 	ttft     time.Duration
 	itl      []time.Duration
-	tokens   int
+	// chunks counts content chunks; generated is usage.completion_tokens.
+	// They differ when the detokenizer holds a token back (a partial UTF-8
+	// character or a possible stop string) and sends it with the next one.
+	chunks    int
+	generated int
 }
 
 // stream sends a streaming chat completion and times its content chunks
-// (one token each: no --flush-interval). With stopAfter > 0 it closes the
+// (about one token each: no --flush-interval). With stopAfter > 0 it closes the
 // connection after that many tokens and returns when it did.
 func stream(ctx context.Context, base string, msgs []msg, maxTokens, stopAfter int) (timing, error) {
 	body := chatBody(msgs, maxTokens, true, map[string]any{"ignore_eos": true})
@@ -118,19 +122,28 @@ func stream(ctx context.Context, base string, msgs []msg, maxTokens, stopAfter i
 			Choices []struct {
 				Delta struct{ Content string }
 			}
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
 		}
-		if json.Unmarshal([]byte(line[6:]), &ev) != nil || len(ev.Choices) == 0 || ev.Choices[0].Delta.Content == "" {
+		if json.Unmarshal([]byte(line[6:]), &ev) != nil {
+			continue
+		}
+		if ev.Usage != nil {
+			tm.generated = ev.Usage.CompletionTokens
+		}
+		if len(ev.Choices) == 0 || ev.Choices[0].Delta.Content == "" {
 			continue
 		}
 		now := time.Now()
-		if tm.tokens == 0 {
+		if tm.chunks == 0 {
 			tm.ttft = now.Sub(t0)
 		} else {
 			tm.itl = append(tm.itl, now.Sub(last))
 		}
 		last = now
-		tm.tokens++
-		if stopAfter > 0 && tm.tokens >= stopAfter {
+		tm.chunks++
+		if stopAfter > 0 && tm.chunks >= stopAfter {
 			cancel()
 			return tm, nil
 		}

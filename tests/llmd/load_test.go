@@ -97,8 +97,8 @@ func overhead(t *testing.T, rt *router, reps []*replica, seed int) (direct, rout
 			if err != nil {
 				t.Fatalf("stream %d via %s: %v", i, base, err)
 			}
-			if tm.tokens != tokens {
-				t.Fatalf("stream %d via %s: %d tokens, want %d", i, base, tm.tokens, tokens)
+			if tm.generated != tokens {
+				t.Fatalf("stream %d via %s: %d tokens generated (%d content chunks), want %d", i, base, tm.generated, tm.chunks, tokens)
 			}
 			if j == 0 {
 				dt, di = append(dt, tm.ttft), append(di, tm.itl...)
