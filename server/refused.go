@@ -71,9 +71,13 @@ var unserved = []struct {
 // unservedFields is unserved less what wireRequest declares.
 var unservedFields = func() map[string]int {
 	declared := map[string]bool{}
-	t := reflect.TypeFor[wireRequest]()
-	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	// VisibleFields includes the fields of embedded structs (wireExtensions),
+	// which encoding/json decodes as if declared at the top level.
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[wireRequest]()) {
+		if f.Anonymous {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		declared[name] = true
 	}
 	m := map[string]int{}

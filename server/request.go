@@ -58,6 +58,9 @@ type wireRequest struct {
 	// core's reasoning controls (reasoning.go).
 	ReasoningEffort    *string                    `json:"reasoning_effort"`
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+
+	// vLLM's prompt and template extensions (request_ext.go).
+	wireExtensions
 }
 
 type wireStreamOption struct {
