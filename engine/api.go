@@ -70,6 +70,12 @@ type Request struct {
 	// TopLogprobs (0 to MaxTopLogprobs) alternatives (logprobs.go).
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs, when set, asks for the logprob of every prompt token
+	// given the ones before it (vLLM's prompt_logprobs), which the engine
+	// writes into it during the prefill (logprobs.go). Such a request never
+	// reads the prefix cache: a cached position has no logits. A Resume
+	// leaves it alone (its prompt was computed by the first submission).
+	PromptLogprobs *PromptLogprobs
 	// LogitBias adds to a token's logit before sampling (-100 to 100; -100
 	// in effect bans it); MinTokens forbids the end-of-generation and stop
 	// ids until that many tokens are out; IgnoreEOS keeps generating past an

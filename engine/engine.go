@@ -44,6 +44,8 @@ type Engine struct {
 	st       Stats           // counters behind the published snapshot
 	dev      *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
 	specCost rowCost         // the price of a draft row (spec.go)
+	plRows   []int32         // promptLogprobs' scratch (logprobs.go)
+	plDsts   []plDst
 }
 
 // New validates cfg and starts the engine loop. The model's KV store must
@@ -159,6 +161,12 @@ func (e *Engine) newSequence(ctx context.Context, req Request, maxLen int) *Sequ
 	s.sq.Priority = req.Priority
 	s.sq.Tenant = req.Tenant
 	s.sq.Salt = kvcache.SaltOf(req.CacheSalt)
+	if pl := req.PromptLogprobs; pl != nil && len(req.Resume) == 0 {
+		pl.Logprobs = make([]*Logprob, len(req.Prompt))
+		s.promptLP = pl
+		// A salt of its own: no cached block (no logits) serves its prompt.
+		s.sq.Salt = kvcache.SaltOf(fmt.Sprintf("prompt-logprobs\x00%d\x00%s", s.id, req.CacheSalt))
+	}
 	s.sq.Owner = s
 	return s
 }
@@ -202,6 +210,9 @@ func (e *Engine) validate(req Request) (int, error) {
 	}
 	if err := validateLogprobs(req); err != nil {
 		return 0, err
+	}
+	if _, ok := e.model.(RowLogitsModel); req.PromptLogprobs != nil && !ok {
+		return 0, fmt.Errorf("%w: this model cannot give prompt logprobs", ErrInvalidRequest)
 	}
 	if err := e.validateControls(req); err != nil {
 		return 0, err

@@ -60,6 +60,9 @@ func (e *Engine) SubmitGroup(ctx context.Context, reqs []Request) ([]*Sequence, 
 	}
 	leader := seqs[0]
 	leader.choices = seqs[1:]
+	for _, c := range leader.choices { // the leader's salt may be its own (prompt logprobs): they fork its table
+		c.sq.Salt, c.promptLP = leader.sq.Salt, nil // and the leader alone computes the prompt's logprobs
+	}
 	if err := e.send(leader, len(seqs)); err != nil {
 		return nil, err
 	}

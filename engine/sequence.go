@@ -40,10 +40,11 @@ type Sequence struct {
 	finished  bool
 	startedAt time.Time
 	ctxStop   func() bool
-	undo      []edit      // controls.go's scratch
-	choices   []*Sequence // a group leader's other choices, until forked (group.go)
-	spec      specState   // speculative decoding's acceptance record (spec.go)
-	draft     []int32     // the proposer's scratch, the current step's drafts
+	undo      []edit          // controls.go's scratch
+	choices   []*Sequence     // a group leader's other choices, until forked (group.go)
+	spec      specState       // speculative decoding's acceptance record (spec.go)
+	draft     []int32         // the proposer's scratch, the current step's drafts
+	promptLP  *PromptLogprobs // Request.PromptLogprobs, nil on a Resume (logprobs.go)
 }
 
 // ID is the engine's unique id for the sequence (Request.ID is the caller's).

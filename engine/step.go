@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -21,6 +22,10 @@ func (e *Engine) step() {
 	b := e.buildBatch(plan, start)
 	masks := e.startMasks(plan)                  // beside the forward pass, joined before anyone reads them
 	logits, err := e.forwardStep(b, plan, masks) // host logits or device tokens (devsample.go)
+	if err == nil {
+		var perr error
+		err = cmp.Or(e.guard("prompt logprobs", func() { perr = e.promptLogprobs(plan, b) }), perr)
+	}
 	if err == nil {
 		err = e.guard("delivery", func() {
 			e.sched.Advance(plan)

@@ -45,6 +45,8 @@ type Llama struct {
 	sel    kernels.Tensor // [seqs, hidden]   rows whose logits are wanted
 	logits kernels.Tensor // [seqs, vocab]
 	host   []float32      // [seqs*vocab]     logits read back
+	// rowHost is RowLogits' read-back (rowlogits.go), nil until used.
+	rowHost []float32
 }
 
 type llamaLayer struct {

@@ -51,6 +51,7 @@ type Qwen35 struct {
 	shGate      kernels.Tensor // [rows, 1] the shared expert's gate logit; qwen35moe
 	sel, logits kernels.Tensor // [seqs, hidden], [seqs, vocab]
 	host        []float32
+	rowHost     []float32 // RowLogits' read-back (rowlogits.go), nil until used
 	promptRows  []bool
 }
 
