@@ -44,6 +44,11 @@ type chatFramer struct {
 	// reasoning is a whole response's reasoning text (a stream sends it).
 	reasoning []byte
 	body      []byte
+	// echoDue: a stream's echo with logprobs waits for the prompt's
+	// logprobs, which are there once a token came or the sequence ended.
+	echoDue bool
+	// generated counts the tokens framed so far, for continuous usage.
+	generated int
 }
 
 func newChatFramer(g *stream.GenRequest, h httpedge.Head) *chatFramer {
@@ -52,7 +57,46 @@ func newChatFramer(g *stream.GenRequest, h httpedge.Head) *chatFramer {
 	if g.Echo {
 		f.echo = echoText(h.Backend, h.Req) // echo.go
 	}
+	if g.ContinuousUsage {
+		f.format.soFar = func() Usage {
+			p := f.h.PromptTokens()
+			return Usage{PromptTokens: p, CompletionTokens: f.generated, TotalTokens: p + f.generated}
+		}
+	}
 	return f
+}
+
+// promptLogprobs are the prompt's logprobs the engine computed, nil when
+// not asked for or not complete (a sequence that failed in its prefill).
+func (f *chatFramer) promptLogprobs() []*engine.Logprob {
+	pl := f.h.Req.PromptLogprobs
+	if pl == nil || len(pl.Logprobs) != len(f.h.Req.Prompt) {
+		return nil
+	}
+	for _, lp := range pl.Logprobs[1:] {
+		if lp == nil {
+			return nil
+		}
+	}
+	return pl.Logprobs
+}
+
+// writeEcho sends a stream's echo chunk: the prompt's text and, when the
+// request asked for logprobs, its tokens' logprobs (echoLogprobs).
+func (f *chatFramer) writeEcho() {
+	f.echoDue = false
+	plps := f.promptLogprobs()
+	if plps == nil {
+		_ = f.sw.Text(f.echo, nil)
+		return
+	}
+	dst := append(f.sw.payload[:0], f.format.head...)
+	dst = append(dst, f.format.openText...)
+	dst = appendJSONString(dst, f.echo)
+	dst = append(dst, `,"logprobs":`...)
+	dst = f.format.lp.appendEchoed(dst, f.h.Req.Prompt, plps, nil, nil)
+	f.sw.payload = append(dst, `,"finish_reason":null}]}`...)
+	f.sw.event(f.sw.payload)
 }
 
 // Attach implements httpedge.Framer.
@@ -70,6 +114,8 @@ func (f *chatFramer) Start() {
 	case f.sw == nil:
 	case f.g.Chat:
 		f.sw.role()
+	case f.g.Echo && f.g.Logprobs:
+		f.echoDue = true // with the prompt's logprobs, once they are computed
 	case f.g.Echo:
 		_ = f.sw.Text(f.echo, nil)
 	}
@@ -95,9 +141,12 @@ func (f *chatFramer) End(out stream.Outcome, ts *stream.TextStream) {
 		if m := body.Choices[0].Message; m != nil {
 			m.ReasoningContent, m.Reasoning = string(f.reasoning), string(f.reasoning)
 		}
-		body.Choices[0].Logprobs = f.col.logprobsJSON(newLogprobFormat(f.h.Backend.Tokenizer, f.g), ts.IDs())
-		f.body, _ = json.Marshal(body) // always marshals
+		body.Choices[0].Logprobs = f.logprobsJSON(ts.IDs())
+		f.body, _ = json.Marshal(f.withPromptLogprobs(body)) // always marshals
 		return
+	}
+	if f.echoDue && out.Err == nil {
+		f.writeEcho()
 	}
 	if out.Err != nil {
 		f.sw.error(out.Err)
@@ -117,7 +166,49 @@ func (f *chatFramer) Text(text string, ids []int32) error {
 	if f.sw == nil {
 		return f.col.Text(text, ids)
 	}
+	if f.echoDue {
+		f.writeEcho()
+	}
+	f.generated += len(ids)
 	return f.sw.Text(text, ids)
+}
+
+// logprobsJSON is a whole response's choice logprobs: the prompt's first
+// when echoed (completions' echo with logprobs).
+func (f *chatFramer) logprobsJSON(ids []int32) any {
+	lf := newLogprobFormat(f.h.Backend.Tokenizer, f.g)
+	plps := f.promptLogprobs()
+	if lf == nil || !f.g.Echo || plps == nil {
+		return f.col.logprobsJSON(lf, ids)
+	}
+	n := min(len(ids), len(f.col.lps))
+	return json.RawMessage(lf.appendEchoed(nil, f.h.Req.Prompt, plps, ids[:n], f.col.lps[:n]))
+}
+
+// withPromptLogprobs adds vLLM's prompt_logprobs to a whole response when
+// asked: beside the choices on chat, in the choice on completions.
+func (f *chatFramer) withPromptLogprobs(body *completionResponse) any {
+	if !f.g.PromptLogprobs {
+		return body
+	}
+	var raw json.RawMessage = []byte("null") // the prefill did not finish: nothing to show
+	if plps := f.promptLogprobs(); plps != nil {
+		raw = newTokenFormat(f.h.Backend.Tokenizer, f.g).appendPromptLogprobs(nil, f.h.Req.Prompt, plps, f.g.PromptTopLogprobs)
+	}
+	if f.g.Chat {
+		return struct {
+			*completionResponse
+			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+		}{body, raw}
+	}
+	type choiceWith struct {
+		choice
+		PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+	}
+	return struct {
+		*completionResponse
+		Choices []choiceWith `json:"choices"` // shadows the embedded choices
+	}{body, []choiceWith{{body.Choices[0], raw}}}
 }
 
 // Reasoning implements stream.ReasoningEmitter.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -19,6 +20,23 @@ type chunkFormat struct {
 	tail     []byte // closes the choice after the text
 
 	lp *logprobFormat // nil unless the request asked for logprobs (logprobs.go)
+	// soFar, when set, is the usage so far, which every choice chunk then
+	// carries (vLLM's continuous_usage_stats).
+	soFar   func() Usage
+	scratch []byte
+}
+
+// withUsage is payload with the usage so far when the stream asked for it
+// on every chunk and payload is a choice chunk (not the usage chunk, an
+// error or [DONE]); the result is valid until the next call.
+func (f *chunkFormat) withUsage(payload []byte) []byte {
+	if f.soFar == nil || !bytes.HasPrefix(payload, f.head) || payload[len(payload)-1] != '}' {
+		return payload
+	}
+	dst := append(f.scratch[:0], payload[:len(payload)-1]...)
+	dst = append(dst, `,"usage":`...)
+	f.scratch = append(f.soFar().appendJSON(dst), '}')
+	return f.scratch
 }
 
 func newChunkFormat(chat bool, id, model string, created int64) chunkFormat {

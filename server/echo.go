@@ -6,19 +6,24 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// echo reads completions' echo. On chat it is refused (vLLM's chat echo,
-// the last message repeated, is not served); beside logprobs it is refused
-// too, since OpenAI then gives the prompt tokens' logprobs, which the
-// engine does not compute.
+// echo reads completions' echo, and vLLM's prompt extensions beside it
+// (request_ext.go). On chat echo is refused (vLLM's chat echo, the last
+// message repeated, is not served). Beside logprobs the prompt's tokens and
+// logprobs lead the choice's logprobs, as OpenAI's legacy API gives them.
 func (wr *wireRequest) echo(chat, logprobs bool, g *stream.GenRequest) error {
+	if err := wr.extensions(chat, g); err != nil {
+		return err
+	}
 	if wr.Echo == nil || !*wr.Echo {
 		return nil
 	}
-	switch {
-	case chat:
+	if chat {
 		return httpedge.Unsupported("echo", "echo is not supported on chat completions")
-	case logprobs:
-		return httpedge.Unsupported("echo", "echo with logprobs (the prompt's logprobs) is not supported")
+	}
+	if logprobs {
+		if err := wr.echoLogprobs(g); err != nil {
+			return err
+		}
 	}
 	g.Echo = true
 	return nil

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -34,6 +35,12 @@ func newLogprobFormat(tok stream.Tokenizer, g *stream.GenRequest) *logprobFormat
 	if !g.Logprobs {
 		return nil
 	}
+	return newTokenFormat(tok, g)
+}
+
+// newTokenFormat renders tokens for g whether or not it asked for their
+// logprobs (prompt_logprobs alone).
+func newTokenFormat(tok stream.Tokenizer, g *stream.GenRequest) *logprobFormat {
 	f := &logprobFormat{top: g.TopLogprobs, chat: g.Chat, bytes: func(int32) []byte { return nil }}
 	if tb, ok := tok.(stream.TokenByter); ok {
 		f.bytes = tb.TokenBytes
@@ -69,6 +76,30 @@ func (f *logprobFormat) appendContent(dst []byte, ids []int32, lps []engine.Logp
 // for (vLLM's reading of logprobs N); text_offset counts characters from
 // the start of the completion, continuing across a stream's chunks.
 func (f *logprobFormat) appendCompletion(dst []byte, ids []int32, lps []engine.Logprob) []byte {
+	return f.appendCompletionOf(dst, ids, func(i int) *engine.Logprob { return &lps[i] })
+}
+
+// appendEchoed appends the completions shape for an echoed prompt's tokens
+// and then ids: a prompt entry without a Logprob (the first token's) is
+// null in token_logprobs and top_logprobs, as OpenAI's legacy API and vLLM
+// give it.
+func (f *logprobFormat) appendEchoed(dst []byte, prompt []int32, plps []*engine.Logprob, ids []int32, lps []engine.Logprob) []byte {
+	all := append(slices.Clip(prompt), ids...)
+	return f.appendCompletionOf(dst, all, func(i int) *engine.Logprob {
+		if i < len(prompt) {
+			if i < len(plps) {
+				return plps[i]
+			}
+			return nil
+		}
+		return &lps[i-len(prompt)]
+	})
+}
+
+// appendCompletionOf is appendCompletion over lp(i), the Logprob of ids[i]
+// or nil (null). A prompt Logprob may hold more alternatives than this
+// request's logprobs N (prompt_logprobs asked for more): N are shown.
+func (f *logprobFormat) appendCompletionOf(dst []byte, ids []int32, lp func(int) *engine.Logprob) []byte {
 	tokens := make([]string, len(ids))
 	for i, id := range ids {
 		tokens[i] = f.text(id)
@@ -79,18 +110,27 @@ func (f *logprobFormat) appendCompletion(dst []byte, ids []int32, lps []engine.L
 		dst = appendJSONString(dst, s)
 	}
 	dst = append(dst, `],"token_logprobs":[`...)
-	for i, lp := range lps {
+	for i := range ids {
 		dst = appendSep(dst, i)
-		dst = appendLogprob(dst, lp.Logprob)
+		if l := lp(i); l != nil {
+			dst = appendLogprob(dst, l.Logprob)
+		} else {
+			dst = append(dst, "null"...)
+		}
 	}
 	dst = append(dst, `],"top_logprobs":[`...)
-	for i, lp := range lps {
+	for i := range ids {
 		dst = appendSep(dst, i)
+		l := lp(i)
+		if l == nil {
+			dst = append(dst, "null"...)
+			continue
+		}
 		dst = append(dst, '{')
 		dst = appendJSONString(dst, tokens[i])
 		dst = append(dst, ':')
-		dst = appendLogprob(dst, lp.Logprob)
-		for _, alt := range lp.Top {
+		dst = appendLogprob(dst, l.Logprob)
+		for _, alt := range l.Top[:min(len(l.Top), f.top)] {
 			if alt.ID == ids[i] {
 				continue
 			}
@@ -108,6 +148,48 @@ func (f *logprobFormat) appendCompletion(dst []byte, ids []int32, lps []engine.L
 		f.offset += utf8.RuneCountInString(s)
 	}
 	return append(dst, "]}"...)
+}
+
+// appendPromptLogprobs appends vLLM's prompt_logprobs: one entry per prompt
+// token, null for the first, else a map from token id to its logprob, rank
+// and text, the prompt's own token first and then the k best others:
+//
+//	[null,{"1782":{"logprob":-3.1,"rank":4,"decoded_token":" cat"},"253":{"logprob":-1.2,"rank":1,"decoded_token":" dog"}},…]
+func (f *logprobFormat) appendPromptLogprobs(dst []byte, prompt []int32, plps []*engine.Logprob, k int) []byte {
+	dst = append(dst, '[')
+	for i, id := range prompt {
+		dst = appendSep(dst, i)
+		var lp *engine.Logprob
+		if i < len(plps) {
+			lp = plps[i]
+		}
+		if lp == nil {
+			dst = append(dst, "null"...)
+			continue
+		}
+		dst = append(dst, '{')
+		dst = f.appendPromptEntry(dst, id, lp.Logprob, lp.Rank)
+		for r, alt := range lp.Top[:min(len(lp.Top), k)] {
+			if alt.ID != id {
+				dst = append(dst, ',')
+				dst = f.appendPromptEntry(dst, alt.ID, alt.Logprob, r+1)
+			}
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func (f *logprobFormat) appendPromptEntry(dst []byte, id int32, logprob float32, rank int) []byte {
+	dst = append(dst, '"')
+	dst = strconv.AppendInt(dst, int64(id), 10)
+	dst = append(dst, `":{"logprob":`...)
+	dst = appendLogprob(dst, logprob)
+	dst = append(dst, `,"rank":`...)
+	dst = strconv.AppendInt(dst, int64(rank), 10)
+	dst = append(dst, `,"decoded_token":`...)
+	dst = appendJSONString(dst, f.text(id))
+	return append(dst, '}')
 }
 
 // appendLogprobs appends the shape of the request's endpoint.
@@ -223,8 +305,7 @@ func (c *collector) logprobsJSON(f *logprobFormat, ids []int32) any {
 
 // completionLogprobs reads completions' logprobs: how many alternatives
 // (0 to 5, OpenAI's bound) beside the sampled token. top_logprobs belongs
-// to chat; echo with logprobs would need the prompt's logprobs, which the
-// engine does not compute.
+// to chat.
 func (wr *wireRequest) completionLogprobs(p *stream.Params) error {
 	var n int
 	if err := json.Unmarshal(wr.Logprobs, &n); err != nil || n < 0 || n > 5 {

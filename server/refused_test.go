@@ -27,8 +27,6 @@ func TestUnservedRefused(t *testing.T) {
 		{fmt.Sprintf(chat, `,"add_special_tokens":true`), "add_special_tokens"},
 		{fmt.Sprintf(chat, `,"chat_template":"{{x}}"`), "chat_template"},
 		{fmt.Sprintf(chat, `,"echo":true`), "echo"},
-		{fmt.Sprintf(cmpl, `,"echo":true,"logprobs":1`), "echo"},
-		{fmt.Sprintf(cmpl, `,"prompt_logprobs":1`), "prompt_logprobs"},
 		{fmt.Sprintf(cmpl, `,"best_of":2`), "best_of"},
 		{fmt.Sprintf(cmpl, `,"suffix":"end"`), "suffix"},
 		{fmt.Sprintf(cmpl, `,"add_special_tokens":false`), "add_special_tokens"},

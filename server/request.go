@@ -64,7 +64,8 @@ type wireRequest struct {
 }
 
 type wireStreamOption struct {
-	IncludeUsage *bool `json:"include_usage"`
+	IncludeUsage         *bool `json:"include_usage"`
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"` // request_ext.go
 }
 
 type wireMessage struct {

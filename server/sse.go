@@ -37,7 +37,7 @@ func newSSEWriter(ctx context.Context, w http.ResponseWriter, log *httpedge.Even
 }
 
 // event frames payload as the next (unnamed) event.
-func (s *sseWriter) event(payload []byte) { s.SSE.Event("", payload) }
+func (s *sseWriter) event(payload []byte) { s.SSE.Event("", s.format.withUsage(payload)) }
 
 // Text implements stream.Emitter: one content chunk. The ids are not sent
 // (OpenAI's chunks carry text); with no text there is no chunk.

@@ -21,7 +21,7 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		param = "messages"
 	}
 	limit := b.Limit()
-	prompt, err := encodePrompt(b, g, !g.Chat, limit) // plaintext.go
+	prompt, err := truncatedPrompt(b, g, limit)
 	if err != nil {
 		return engine.Request{}, err
 	}
@@ -48,9 +48,42 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 		seed := randUint64()
 		sp.Seed = &seed
 	}
-	return engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint,
+	req := engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint,
 		Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, LogitBias: g.LogitBias, MinTokens: g.MinTokens, IgnoreEOS: g.IgnoreEOS,
-		CacheSalt: g.CacheSalt}, nil
+		CacheSalt: g.CacheSalt}
+	if echoed := g.Echo && g.Logprobs; g.PromptLogprobs || echoed {
+		k := g.PromptTopLogprobs
+		if echoed {
+			k = max(k, g.TopLogprobs) // each framing keeps as many as it asked for
+		}
+		req.PromptLogprobs = &engine.PromptLogprobs{TopK: k}
+	}
+	return req, nil
+}
+
+// truncatedPrompt is the request's prompt, cut to its last
+// TruncatePromptTokens tokens when it asks (vLLM's left truncation, after
+// the template); only then may the text run past the context before it is
+// cut.
+func truncatedPrompt(b *Backend, g *GenRequest, limit int) ([]int32, error) {
+	n := g.TruncatePromptTokens
+	if n == 0 {
+		return encodePrompt(b, g, !g.Chat, limit) // plaintext.go
+	}
+	if n == -1 {
+		n = limit
+	}
+	if n < 1 || n > limit {
+		return nil, InvalidParam("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's context) or between 1 and the model's context, %d tokens; got %d", limit, g.TruncatePromptTokens)
+	}
+	prompt, err := encodePrompt(b, g, !g.Chat, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(prompt) > n {
+		prompt = prompt[len(prompt)-n:]
+	}
+	return prompt, nil
 }
 
 // Generation is one submitted request: its sequence and the context the

@@ -72,6 +72,19 @@ type GenRequest struct {
 	// Echo puts the prompt's text before the completion (OpenAI
 	// completions' echo; the OpenAI adapter frames it).
 	Echo bool
+	// PromptLogprobs asks for the prompt tokens' logprobs with
+	// PromptTopLogprobs alternatives (vLLM's prompt_logprobs). Echo with
+	// Logprobs needs them too, with TopLogprobs alternatives: for either
+	// Prepare hands the engine an engine.PromptLogprobs to fill, which the
+	// transport reads from the request it submitted.
+	PromptLogprobs    bool
+	PromptTopLogprobs int
+	// ContinuousUsage puts the usage so far on every chunk of a stream
+	// (vLLM's stream_options.continuous_usage_stats, with include_usage).
+	ContinuousUsage bool
+	// TruncatePromptTokens, when not 0, keeps the prompt's last that many
+	// tokens (vLLM's truncate_prompt_tokens; -1: the model's context).
+	TruncatePromptTokens int
 	// AllowSpecialTokens lets a control token's spelling in message text
 	// ("<|im_end|>") be that control token, as the template's own markers
 	// are. Off by default: message text is plain text (plaintext.go).
