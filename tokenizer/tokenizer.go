@@ -59,6 +59,7 @@ type Tokenizer struct {
 // New builds a tokenizer from a GGUF vocabulary by generating the equivalent
 // Hugging Face tokenizer.json in memory.
 func New(v *Vocab) (*Tokenizer, error) {
+	v = harmonyVocab(v) // harmony.go
 	data, err := hfJSON(v)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: GGUF %s vocabulary: %w", v.Model, err)
@@ -145,7 +146,7 @@ func (t *Tokenizer) findEOG(extra ...int32) []int32 {
 		add(id)
 	}
 	for _, s := range eogTexts {
-		if id, ok := t.ids[s]; ok {
+		if id, ok := t.ids[s]; ok && !(s == "<|end|>" && t.harmonyEnds()) {
 			add(id)
 		}
 	}

@@ -102,6 +102,10 @@ type Spec struct {
 	GPTOSS       bool
 	ExpertsMXFP4 bool
 	YaRN         *YaRN
+	// Harmony (GGUF only) ends the vocabulary with gpt-oss's harmony
+	// tokens, control tokens as its files have them, <|return|> the EOS,
+	// and makes the chat template a harmony one (gptoss.go).
+	Harmony bool
 
 	RopeTheta   float32      // 0: 10000
 	RMSEps      float32      // 0: 1e-5
@@ -265,6 +269,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: Gemma 4 global heads %d wide, %d KV heads, partial rotary %g", s.HeadDimFull, s.KVHeadsFull, s.PartialRotaryFull)
 	case s.Vocab < MinVocab:
 		return fmt.Errorf("modeltest: vocab %d is below the minimum %d (specials + 256 bytes)", s.Vocab, MinVocab)
+	case s.Harmony && s.Vocab < MinVocab+len(HarmonyTokens):
+		return fmt.Errorf("modeltest: a harmony vocabulary of %d leaves no room for its %d tokens", s.Vocab, len(HarmonyTokens))
 	}
 	return nil
 }

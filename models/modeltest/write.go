@@ -115,7 +115,11 @@ func WriteGGUF(path string, spec Spec, dtype kernels.DType) error {
 			meta = append(meta, KV{a + "expert_shared_feed_forward_length", uint32(spec.SharedExpertFFN)})
 		}
 	}
-	meta = append(meta, ggufVocab(spec.Vocab)...)
+	if spec.Harmony {
+		meta = append(meta, harmonyVocab(spec.Vocab)...)
+	} else {
+		meta = append(meta, ggufVocab(spec.Vocab)...)
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("modeltest: %w", err)

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -78,6 +79,9 @@ func reasoningPrompt(mk ReasoningMarkup, g *GenRequest, text string) string {
 	if !mk.On() {
 		return text
 	}
+	if mk.Harmony {
+		return harmonyEffort(g.Reasoning, text)
+	}
 	tail := strings.TrimRight(text, " \t\r\n")
 	switch {
 	case g.Reasoning.Off && strings.HasSuffix(tail, mk.Open):
@@ -89,4 +93,38 @@ func reasoningPrompt(mk ReasoningMarkup, g *GenRequest, text string) string {
 	}
 	g.reasoningOpened = strings.HasSuffix(tail, mk.Open)
 	return text
+}
+
+// harmonyLevels maps the effort scale onto gpt-oss's three levels. It
+// cannot stop reasoning: off (and none) asks for the least it does.
+var harmonyLevels = map[string]string{
+	"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high",
+}
+
+// harmonyReasoningLine is the effort line of harmony's system message,
+// which gpt-oss's template writes from its reasoning_effort argument
+// ("medium" unless given).
+var harmonyReasoningLine = regexp.MustCompile(`(?m)^Reasoning: (low|medium|high)$`)
+
+// harmonyEffort sets the effort a request asks for in the rendered
+// harmony prompt's system message, the first message, which the template
+// writes whole (a request's own system text goes to the developer message
+// after it, so it cannot move the line).
+func harmonyEffort(r Reasoning, text string) string {
+	level := harmonyLevels[r.Effort]
+	if r.Off {
+		level = "low"
+	}
+	if level == "" || !strings.HasPrefix(text, hStart+"system"+hMessage) {
+		return text
+	}
+	end := strings.Index(text, hEnd)
+	if end < 0 {
+		return text
+	}
+	loc := harmonyReasoningLine.FindStringIndex(text[:end])
+	if loc == nil {
+		return text
+	}
+	return text[:loc[0]] + "Reasoning: " + level + text[loc[1]:]
 }

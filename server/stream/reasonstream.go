@@ -26,6 +26,10 @@ type ReasoningMarkup struct {
 	// when thinking is off: an empty reasoning block, so the model answers
 	// at once.
 	Skip string
+	// Harmony: the reply is harmony messages (gpt-oss; harmony.go), which
+	// carry tool calls too. Open and Close are then its analysis message's
+	// header and end, which the reasoning budget and the token count read.
+	Harmony bool
 }
 
 // On reports whether the model has reasoning markup.
@@ -33,7 +37,7 @@ func (m ReasoningMarkup) On() bool { return m.Open != "" }
 
 // ReasoningFormats are the formats --reasoning-format names (the models
 // package's ReasoningFormat values), "none" turning the split off.
-var ReasoningFormats = []string{"none", "think-tags", "gemma4-channel"}
+var ReasoningFormats = []string{"none", "think-tags", "gemma4-channel", "harmony"}
 
 // ReasoningMarkupFor is the markup of a named format ("" and "none": none).
 func ReasoningMarkupFor(format string) (ReasoningMarkup, error) {
@@ -44,6 +48,8 @@ func ReasoningMarkupFor(format string) (ReasoningMarkup, error) {
 		return ReasoningMarkup{Open: "<think>", Close: "</think>", Skip: "<think>\n\n</think>\n\n"}, nil
 	case "gemma4-channel":
 		return ReasoningMarkup{Open: "<|channel>thought\n", Close: "<channel|>", Skip: "<|channel>thought\n<channel|>"}, nil
+	case "harmony": // gpt-oss: no empty block turns its reasoning off (reasoningPrompt)
+		return ReasoningMarkup{Open: hChannel + "analysis" + hMessage, Close: hEnd, Harmony: true}, nil
 	}
 	return ReasoningMarkup{}, fmt.Errorf("unknown reasoning format %q (one of %s)", format, strings.Join(ReasoningFormats, ", "))
 }
@@ -81,6 +87,10 @@ type ReasonStream struct {
 	tokens          int
 	inside, counted bool
 	text            strings.Builder // the whole reasoning, for the sealed copies
+	// harmony splits a harmony reply (nil for other markup); its calls go
+	// to calls, the ToolStream, when the request offers tools.
+	harmony *HarmonyParser
+	calls   callTaker
 }
 
 // NewReasonStream returns the split for g's reply on b, or nil when the
@@ -90,6 +100,12 @@ func NewReasonStream(b *Backend, g *GenRequest, prompt []int32) *ReasonStream {
 	if !b.Reasoning.On() || !g.Chat {
 		return nil
 	}
+	if b.Reasoning.Harmony && (g.Tools.Forced() || g.Output.Grammar != nil) {
+		// A grammar holds the whole reply (a forced call in the template's
+		// call syntax, a response format): there are no harmony messages
+		// to split, and the ToolStream parses the call as for any model.
+		return nil
+	}
 	r := &ReasonStream{mk: b.Reasoning, dec: NewDetokenizerFor(b.Tokenizer, prompt)}
 	// The decoder may hold text back a few tokens (until later ones settle
 	// its merge), so the closing marker's own tokens end the count where
@@ -97,6 +113,9 @@ func NewReasonStream(b *Backend, g *GenRequest, prompt []int32) *ReasonStream {
 	r.closeIDs, _ = b.Tokenizer.Encode(b.Reasoning.Close, false)
 	if g.reasoningOpened {
 		r.state, r.inside = splitInside, true
+	}
+	if b.Reasoning.Harmony {
+		r.harmony = NewHarmonyParser(false, func() string { return NewID("call_") })
 	}
 	return r
 }
@@ -110,6 +129,16 @@ func (r *ReasonStream) Use(next Emitter, framer any) Emitter {
 	}
 	r.next = next
 	r.re, _ = framer.(ReasoningEmitter)
+	if r.harmony != nil {
+		// A ToolStream is there when the request offers tools: it takes
+		// the calls parsed here instead of parsing the content itself.
+		// Without one, a message to a function is content.
+		r.calls, _ = next.(callTaker)
+		if r.calls != nil {
+			r.calls.takeCalls()
+		}
+		r.harmony.calls = r.calls != nil
+	}
 	return r
 }
 
@@ -133,6 +162,9 @@ func (r *ReasonStream) Reasoned() string {
 // Text implements Emitter.
 func (r *ReasonStream) Text(text string, ids []int32) error {
 	r.count(ids)
+	if r.harmony != nil {
+		return r.sendHarmony(r.harmony.Feed(text), ids)
+	}
 	reasoning, content := r.split(text, false)
 	return r.send(reasoning, content, ids)
 }
@@ -183,6 +215,35 @@ func (r *ReasonStream) send(reasoning, content string, ids []int32) error {
 		if e := r.next.Text(content, ids); err == nil {
 			err = e
 		}
+	}
+	return err
+}
+
+// sendHarmony sends a harmony split's events in order; the ids go with
+// the first content, or alone after them all, so none is lost.
+func (r *ReasonStream) sendHarmony(evs []HarmonyEvent, ids []int32) error {
+	var err error
+	keep := func(e error) {
+		if err == nil {
+			err = e
+		}
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case HarmonyReasoning:
+			r.text.WriteString(e.Text)
+			if r.re != nil {
+				keep(r.re.Reasoning(e.Text))
+			}
+		case HarmonyContent:
+			keep(r.next.Text(e.Text, ids))
+			ids = nil
+		case HarmonyCall:
+			keep(r.calls.parsedCall(*e.Call)) // only with calls on (Use)
+		}
+	}
+	if len(ids) > 0 {
+		keep(r.next.Text("", ids))
 	}
 	return err
 }
@@ -268,6 +329,12 @@ func (r *ReasonStream) End(out Outcome) Outcome {
 		out.ReasoningTokens = 0
 	}
 	if out.CutShort {
+		return out
+	}
+	if r.harmony != nil {
+		if err := r.sendHarmony(r.harmony.Finish(), nil); err != nil && !out.ClientGone {
+			out.ClientGone = true
+		}
 		return out
 	}
 	reasoning, content := r.split("", true)

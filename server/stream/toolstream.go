@@ -18,6 +18,27 @@ type ToolStream struct {
 	parser *ToolParser
 	em     ToolEmitter
 	ended  bool
+	// parsed: the calls come parsed from upstream (a harmony reply's
+	// ReasonStream) and the text is content as it stands.
+	parsed bool
+	calls  int // parsed calls sent
+}
+
+// callTaker is a ToolStream as the harmony split sees it: it takes the
+// calls that split parsed, which then count for finish_reason as parsed
+// ones do.
+type callTaker interface {
+	takeCalls()
+	parsedCall(d ToolCallDelta) error
+}
+
+func (t *ToolStream) takeCalls() { t.parsed = true }
+
+func (t *ToolStream) parsedCall(d ToolCallDelta) error {
+	if d.ID != "" {
+		t.calls++
+	}
+	return t.em.ToolCall(d)
 }
 
 // NewToolStream returns the ToolStream of g, or nil when g's reply is not
@@ -42,6 +63,9 @@ func (t *ToolStream) Use(em ToolEmitter) Emitter {
 // Text implements Emitter. The ids go with the first content event, or
 // alone when the text held only calls or held-back text, so none is lost.
 func (t *ToolStream) Text(text string, ids []int32) error {
+	if t.parsed {
+		return t.em.Text(text, ids)
+	}
 	return t.send(t.parser.Feed(text), ids)
 }
 
@@ -97,6 +121,12 @@ func (t *ToolStream) End(out Outcome) Outcome {
 		return out
 	}
 	t.ended = true
+	if t.parsed {
+		if out.Finish == "stop" && t.calls > 0 {
+			out.Finish = "tool_calls"
+		}
+		return out
+	}
 	finish := t.parser.FinishCut
 	if out.Finish == "stop" {
 		finish = t.parser.Finish
