@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,13 +32,17 @@ type harmonyRig struct {
 	model *loader.Model
 }
 
-func newHarmonyRig(t testing.TB) *harmonyRig {
+func newHarmonyRig(t testing.TB) *harmonyRig { return newHarmonyRigWith(t, "") }
+
+// newHarmonyRigWith serves the model under chatTemplate ("" keeps the
+// file's).
+func newHarmonyRigWith(t testing.TB, chatTemplate string) *harmonyRig {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gptoss-harmony.gguf")
 	if err := modeltest.WriteGGUF(path, harmonySpec, kernels.F32); err != nil {
 		t.Fatal(err)
 	}
-	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 16, MaxSeqs: 2})
+	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 16, MaxSeqs: 2, ChatTemplate: chatTemplate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +202,45 @@ func TestHarmonyForcedCall(t *testing.T) {
 		got := r.get(t, apis[0], `"tool_choice":"required"`, streamed)
 		if want := (reply{calls: `get_weather({"city": "Oslo"});`}); got != want {
 			t.Errorf("stream %v: %+v, want %+v", streamed, got, want)
+		}
+	}
+}
+
+// TestHarmonyRealTemplate: gpt-oss's own chat template (as llama.cpp
+// v0.5.0 ships it; skipped where make golden-tiny-newest has not built
+// llama.cpp) renders a tool turn with the requested effort, and the reply
+// parses as with the short template.
+func TestHarmonyRealTemplate(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", ".build", "llamacpp-newest", "src", "models", "templates", "openai-gpt-oss-120b.jinja"))
+	if err != nil {
+		t.Skipf("gpt-oss's template not here (%v): make golden-tiny-newest builds llama.cpp", err)
+	}
+	r := newHarmonyRigWith(t, string(src))
+	r.eng.Script = r.ids(harmonyReply)
+	body := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather?"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"user","content":"And Bergen?"}],` +
+		`"tools":[{"type":"function","function":` + weatherTool + `}],"reasoning_effort":"high"}`
+	resp := ssetest.Post(t, r.url+"/v1/chat/completions", body)
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	got := apis[0].whole(t, raw)
+	got.reasoningTokens = 0
+	if got != harmonyWant {
+		t.Errorf("%+v, want %+v", got, harmonyWant)
+	}
+	p := r.model.Tokenizer.Decode(r.eng.Submits()[0].Prompt, false)
+	for _, want := range []string{
+		"<|start|>system<|message|>", "\nReasoning: high\n", "<|start|>developer<|message|># Instructions\n\nBe brief.",
+		"namespace functions", "type get_weather = ",
+		"<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}<|call|>",
+		"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|>",
+		"<|start|>user<|message|>And Bergen?<|end|><|start|>assistant",
+	} {
+		if !strings.Contains(p, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, p)
 		}
 	}
 }
