@@ -34,6 +34,9 @@ type Config struct {
 	// MetricsPublic serves GET /metrics without the key when keys are set,
 	// for a scraper that cannot send a header.
 	MetricsPublic bool
+	// RenderPublic serves the render routes (render.go) without the key
+	// when keys are set, for llm-d's picker, which sends none.
+	RenderPublic bool
 	// MaxConns caps the open HTTP connections (0: no cap); MaxConnsPerIP is
 	// what one client address may hold of them, so one client cannot take
 	// every slot (0: an eighth of MaxConns, for other machines' addresses only;

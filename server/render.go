@@ -146,7 +146,15 @@ const (
 // RenderHandler serves vLLM's render endpoint for chat (ChatRenderRoute) or
 // for completions (CompletionRenderRoute). It checks the API key itself,
 // as every /v1 route does, whatever route table it is added to: the ids
-// it returns are a tokenizer oracle like /tokenize.
+// it returns are a tokenizer oracle like /tokenize. Config.RenderPublic
+// lifts the check for these two routes only, because llm-d's picker calls
+// them for precise prefix routing and cannot send a key: they read no
+// model state and answer only with the caller's own text as token ids
+// (SECURITY.md says what that still shows).
 func (s *Server) RenderHandler(chat bool) http.Handler {
-	return s.api(func(w http.ResponseWriter, r *http.Request) { s.handleRender(w, r, chat) })
+	h := func(w http.ResponseWriter, r *http.Request) { s.handleRender(w, r, chat) }
+	if s.cfg.RenderPublic {
+		return http.HandlerFunc(h)
+	}
+	return s.api(h)
 }

@@ -20,6 +20,12 @@ import (
 // serve adds them (Handle), with keys when given.
 func renderServer(t *testing.T, keys ...string) http.Handler {
 	t.Helper()
+	return renderServerWith(t, nil, keys...)
+}
+
+// renderServerWith is renderServer with mutate applied to its config.
+func renderServerWith(t *testing.T, mutate func(*Config), keys ...string) http.Handler {
+	t.Helper()
 	path := filepath.Join("..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("default model not fetched (%v); run scripts/fetch-model.sh", err)
@@ -35,6 +41,9 @@ func renderServer(t *testing.T, keys ...string) http.Handler {
 		if cfg.Keys, err = auth.New(keys, ""); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if mutate != nil {
+		mutate(&cfg)
 	}
 	srv, err := New(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -164,6 +173,63 @@ func TestRenderNeedsKey(t *testing.T) {
 			if rec.Code != want || want == http.StatusOK && !strings.Contains(rec.Body.String(), "token_ids") {
 				t.Errorf("%s key %q: %d %s, want %d", path, key, rec.Code, rec.Body.String(), want)
 			}
+		}
+	}
+}
+
+// TestRenderPublic: with keys set and RenderPublic (serve --render-public),
+// the two render routes answer without a key, as llm-d's picker calls
+// them, and give the same ids as with one; every other route still
+// refuses a request without a key.
+func TestRenderPublic(t *testing.T) {
+	h := renderServerWith(t, func(c *Config) { c.RenderPublic = true }, "sk-render-1")
+	do := func(method, path, body, key string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(method, "http://localhost"+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	chat := `{"messages":[{"role":"user","content":"hello"}]}`
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions/render", chat},
+		{"/v1/completions/render", `{"prompt":"hello"}`},
+	} {
+		var ids [2]string
+		for i, key := range []string{"", "sk-render-1"} {
+			code, body := do("POST", c.path, c.body, key)
+			if code != http.StatusOK || !strings.Contains(body, "token_ids") {
+				t.Fatalf("%s key %q: %d %s, want 200 with token_ids", c.path, key, code, body)
+			}
+			var r struct {
+				TokenIDs json.RawMessage `json:"token_ids"`
+			}
+			if c.path == "/v1/completions/render" {
+				var rs []json.RawMessage
+				if json.Unmarshal([]byte(body), &rs) != nil || len(rs) != 1 {
+					t.Fatalf("%s: %s, want a list of one", c.path, body)
+				}
+				body = string(rs[0])
+			}
+			if err := json.Unmarshal([]byte(body), &r); err != nil {
+				t.Fatal(err)
+			}
+			ids[i] = string(r.TokenIDs)
+		}
+		if ids[0] != ids[1] || len(ids[0]) < 3 {
+			t.Errorf("%s: ids without a key %s, with it %s", c.path, ids[0], ids[1])
+		}
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/v1/chat/completions", `{"model":"` + testModel + `","messages":[{"role":"user","content":"hello"}],"max_tokens":1}`},
+		{"POST", "/v1/completions", `{"model":"` + testModel + `","prompt":"hello","max_tokens":1}`},
+		{"GET", "/v1/models", ""},
+	} {
+		if code, body := do(c.method, c.path, c.body, ""); code != http.StatusUnauthorized {
+			t.Errorf("%s %s without a key, render public: %d %s, want 401", c.method, c.path, code, body)
 		}
 	}
 }

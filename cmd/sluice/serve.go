@@ -49,6 +49,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.Var((*commaList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS). A page on any other site is refused (403)")
 	fs.Var((*commaList)(&cfg.AllowedHosts), "allowed-hosts", "Host header names served besides localhost, 127.0.0.1 and [::1] (comma-separated or repeated; * = any). On a loopback --addr any other Host gets 403 (DNS rebinding); elsewhere a list turns the same check on")
 	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics without the API key (for a scraper that cannot send one)")
+	fs.BoolVar(&cfg.RenderPublic, "render-public", false, "serve the render endpoints (/v1/chat/completions/render, /v1/completions/render: token ids of the caller's own text, nothing generated) without the API key, for llm-d's precise prefix routing, whose picker sends none")
 	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open HTTP connections at most; beyond it a connection gets 503 (0 = no cap)")
 	fs.IntVar(&cfg.MaxConnsPerIP, "max-conns-per-ip", 0, "open HTTP connections one client address (IPv6: its /64) may hold; beyond it 503 (0 = an eighth of --max-conns for other machines' addresses, while this machine's, such as a local proxy, count only toward --max-conns)")
 	fs.IntVar(&lo.Threads, "threads", runtime.NumCPU(), "CPU threads for the forward pass")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -329,6 +330,24 @@ func TestPreciseTokenizer(t *testing.T) {
 	withURL := map[string]any{"prefixScoring": "precise", "tokenizerUrl": "http://tok:8000"}
 	if _, err := renderWith("values-cpu.yaml", map[string]any{"picker": withURL, "apiKey": keys}); err != nil {
 		t.Errorf("precise with API keys and a tokenizer of its own: %v", err)
+	}
+	// apiKey.renderPublic opens the pods' render routes to the picker
+	// (serve --render-public), and only with keys is the flag needed.
+	open := map[string]any{"create": true, "keys": []any{"k1"}, "renderPublic": true}
+	out, err = renderWith("values-cpu.yaml", map[string]any{"picker": precise, "apiKey": open})
+	if err != nil {
+		t.Fatalf("precise with API keys and renderPublic: %v", err)
+	}
+	args := at(objects(t, out)["Deployment/sluice"], "spec", "template", "spec", "containers", 0, "args").([]any)
+	if !slices.Contains(args, any("--render-public")) || !slices.Contains(args, any("--api-key-file")) {
+		t.Errorf("apiKey.renderPublic with keys: serve args %v lack --render-public or --api-key-file", args)
+	}
+	out, err = renderWith("values-cpu.yaml", map[string]any{"picker": precise, "apiKey": map[string]any{"renderPublic": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := at(objects(t, out)["Deployment/sluice"], "spec", "template", "spec", "containers", 0, "args").([]any); slices.Contains(args, any("--render-public")) {
+		t.Errorf("no keys, yet --render-public: %v", args)
 	}
 }
 
