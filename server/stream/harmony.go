@@ -83,6 +83,7 @@ type HarmonyParser struct {
 	index  int  // of the next call
 	inCall bool // the current body is a call's arguments
 	args   bool // the current call has sent argument text
+	cut    bool // Finish: the reply was cut, not ended by the model
 }
 
 // NewHarmonyParser starts at the reply's first header. calls: messages to
@@ -97,10 +98,14 @@ func (p *HarmonyParser) Calls() int { return p.index }
 // Feed consumes a piece of the reply's text.
 func (p *HarmonyParser) Feed(text string) []HarmonyEvent { return p.run(text, false) }
 
-// Finish ends the reply. A body keeps what it held (a marker cut short is
-// the body's text); a header still undecided (markup with no <|message|>
-// yet) is dropped. A call stands with the arguments it sent (none: "{}").
-func (p *HarmonyParser) Finish() []HarmonyEvent {
+// Finish ends the reply; cut: the token limit (or an error) ended it, not
+// the model. A body keeps what it held (a marker cut short is the body's
+// text). A header still undecided (no <|message|> yet) is markup cut
+// short, dropped, when the reply was cut; when the model ended there it is
+// content, since nothing followed to make it a header. A call stands with
+// the arguments it sent (none: "{}").
+func (p *HarmonyParser) Finish(cut bool) []HarmonyEvent {
+	p.cut = cut
 	ev := p.run("", true)
 	p.endBody(&ev)
 	return ev
@@ -152,8 +157,10 @@ func (p *HarmonyParser) header(buf string, ev *[]HarmonyEvent, final bool) strin
 		return p.prose(h[len(start):])
 	case !final:
 		p.held = h
+	case !p.cut:
+		p.emitAs(HarmonyContent, h, ev)
 	}
-	return "" // a header cut by the end of the reply is markup: dropped
+	return ""
 }
 
 // prose makes text that is not a header a body of content (a model

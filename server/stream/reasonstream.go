@@ -332,7 +332,7 @@ func (r *ReasonStream) End(out Outcome) Outcome {
 		return out
 	}
 	if r.harmony != nil {
-		if err := r.sendHarmony(r.harmony.Finish(), nil); err != nil && !out.ClientGone {
+		if err := r.sendHarmony(r.harmony.Finish(out.Finish != "stop"), nil); err != nil && !out.ClientGone {
 			out.ClientGone = true
 		}
 		return out
