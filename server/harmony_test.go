@@ -244,3 +244,22 @@ func TestHarmonyRealTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestHarmonyMalformedAllAPIs: a reply that leaves out <|end|>, writes a
+// channel harmony does not name and ends inside a header loses none of
+// its text on any API, whole or streamed.
+func TestHarmonyMalformedAllAPIs(t *testing.T) {
+	r := newHarmonyRig(t)
+	r.eng.Script = r.ids("<|channel|>analysis<|message|>Think.<|channel|>notes<|message|>Kept.<|end|>" +
+		"<|start|>assistant<|channel|>final<|message|>Done.<|start|>assistant<|channel|>fin")
+	want := reply{reasoning: "Think.", text: "Kept.Done.<|start|>assistant<|channel|>fin"}
+	for _, a := range apis {
+		for _, streamed := range []bool{false, true} {
+			got := r.get(t, a, "", streamed)
+			got.reasoningTokens = 0
+			if got != want {
+				t.Errorf("%s (stream %v): %+v, want %+v", a.name, streamed, got, want)
+			}
+		}
+	}
+}
