@@ -103,9 +103,7 @@ func (h *harness) step() (*Plan, error) {
 	if total != p.Tokens || total > h.s.cfg.MaxBatchTokens {
 		return p, fmt.Errorf("plan tokens %d (field %d), budget %d", total, p.Tokens, h.s.cfg.MaxBatchTokens)
 	}
-	// The cap was set from the decodes scheduled first; a preemption later in
-	// the step may have removed some, so bound it by those plus the preempted.
-	if limit := h.s.prefillCap(decodes + len(p.Preempted)); decodes > 0 && prefill > limit {
+	if limit := h.s.prefillCap(); decodes > 0 && prefill > limit {
 		return p, fmt.Errorf("plan: %d decodes with %d prefill tokens, cap %d", decodes, prefill, limit)
 	}
 	h.s.Advance(p)

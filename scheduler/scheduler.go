@@ -15,37 +15,29 @@ const (
 	DefaultMaxSeqs        = 64
 	DefaultAgingSteps     = 256
 
-	// DefaultMaxPrefillTokensWithDecodes is the smallest chunk that still
-	// prefills at nearly the best rate a decoding step allows, so the cap
-	// costs a new request little while keeping the running streams' stall
-	// short. Measured with BenchmarkSmolLM2MixedStep (engine) on the
-	// reference machine (2 CPU cores, SmolLM2-135M Q4_1, 16 sequences
-	// decoding; a plain decode step takes ~85 ms), a step with p prompt
-	// tokens takes:
+	// DefaultMaxPrefillTokensWithDecodes is the most prompt tokens a step
+	// that decodes takes, whatever the number of decodes. A step that carries
+	// any prompt token pays a fixed cost first: prompt rows go through the
+	// CPU's tiled (AMX) kernels, which unpack every weight of the model once
+	// per step however few prompt rows there are. Measured with
+	// BenchmarkSmolLM2MixedStep's method (engine; SmolLM2-135M Q4_1, 2
+	// threads, 4 sequences decoding, a new prompt of p tokens prefilled in
+	// one step beside them; the shared reference machine at load average
+	// ~14, so read the ratios):
 	//
-	//	p      16     32     64     96     128    256    496
-	//	step   148ms  193ms  253ms  359ms  490ms  1.11s  2.83s
-	//	tok/s  108    166    253    267    261    230    175   (p / step)
+	//	p        0     1      16     64         128        256
+	//	step     38ms  170ms  183ms  251-272ms  435-704ms  1.9-2.4s
 	//
-	// Below ~64 the step's fixed decode cost dominates and a prompt takes
-	// longer to start; above it the prompt goes no faster (attention grows
-	// with the chunk) while every stream waits longer: 64 gives ~95% of the
-	// best prompt rate with a stall of ~3 decode steps, where 128 doubles the
-	// stall and the old uncapped 512-token step stalled streams for ~2.8 s.
-	DefaultMaxPrefillTokensWithDecodes = 64
-
-	// PrefillTokensPerDecode scales the cap down for small batches, whose
-	// decode step is short: the stall a prompt chunk adds should stay a
-	// small multiple of the step it joins. A decode step costs roughly the
-	// same as 4 prompt tokens per sequence it carries on the machine above
-	// (16 sequences: ~85 ms ≈ 30 prompt tokens; 4 sequences: ~25 ms), so a
-	// chunk of 4 per decode at most triples the step — 64 at 16 sequences
-	// (the table above), 16 at 4, where a 64-token chunk made streams wait
-	// ~190 ms instead of ~25 (ITL p99 195 ms at 4 clients in BENCHMARKS.md).
-	PrefillTokensPerDecode = 4
-	// MinPrefillTokensWithDecodes keeps a prompt arriving at a server with
-	// one or two streams from taking dozens of steps to start.
-	MinPrefillTokensWithDecodes = 16
+	// One prompt token costs the step as much as 16 (~130 ms, ~90 prompt
+	// tokens' worth of work), so what stalls the running streams is the
+	// number of steps that carry prompt tokens more than the tokens: cut a
+	// 69-token prompt into chunks of 16 (the former cap of 4 per decode, at
+	// least 16) and 4 streams waited five ~180 ms steps instead of one ~260
+	// ms step, and 4 clients got less throughput than one (issue 26). 128
+	// takes a typical chat prompt, or two, in one step; past it the step
+	// grows faster than its tokens (256 cost 3-4× 128), so longer prompts go
+	// in chunks of 128.
+	DefaultMaxPrefillTokensWithDecodes = 128
 )
 
 // maxPriority bounds |Priority| so the precedence key cannot overflow.
@@ -62,8 +54,7 @@ var (
 type Config struct {
 	MaxBatchTokens int // tokens per step, prefill chunks and decodes together
 	// MaxPrefillTokensWithDecodes caps the prompt tokens (prefill chunks,
-	// admissions, recomputes) of a step that also decodes (smaller batches
-	// get less: see PrefillTokensPerDecode), so that a new
+	// admissions, recomputes) of a step that also decodes, so that a new
 	// request's prefill delays the running streams by a bounded amount
 	// instead of a whole MaxBatchTokens step. A step with nothing to decode
 	// gets the full MaxBatchTokens for prefill, so an idle server starts a
@@ -193,9 +184,9 @@ func (s *Scheduler) Schedule() *Plan {
 	s.budget = s.cfg.MaxBatchTokens
 	s.prefill = s.budget // no decode in the plan yet: only the step's budget bounds it
 	s.scheduleRunning(true)
-	if decodes := len(s.plan.Items); decodes > 0 { // the plan holds only decodes so far
-		// The running streams wait for the whole step: keep it short.
-		s.prefill = s.prefillCap(decodes)
+	if len(s.plan.Items) > 0 { // the plan holds only decodes so far
+		// The running streams wait for the whole step: bound it.
+		s.prefill = s.prefillCap()
 	}
 	s.scheduleRunning(false)
 	// After a preemption the pool is short: admitting now would only thrash.
@@ -224,12 +215,10 @@ func (s *Scheduler) scheduleRunning(decodes bool) {
 	}
 }
 
-// prefillCap is how many prompt tokens a step carrying decodes may take:
-// PrefillTokensPerDecode for each, at least MinPrefillTokensWithDecodes, at
-// most MaxPrefillTokensWithDecodes (and at least 1, whatever the config).
-func (s *Scheduler) prefillCap(decodes int) int {
-	return min(s.cfg.MaxPrefillTokensWithDecodes, max(MinPrefillTokensWithDecodes, PrefillTokensPerDecode*decodes))
-}
+// prefillCap is how many prompt tokens a step carrying decodes may take.
+// Not scaled down for a small batch: the fixed cost of a step with prompt
+// rows (DefaultMaxPrefillTokensWithDecodes) would then be paid more often.
+func (s *Scheduler) prefillCap() int { return s.cfg.MaxPrefillTokensWithDecodes }
 
 // room is how many more tokens of a kind the step being composed can take.
 func (s *Scheduler) room(prefill bool) int {

@@ -121,28 +121,43 @@ func TestPrefillUncappedWithoutDecodes(t *testing.T) {
 	h.drain(100)
 }
 
-// The default cap grows with the batch: a small batch's decode step is
-// short, so a prompt chunk joining it must be short too.
-func TestPrefillCapScalesWithDecodes(t *testing.T) {
-	for _, tc := range []struct{ decoders, want int }{
-		{1, MinPrefillTokensWithDecodes},
-		{4, 16},
-		{8, 32},
-		{16, 64},
-		{24, DefaultMaxPrefillTokensWithDecodes},
-	} {
-		h := newHarness(t, Config{MaxBatchTokens: 512}, 512, 4, false)
-		for i := range tc.decoders {
-			h.add(tokens(2, int32(10*i)), 50, 0)
+// The default cap does not shrink with the batch: a step carrying prompt
+// tokens pays a fixed cost, so a short prompt joins even one or a few
+// decoding streams in one step, and a long one in as few as the cap allows.
+// Before (4 prompt tokens per decode, at least 16) a 69-token prompt beside
+// 4 streams took five steps.
+func TestPromptChunksWhileDecoding(t *testing.T) {
+	for _, decoders := range []int{1, 4, 16} {
+		for _, tc := range []struct {
+			prompt int
+			chunks []int
+		}{
+			{69, []int{69}},
+			{300, []int{DefaultMaxPrefillTokensWithDecodes, DefaultMaxPrefillTokensWithDecodes, 300 - 2*DefaultMaxPrefillTokensWithDecodes}},
+		} {
+			h := newHarness(t, Config{MaxBatchTokens: 512}, 512, 4, false)
+			for i := range decoders {
+				h.add(tokens(2, int32(10*i)), 50, 0)
+			}
+			h.mustStep() // every decoder's prompt, in one step
+			long := h.add(tokens(tc.prompt, 1000), 5, 0)
+			var chunks []int
+			for long.NumComputed() < tc.prompt {
+				p := h.mustStep()
+				if d := numDecodes(p); d != decoders {
+					t.Fatalf("%d decoders, %d-token prompt: a step decoded %d", decoders, tc.prompt, d)
+				}
+				i := slices.IndexFunc(p.Items, func(it Item) bool { return it.Seq == long })
+				if i < 0 {
+					t.Fatalf("%d decoders, %d-token prompt: a step without it: %+v", decoders, tc.prompt, p)
+				}
+				chunks = append(chunks, p.Items[i].N)
+			}
+			if !slices.Equal(chunks, tc.chunks) {
+				t.Errorf("%d decoders, %d-token prompt: chunks %v, want %v", decoders, tc.prompt, chunks, tc.chunks)
+			}
+			h.drain(1000)
 		}
-		h.mustStep() // every decoder's prompt, in one step
-		long := h.add(tokens(200, 1000), 5, 0)
-		p := h.mustStep()
-		i := slices.IndexFunc(p.Items, func(it Item) bool { return it.Seq == long })
-		if i < 0 || numDecodes(p) != tc.decoders || p.Items[i].N != tc.want {
-			t.Errorf("%d decoders: plan %+v, want the long prompt's chunk to be %d", tc.decoders, p, tc.want)
-		}
-		h.drain(1000)
 	}
 }
 

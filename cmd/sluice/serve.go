@@ -64,7 +64,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.IntVar(&lo.MaxSeqs, "max-seqs", 0, "sequences running at once (0 = default)")
 	fs.IntVar(&lo.MaxBatchTokens, "max-batch-tokens", 0, "tokens per engine step (0 = default)")
 	fs.IntVar(&lo.MaxPrefillTokensWithDecodes, "max-prefill-tokens-with-decodes", 0, fmt.Sprintf(
-		"most prompt tokens per engine step while other streams decode (4 per decoding stream, at least 16): bounds their stall when a request arrives (0 = %d)",
+		"most prompt tokens per engine step while other streams decode, however many: bounds their stall when a request arrives, while a prompt still goes in few steps (0 = %d)",
 		scheduler.DefaultMaxPrefillTokensWithDecodes))
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
 	fs.StringVar(&lo.Speculate.Method, "speculate", "", "speculative decoding: ngram (drafts from earlier text of the prompt and reply, verified in the same step; each sequence tunes its draft length and stops drafting where it does not pay) or empty for off")
