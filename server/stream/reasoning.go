@@ -80,6 +80,9 @@ func reasoningPrompt(mk ReasoningMarkup, g *GenRequest, text string) string {
 		return text
 	}
 	if mk.Harmony {
+		// A prompt may open the analysis message itself (a prefilled
+		// reply): the reply then starts inside it, as with other markup.
+		g.reasoningOpened = strings.HasSuffix(text, mk.Open)
 		return harmonyEffort(g.Reasoning, text)
 	}
 	tail := strings.TrimRight(text, " \t\r\n")

@@ -116,6 +116,9 @@ func NewReasonStream(b *Backend, g *GenRequest, prompt []int32) *ReasonStream {
 	}
 	if b.Reasoning.Harmony {
 		r.harmony = NewHarmonyParser(false, func() string { return NewID("call_") })
+		if g.reasoningOpened {
+			r.harmony.st, r.harmony.route = hsBody, HarmonyReasoning
+		}
 	}
 	return r
 }
