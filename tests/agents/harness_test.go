@@ -137,6 +137,11 @@ type exchange struct {
 	Status       int
 	Response     []byte // the whole answer, streamed or not
 	Took         time.Duration
+	// Cut: the answer's body did not reach its end at the client, most
+	// often because the client hung up first. Codex closes its connection
+	// as soon as it has read response.completed, and exits after the last
+	// one, while Sluice's body may still be ending.
+	Cut bool
 }
 
 // recorder is a reverse proxy in front of Sluice that keeps every
@@ -163,24 +168,41 @@ func record(t *testing.T, upstream string) *recorder {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		x := &exchange{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header.Clone(), Body: body}
-		start := time.Now()
-		tw := &teeWriter{ResponseWriter: w}
-		proxy.ServeHTTP(tw, r)
-		x.Status, x.Response, x.Took = tw.status, tw.buf.Bytes(), time.Since(start)
-		if x.Status == 0 {
-			x.Status = 200
-		}
+		// Kept from its arrival, so a request is on record even if its
+		// answer never ends.
 		rec.mu.Lock()
 		rec.xs = append(rec.xs, x)
 		n := len(rec.xs)
 		rec.mu.Unlock()
-		t.Logf("request %d: %s %s (%d bytes) -> %d in %s", n, r.Method, x.Path, len(body), x.Status, x.Took.Round(time.Millisecond))
-		if x.Status >= 400 {
-			t.Logf("request %d: Sluice answered %d: %s", n, x.Status, x.Response)
-		}
 		dir := logDir(t)
 		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("req%02d.json", n)), body, 0o644)
-		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("resp%02d.txt", n)), x.Response, 0o644)
+		start := time.Now()
+		tw := &teeWriter{ResponseWriter: w}
+		ended := false
+		// ReverseProxy ends the handler with panic(http.ErrAbortHandler)
+		// when copying the body fails (the client hung up before Sluice's
+		// body ended), so the answer is recorded in a defer, which runs as
+		// the panic passes on to the server, which then drops the
+		// connection without ending the body.
+		defer func() {
+			rec.mu.Lock()
+			x.Status, x.Response, x.Took, x.Cut = tw.status, tw.buf.Bytes(), time.Since(start), !ended
+			if x.Status == 0 && ended {
+				x.Status = 200
+			}
+			rec.mu.Unlock()
+			how := ""
+			if x.Cut {
+				how = " (cut: the body did not end at the client)"
+			}
+			t.Logf("request %d: %s %s (%d bytes) -> %d in %s%s", n, r.Method, x.Path, len(body), x.Status, x.Took.Round(time.Millisecond), how)
+			if x.Status >= 400 {
+				t.Logf("request %d: Sluice answered %d: %s", n, x.Status, x.Response)
+			}
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("resp%02d.txt", n)), x.Response, 0o644)
+		}()
+		proxy.ServeHTTP(tw, r)
+		ended = true
 	})
 	srv := &http.Server{Handler: h}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -193,9 +215,9 @@ func record(t *testing.T, upstream string) *recorder {
 	return rec
 }
 
-// exchanges are the requests so far, once those in flight have ended: a
-// client exits as soon as it has read a response's last event, before the
-// proxy has seen the upstream body end.
+// exchanges are copies of the exchanges so far, once those in flight have
+// ended: a client may exit as soon as it has read a response's last event,
+// before the proxy has seen the upstream body end.
 func (rec *recorder) exchanges() []*exchange {
 	done := make(chan struct{})
 	go func() { rec.inflight.Wait(); close(done) }()
@@ -205,7 +227,12 @@ func (rec *recorder) exchanges() []*exchange {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	return append([]*exchange(nil), rec.xs...)
+	xs := make([]*exchange, len(rec.xs))
+	for i, x := range rec.xs {
+		c := *x
+		xs[i] = &c
+	}
+	return xs
 }
 
 // failures describes every exchange Sluice refused or ended with an error
