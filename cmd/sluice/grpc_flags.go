@@ -34,7 +34,7 @@ type opsFlags struct {
 func addOpsFlags(fs *flag.FlagSet) *opsFlags {
 	f := &opsFlags{}
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "gRPC listen address, e.g. :9090 (empty = no gRPC endpoint)")
-	fs.StringVar(&f.compat, "metrics-compat", "", `also export another server's metric names on /metrics ("vllm")`)
+	fs.StringVar(&f.compat, "metrics-compat", "", `also export another server's metric names on /metrics: "vllm", "llamacpp" (llama-server's) or "both"`)
 	fs.StringVar(&f.kvEvents, "kv-events-endpoint", "", "publish prefix-cache events for llm-d's KV-cache indexer on this ZeroMQ endpoint (empty = off). "+
 		"An address of this machine is bound, e.g. "+kvevents.DefaultEndpoint+" (this host only) or tcp://$(POD_IP):5557 (the pod's network); "+
 		"tcp://*:5557 binds every interface and logs a warning, as the events carry every tenant's token ids; another host is dialed. "+

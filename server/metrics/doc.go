@@ -1,7 +1,8 @@
 // Package metrics owns Sluice's Prometheus figures: the collectors behind
 // GET /metrics, the engine observer that feeds them, and the optional vLLM
 // compatibility view (--metrics-compat=vllm) that routers such as the
-// Kubernetes Gateway API Inference Extension read.
+// Kubernetes Gateway API Inference Extension read, and llama-server's names
+// (--metrics-compat=llamacpp, llamacpp.go) that its dashboards read.
 //
 // Sources:
 //
@@ -18,4 +19,6 @@
 // Concurrency: scrapes may run concurrently with everything. The Observer
 // methods must be called from one goroutine (the engine loop calls them so):
 // they keep per-sequence token times in a map without a lock. They do no I/O.
+// The llama.cpp figures the observer accumulates (prompt time, decode
+// count, throughput windows) are shared with scrapes under one mutex.
 package metrics

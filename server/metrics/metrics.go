@@ -22,15 +22,23 @@ const (
 	// CompatVLLM also exports vLLM's names (vllm:num_requests_waiting, ...)
 	// for routers that only read those; see vllm.go.
 	CompatVLLM Compat = "vllm"
+	// CompatLlamaCpp also exports llama-server's names (llamacpp:prompt_tokens_total,
+	// ...) for dashboards built on those; see llamacpp.go.
+	CompatLlamaCpp Compat = "llamacpp"
+	// CompatBoth exports both name sets beside Sluice's.
+	CompatBoth Compat = "both"
 )
+
+func (c Compat) vllm() bool     { return c == CompatVLLM || c == CompatBoth }
+func (c Compat) llamacpp() bool { return c == CompatLlamaCpp || c == CompatBoth }
 
 // ParseCompat validates a --metrics-compat flag value.
 func ParseCompat(s string) (Compat, error) {
 	switch Compat(s) {
-	case CompatNone, CompatVLLM:
+	case CompatNone, CompatVLLM, CompatLlamaCpp, CompatBoth:
 		return Compat(s), nil
 	}
-	return "", fmt.Errorf("metrics: unknown compat %q (want \"\" or \"vllm\")", s)
+	return "", fmt.Errorf("metrics: unknown compat %q (want \"\", \"vllm\", \"llamacpp\" or \"both\")", s)
 }
 
 // Options configure New.
@@ -61,6 +69,8 @@ type Metrics struct {
 	// lastToken is when each live sequence delivered its previous token, for
 	// the inter-token gap. Only the engine loop touches it (Observer calls).
 	lastToken map[*engine.Sequence]time.Time
+	// lc keeps llama-server's own figures; nil without CompatLlamaCpp.
+	lc *llamacppAcc
 }
 
 // finishReasons and abortCauses are pre-created so their series exist at 0
@@ -78,8 +88,8 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 	if model == "" {
 		return nil, errors.New("metrics: model name is empty")
 	}
-	if opts.Compat != CompatNone && opts.Compat != CompatVLLM {
-		return nil, fmt.Errorf("metrics: unknown compat %q", opts.Compat)
+	if _, err := ParseCompat(string(opts.Compat)); err != nil {
+		return nil, err
 	}
 	m := &Metrics{gatherer: reg, lastToken: map[*engine.Sequence]time.Time{}}
 	cs := []prometheus.Collector{statsCollector{m}, specCollector{m}}
@@ -139,7 +149,14 @@ func New(reg *prometheus.Registry, model string, opts Options) (*Metrics, error)
 			}
 		}
 	}
-	if opts.Compat == CompatVLLM {
+	if opts.Compat.llamacpp() {
+		// Unlabelled, as llama-server's series are.
+		m.lc = newLlamacppAcc()
+		if err := reg.Register(llamacppCollector{m}); err != nil {
+			return nil, fmt.Errorf("metrics: register llama.cpp names: %w", err)
+		}
+	}
+	if opts.Compat.vllm() {
 		m.gatherer = vllmView{src: reg, blockSize: opts.BlockSize}
 	}
 	return m, nil
@@ -174,6 +191,9 @@ var _ engine.Observer = (*Metrics)(nil)
 func (m *Metrics) OnFirstToken(s *engine.Sequence, at time.Time) {
 	m.observeFirstToken(at.Sub(s.Submitted()))
 	m.lastToken[s] = at
+	if m.lc != nil {
+		m.lc.onToken(s, at, true)
+	}
 }
 
 // OnToken implements engine.Observer.
@@ -182,11 +202,17 @@ func (m *Metrics) OnToken(s *engine.Sequence, at time.Time) {
 		m.itl.Observe(at.Sub(prev).Seconds())
 	}
 	m.lastToken[s] = at
+	if m.lc != nil {
+		m.lc.onToken(s, at, false)
+	}
 }
 
 // OnFinish implements engine.Observer.
 func (m *Metrics) OnFinish(s *engine.Sequence, r engine.Result, queued time.Duration) {
 	delete(m.lastToken, s)
+	if m.lc != nil {
+		m.lc.onFinish(s)
+	}
 	m.observeFinish(r, queued, time.Since(s.Submitted()))
 }
 
@@ -205,6 +231,10 @@ func (m *Metrics) OnStep(d time.Duration, rows int) {
 	}
 	m.step.Observe(d.Seconds())
 	m.batch.Observe(float64(rows))
+	if m.lc != nil {
+		// The snapshot is the one published before this step ran.
+		m.lc.onStep(m.snapshot(), d)
+	}
 }
 
 func (m *Metrics) observeFirstToken(ttft time.Duration) { m.ttft.Observe(ttft.Seconds()) }

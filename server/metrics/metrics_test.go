@@ -181,7 +181,10 @@ func TestParseCompat(t *testing.T) {
 	}{
 		{"", CompatNone, true},
 		{"vllm", CompatVLLM, true},
+		{"llamacpp", CompatLlamaCpp, true},
+		{"both", CompatBoth, true},
 		{"VLLM", "", false},
+		{"llama.cpp", "", false},
 		{"sglang", "", false},
 	} {
 		got, err := ParseCompat(c.in)

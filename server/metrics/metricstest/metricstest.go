@@ -3,8 +3,12 @@
 package metricstest
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -25,12 +29,7 @@ func Scrape(t testing.TB, h http.Handler) Families {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		t.Fatalf("parse exposition: %v", err)
-	}
-	return fams
+	return Read(t, rec.Body)
 }
 
 // Value returns the first series of name whose labels include labels, given
@@ -78,4 +77,57 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
+}
+
+// CompareFamilies lists how the families of got whose names start with
+// prefix differ from want's in name, type, HELP text and label names, one
+// line each; "" when they agree. Values are not compared.
+func CompareFamilies(want, got Families, prefix string) string {
+	var diffs []string
+	for name, w := range want {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		g, ok := got[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, name+": missing")
+		case g.GetType() != w.GetType():
+			diffs = append(diffs, fmt.Sprintf("%s: type %v, want %v", name, g.GetType(), w.GetType()))
+		case g.GetHelp() != w.GetHelp():
+			diffs = append(diffs, fmt.Sprintf("%s: HELP %q, want %q", name, g.GetHelp(), w.GetHelp()))
+		case !slices.Equal(LabelNames(g), LabelNames(w)):
+			diffs = append(diffs, fmt.Sprintf("%s: labels %q, want %q", name, LabelNames(g), LabelNames(w)))
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; strings.HasPrefix(name, prefix) && !ok {
+			diffs = append(diffs, name+": not in the reference")
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "\n")
+}
+
+// LabelNames is the sorted union of a family's label names.
+func LabelNames(f *dto.MetricFamily) []string {
+	var names []string
+	for _, m := range f.GetMetric() {
+		for _, lp := range m.GetLabel() {
+			names = append(names, lp.GetName())
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// Read parses a text exposition from r.
+func Read(t testing.TB, r io.Reader) Families {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		t.Fatalf("parse exposition: %v", err)
+	}
+	return fams
 }
