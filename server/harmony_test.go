@@ -173,6 +173,8 @@ func TestHarmonyPrompt(t *testing.T) {
 		{`,"reasoning_effort":"high"`, "high"},
 		{`,"reasoning_effort":"minimal"`, "low"},
 		{`,"chat_template_kwargs":{"enable_thinking":false}`, "low"},
+		{`,"chat_template_kwargs":{"reasoning_effort":"high"}`, "high"},
+		{`,"reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"low"}`, "low"},
 	} {
 		resp := ssetest.Post(t, r.url+"/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather?"}]`+c.extra+`}`)
 		raw, _ := io.ReadAll(resp.Body)
@@ -260,6 +262,26 @@ func TestHarmonyMalformedAllAPIs(t *testing.T) {
 			if got != want {
 				t.Errorf("%s (stream %v): %+v, want %+v", a.name, streamed, got, want)
 			}
+		}
+	}
+}
+
+// TestHarmonyEffortKwargRefused: chat_template_kwargs.reasoning_effort is
+// an effort like the top-level field: one it does not know, a non-string,
+// or one that contradicts reasoning_effort is a 400 naming it.
+func TestHarmonyEffortKwargRefused(t *testing.T) {
+	r := newHarmonyRig(t)
+	for _, extra := range []string{
+		`"chat_template_kwargs":{"reasoning_effort":"extreme"}`,
+		`"chat_template_kwargs":{"reasoning_effort":3}`,
+		`"reasoning_effort":"high","chat_template_kwargs":{"reasoning_effort":"low"}`,
+	} {
+		resp := ssetest.Post(t, r.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],`+extra+`}`)
+		var e struct{ Error struct{ Code, Param string } }
+		raw, _ := io.ReadAll(resp.Body)
+		mustJSON(t, raw, &e)
+		if resp.StatusCode != 400 || e.Error.Code != "invalid_value" || e.Error.Param != "chat_template_kwargs.reasoning_effort" {
+			t.Errorf("%s: %d %s", extra, resp.StatusCode, raw)
 		}
 	}
 }
