@@ -97,7 +97,10 @@ type genSpan struct {
 //	publish(k): Steps S+1
 //	scrape or OnStep(k+1): snapshot Steps > S → settle k
 //
-// The observer calls (the loop) and Collect (scrapes) share it under mu.
+// The observer calls (the loop) and Collect (scrapes) share it under mu,
+// and each reads the snapshot while holding mu: snapshots only move
+// forward, so none settles with one older than a snapshot already settled
+// (which would count a step's prompt tokens twice).
 type llamacppAcc struct {
 	mu sync.Mutex
 
@@ -105,6 +108,7 @@ type llamacppAcc struct {
 	pendingStep int64 // Stats.Steps before the pending step ran
 	hasPending  bool
 	seenPrompt  int64 // Stats.PromptTokens settled, their time counted
+	seenSteps   int64 // Stats.Steps of the newest snapshot settled with
 
 	decodes, busy int64
 	promptTime    time.Duration
@@ -121,6 +125,10 @@ func newLlamacppAcc() *llamacppAcc { return &llamacppAcc{spans: map[*engine.Sequ
 // settle attributes the pending step once st is the snapshot published
 // after it. Called with mu held.
 func (a *llamacppAcc) settle(st *engine.Stats) {
+	if st.Steps < a.seenSteps {
+		return // older than one already settled: its prompt count is behind, and counters never go back
+	}
+	a.seenSteps = st.Steps
 	if a.hasPending {
 		if st.Steps <= a.pendingStep {
 			return // the step's snapshot is not out yet
@@ -136,9 +144,10 @@ func (a *llamacppAcc) settle(st *engine.Stats) {
 	a.seenPrompt = st.PromptTokens
 }
 
-func (a *llamacppAcc) onStep(st *engine.Stats, d time.Duration) {
+func (a *llamacppAcc) onStep(snapshot func() *engine.Stats, d time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	st := snapshot()
 	a.settle(st)
 	a.pending, a.pendingStep, a.hasPending = d, st.Steps, true
 }
@@ -190,9 +199,9 @@ func (llamacppCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c llamacppCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.m.snapshot()
 	a := c.m.lc
 	a.mu.Lock()
+	st := c.m.snapshot()
 	a.settle(st)
 	prompt, promptTime, predictTime := a.seenPrompt, a.promptTime, a.predictTime
 	decodes, busy, tokensMax := a.decodes, a.busy, a.tokensMax

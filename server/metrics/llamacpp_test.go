@@ -92,6 +92,28 @@ func TestLlamaCppFigures(t *testing.T) {
 	}
 }
 
+// A snapshot older than one already settled (a scrape that read it before
+// another scrape settled a newer one) changes nothing: the prompt counter
+// it would report is behind, and a counter never goes back.
+func TestLlamaCppStaleSnapshot(t *testing.T) {
+	a := newLlamacppAcc()
+	s1 := &engine.Stats{Steps: 1, PromptTokens: 8, LastBatchSeqs: 1}
+	s2 := &engine.Stats{Steps: 2, PromptTokens: 16, LastBatchSeqs: 1}
+	s3 := &engine.Stats{Steps: 3, PromptTokens: 16, LastBatchSeqs: 1}
+	a.onStep(func() *engine.Stats { return &engine.Stats{} }, 10*time.Millisecond)
+	a.onStep(func() *engine.Stats { return s1 }, 10*time.Millisecond)
+	a.settle(s2)
+	a.settle(s1) // stale
+	if a.seenPrompt != 16 {
+		t.Fatalf("a stale snapshot took prompt_tokens_total back from 16 to %d", a.seenPrompt)
+	}
+	a.onStep(func() *engine.Stats { return s2 }, time.Millisecond)
+	a.settle(s3)
+	if a.seenPrompt != 16 || a.promptTime != 20*time.Millisecond || a.decodes != 3 {
+		t.Errorf("prompt %d in %v over %d decodes, want 16 in 20ms over 3", a.seenPrompt, a.promptTime, a.decodes)
+	}
+}
+
 // TestLlamaCppMatchesGolden compares the llama.cpp families Sluice exports,
 // alone and beside vLLM's, with llama-server v0.5.0's: the same names, types,
 // HELP text and label sets (none), no name missing and none invented.

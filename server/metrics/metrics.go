@@ -232,8 +232,8 @@ func (m *Metrics) OnStep(d time.Duration, rows int) {
 	m.step.Observe(d.Seconds())
 	m.batch.Observe(float64(rows))
 	if m.lc != nil {
-		// The snapshot is the one published before this step ran.
-		m.lc.onStep(m.snapshot(), d)
+		// The snapshot it reads is the one published before this step ran.
+		m.lc.onStep(m.snapshot, d)
 	}
 }
 
