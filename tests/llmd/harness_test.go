@@ -57,10 +57,11 @@ func binsFromEnv(t *testing.T) bins {
 
 // proc is a child process whose output goes to a log file.
 type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	done    chan struct{}
 }
 
 func start(t *testing.T, logs, name string, env []string, argv ...string) *proc {
@@ -78,7 +79,7 @@ func start(t *testing.T, logs, name string, env []string, argv ...string) *proc 
 		f.Close()
 		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, log: logPath, started: time.Now(), done: make(chan struct{})}
 	go func() { cmd.Wait(); f.Close(); close(p.done) }()
 	t.Cleanup(func() { p.stop(5 * time.Second) })
 	return p
@@ -166,18 +167,19 @@ func (r *replica) hostPort() string { return strings.TrimPrefix(r.base, "http://
 // that a handful of streams fills its queue to the picker's threshold, and
 // a replay buffer of 16 batches, which the test's traffic fills several
 // times: each time the publisher starts its sequence over with the whole
-// state (kvevents/reset.go), under llm-d's own indexer.
-func startReplica(t *testing.T, b bins, ip string, pt ports) *replica {
+// state (kvevents/reset.go), under llm-d's own indexer. extra are more
+// flags (the chart's drain flags).
+func startReplica(t *testing.T, b bins, ip string, pt ports, extra ...string) *replica {
 	t.Helper()
 	addr := fmt.Sprintf("%s:%d", ip, pt.http)
-	p := start(t, b.logs, "sluice-"+ip, []string{"POD_IP=" + ip},
-		b.sluice, "serve", "--model", b.model, "--addr", addr, "--threads", "1",
+	argv := []string{b.sluice, "serve", "--model", b.model, "--addr", addr, "--threads", "1",
 		"--served-model-name", servedName, "--metrics-compat", "vllm",
 		"--max-seqs", "4", "--kv-blocks", "2048", "--web=false",
 		"--kv-events-endpoint", fmt.Sprintf("tcp://%s:%d", ip, pt.kv),
 		"--kv-events-topic-pod", "address",
 		"--kv-events-replay-endpoint", fmt.Sprintf("tcp://%s:%d", ip, pt.replay),
-		"--kv-events-buffer-steps", "16")
+		"--kv-events-buffer-steps", "16"}
+	p := start(t, b.logs, "sluice-"+ip, []string{"POD_IP=" + ip}, append(argv, extra...)...)
 	return &replica{ip: ip, base: "http://" + addr, p: p}
 }
 
@@ -240,11 +242,13 @@ func renderPicker(t *testing.T, b bins, files, set string) map[string]any {
 }
 
 // withFileDiscovery adds what takes Kubernetes' place on this machine: the
-// file-discovery plugin reading endpoints, named as dataLayer.discovery.
-func withFileDiscovery(cfg map[string]any, endpoints string) map[string]any {
+// file-discovery plugin reading endpoints, named as dataLayer.discovery;
+// with watch it rereads the file on every change (the rolling restart's
+// kubelet rewrites it as replicas turn ready and unready).
+func withFileDiscovery(cfg map[string]any, endpoints string, watch bool) map[string]any {
 	cfg["plugins"] = append(cfg["plugins"].([]any), map[string]any{
 		"name": "file-discovery", "type": "file-discovery",
-		"parameters": map[string]any{"path": endpoints, "watchFile": false},
+		"parameters": map[string]any{"path": endpoints, "watchFile": watch},
 	})
 	dl, _ := cfg["dataLayer"].(map[string]any)
 	if dl == nil {
@@ -301,8 +305,8 @@ func writeJSON(t *testing.T, path string, v any) {
 }
 
 // startEPP runs the picker with cfg (JSON is YAML to its loader) and the
-// two replicas as its endpoints file.
-func startEPP(t *testing.T, b bins, name string, cfg map[string]any, pt ports, reps []*replica) *proc {
+// two replicas as its endpoints file, watched for changes with watch.
+func startEPP(t *testing.T, b bins, name string, cfg map[string]any, pt ports, reps []*replica, watch bool) *proc {
 	t.Helper()
 	var eps []any
 	for i, r := range reps {
@@ -311,7 +315,7 @@ func startEPP(t *testing.T, b bins, name string, cfg map[string]any, pt ports, r
 	epFile := filepath.Join(b.logs, "endpoints.json")
 	writeJSON(t, epFile, map[string]any{"endpoints": eps})
 	cfgFile := filepath.Join(b.logs, "epp-"+name+".json")
-	writeJSON(t, cfgFile, withFileDiscovery(cfg, epFile))
+	writeJSON(t, cfgFile, withFileDiscovery(cfg, epFile, watch))
 	p := start(t, b.logs, "epp", nil, b.epp, "--pool-name", "local", "--pool-namespace", "local",
 		"--config-file", cfgFile, "--grpc-port", strconv.Itoa(pt.grpc), "--grpc-health-port", strconv.Itoa(pt.health),
 		"--metrics-port", strconv.Itoa(pt.metrics), "--metrics-endpoint-auth=false",
