@@ -9,6 +9,9 @@ const (
 	reGPT2   = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 	reLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	reQwen2  = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// reGPT4o is GPT-4o's (o200k): gpt-oss's pre-tokenizer, as its
+	// tokenizer.json writes it.
+	reGPT4o = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 )
 
 // DeepSeek LLM splits in stages; each regex isolates its matches inside the
@@ -48,6 +51,8 @@ func bytePreTokenizer(pre string) (any, bool, error) {
 		return seq(split(reLlama3), byteLevel(false)), false, nil
 	case "qwen2", "stablelm2", "hunyuan", "megrez", "deepseek-r1-qwen", "kormo", "f2llmv2", "solar-open":
 		return seq(split(reQwen2), byteLevel(false)), false, nil
+	case "gpt-4o": // llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT4O, without ignore_merges
+		return seq(split(reGPT4o), byteLevel(false)), false, nil
 	case "deepseek-llm":
 		stages := make([]any, 0, len(reDeepSeekLLM)+1)
 		for _, re := range reDeepSeekLLM {
