@@ -209,18 +209,18 @@ func TestHarmonyForcedCall(t *testing.T) {
 }
 
 // TestHarmonyRealTemplate: gpt-oss's own chat template (as llama.cpp
-// v0.5.0 ships it; skipped where make golden-tiny-newest has not built
-// llama.cpp) renders a tool turn with the requested effort, and the reply
-// parses as with the short template.
+// v0.5.0 ships it, in testdata) renders a tool turn, with its reasoning
+// sent back, and the requested effort, and the reply parses as with the
+// short template.
 func TestHarmonyRealTemplate(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", ".build", "llamacpp-newest", "src", "models", "templates", "openai-gpt-oss-120b.jinja"))
+	src, err := os.ReadFile(filepath.Join("testdata", "templates", "openai-gpt-oss-120b.jinja"))
 	if err != nil {
-		t.Skipf("gpt-oss's template not here (%v): make golden-tiny-newest builds llama.cpp", err)
+		t.Fatal(err)
 	}
 	r := newHarmonyRigWith(t, string(src))
 	r.eng.Script = r.ids(harmonyReply)
 	body := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather?"},` +
-		`{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
+		`{"role":"assistant","content":"","reasoning_content":"Need the tool.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
 		`{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"user","content":"And Bergen?"}],` +
 		`"tools":[{"type":"function","function":` + weatherTool + `}],"reasoning_effort":"high"}`
 	resp := ssetest.Post(t, r.url+"/v1/chat/completions", body)
@@ -237,7 +237,8 @@ func TestHarmonyRealTemplate(t *testing.T) {
 	for _, want := range []string{
 		"<|start|>system<|message|>", "\nReasoning: high\n", "<|start|>developer<|message|># Instructions\n\nBe brief.",
 		"namespace functions", "type get_weather = ",
-		"<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}<|call|>",
+		// The tool-call turn's reasoning goes back as its analysis message.
+		"<|start|>assistant<|channel|>analysis<|message|>Need the tool.<|end|><|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Oslo\"}<|call|>",
 		"<|start|>functions.get_weather to=assistant<|channel|>commentary<|message|>\"sunny\"<|end|>",
 		"<|start|>user<|message|>And Bergen?<|end|><|start|>assistant",
 	} {

@@ -179,6 +179,12 @@ func hfMessages(msgs []ChatMessage) []map[string]any {
 		}
 		if m.Reasoning != "" {
 			d["reasoning_content"] = m.Reasoning
+			// gpt-oss's template reads a turn's reasoning from thinking, and
+			// raises when a tool-call turn has both content and thinking
+			// (it renders the content as the analysis message then).
+			if len(m.ToolCalls) == 0 || m.Content == "" {
+				d["thinking"] = m.Reasoning
+			}
 		}
 		out[i] = d
 	}
