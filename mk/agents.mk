@@ -5,4 +5,4 @@
 # prompts exceed 8k tokens). Logs and each request/response: .build/agents/logs/.
 .PHONY: agents-check
 agents-check: build gemma-model
-	SLUICE_AGENTS=1 $(GO) test -count=1 -v -timeout 20m ./tests/agents
+	SLUICE_AGENTS=1 $(GO) test -count=1 -v -timeout 30m ./tests/agents

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -283,6 +284,12 @@ func runClient(t *testing.T, limit time.Duration, dir string, env []string, bin 
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// Codex's npm bin is a node wrapper around its native binary: a timeout
+	// that killed the wrapper alone left the binary running, holding stdout
+	// (Run waited on it) and outliving the test. Kill the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=dumb"}, env...)
 	cmd.Stdin = strings.NewReader("")
