@@ -27,5 +27,5 @@ llmd-check: $(TOKENIZERS_LIB) $(LLGUIDANCE_LIB) $(MODEL)
 	SLUICE_LLMD_EPP=$$epp SLUICE_LLMD_ENVOY=$$envoy SLUICE_LLMD_SLUICE=$(CURDIR)/.build/llmd/sluice \
 	SLUICE_LLMD_PICKERCONFIG=$(CURDIR)/.build/llmd/pickerconfig SLUICE_LLMD_MODEL=$(CURDIR)/$(MODEL) \
 	SLUICE_LLMD_LOGS=$(CURDIR)/$(LLMD_LOGS) \
-	$(GO) test -count=1 -timeout 8m -v -run 'TestRouter|TestChartConfigLoads' ./tests/llmd/ ; \
+	$(GO) test -count=1 -timeout 10m -v -run 'TestRouter|TestChartConfigLoads' ./tests/llmd/ ; \
 	rc=$$?; cat $(LLMD_LOGS)/results.md 2>/dev/null; exit $$rc
