@@ -71,8 +71,46 @@ type relayEdge interface {
 	Start(sse *httpedge.SSE)
 	// Emitter frames the text on sse.
 	Emitter(sse *httpedge.SSE) stream.Emitter
-	// End writes the last events: the ending, or out.Err in-band.
-	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd)
+	// End writes the last events: the ending, or out.Err in-band, with the
+	// upstream's reasoning tokens.
+	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int)
+}
+
+// relayReasoner is an edge emitter's reasoning: the API's reasoning text
+// (an empty text opens the reasoning), and the upstream's seal of it,
+// passed on unchanged.
+type relayReasoner interface {
+	stream.ReasoningEmitter
+	Signed(sig string) error
+}
+
+// reasoned takes the upstream's reasoning off the tool-call path it
+// travels on through stream.PumpText (relay.ReasoningIndex and
+// SignatureIndex) onto the edge's reasoning; real calls go on.
+type reasoned struct{ stream.ToolEmitter }
+
+// relayEmitter is em with the upstream's reasoning split off: what
+// stream.PumpText writes to.
+func relayEmitter(em stream.Emitter) stream.Emitter {
+	if te, ok := em.(stream.ToolEmitter); ok {
+		return reasoned{te}
+	}
+	return em
+}
+
+// ToolCall implements stream.ToolEmitter.
+func (e reasoned) ToolCall(d stream.ToolCallDelta) error {
+	if d.Index >= 0 {
+		return e.ToolEmitter.ToolCall(d)
+	}
+	r, ok := e.ToolEmitter.(relayReasoner)
+	if !ok {
+		return fmt.Errorf("%w: the upstream sent reasoning this API cannot carry", stream.ErrUpstreamMalformed)
+	}
+	if d.Index == relay.SignatureIndex {
+		return r.Signed(d.Arguments)
+	}
+	return r.Reasoning(d.Arguments)
 }
 
 // end is what the upstream said at its end, with the stop string matched
@@ -92,6 +130,8 @@ func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
 }
 
 // chatEdge frames chat and completions streams and their whole responses.
+// The upstream's reasoning is chat's reasoning_content and reasoning, in
+// delta and message alike, and its reasoning tokens the usage's.
 type chatEdge struct {
 	chat         bool
 	includeUsage bool
@@ -128,10 +168,13 @@ func (e *chatEdge) SetModel(name string) {
 
 // Body is the whole completion of a non-streaming request, its calls as
 // the upstream gave them.
-func (e *chatEdge) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
-	body := completionBody(e.chat, e.id, e.model, text, out.Finish, usageOf(end))
-	if len(calls) > 0 && body.Choices[0].Message != nil {
-		body.Choices[0].Message.ToolCalls = calls
+func (e *chatEdge) Body(r relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
+	body := completionBody(e.chat, e.id, e.model, r.Text, out.Finish, usageOf(end, r.ReasoningTokens))
+	if m := body.Choices[0].Message; m != nil {
+		if len(r.Calls) > 0 {
+			m.ToolCalls = r.Calls
+		}
+		m.ReasoningContent, m.Reasoning = r.Reasoning, r.Reasoning
 	}
 	raw, _ := json.Marshal(body) // always marshals
 	return raw
@@ -143,21 +186,28 @@ func (e *chatEdge) Start(sse *httpedge.SSE) {
 	}
 }
 
-func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter { return e.writer(sse) }
+func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter { return chatRelayWriter{e.writer(sse)} }
+
+// chatRelayWriter is the chat stream's writer in relay mode. Chat has no
+// seal of reasoning to pass on: an OpenAI-compatible upstream sends none.
+type chatRelayWriter struct{ *sseWriter }
+
+// Signed implements relayReasoner.
+func (w chatRelayWriter) Signed(string) error { return w.Err() }
 
 func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
 	return &sseWriter{SSE: sse, ctx: sse.Context(), format: &e.format}
 }
 
 // End writes the finish and usage chunks, or the in-band error; then [DONE].
-func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
 	sw := e.writer(sse)
 	if out.Err != nil {
 		sw.error(out.Err)
 	} else {
 		sw.finish(out.Finish)
 		if e.includeUsage && end.Usage {
-			sw.usage(usageOf(end))
+			sw.usage(usageOf(end, reasoningTokens))
 		}
 	}
 	sw.done()
@@ -291,7 +341,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relaySt
 func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE) {
 	pc := s.pumpConfig(true)
 	pc.StallTimeout = src.StallTimeout()
-	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge.Emitter(sse), pc, s.drain)
+	out := stream.PumpText(sse.Context(), src, st.ts, relayEmitter(st.relay.edge.Emitter(sse)), pc, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -315,7 +365,7 @@ func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE)
 
 // relayEnd writes the stream's last events in its edge and marks it done.
 func (s *Server) relayEnd(st *relayState, sse *httpedge.SSE, out stream.TextOutcome) {
-	st.relay.edge.End(sse, out, st.relay.end(st.ts))
+	st.relay.edge.End(sse, out, st.relay.end(st.ts), st.relay.usage.ReasoningTokens())
 	st.done = true
 	_ = sse.Flush()
 }
@@ -364,7 +414,7 @@ func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *r
 // leaving closes it, and stop strings are enforced here. refuse answers a
 // failure in the client's API, answer writes the whole response.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
-	refuse func(http.ResponseWriter, error), answer func(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd)) {
+	refuse func(http.ResponseWriter, error), answer func(r relay.Reply, out stream.TextOutcome, end stream.TextEnd)) {
 	src, err := s.relay.Open(r.Context(), req)
 	if err != nil {
 		refuse(w, err)
@@ -372,7 +422,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 	}
 	var c relayCollector
 	ts := stream.NewTextOnlyStream(g.Stop)
-	out := stream.PumpText(r.Context(), src, ts, &c, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
+	out := stream.PumpText(r.Context(), src, ts, relayEmitter(&c), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -384,21 +434,37 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	answer(string(c.text), c.calls, out, cur.end(ts))
+	answer(relay.Reply{Text: string(c.text), Reasoning: string(c.reasoning), Thought: c.thought, Signature: c.signature,
+		Calls: c.calls, ReasoningTokens: cur.usage.ReasoningTokens()}, out, cur.end(ts))
 }
 
-// relayCollector gathers a whole relayed response: its text, and its calls
-// by the upstream's index (an upstream may interleave the deltas of
-// parallel calls).
+// relayCollector gathers a whole relayed response: its text, its
+// reasoning, and its calls by the upstream's index (an upstream may
+// interleave the deltas of parallel calls).
 type relayCollector struct {
-	text  []byte
-	calls []stream.WireToolCall
-	at    map[int]int // upstream index -> calls[i]
+	text      []byte
+	reasoning []byte
+	thought   bool
+	signature string
+	calls     []stream.WireToolCall
+	at        map[int]int // upstream index -> calls[i]
 }
 
 func (c *relayCollector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
 func (c *relayCollector) KeepAlive() error               { return nil }
 func (c *relayCollector) Flush() error                   { return nil }
+
+// Reasoning implements relayReasoner.
+func (c *relayCollector) Reasoning(s string) error {
+	c.reasoning, c.thought = append(c.reasoning, s...), true
+	return nil
+}
+
+// Signed implements relayReasoner: the last seal is the reasoning's.
+func (c *relayCollector) Signed(sig string) error {
+	c.signature, c.thought = sig, true
+	return nil
+}
 
 // ToolCall implements stream.ToolEmitter.
 func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {
@@ -418,9 +484,9 @@ func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {
 }
 
 // usageOf is the OpenAI usage of what the upstream reported.
-func usageOf(end stream.TextEnd) Usage {
+func usageOf(end stream.TextEnd, reasoningTokens int) Usage {
 	return Usage{PromptTokens: end.PromptTokens, CompletionTokens: end.CompletionTokens,
-		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens}
+		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens, ReasoningTokens: reasoningTokens}
 }
 
 // writeRelayError answers a failure before the first byte. An upstream that

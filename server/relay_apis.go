@@ -27,7 +27,7 @@ import (
 type relayFramer interface {
 	relayEdge
 	SetModel(name string)
-	Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte
+	Body(r relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte
 }
 
 // relayAPIShape is one API as the relay serves it.
@@ -186,9 +186,9 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 	}
 	f.SetModel(g.Model)
 	if !g.Stream {
-		s.relayWhole(w, r, g, req, api.refuse, func(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) {
+		s.relayWhole(w, r, g, req, api.refuse, func(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(f.Body(text, calls, out, end))
+			_, _ = w.Write(f.Body(reply, out, end))
 		})
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -22,9 +23,11 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	// With tools the reply may open with a tool_use: the text block waits
-	// for text, as a local stream's does.
-	return g, &Relayed{m: &message{ID: id, Model: g.Model, lazy: len(g.Tools.List) > 0}}, nil
+	// The reply may open with a thinking block (whether the upstream's
+	// model reasons is known only from its stream) or, with tools, a
+	// tool_use: the text block waits for text, as a local stream's does
+	// for a model that reasons.
+	return g, &Relayed{m: &message{ID: id, Model: g.Model, lazy: true}}, nil
 }
 
 // ParseCount validates a count_tokens request as a local one is validated
@@ -56,10 +59,36 @@ func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
 	return relayEmitter{&emitter{sse: sse, m: r.m}}
 }
 
-// relayEmitter is the local emitter but for the calls' ids: the upstream's
-// toolu_ ids are kept as it gave them, since the client's tool_result
-// answers one of them to that upstream.
+// relayEmitter is the local emitter but for the calls' ids and the
+// thinking's signature: the upstream's toolu_ ids are kept as it gave them,
+// since the client's tool_result answers one of them to that upstream, and
+// so is its signature of a thinking block, since the client sends the block
+// back to that upstream, which checks it (Anthropic's own does). A thinking
+// block the upstream did not sign (none does that speaks Messages, but the
+// block must have one) gets this server's seal, as a local one does.
 type relayEmitter struct{ *emitter }
+
+// Reasoning implements stream.ReasoningEmitter: the upstream's thinking.
+// An empty text opens the block: one whose display is omitted has none.
+func (e relayEmitter) Reasoning(text string) error {
+	if text == "" && e.last("thinking") == nil {
+		e.openBlock(&block{typ: "thinking"})
+		return e.err()
+	}
+	return e.emitter.Reasoning(text)
+}
+
+// Signed sets the upstream's signature on the thinking block, written by
+// its signature_delta when the block closes.
+func (e relayEmitter) Signed(sig string) error {
+	b := e.last("thinking")
+	if b == nil {
+		b = &block{typ: "thinking"}
+		e.openBlock(b)
+	}
+	b.sig = sig
+	return e.err()
+}
 
 // ToolCall implements stream.ToolEmitter.
 func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
@@ -71,13 +100,17 @@ func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
 }
 
 // End writes the stream's last events: its ending, or the in-band error.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+// Anthropic counts thinking in output_tokens, with no reasoning count of
+// its own: the upstream's, if any, has no place here.
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, _ int) {
 	if out.Err != nil {
 		sse.Event("error", errorBody(out.Err))
 		return
 	}
 	r.end(out, end)
-	endEvents(&emitter{sse: sse, m: r.m}, r.m)
+	em := &emitter{sse: sse, m: r.m}
+	em.finish() // an empty reply is an empty text block
+	endEvents(em, r.m)
 }
 
 // endEvents writes a finished stream's last events: the open block's stop,
@@ -94,10 +127,15 @@ func endEvents(em *emitter, m *message) {
 	em.event("message_stop", map[string]string{"type": "message_stop"})
 }
 
-// Body is the whole message of a non-streaming request: its text, then
-// its calls as tool_use blocks with the upstream's ids.
-func (r *Relayed) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
+// Body is the whole message of a non-streaming request: its thinking
+// with the upstream's signature, its text, then its calls as tool_use
+// blocks with the upstream's ids.
+func (r *Relayed) Body(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
 	r.m.blocks = nil
+	if reply.Thought {
+		r.m.blocks = append(r.m.blocks, &block{typ: "thinking", text: []byte(reply.Reasoning), sig: reply.Signature})
+	}
+	text, calls := reply.Text, reply.Calls
 	if text != "" || len(calls) == 0 {
 		r.m.blocks = append(r.m.blocks, &block{typ: "text", text: []byte(text)})
 	}

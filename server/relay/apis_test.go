@@ -29,7 +29,7 @@ type shape struct {
 	read func(t *testing.T, evs []namedEvent) apiResult
 }
 
-type namedEvent struct{ name, data string }
+type namedEvent struct{ name, data, id string }
 
 // apiResult is a relayed stream as its client understood it.
 type apiResult struct {
@@ -249,7 +249,7 @@ func readShape(t *testing.T, req *http.Request, limit int) (r shapeRead) {
 		case strings.HasPrefix(line, ":"):
 			r.keepAlives++
 		case strings.HasPrefix(line, "id: "):
-			r.lastID = line[4:]
+			r.lastID, cur.id = line[4:], line[4:]
 		case strings.HasPrefix(line, "event: "):
 			cur.name = line[7:]
 		case strings.HasPrefix(line, "data: "):
@@ -448,12 +448,13 @@ func TestRelayAPIsGuarantees(t *testing.T) {
 			first := readShape(t, req, 3)
 			cancel()
 			awaitGone(t, up)
-			// Reconnect from the second event: the rest of what was sent is
+			// Reconnect from the second event (by its id: a ping, not in
+			// evs, may come before it): the rest of what was sent is
 			// replayed from this server's log, then the stream ends with a
 			// resume_gap in the API's shape (the upstream's generation was
 			// cancelled and no second one is started).
 			again, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, rig.url+"/v1/streams/"+first.streamID, nil)
-			again.Header.Set("Last-Event-ID", "2")
+			again.Header.Set("Last-Event-ID", first.evs[1].id)
 			rest := readShape(t, again, 0)
 			if rest.status != http.StatusOK || len(rest.evs) < len(first.evs)-2 {
 				t.Fatalf("resume: %d %s, %d events after 2 (first connection read %d)", rest.status, rest.raw, len(rest.evs), len(first.evs))

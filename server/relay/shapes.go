@@ -75,6 +75,8 @@ type messagesEvent struct {
 		Type         string          `json:"type"`
 		Text         json.RawMessage `json:"text"`
 		PartialJSON  json.RawMessage `json:"partial_json"`
+		Thinking     json.RawMessage `json:"thinking"`
+		Signature    string          `json:"signature"`
 		StopReason   *string         `json:"stop_reason"`
 		StopSequence *string         `json:"stop_sequence"`
 	} `json:"delta"`
@@ -111,17 +113,26 @@ func (p *parser) messages(data []byte) (ev stream.TextEvent, send, done bool, er
 		if b := e.ContentBlock; b != nil && b.Type == "tool_use" {
 			return p.tool(e.Index, b.ID, b.Name, nil, data)
 		}
+		// A thinking block opens the client's even before any text: with
+		// display omitted it has none, only its signature.
+		if b := e.ContentBlock; b != nil && b.Type == "thinking" {
+			return p.reasoningEvent(ReasoningIndex, ""), true, false, nil
+		}
 	case "content_block_delta":
 		switch {
 		case e.Delta != nil && e.Delta.Type == "text_delta":
 			return p.text(e.Delta.Text, "")
+		case e.Delta != nil && e.Delta.Type == "thinking_delta":
+			return p.reasoningDelta(e.Delta.Thinking, data)
+		case e.Delta != nil && e.Delta.Type == "signature_delta":
+			return p.signature(e.Delta.Signature)
 		case e.Delta != nil && e.Delta.Type == "input_json_delta":
 			if _, ok := p.calls.calls[e.Index]; !ok {
 				return p.malformed("an input_json_delta outside a tool_use block: %.120q", data)
 			}
 			return p.tool(e.Index, "", "", e.Delta.PartialJSON, data)
 		}
-		return p.malformed("a content_block_delta that is neither a text_delta nor an input_json_delta (the relay carries text and tool calls): %.120q", data)
+		return p.malformed("a content_block_delta that is not a text_delta, thinking_delta, signature_delta or input_json_delta (the relay carries text, thinking and tool calls): %.120q", data)
 	case "message_delta":
 		if e.Delta != nil && e.Delta.StopReason != nil {
 			ev.Finish = finishOfStopReason(*e.Delta.StopReason)
@@ -165,9 +176,10 @@ type responsesEvent struct {
 	OutputIndex int             `json:"output_index"`
 	Delta       json.RawMessage `json:"delta"`
 	Item        *struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-		Name   string `json:"name"`
+		Type             string `json:"type"`
+		CallID           string `json:"call_id"`
+		Name             string `json:"name"`
+		EncryptedContent string `json:"encrypted_content"`
 	} `json:"item"`
 	Message  string `json:"message"` // the "error" event
 	Response *struct {
@@ -184,6 +196,9 @@ type responsesEvent struct {
 			InputTokensDetails *struct {
 				CachedTokens int `json:"cached_tokens"`
 			} `json:"input_tokens_details"`
+			OutputTokensDetails *struct {
+				ReasoningTokens int `json:"reasoning_tokens"`
+			} `json:"output_tokens_details"`
 		} `json:"usage"`
 	} `json:"response"`
 }
@@ -203,6 +218,23 @@ func (p *parser) responses(data []byte) (ev stream.TextEvent, send, done bool, e
 		}
 		if it := e.Item; it != nil && it.Type == "message" {
 			p.messageItems[e.OutputIndex] = true
+		}
+	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
+		// An item's reasoning is one kind of delta: Sluice and open-weight
+		// servers send reasoning_text (and its copy as the summary when
+		// asked), OpenAI's models only the summary.
+		kind, ok := p.reasoningKind[e.OutputIndex]
+		if !ok {
+			kind = e.Type
+			p.reasoningKind[e.OutputIndex] = kind
+		}
+		if kind != e.Type {
+			return ev, true, false, nil
+		}
+		return p.reasoningDelta(e.Delta, data)
+	case "response.output_item.done":
+		if it := e.Item; it != nil && it.Type == "reasoning" {
+			return p.signature(it.EncryptedContent)
 		}
 	case "response.function_call_arguments.delta":
 		if _, ok := p.calls.calls[e.OutputIndex]; !ok {
@@ -224,6 +256,9 @@ func (p *parser) responses(data []byte) (ev stream.TextEvent, send, done bool, e
 				u.completion(r.Usage.OutputTokens)
 				if d := r.Usage.InputTokensDetails; d != nil {
 					u.cached(d.CachedTokens)
+				}
+				if d := r.Usage.OutputTokensDetails; d != nil {
+					u.reasoning(d.ReasoningTokens)
 				}
 			}
 			ev.Finish = "stop"

@@ -28,6 +28,7 @@ type Usage struct {
 	Details          *struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionDetails *completionDetails `json:"completion_tokens_details"`
 }
 
 // Stream is one upstream response being read; it implements
@@ -143,7 +144,7 @@ func (s *Stream) read() {
 		s.release()
 		s.m.inFlight.WithLabelValues(s.up.label).Dec()
 	}()
-	p := parser{s: s, messageItems: map[int]bool{}}
+	p := parser{s: s, messageItems: map[int]bool{}, reasoningKind: map[int]string{}}
 	// A resumed upstream stream (GET /v1/streams/{id}) may continue a call
 	// whose first delta the client already has.
 	p.calls.resumed = s.resumed
@@ -159,6 +160,12 @@ func (s *Stream) read() {
 			s.err = err
 			s.cancel()
 			return
+		}
+		if pre := p.pre; pre != nil {
+			p.pre = nil
+			if !s.deliver(*pre, &closed, closeEvents) {
+				return
+			}
 		}
 		if send && !s.deliver(ev, &closed, closeEvents) {
 			return
@@ -240,7 +247,15 @@ type parser struct {
 	hasData bool
 	seq     int64 // id: of the event being read
 	joiner  stream.TextJoiner
-	calls   toolCalls
+	rjoiner stream.TextJoiner // the reasoning's
+	// reasoningKind is the kind of delta a Responses reasoning item's text
+	// is read from, by output index: reasoning_text, or the summary when
+	// the upstream sends only that (OpenAI's own reasoning models).
+	reasoningKind map[int]string
+	// pre is an event to deliver before the one just parsed: a chat
+	// chunk's reasoning goes out before its content.
+	pre   *stream.TextEvent
+	calls toolCalls
 	// messageItems are the Responses output indexes announced as messages.
 	messageItems map[int]bool
 	firstAt      time.Time
@@ -284,8 +299,13 @@ type wireChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta *struct {
-			Content   json.RawMessage `json:"content"`
-			ToolCalls []wireToolDelta `json:"tool_calls"`
+			Content json.RawMessage `json:"content"`
+			// The reasoning, under either name (DeepSeek's and vLLM's
+			// reasoning_content, the newer reasoning; Sluice sends both,
+			// the same text).
+			ReasoningContent json.RawMessage `json:"reasoning_content"`
+			Reasoning        json.RawMessage `json:"reasoning"`
+			ToolCalls        []wireToolDelta `json:"tool_calls"`
 		} `json:"delta"`
 		Text         json.RawMessage `json:"text"`
 		FinishReason *string         `json:"finish_reason"`
@@ -322,6 +342,7 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 	if c.Usage != nil {
 		s.usage = c.Usage
 	}
+	var reasoning string
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // the relay asks for one choice; an extra one is not the client's
@@ -329,6 +350,15 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 		raw := ch.Text
 		if ch.Delta != nil {
 			raw = ch.Delta.Content
+			r := ch.Delta.ReasoningContent
+			if isNull(r) {
+				r = ch.Delta.Reasoning
+			}
+			b, ok := decodeString(r)
+			if !ok {
+				return p.malformed("choices[0] reasoning is not a string: %.120q", r)
+			}
+			reasoning += p.rjoiner.Add(b)
 		}
 		b, ok := decodeString(raw)
 		if !ok {
@@ -348,8 +378,22 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 			}
 		}
 	}
+	if reasoning != "" {
+		r := p.reasoningEvent(ReasoningIndex, reasoning)
+		if ev.Text == "" {
+			ev.Tools = append(r.Tools, ev.Tools...)
+		} else {
+			p.pre = &r
+		}
+	}
 	p.timing(ev.Text != "" || len(ev.Tools) > 0)
 	return ev, true, false, nil
+}
+
+// isNull: a field absent or null.
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
 }
 
 // timing observes TTFT and ITL as the relay sees them, at output (text or a

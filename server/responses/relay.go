@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -35,10 +36,16 @@ func ParseRelayed(ctx context.Context, body []byte, id string, store *Store) (*s
 		return nil, nil, err
 	}
 	resp := newResponse(id, p.gen.Model, p.wire, p.gen, 0)
-	resp.tenant = tenant
-	// With tools the reply may open with a call: the message item waits for
-	// text, as a local stream's does.
-	em := &emitter{resp: resp, lazy: len(p.gen.Tools.List) > 0}
+	// The reasoning config is echoed, and its summary asked for: the
+	// upstream's reasoning is shown as the summary too, as a local one is.
+	resp.tenant, resp.Reasoning = tenant, p.wire.Reasoning
+	// The reply may open with reasoning (whether the upstream's model
+	// reasons is known only from its stream) or, with tools, a call: the
+	// message item waits for text, as a local stream's does for a model
+	// that reasons. The reasoning's encrypted_content is the upstream's,
+	// passed on (Signed), never this server's seal: the client sends it
+	// back to that upstream, which alone can open it.
+	em := &emitter{resp: resp, lazy: true}
 	return p.gen, &Relayed{resp: resp, em: em, p: p, store: store}, nil
 }
 
@@ -98,22 +105,40 @@ func startEvents(em *emitter, resp *response) {
 	}
 }
 
-// Emitter frames text as output_text.delta events on sse and the
-// upstream's calls as function_call items.
+// Emitter frames text as output_text.delta events on sse, the upstream's
+// reasoning as a reasoning item and its calls as function_call items.
 func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
 	r.em.sse = sse
-	return r.em
+	return relayEmitter{r.em}
+}
+
+// relayEmitter is the local emitter with the upstream's encrypted_content.
+type relayEmitter struct{ *emitter }
+
+// Signed sets the upstream's encrypted_content on the reasoning item,
+// opening one if its reasoning showed no text (no summary asked).
+func (e relayEmitter) Signed(sig string) error {
+	it, ok := e.open.(*reasoningItem)
+	if !ok {
+		e.closeOpen("completed")
+		it = e.resp.newReasoning()
+		e.open, e.index = it, len(e.resp.Output)-1
+		e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": it})
+	}
+	it.EncryptedContent = &sig
+	return e.err()
 }
 
 // End writes the stream's last events: the done events and
 // response.completed (or .incomplete), or error and response.failed.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
 	r.em.sse = sse
 	if out.Err != nil {
 		failEvents(r.em, r.resp, out.Err)
 		return
 	}
-	r.end(out, end)
+	r.em.finish() // an empty reply is an empty message
+	r.end(out, end, reasoningTokens)
 	r.store.keep(r.resp, r.p)
 	endEvents(r.em, r.resp)
 }
@@ -138,22 +163,31 @@ func endEvents(em *emitter, resp *response) {
 	em.event(final, map[string]any{"response": resp})
 }
 
-// Body is the whole response of a non-streaming request: its message,
-// then its function_call items with the upstream's call ids.
-func (r *Relayed) Body(text string, calls []stream.WireToolCall, out stream.TextOutcome, end stream.TextEnd) []byte {
+// Body is the whole response of a non-streaming request: its reasoning
+// item with the upstream's encrypted_content, its message, then its
+// function_call items with the upstream's call ids.
+func (r *Relayed) Body(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
+	if reply.Thought {
+		it := r.resp.newReasoning()
+		it.text = []byte(reply.Reasoning)
+		if reply.Signature != "" {
+			it.EncryptedContent = &reply.Signature
+		}
+	}
+	text, calls := reply.Text, reply.Calls
 	if text != "" || len(calls) == 0 {
 		r.resp.newMessage().text = []byte(text)
 	}
 	for _, c := range calls {
 		r.resp.newCall(stream.ToolCallDelta{ID: c.ID, Name: c.Function.Name}).Arguments = c.Function.Arguments
 	}
-	r.end(out, end)
+	r.end(out, end, reply.ReasoningTokens)
 	return r.store.keep(r.resp, r.p)
 }
 
 // end fills in the output and the upstream's usage: completed, or
 // incomplete when the token limit cut it.
-func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
+func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
 	resp := r.resp
 	resp.Status = "completed"
 	if out.Finish == "length" {
@@ -162,7 +196,7 @@ func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
 	resp.settle(resp.Status)
 	resp.Usage = &usage{
 		InputTokens: end.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": end.CachedTokens},
-		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
+		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": reasoningTokens},
 		TotalTokens: end.PromptTokens + end.CompletionTokens,
 	}
 }
