@@ -31,10 +31,36 @@ const thinkingTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.
 // reasoning item with summary and encrypted_content sent back with store
 // false.
 func TestReasoningSDKs(t *testing.T) {
+	url, env := serveThinking(t)
+	runReasoningPy(t, url, env)
+}
+
+// runReasoningPy runs tests/reasoning-python/reasoning.py against url.
+func runReasoningPy(t *testing.T, url string, env []string) {
+	t.Helper()
+	python := pyVenv(t, "reasoning", "openai==3.57.0", "anthropic==2.14.0")
+	out, err := pyCmd(t, python, filepath.Join("reasoning-python", "reasoning.py"), append(env, "SLUICE_URL="+url)...).Output()
+	var res struct {
+		OK bool `json:"ok"`
+	}
+	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("reasoning.py: %v\n%s\n%s", err, out, stderr)
+	}
+	t.Logf("%s", out)
+}
+
+// serveThinking serves SmolLM2 as a model that always reasons and returns
+// its URL and what reasoning.py needs to know of it (CLOSE_TOKENS,
+// EOG_IDS).
+func serveThinking(t *testing.T) (string, []string) {
+	t.Helper()
 	if _, err := os.Stat(modelPath()); err != nil {
 		t.Skipf("default model absent (%v): run `make model`", err)
 	}
-	python := pyVenv(t, "reasoning", "openai==3.57.0", "anthropic==2.14.0")
 	m, err := loader.Load(modelPath(), loader.Options{Threads: 2, ContextLen: 2048, KVBlocks: 128, MaxSeqs: 1,
 		ChatTemplate: thinkingTemplate, ReasoningFormat: "think-tags"})
 	if err != nil {
@@ -64,17 +90,5 @@ func TestReasoningSDKs(t *testing.T) {
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	out, err := pyCmd(t, python, filepath.Join("reasoning-python", "reasoning.py"),
-		"SLUICE_URL=http://"+ln.Addr().String(), fmt.Sprintf("CLOSE_TOKENS=%d", len(closeIDs)), "EOG_IDS="+eog).Output()
-	var res struct {
-		OK bool `json:"ok"`
-	}
-	if jerr := json.Unmarshal(out, &res); jerr != nil || err != nil || !res.OK {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("reasoning.py: %v\n%s\n%s", err, out, stderr)
-	}
-	t.Logf("%s", out)
+	return "http://" + ln.Addr().String(), []string{fmt.Sprintf("CLOSE_TOKENS=%d", len(closeIDs)), "EOG_IDS=" + eog}
 }
