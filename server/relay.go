@@ -137,6 +137,16 @@ type chatEdge struct {
 	includeUsage bool
 	id, model    string
 	format       chunkFormat
+	// A whole response: what the upstream sent, and how it ended.
+	whole  *relayCollector
+	ending relayEnding
+}
+
+// relayEnding is End's arguments, kept for a whole response's Body.
+type relayEnding struct {
+	out             stream.TextOutcome
+	end             stream.TextEnd
+	reasoningTokens int
 }
 
 // chatAPI is chat (or completions) as relayAPI serves it.
@@ -166,15 +176,16 @@ func (e *chatEdge) SetModel(name string) {
 	e.model, e.format = name, newChunkFormat(e.chat, e.id, name, time.Now().Unix())
 }
 
-// Body is the whole completion of a non-streaming request, its calls as
-// the upstream gave them.
-func (e *chatEdge) Body(r relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
-	body := completionBody(e.chat, e.id, e.model, r.Text, out.Finish, usageOf(end, r.ReasoningTokens))
+// Body is the whole completion of a non-streaming request, as End(nil)
+// settled it: its text, reasoning and calls as the upstream gave them.
+func (e *chatEdge) Body() []byte {
+	c, w := e.whole, e.ending
+	body := completionBody(e.chat, e.id, e.model, string(c.text), w.out.Finish, usageOf(w.end, w.reasoningTokens))
 	if m := body.Choices[0].Message; m != nil {
-		if len(r.Calls) > 0 {
-			m.ToolCalls = r.Calls
+		if len(c.calls) > 0 {
+			m.ToolCalls = c.calls
 		}
-		m.ReasoningContent, m.Reasoning = r.Reasoning, r.Reasoning
+		m.ReasoningContent, m.Reasoning = string(c.reasoning), string(c.reasoning)
 	}
 	raw, _ := json.Marshal(body) // always marshals
 	return raw
@@ -186,7 +197,15 @@ func (e *chatEdge) Start(sse *httpedge.SSE) {
 	}
 }
 
-func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter { return chatRelayWriter{e.writer(sse)} }
+// Emitter frames the text on sse; nil: a whole response, gathered for
+// Body.
+func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter {
+	if sse == nil {
+		e.whole = &relayCollector{}
+		return e.whole
+	}
+	return chatRelayWriter{e.writer(sse)}
+}
 
 // chatRelayWriter is the chat stream's writer in relay mode. Chat has no
 // seal of reasoning to pass on: an OpenAI-compatible upstream sends none.
@@ -201,6 +220,10 @@ func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
 
 // End writes the finish and usage chunks, or the in-band error; then [DONE].
 func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
+	if sse == nil {
+		e.ending = relayEnding{out, end, reasoningTokens}
+		return
+	}
 	sw := e.writer(sse)
 	if out.Err != nil {
 		sw.error(out.Err)
@@ -411,18 +434,18 @@ func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *r
 
 // relayWhole serves a non-streaming request. The upstream is still asked
 // for a stream: its silence is bounded by the stall clock, the client's
-// leaving closes it, and stop strings are enforced here. refuse answers a
-// failure in the client's API, answer writes the whole response.
+// leaving closes it, and stop strings are enforced here. Its events go to
+// f's emitter without a connection, as a streamed response's do, so both
+// are framed by the same code; refuse answers a failure in the client's API.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
-	refuse func(http.ResponseWriter, error), answer func(r relay.Reply, out stream.TextOutcome, end stream.TextEnd)) {
+	f relayFramer, refuse func(http.ResponseWriter, error)) {
 	src, err := s.relay.Open(r.Context(), req)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
-	var c relayCollector
 	ts := stream.NewTextOnlyStream(g.Stop)
-	out := stream.PumpText(r.Context(), src, ts, relayEmitter(&c), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
+	out := stream.PumpText(r.Context(), src, ts, relayEmitter(f.Emitter(nil)), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -434,18 +457,17 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	answer(relay.Reply{Text: string(c.text), Reasoning: string(c.reasoning), Thought: c.thought, Signature: c.signature,
-		Calls: c.calls, ReasoningTokens: cur.usage.ReasoningTokens()}, out, cur.end(ts))
+	f.End(nil, out, cur.end(ts), cur.usage.ReasoningTokens())
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(f.Body())
 }
 
-// relayCollector gathers a whole relayed response: its text, its
+// relayCollector gathers a whole relayed chat response: its text, its
 // reasoning, and its calls by the upstream's index (an upstream may
 // interleave the deltas of parallel calls).
 type relayCollector struct {
 	text      []byte
 	reasoning []byte
-	thought   bool
-	signature string
 	calls     []stream.WireToolCall
 	at        map[int]int // upstream index -> calls[i]
 }
@@ -456,15 +478,12 @@ func (c *relayCollector) Flush() error                   { return nil }
 
 // Reasoning implements relayReasoner.
 func (c *relayCollector) Reasoning(s string) error {
-	c.reasoning, c.thought = append(c.reasoning, s...), true
+	c.reasoning = append(c.reasoning, s...)
 	return nil
 }
 
-// Signed implements relayReasoner: the last seal is the reasoning's.
-func (c *relayCollector) Signed(sig string) error {
-	c.signature, c.thought = sig, true
-	return nil
-}
+// Signed implements relayReasoner: chat has no seal to carry.
+func (c *relayCollector) Signed(string) error { return nil }
 
 // ToolCall implements stream.ToolEmitter.
 func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {

@@ -27,7 +27,9 @@ import (
 type relayFramer interface {
 	relayEdge
 	SetModel(name string)
-	Body(r relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte
+	// Body is the whole response, once its events went to Emitter(nil)
+	// and End(nil, …) settled it.
+	Body() []byte
 }
 
 // relayAPIShape is one API as the relay serves it.
@@ -186,10 +188,7 @@ func (s *Server) relayAPI(w http.ResponseWriter, r *http.Request, api relayAPISh
 	}
 	f.SetModel(g.Model)
 	if !g.Stream {
-		s.relayWhole(w, r, g, req, api.refuse, func(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(f.Body(reply, out, end))
-		})
+		s.relayWhole(w, r, g, req, f, api.refuse)
 		return
 	}
 	st := &relayState{Retained: httpedge.NewRetained(id, s.relayLog()), ts: stream.NewTextOnlyStream(g.Stop),

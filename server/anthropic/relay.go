@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
-	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -54,7 +53,8 @@ func startEvents(em *emitter, m *message) {
 }
 
 // Emitter frames text as text_delta events on sse and the upstream's calls
-// as tool_use blocks; the keep-alive is a ping.
+// as tool_use blocks; the keep-alive is a ping. Without sse it only builds
+// the message, for Body.
 func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
 	return relayEmitter{&emitter{sse: sse, m: r.m}}
 }
@@ -127,22 +127,9 @@ func endEvents(em *emitter, m *message) {
 	em.event("message_stop", map[string]string{"type": "message_stop"})
 }
 
-// Body is the whole message of a non-streaming request: its thinking
-// with the upstream's signature, its text, then its calls as tool_use
-// blocks with the upstream's ids.
-func (r *Relayed) Body(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
-	r.m.blocks = nil
-	if reply.Thought {
-		r.m.blocks = append(r.m.blocks, &block{typ: "thinking", text: []byte(reply.Reasoning), sig: reply.Signature})
-	}
-	text, calls := reply.Text, reply.Calls
-	if text != "" || len(calls) == 0 {
-		r.m.blocks = append(r.m.blocks, &block{typ: "text", text: []byte(text)})
-	}
-	for _, c := range calls {
-		r.m.blocks = append(r.m.blocks, &block{typ: "tool_use", id: c.ID, name: c.Function.Name, text: []byte(c.Function.Arguments)})
-	}
-	r.end(out, end)
+// Body is the whole message of a non-streaming request, framed by the
+// emitter without a connection (Emitter(nil)) and settled by End(nil, …).
+func (r *Relayed) Body() []byte {
 	raw, _ := json.Marshal(r.m.body()) // maps of strings and numbers always marshal
 	return raw
 }

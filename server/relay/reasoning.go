@@ -69,17 +69,3 @@ func (u *Usage) reasoning(n int) {
 type completionDetails struct {
 	ReasoningTokens int `json:"reasoning_tokens"`
 }
-
-// Reply is a whole relayed reply (a non-streaming request), as the
-// server's edges frame it: the upstream's text, its reasoning and the
-// seal of it, its calls and its reasoning tokens.
-type Reply struct {
-	Text, Reasoning string
-	// Thought: the upstream opened reasoning, even one with no text shown
-	// (a thinking block whose display is omitted).
-	Thought bool
-	// Signature is the upstream's seal of the reasoning ("" for none).
-	Signature       string
-	Calls           []stream.WireToolCall
-	ReasoningTokens int
-}

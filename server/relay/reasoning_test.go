@@ -43,6 +43,29 @@ func anthropicOmitted(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
 	named(w, "message_stop", `{"type":"message_stop"}`)
 }
 
+// anthropicInterleaved is Anthropic's interleaved thinking: a thinking
+// block before each step, each with its own signature.
+func anthropicInterleaved(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
+	sseHeader(w)
+	named(w, "message_start", `{"type":"message_start","message":{"usage":{"input_tokens":7}}}`)
+	for i, b := range []struct{ typ, start, delta string }{
+		{"thinking", `{"type":"thinking","thinking":"","signature":""}`, `{"type":"thinking_delta","thinking":"First."}`},
+		{"thinking", "", `{"type":"signature_delta","signature":"sigOne"}`},
+		{"tool_use", `{"type":"tool_use","id":"toolu_1","name":"look","input":{}}`, `{"type":"input_json_delta","partial_json":"{}"}`},
+		{"thinking", `{"type":"thinking","thinking":"","signature":""}`, `{"type":"thinking_delta","thinking":"Then."}`},
+		{"thinking", "", `{"type":"signature_delta","signature":"sigTwo"}`},
+		{"text", `{"type":"text","text":""}`, `{"type":"text_delta","text":"Done."}`},
+	} {
+		n := map[int]int{0: 0, 1: 0, 2: 1, 3: 2, 4: 2, 5: 3}[i]
+		if b.start != "" {
+			named(w, "content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":%s}`, n, b.start))
+		}
+		named(w, "content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":%s}`, n, b.delta))
+	}
+	named(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`)
+	named(w, "message_stop", `{"type":"message_stop"}`)
+}
+
 // openaiSummary is OpenAI's Responses stream of a reasoning model: the
 // reasoning only as its summary, and its encrypted_content.
 func openaiSummary(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
@@ -170,6 +193,22 @@ func TestRelayReasoningShapes(t *testing.T) {
 		want := "start 0 thinking|0 EqQBupstreamSig<nil>|start 1 text|1 <nil>Yes."
 		if strings.Join(got, "|") != want {
 			t.Errorf("stream: %s, want %s", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("messages interleaved thinking", func(t *testing.T) {
+		// Whole, each thinking block keeps its place and its own
+		// signature, as streamed.
+		rig := newRelay(t, newFake(t, anthropicInterleaved), fast)
+		whole, _ := relayed(t, rig.url, "/v1/messages", `{"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},`+
+			`"tools":[{"name":"look","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Ok?"}]}`)
+		var got []string
+		for i := 0; at(whole, fmt.Sprintf("content.%d", i)) != nil; i++ {
+			b := at(whole, fmt.Sprintf("content.%d", i))
+			got = append(got, fmt.Sprintf("%v %v%v%v", at(b, "type"), at(b, "thinking"), at(b, "signature"), at(b, "text")))
+		}
+		want := "thinking First.sigOne<nil>|tool_use <nil><nil><nil>|thinking Then.sigTwo<nil>|text <nil><nil>Done."
+		if strings.Join(got, "|") != want {
+			t.Errorf("whole: %s, want %s", strings.Join(got, "|"), want)
 		}
 	})
 	t.Run("responses summary", func(t *testing.T) {

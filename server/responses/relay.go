@@ -6,7 +6,6 @@ import (
 
 	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/internal/httpedge"
-	"github.com/sluicehq/sluice/server/relay"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -22,6 +21,7 @@ type Relayed struct {
 	em    *emitter
 	p     *parsed
 	store *Store
+	body  []byte // the whole response, once End settled it
 }
 
 // ParseRelayed validates a Responses request of ctx's tenant as a local
@@ -139,7 +139,7 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 	}
 	r.em.finish() // an empty reply is an empty message
 	r.end(out, end, reasoningTokens)
-	r.store.keep(r.resp, r.p)
+	r.body = r.store.keep(r.resp, r.p)
 	endEvents(r.em, r.resp)
 }
 
@@ -163,27 +163,10 @@ func endEvents(em *emitter, resp *response) {
 	em.event(final, map[string]any{"response": resp})
 }
 
-// Body is the whole response of a non-streaming request: its reasoning
-// item with the upstream's encrypted_content, its message, then its
-// function_call items with the upstream's call ids.
-func (r *Relayed) Body(reply relay.Reply, out stream.TextOutcome, end stream.TextEnd) []byte {
-	if reply.Thought {
-		it := r.resp.newReasoning()
-		it.text = []byte(reply.Reasoning)
-		if reply.Signature != "" {
-			it.EncryptedContent = &reply.Signature
-		}
-	}
-	text, calls := reply.Text, reply.Calls
-	if text != "" || len(calls) == 0 {
-		r.resp.newMessage().text = []byte(text)
-	}
-	for _, c := range calls {
-		r.resp.newCall(stream.ToolCallDelta{ID: c.ID, Name: c.Function.Name}).Arguments = c.Function.Arguments
-	}
-	r.end(out, end, reply.ReasoningTokens)
-	return r.store.keep(r.resp, r.p)
-}
+// Body is the whole response of a non-streaming request, framed by the
+// emitter without a connection (Emitter(nil)) and settled and kept by
+// End(nil, …).
+func (r *Relayed) Body() []byte { return r.body }
 
 // end fills in the output and the upstream's usage: completed, or
 // incomplete when the token limit cut it.
