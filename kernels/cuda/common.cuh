@@ -20,6 +20,7 @@
 #define T_Q5_K 13
 #define T_Q6_K 14
 #define T_BF16 30
+#define T_MXFP4 39
 
 // Block decoding is host-callable too, so hostcheck can test it on a machine
 // without a GPU.
@@ -139,6 +140,27 @@ SL_HD void dequant16(const uint8_t* row, int k0, float* out) {
             int q = hi ? byte >> 4 : byte & 15;
             if (T == T_Q5_K) q += ((b[16 + l0 + i] >> (2 * c + hi)) & 1) << 4;
             out[i] = d1 * (float)q - m1;
+        }
+    } else if (T == T_MXFP4) {
+        // 17-byte blocks of 32: an E8M0 exponent, then byte j holds element j
+        // (low nibble) and j+16 (high). Codes keep ggml's doubled values
+        // (kvalues_mxfp4) against the halved scale 2^(e-128), so each element
+        // is one exact product, bit for bit the CPU's (kernels/quant/mxfp4.go).
+        const uint8_t* b = row + (size_t)(k0 >> 5) * 17;
+        const int h = (k0 >> 4) & 1;
+        const uint32_t e = b[0];
+        union {
+            uint32_t u;
+            float f;
+        } d;
+        d.u = e < 2 ? 0x00200000u << e : (e - 1) << 23;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int q = h ? (b[1 + j] >> 4) : (b[1 + j] & 15);
+            // kvalues_mxfp4 {0,1,2,3,4,6,8,12} and their negatives, by arithmetic
+            // rather than a table (a local array would live in local memory)
+            const int m = q & 7, v = m < 2 ? m : (2 + (m & 1)) << ((m >> 1) - 1);
+            out[j] = (float)(q & 8 ? -v : v) * d.f;
         }
     } else if (T == T_Q6_K) {
         // 128-element halves; within one, quarter qr of 32 elements takes its

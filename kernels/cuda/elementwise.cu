@@ -34,6 +34,7 @@ GET_ROWS(q8_0, T_Q8_0)
 GET_ROWS(q4_k, T_Q4_K)
 GET_ROWS(q5_k, T_Q5_K)
 GET_ROWS(q6_k, T_Q6_K)
+GET_ROWS(mxfp4, T_MXFP4)
 
 // get_rows_f32_any copies F32 rows of any length (picking logit rows out of
 // the hidden state, where cols need not be a multiple of 16).

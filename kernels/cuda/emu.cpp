@@ -11,6 +11,7 @@
 #include "blas.cu"
 #include "deltanet.cu"
 #include "elementwise.cu"
+#include "gptoss.cu"
 #include "logprobs.cu"
 #include "mask.cu"
 #include "matmul.cu"
@@ -75,19 +76,20 @@ Kernel kernel(void (*f)(A...)) {
 }
 
 #define K(name) {#name, kernel(name)},
-#define TYPES(p) K(p##f16) K(p##bf16) K(p##q4_0) K(p##q4_1) K(p##q5_0) K(p##q5_1) K(p##q8_0) K(p##q4_k) K(p##q5_k) K(p##q6_k)
+#define TYPES(p) K(p##f16) K(p##bf16) K(p##q4_0) K(p##q4_1) K(p##q5_0) K(p##q5_1) K(p##q8_0) K(p##q4_k) K(p##q5_k) K(p##q6_k) K(p##mxfp4)
 #define GEMV(t) K(gemv_##t##_1) K(gemv_##t##_2) K(gemv_##t##_4) K(gemv_##t##_8) K(gemv_glu_##t##_1)
 
 const std::map<std::string, Kernel>& registry() {
     static const std::map<std::string, Kernel> r = {
         TYPES(get_rows_) K(get_rows_f32) K(get_rows_f32_any) K(rms_norm) K(add_rms_norm) K(rope) K(rope_kv) K(swiglu) K(add) K(kv_write)
-        GEMV(f32) GEMV(f16) GEMV(bf16) GEMV(q4_0) GEMV(q4_1) GEMV(q5_0) GEMV(q5_1) GEMV(q8_0) GEMV(q4_k) GEMV(q5_k) GEMV(q6_k)
+        GEMV(f32) GEMV(f16) GEMV(bf16) GEMV(q4_0) GEMV(q4_1) GEMV(q5_0) GEMV(q5_1) GEMV(q8_0) GEMV(q4_k) GEMV(q5_k) GEMV(q6_k) GEMV(mxfp4)
         TYPES(mma_) TYPES(skinny16_) TYPES(skinny32_) TYPES(skinny64_) K(paged_attention) K(paged_decode_64) K(paged_decode_80) K(paged_decode_96) K(paged_decode_128) K(paged_decode_256) K(paged_prefill_64) K(paged_prefill_80) K(paged_prefill_96) K(paged_prefill_128) K(sample)
         K(to_half_bf16) K(to_half_f16) K(bias_rows) // blas.cu
         K(head_rms_norm) K(geglu) K(scale_rows) K(moe_route) K(moe_scatter) K(zero_f32) K(soft_cap) K(capped_attention) K(gated_add) // modelops.cu
         K(mask_logits) // mask.cu
         K(topk_logprobs) // logprobs.cu
         K(dn_conv) K(dn_l2norm) K(dn_recur) K(dn_copy) K(sigmoid_mul) // deltanet.cu
+        K(sink_attention) K(oai_swiglu) // gptoss.cu
     };
     return r;
 }

@@ -386,6 +386,7 @@ GEMV_ALL(q8_0, T_Q8_0, 2, gemv_blocks, 1)
 GEMV_ALL(q4_k, T_Q4_K, 2, gemv_blocks, 1)
 GEMV_ALL(q5_k, T_Q5_K, 2, gemv_blocks, 1)
 GEMV_ALL(q6_k, T_Q6_K, 2, gemv_blocks, 1)
+GEMV_ALL(mxfp4, T_MXFP4, 2, gemv_blocks, 1)
 
 // ---- prefill / large batch: tensor-core tiles -----------------------------
 //
@@ -526,6 +527,7 @@ MMA(q8_0, T_Q8_0, false)
 MMA(q4_k, T_Q4_K, false)
 MMA(q5_k, T_Q5_K, false)
 MMA(q6_k, T_Q6_K, false)
+MMA(mxfp4, T_MXFP4, false)
 
 // ---- the 9–64-row middle: skinny tensor-core GEMM -------------------------
 //
@@ -636,7 +638,8 @@ static __device__ void skinny_gemm(float* dst, const float* x, const uint8_t* w,
     SKINNY(M, q8_0, T_Q8_0, false)                                                                                 \
     SKINNY(M, q4_k, T_Q4_K, false)                                                                                 \
     SKINNY(M, q5_k, T_Q5_K, false)                                                                                 \
-    SKINNY(M, q6_k, T_Q6_K, false)
+    SKINNY(M, q6_k, T_Q6_K, false)                                                                                 \
+    SKINNY(M, mxfp4, T_MXFP4, false)
 SKINNY_ALL(16)
 SKINNY_ALL(32)
 SKINNY_ALL(64)

@@ -112,6 +112,15 @@ func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStor
 	if !(cap > 0) {
 		return b.SlidingAttention(out, q, k, v, kv, layer, batch, scale, window)
 	}
+	return b.rowAttention("CappedAttention", "capped_attention", out, q, k, v, kv, layer, batch, scale, window, f32Arg(cap))
+}
+
+// rowAttention runs kernel, capped_attention or one of its kind
+// (gptoss.cu's sink_attention), for the op named what: a block per row and
+// head over the slots each row reads, its scores in scratch. The kernel
+// takes capped_attention's arguments, last the one given here (the cap, the
+// sinks).
+func (b *Backend) rowAttention(what, kernel string, out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, last arg) error {
 	store, ok := kv.(*kvStore)
 	if !ok {
 		return fmt.Errorf("cuda backend: KV store %T was not made by this backend", kv)
@@ -119,35 +128,35 @@ func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStor
 	cfg := store.cfg
 	n := len(batch.Tokens)
 	if len(batch.Positions) < n || len(batch.Slots) < n {
-		return fmt.Errorf("cuda backend: CappedAttention: %d rows with %d positions and %d slots", n, len(batch.Positions), len(batch.Slots))
+		return fmt.Errorf("cuda backend: %s: %d rows with %d positions and %d slots", what, n, len(batch.Positions), len(batch.Slots))
 	}
-	ot, err := f32Of(out, "CappedAttention out")
+	ot, err := f32Of(out, what+" out")
 	if err != nil {
 		return err
 	}
-	qt, err := f32Of(q, "CappedAttention q")
+	qt, err := f32Of(q, what+" q")
 	if err != nil {
 		return err
 	}
-	kt, err := f32Of(k, "CappedAttention k")
+	kt, err := f32Of(k, what+" k")
 	if err != nil {
 		return err
 	}
-	vt, err := f32Of(v, "CappedAttention v")
+	vt, err := f32Of(v, what+" v")
 	if err != nil {
 		return err
 	}
 	kvCols, qCols := cfg.KVHeads*cfg.HeadDim, qt.cols()
 	if kt.cols() != kvCols || vt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols ||
 		int64(n*qCols) > qt.elems() || int64(n*kvCols) > kt.elems() || int64(n*kvCols) > vt.elems() || int64(n*qCols) > ot.elems() {
-		return fmt.Errorf("cuda backend: CappedAttention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, cfg, n)
+		return fmt.Errorf("cuda backend: %s: q %v k %v out %v do not fit KV %+v with %d rows", what, qt.shape, kt.shape, ot.shape, cfg, n)
 	}
 	heads := qCols / cfg.HeadDim
 	if heads%cfg.KVHeads != 0 {
-		return fmt.Errorf("cuda backend: CappedAttention: %d query heads over %d KV heads", heads, cfg.KVHeads)
+		return fmt.Errorf("cuda backend: %s: %d query heads over %d KV heads", what, heads, cfg.KVHeads)
 	}
 	if layer < 0 || layer >= cfg.Layers {
-		return fmt.Errorf("cuda backend: CappedAttention: layer %d of %d", layer, cfg.Layers)
+		return fmt.Errorf("cuda backend: %s: layer %d of %d", what, layer, cfg.Layers)
 	}
 	if n == 0 {
 		return nil
@@ -181,11 +190,11 @@ func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStor
 		c := max(need, 2*s.cap)
 		t, err := b.Alloc(c)
 		if err != nil {
-			return fmt.Errorf("cuda backend: CappedAttention scratch: %w", err)
+			return fmt.Errorf("cuda backend: %s scratch: %w", what, err)
 		}
 		s.scores, s.cap = t, c
 	}
-	st, _ := f32Of(s.scores, "CappedAttention scratch")
+	st, _ := f32Of(s.scores, what+" scratch")
 	kc, vc := store.layer(layer)
 	slotsOff := b.step.push(wb.b.Slots)
 	if err := b.launch("kv_write", [3]int{n, 1, 1}, [3]int{128, 1, 1},
@@ -193,9 +202,9 @@ func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStor
 		return err
 	}
 	tabOff, rowsOff := b.step.push(wb.slots), b.step.push(s.rows)
-	return b.launch("capped_attention", [3]int{n, heads, 1}, [3]int{128, 1, 1},
+	return b.launch(kernel, [3]int{n, heads, 1}, [3]int{128, 1, 1},
 		ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(tabOff), tabArg(rowsOff), ptrArg(st.ptr),
-		arg{v: uint64(stride)}, intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), f32Arg(scale), f32Arg(cap))
+		arg{v: uint64(stride)}, intArg(heads), intArg(cfg.KVHeads), intArg(cfg.HeadDim), f32Arg(scale), last)
 }
 
 // windowBatch is SlidingAttention's rewritten batch, reused across calls.
@@ -362,6 +371,20 @@ type moeScratch struct {
 // projection (the backend's own MatMul on the expert's slice of the
 // weights), and the weighted result added into each row (moe_scatter).
 func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
+	return b.moeFFN(dst, x, logits, gate, up, down, n, k, norm, nil)
+}
+
+// oaiExperts are what gpt-oss's experts add to MoEFFN's (OAIMoEFFN):
+// per-expert biases ([experts, ffn] ×2, [experts, hidden]) and the clamped
+// SwiGLU's alpha and limit.
+type oaiExperts struct {
+	gateB, upB, downB *tensor
+	alpha, limit      float32
+}
+
+// moeFFN is MoEFFN, or with oai OAIMoEFFN: the biases go to each expert's
+// MatMuls (its row of each bias tensor) and oai_swiglu replaces SwiGLU.
+func (b *Backend) moeFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool, oai *oaiExperts) error {
 	d, err := f32Of(dst, "MoEFFN dst")
 	if err != nil {
 		return err
@@ -398,6 +421,9 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 		k <= 0 || k > experts || experts > moeMaxExperts:
 		return fmt.Errorf("cuda backend: MoEFFN: x %v logits %v gate %v down %v dst %v, %d rows, top %d (at most %d experts)",
 			xt.shape, lt.shape, gt.shape, wd.shape, d.shape, n, k, moeMaxExperts)
+	case oai != nil && (oai.gateB.elems() != int64(experts*ffn) || oai.upB.elems() != int64(experts*ffn) || oai.downB.elems() != int64(experts*hidden)):
+		return fmt.Errorf("cuda backend: OAIMoEFFN: biases %v %v %v for %d experts of %d and %d", oai.gateB.shape, oai.upB.shape, oai.downB.shape,
+			experts, ffn, hidden)
 	}
 	if n <= 0 {
 		return nil
@@ -442,12 +468,21 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 			continue
 		}
 		rows, ws := b.step.push(s.rows[e]), b.step.push(s.weights[e])
+		var gb, ub, db kernels.Tensor // nil interfaces, not nil *tensor, without biases
+		act := func() error { return b.SwiGLU(sg, sg, su, m) }
+		if oai != nil {
+			gb, ub, db = biasView(oai.gateB, e, ffn), biasView(oai.upB, e, ffn), biasView(oai.downB, e, hidden)
+			act = func() error {
+				return b.launch("oai_swiglu", elementGrid(int64(m*ffn)), [3]int{256, 1, 1}, ptrArg(sg.ptr), ptrArg(su.ptr),
+					arg{v: uint64(m * ffn)}, f32Arg(oai.alpha), f32Arg(oai.limit))
+			}
+		}
 		if err := firstErr(
 			b.launch("get_rows_f32_any", [3]int{m, 1, 1}, [3]int{128, 1, 1}, ptrArg(sx.ptr), ptrArg(xt.ptr), tabArg(rows), intArg(hidden)),
-			b.MatMul(sg, sx, expertView(gt, e), nil, m),
-			b.MatMul(su, sx, expertView(ut, e), nil, m),
-			b.SwiGLU(sg, sg, su, m),
-			b.MatMul(so, sg, expertView(wd, e), nil, m),
+			b.MatMul(sg, sx, expertView(gt, e), gb, m),
+			b.MatMul(su, sx, expertView(ut, e), ub, m),
+			act(),
+			b.MatMul(so, sg, expertView(wd, e), db, m),
 			b.launch("moe_scatter", [3]int{m, 1, 1}, [3]int{128, 1, 1}, ptrArg(d.ptr), ptrArg(so.ptr), tabArg(rows), tabArg(ws), intArg(hidden)),
 		); err != nil {
 			return err
@@ -495,6 +530,11 @@ func expertView(t *tensor, e int) *tensor {
 	rows, cols := t.shape[1], t.shape[2]
 	bytes := int64(rows) * int64(t.dtype.RowBytes(cols))
 	return &tensor{shape: []int{rows, cols}, dtype: t.dtype, ptr: t.ptr + devPtr(int64(e)*bytes), bytes: bytes}
+}
+
+// biasView is row e of an F32 [experts, cols] bias.
+func biasView(t *tensor, e, cols int) *tensor {
+	return &tensor{shape: []int{cols}, dtype: kernels.F32, ptr: t.ptr + devPtr(4*int64(e)*int64(cols)), bytes: 4 * int64(cols)}
 }
 
 // moeScratch returns the backend's MoE scratch, grown to hold n rows.

@@ -17,6 +17,7 @@ var kernelSuffix = map[kernels.DType]string{
 	kernels.F32: "f32", kernels.F16: "f16", kernels.BF16: "bf16",
 	kernels.Q4_0: "q4_0", kernels.Q4_1: "q4_1", kernels.Q5_0: "q5_0", kernels.Q5_1: "q5_1",
 	kernels.Q8_0: "q8_0", kernels.Q4_K: "q4_k", kernels.Q5_K: "q5_k", kernels.Q6_K: "q6_k",
+	kernels.MXFP4: "mxfp4",
 }
 
 func f32Of(t kernels.Tensor, what string) (*tensor, error) {

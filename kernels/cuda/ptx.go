@@ -16,7 +16,7 @@ import (
 var ptxFS embed.FS
 
 // modules are the PTX modules by name; each kernel is found in one of them.
-var modules = []string{"elementwise", "matmul", "attention", "sample", "blas", "mask", "modelops", "logprobs", "deltanet"}
+var modules = []string{"elementwise", "matmul", "attention", "sample", "blas", "mask", "modelops", "logprobs", "deltanet", "gptoss"}
 
 // readPTX returns module name's PTX: from dir when it is set (PTX built on
 // the GPU machine by a newer nvcc, e.g. for sm_90), else the embedded copy.

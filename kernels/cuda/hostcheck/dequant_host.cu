@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
 #define CASE(T) \
     case T: run<T>(row.data(), cols, out.data()); break;
         CASE(T_F32) CASE(T_F16) CASE(T_BF16) CASE(T_Q4_0) CASE(T_Q4_1) CASE(T_Q5_0) CASE(T_Q5_1) CASE(T_Q8_0)
-        CASE(T_Q4_K) CASE(T_Q5_K) CASE(T_Q6_K)
+        CASE(T_Q4_K) CASE(T_Q5_K) CASE(T_Q6_K) CASE(T_MXFP4)
     default:
         fprintf(stderr, "dequant_host: unknown type %d\n", type);
         return 2;

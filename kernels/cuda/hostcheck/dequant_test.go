@@ -74,3 +74,45 @@ func TestDequant16MatchesQuant(t *testing.T) {
 		}
 	}
 }
+
+// TestDequant16MXFP4BitExact decodes MXFP4 blocks of random bytes, every
+// exponent byte 0–255 among them (the two subnormal scales, and 255, which
+// ggml reads as 2^127 rather than NaN) and every code, and wants the CPU's
+// decode (quant.Dequantize, ggml's dequantize_row_mxfp4) bit for bit.
+func TestDequant16MXFP4BitExact(t *testing.T) {
+	bin := build(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	const blocks = 512
+	cols := 32 * blocks
+	row := make([]byte, blocks*quant.MXFP4BlockBytes)
+	for i := range row {
+		row[i] = byte(r.Uint32())
+	}
+	for b := range blocks {
+		row[b*quant.MXFP4BlockBytes] = byte(b) // exponent b mod 256: each twice
+	}
+	want := make([]float32, cols)
+	if err := quant.Dequantize(kernels.MXFP4, row, want); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, strconv.Itoa(int(kernels.MXFP4)), strconv.Itoa(cols))
+	cmd.Stdin = bytes.NewReader(row)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil || len(out) != 4*cols {
+		t.Fatalf("dequant_host: %v (%d bytes)", err, len(out))
+	}
+	bad := 0
+	for i := range want {
+		got := binary.LittleEndian.Uint32(out[4*i:])
+		if w := math.Float32bits(want[i]); got != w {
+			if bad++; bad <= 5 {
+				t.Errorf("element %d (block %d): dequant16 %#08x (%g), quant.Dequantize %#08x (%g)", i, i/32, got,
+					math.Float32frombits(got), w, want[i])
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d elements differ", bad, cols)
+	}
+}
