@@ -75,6 +75,10 @@ type Config struct {
 	// only to reproduce the naive servers' waste for the benchmark: the
 	// sequence keeps generating into the void.
 	AbortOnDisconnect bool
+	// LenientFields accepts request fields an endpoint does not know and
+	// lists them in the Sluice-Ignored-Fields header and the log; by
+	// default such a request is a 400 naming the field (fields.go).
+	LenientFields bool
 
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration

@@ -14,8 +14,8 @@ import (
 // and of vLLM's extensions that clients send, which this server does not
 // honour: a request that gives one a value that asks for something is
 // refused (400 unsupported_parameter naming it) rather than answered as if
-// the field had been honoured. Unknown fields are still ignored, as OpenAI
-// does. A field wireRequest declares is served, and drops out of the list
+// the field had been honoured. Fields in neither list are refused as
+// unknown (fields.go). A field wireRequest declares is served, and drops out of the list
 // (unservedFields), so the list can only shrink as support lands.
 //
 // neutral are the values that ask for nothing, spelled as JSON, besides

@@ -12,8 +12,11 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// wireRequest is the JSON body of both endpoints. Unknown fields are ignored
-// as OpenAI does; pointer fields distinguish "absent or null" from zero.
+// wireRequest is the JSON body of both endpoints. A field it does not
+// declare is refused before parsing (fields.go); each declared one is
+// honoured, refused when it asks for what Sluice cannot do (refused.go),
+// or a hint (wirefields.Hints). Pointer fields distinguish "absent or
+// null" from zero.
 // Messages are decoded one by one, so an error can name the index.
 type wireRequest struct {
 	Model               string            `json:"model"`
@@ -59,6 +62,15 @@ type wireRequest struct {
 	ReasoningEffort    *string                    `json:"reasoning_effort"`
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 
+	// llama-server's output constraints: a GBNF grammar, and a JSON Schema
+	// (stream.GenRequest.SetGBNF, SetJSONSchema).
+	Grammar    json.RawMessage `json:"grammar"`
+	JSONSchema json.RawMessage `json:"json_schema"`
+
+	// Hints (wirefields.Hints): OpenAI's fields Sluice has nothing to do with.
+	PromptCacheKey   *string `json:"prompt_cache_key"`
+	SafetyIdentifier *string `json:"safety_identifier"`
+
 	// vLLM's prompt and template extensions (request_ext.go).
 	wireExtensions
 }
@@ -98,6 +110,14 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 	if err := refuseUnserved(body, chat); err != nil {
 		return nil, err
 	}
+	// Each endpoint's input field on the other is a mistake to name, not
+	// to ignore.
+	if chat && httpedge.Present(wr.Prompt) {
+		return nil, stream.InvalidParam("prompt", "prompt is the input of /v1/completions; chat takes messages")
+	}
+	if !chat && httpedge.Present(wr.Messages) {
+		return nil, stream.InvalidParam("messages", "messages are the input of /v1/chat/completions; completions take a prompt")
+	}
 	g := &stream.GenRequest{Model: wr.Model, Chat: chat}
 	if chat {
 		msgs, err := messages(wr.Messages)
@@ -135,12 +155,25 @@ func parseRequest(body []byte, chat bool) (*stream.GenRequest, error) {
 	if err := g.SetStructuredOutputs(wr.StructuredOutputs); err != nil {
 		return nil, err
 	}
+	if err := g.SetGBNF(wr.Grammar); err != nil {
+		return nil, err
+	}
+	if err := g.SetJSONSchema(wr.JSONSchema); err != nil {
+		return nil, err
+	}
 	if chat {
 		if err := g.SetTools(wr.Tools, wr.ToolChoice, wr.ParallelToolCalls); err != nil {
 			return nil, err
 		}
-	} else if wr.Tools != nil || wr.ToolChoice != nil || wr.ParallelToolCalls != nil {
-		return nil, stream.InvalidParam("tools", "tools are only allowed in chat completions")
+	} else {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"tools", wr.Tools != nil}, {"tool_choice", wr.ToolChoice != nil}, {"parallel_tool_calls", wr.ParallelToolCalls != nil}} {
+			if f.set {
+				return nil, stream.InvalidParam(f.name, "%s: tools are only allowed in chat completions", f.name)
+			}
+		}
 	}
 	if err := setAllowSpecial(g, wr.AllowSpecialTokens); err != nil {
 		return nil, err

@@ -60,6 +60,9 @@ func (s *Server) guard(h http.HandlerFunc, refuse func(http.ResponseWriter, erro
 			refuse(w, stream.ErrUnauthorized)
 			return
 		}
+		if !s.checkFields(w, r, refuse) { // fields.go
+			return
+		}
 		h(w, r.WithContext(s.keys.WithTenant(r.Context(), tenant)))
 	})
 }

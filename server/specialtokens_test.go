@@ -85,7 +85,7 @@ func TestSmolControlCharacters(t *testing.T) {
 		t.Errorf("with a NUL: %d tokens, %d turns; without: %d, %d", len(with), count(with, 1), len(without), count(without, 1))
 	}
 	for _, path := range []string{"/v1/chat/completions", "/tokenize", "/v1/messages/count_tokens"} {
-		status, body := post(h, path, `{"messages":[{"role":"user","content":"ok"},{"role":"user","content":"x\u0004"}],"max_tokens":1}`)
+		status, body := post(h, path, `{"messages":[{"role":"user","content":"ok"},{"role":"user","content":"x\u0004"}]}`)
 		if status != 400 || !strings.Contains(body, "messages[1].content") || !strings.Contains(body, "U+0004") {
 			t.Errorf("%s: %d %s", path, status, body)
 		}

@@ -80,6 +80,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "a request body not received within this is refused with 408; responses are not bounded by it (0 = none)")
 	fs.BoolVar(&cfg.AbortOnDisconnect, "abort-on-disconnect", cfg.AbortOnDisconnect,
 		"abort a sequence when its client leaves (false only reproduces naive servers' waste, for benchmarks)")
+	fs.BoolVar(&cfg.LenientFields, "lenient-fields", cfg.LenientFields, "accept request fields an endpoint does not know, listing them in the Sluice-Ignored-Fields response header and the log (default: 400 naming the field)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM, how long open streams may finish")
 	fs.DurationVar(&cfg.DrainDelay, "drain-delay", cfg.DrainDelay, "on SIGTERM, answer /ready with 503 and keep serving this long before closing the listener, so a router stops sending first (0 = close at once)")
 	fs.DurationVar(&cfg.HealthStepTimeout, "health-step-timeout", cfg.HealthStepTimeout, "/health answers 503 when the engine has work and has not finished a step for this long: a wedged loop the liveness probe should restart (0 = off)")

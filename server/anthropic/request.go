@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/internal/wirefields"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
 // wireRequest is the body of POST /v1/messages and /v1/messages/count_tokens.
-// Unknown fields are ignored, as Anthropic's API does; the fields below that
+// A field it does not declare is refused before parsing (the server's
+// fields.go; Anthropic's API ignores some), and the fields below that
 // Sluice cannot honour are refused when present (refusals lists them).
 type wireRequest struct {
 	Model         string          `json:"model"`
@@ -253,3 +256,7 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// KnownFields are the top-level fields of a Messages body (and of
+// count_tokens'); the server refuses any other (wirefields).
+func KnownFields() map[string]bool { return wirefields.Known(reflect.TypeFor[wireRequest]()) }

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
+	"github.com/sluicehq/sluice/server/internal/wirefields"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// wireRequest is the body of POST /v1/responses. Unknown fields are ignored
-// as OpenAI does; every known field is honoured or refused (refusals).
+// wireRequest is the body of POST /v1/responses. A field it does not
+// declare is refused before parsing (the server's fields.go); every
+// declared one is honoured, refused (refusals), or a hint
+// (wirefields.Hints).
 type wireRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -292,3 +296,7 @@ func partsText(raw json.RawMessage, param string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// KnownFields are the top-level fields of a Responses body; the server
+// refuses any other (wirefields).
+func KnownFields() map[string]bool { return wirefields.Known(reflect.TypeFor[wireRequest]()) }

@@ -47,9 +47,14 @@ func (g *GenRequest) SetResponseFormat(raw json.RawMessage) error {
 	var rf struct {
 		Type       string          `json:"type"`
 		JSONSchema json.RawMessage `json:"json_schema"`
+		// Schema with json_object is llama-server's spelling of a schema.
+		Schema json.RawMessage `json:"schema"`
 	}
 	if err := strictDecode(raw, &rf); err != nil {
 		return InvalidParam(param, "%s: %v", param, err)
+	}
+	if !absent(rf.Schema) && rf.Type != "json_object" {
+		return InvalidParam(param+".schema", "%s.schema is only allowed with type json_object (llama.cpp's form; OpenAI's is json_schema.schema)", param)
 	}
 	switch rf.Type {
 	case "text":
@@ -60,6 +65,9 @@ func (g *GenRequest) SetResponseFormat(raw json.RawMessage) error {
 	case "json_object":
 		if !absent(rf.JSONSchema) {
 			return InvalidParam(param+".json_schema", "%s.json_schema is only allowed with type json_schema", param)
+		}
+		if !absent(rf.Schema) {
+			return g.setGrammar(param+".schema", grammar.Grammar{Kind: grammar.JSONSchema, Data: string(rf.Schema)})
 		}
 		return g.setGrammar(param, grammar.Grammar{Kind: grammar.JSONObject})
 	case "json_schema":
@@ -145,6 +153,42 @@ func (g *GenRequest) SetStructuredOutputs(raw json.RawMessage) error {
 		return g.setGrammar(p, gr)
 	}
 	return InvalidParam(param, "%s sets %s: choose one", param, strings.Join(set, " and "))
+}
+
+// SetGBNF reads llama-server's grammar: a GBNF grammar as a string,
+// converted to llguidance's Lark here, so a syntax error is a 400 naming
+// grammar with the GBNF parser's message. "" is no grammar, as in
+// llama-server.
+func (g *GenRequest) SetGBNF(raw json.RawMessage) error {
+	const param = "grammar"
+	if absent(raw) {
+		return nil
+	}
+	var src string
+	if err := json.Unmarshal(raw, &src); err != nil {
+		return InvalidParam(param, "%s must be a string (a GBNF grammar)", param)
+	}
+	if src == "" {
+		return nil
+	}
+	gr, err := grammar.FromGBNF(src)
+	if err != nil {
+		return InvalidParam(param, "%s: %v", param, err)
+	}
+	return g.setGrammar(param, gr)
+}
+
+// SetJSONSchema reads llama-server's top-level json_schema: a JSON Schema
+// the output must match (an object or a boolean, as JSON Schema allows).
+func (g *GenRequest) SetJSONSchema(raw json.RawMessage) error {
+	const param = "json_schema"
+	if absent(raw) {
+		return nil
+	}
+	if t := bytes.TrimSpace(raw); t[0] != '{' && string(t) != "true" && string(t) != "false" {
+		return InvalidParam(param, "%s must be a JSON Schema (an object)", param)
+	}
+	return g.setGrammar(param, grammar.Grammar{Kind: grammar.JSONSchema, Data: string(raw)})
 }
 
 func (g *GenRequest) setGrammar(param string, gr grammar.Grammar) error {
