@@ -107,10 +107,22 @@ func (e reasoned) ToolCall(d stream.ToolCallDelta) error {
 	if !ok {
 		return fmt.Errorf("%w: the upstream sent reasoning this API cannot carry", stream.ErrUpstreamMalformed)
 	}
-	if d.Index == relay.SignatureIndex {
+	switch d.Index {
+	case relay.SignatureIndex:
 		return r.Signed(d.Arguments)
+	case relay.RedactedIndex:
+		if rr, ok := r.(relayRedactor); ok {
+			return rr.Redacted(d.Arguments)
+		}
+		return fmt.Errorf("%w: the upstream sent redacted thinking this API cannot carry", stream.ErrUpstreamMalformed)
 	}
 	return r.Reasoning(d.Arguments)
+}
+
+// relayRedactor is an edge emitter that carries an upstream's redacted
+// thinking (Messages' redacted_thinking blocks) as it came.
+type relayRedactor interface {
+	Redacted(data string) error
 }
 
 // end is what the upstream said at its end, with the stop string matched

@@ -145,6 +145,8 @@ func (b *block) json() map[string]any {
 			shown = ""
 		}
 		return map[string]any{"type": "thinking", "thinking": shown, "signature": b.signature()}
+	case "redacted_thinking": // relayed only: text is the upstream's data
+		return map[string]any{"type": "redacted_thinking", "data": string(b.text)}
 	}
 	input := json.RawMessage(b.text)
 	if !json.Valid(input) {
@@ -267,6 +269,8 @@ func (e *emitter) openBlock(b *block) {
 		start = map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}
 	case "thinking":
 		start = map[string]any{"type": "thinking", "thinking": "", "signature": ""}
+	case "redacted_thinking":
+		start = b.json()
 	}
 	e.event("content_block_start", map[string]any{"type": "content_block_start", "index": len(m.blocks) - 1,
 		"content_block": start})

@@ -78,6 +78,15 @@ func (e relayEmitter) Reasoning(text string) error {
 	return e.emitter.Reasoning(text)
 }
 
+// Redacted passes on the upstream's redacted_thinking block as it came:
+// its data is the upstream's own encryption of the thinking, which the
+// client must send back unchanged. (A local model's thinking is never
+// redacted.)
+func (e relayEmitter) Redacted(data string) error {
+	e.openBlock(&block{typ: "redacted_thinking", text: []byte(data)})
+	return e.err()
+}
+
 // Signed sets the upstream's signature on the thinking block, written by
 // its signature_delta when the block closes.
 func (e relayEmitter) Signed(sig string) error {

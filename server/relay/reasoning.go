@@ -25,6 +25,9 @@ const (
 	// so far (a Messages signature, a Responses encrypted_content), which
 	// the client gets unchanged so that it round-trips to that upstream.
 	SignatureIndex = -2
+	// RedactedIndex: Arguments is a Messages redacted_thinking block's
+	// data, which the client must send back as it came.
+	RedactedIndex = -3
 )
 
 // reasoningDelta is an event carrying reasoning text (raw: a JSON string,

@@ -44,7 +44,7 @@ func anthropicOmitted(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
 }
 
 // anthropicInterleaved is Anthropic's interleaved thinking: a thinking
-// block before each step, each with its own signature.
+// block before each step, each with its own signature, and a redacted one.
 func anthropicInterleaved(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
 	sseHeader(w)
 	named(w, "message_start", `{"type":"message_start","message":{"usage":{"input_tokens":7}}}`)
@@ -52,15 +52,18 @@ func anthropicInterleaved(w http.ResponseWriter, _ *http.Request, _ *fakeUpstrea
 		{"thinking", `{"type":"thinking","thinking":"","signature":""}`, `{"type":"thinking_delta","thinking":"First."}`},
 		{"thinking", "", `{"type":"signature_delta","signature":"sigOne"}`},
 		{"tool_use", `{"type":"tool_use","id":"toolu_1","name":"look","input":{}}`, `{"type":"input_json_delta","partial_json":"{}"}`},
+		{"redacted_thinking", `{"type":"redacted_thinking","data":"EmwKAhgBupstreamData"}`, ""},
 		{"thinking", `{"type":"thinking","thinking":"","signature":""}`, `{"type":"thinking_delta","thinking":"Then."}`},
 		{"thinking", "", `{"type":"signature_delta","signature":"sigTwo"}`},
 		{"text", `{"type":"text","text":""}`, `{"type":"text_delta","text":"Done."}`},
 	} {
-		n := map[int]int{0: 0, 1: 0, 2: 1, 3: 2, 4: 2, 5: 3}[i]
+		n := map[int]int{0: 0, 1: 0, 2: 1, 3: 2, 4: 3, 5: 3, 6: 4}[i]
 		if b.start != "" {
 			named(w, "content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":%s}`, n, b.start))
 		}
-		named(w, "content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":%s}`, n, b.delta))
+		if b.delta != "" {
+			named(w, "content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":%s}`, n, b.delta))
+		}
 	}
 	named(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9}}`)
 	named(w, "message_stop", `{"type":"message_stop"}`)
@@ -196,19 +199,48 @@ func TestRelayReasoningShapes(t *testing.T) {
 		}
 	})
 	t.Run("messages interleaved thinking", func(t *testing.T) {
-		// Whole, each thinking block keeps its place and its own
-		// signature, as streamed.
+		// Each thinking block keeps its place and its own signature, and
+		// the redacted one its data, whole and streamed.
 		rig := newRelay(t, newFake(t, anthropicInterleaved), fast)
-		whole, _ := relayed(t, rig.url, "/v1/messages", `{"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},`+
-			`"tools":[{"name":"look","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Ok?"}]}`)
+		body := `{"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},` +
+			`"tools":[{"name":"look","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Ok?"}]`
+		show := func(b any) string {
+			return fmt.Sprintf("%v %v%v%v%v", at(b, "type"), at(b, "thinking"), at(b, "signature"), at(b, "data"), at(b, "text"))
+		}
+		want := "thinking First.sigOne<nil><nil>|tool_use <nil><nil><nil><nil>|redacted_thinking <nil><nil>EmwKAhgBupstreamData<nil>|" +
+			"thinking Then.sigTwo<nil><nil>|text <nil><nil><nil>Done."
+		whole, _ := relayed(t, rig.url, "/v1/messages", body+`}`)
 		var got []string
 		for i := 0; at(whole, fmt.Sprintf("content.%d", i)) != nil; i++ {
-			b := at(whole, fmt.Sprintf("content.%d", i))
-			got = append(got, fmt.Sprintf("%v %v%v%v", at(b, "type"), at(b, "thinking"), at(b, "signature"), at(b, "text")))
+			got = append(got, show(at(whole, fmt.Sprintf("content.%d", i))))
 		}
-		want := "thinking First.sigOne<nil>|tool_use <nil><nil><nil>|thinking Then.sigTwo<nil>|text <nil><nil>Done."
 		if strings.Join(got, "|") != want {
 			t.Errorf("whole: %s, want %s", strings.Join(got, "|"), want)
+		}
+		// Streamed: each block's start, its deltas' text and signature
+		// added up.
+		_, evs := relayed(t, rig.url, "/v1/messages", body+`,"stream":true}`)
+		var blocks []map[string]any
+		for _, ev := range evs {
+			switch at(ev, "type") {
+			case "content_block_start":
+				blocks = append(blocks, at(ev, "content_block").(map[string]any))
+			case "content_block_delta":
+				b, d := blocks[len(blocks)-1], at(ev, "delta").(map[string]any)
+				for k, v := range d {
+					if s, ok := v.(string); ok && k != "type" && k != "partial_json" {
+						prev, _ := b[k].(string)
+						b[k] = prev + s
+					}
+				}
+			}
+		}
+		got = got[:0]
+		for _, b := range blocks {
+			got = append(got, show(b))
+		}
+		if strings.Join(got, "|") != want {
+			t.Errorf("stream: %s, want %s", strings.Join(got, "|"), want)
 		}
 	})
 	t.Run("responses summary", func(t *testing.T) {

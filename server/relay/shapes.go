@@ -70,6 +70,7 @@ type messagesEvent struct {
 		Type string `json:"type"`
 		ID   string `json:"id"`
 		Name string `json:"name"`
+		Data string `json:"data"` // redacted_thinking
 	} `json:"content_block"`
 	Delta *struct {
 		Type         string          `json:"type"`
@@ -117,6 +118,10 @@ func (p *parser) messages(data []byte) (ev stream.TextEvent, send, done bool, er
 		// display omitted it has none, only its signature.
 		if b := e.ContentBlock; b != nil && b.Type == "thinking" {
 			return p.reasoningEvent(ReasoningIndex, ""), true, false, nil
+		}
+		// Redacted thinking comes whole in its start.
+		if b := e.ContentBlock; b != nil && b.Type == "redacted_thinking" {
+			return p.reasoningEvent(RedactedIndex, b.Data), true, false, nil
 		}
 	case "content_block_delta":
 		switch {
