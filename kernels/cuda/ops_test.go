@@ -137,7 +137,7 @@ func must(t *testing.T, errs ...error) {
 }
 
 var weightTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.Q4_0, kernels.Q4_1,
-	kernels.Q5_0, kernels.Q5_1, kernels.Q8_0, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K}
+	kernels.Q5_0, kernels.Q5_1, kernels.Q8_0, kernels.Q4_K, kernels.Q5_K, kernels.Q6_K, kernels.MXFP4}
 
 func TestGetRows(t *testing.T) {
 	p := newPair(t)
