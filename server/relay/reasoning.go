@@ -37,12 +37,13 @@ func (p *parser) reasoningDelta(raw json.RawMessage, data []byte) (ev stream.Tex
 	if !ok {
 		return p.malformed("the reasoning is not a string: %.120q", data)
 	}
-	return p.reasoningEvent(ReasoningIndex, p.rjoiner.Add(b)), true, false, nil
+	text := p.rjoiner.Add(b)
+	p.timing(text != "") // reasoning is output: it times TTFT and ITL as text does
+	return p.reasoningEvent(ReasoningIndex, text), true, false, nil
 }
 
 // reasoningEvent is an event of one reasoning delta.
 func (p *parser) reasoningEvent(index int, s string) stream.TextEvent {
-	p.timing(s != "" && index == ReasoningIndex)
 	return stream.TextEvent{Seq: p.seq, Tools: []stream.ToolCallDelta{{Index: index, Arguments: s}}}
 }
 

@@ -174,6 +174,14 @@ func TestRelayReasoningShapes(t *testing.T) {
 		if reasoning != "Hmm, fine." || content != "Yes." || strings.Contains(strings.TrimLeft(order, "r"), "r") || tokens != 3.0 {
 			t.Errorf("stream: reasoning %q, content %q, order %s, reasoning tokens %v", reasoning, content, order, tokens)
 		}
+		// Reasoning is output: each of the 3 chunks times once (TTFT, then
+		// 2 ITLs), in each of the 2 requests.
+		host := mustHost(t, rig.up.URL)
+		fams := scrape(t, rig)
+		if ttft, itl := fams.Value(t, "sluice_relay_time_to_first_token_seconds", "upstream", host),
+			fams.Value(t, "sluice_relay_inter_token_latency_seconds", "upstream", host); ttft != 2 || itl != 4 {
+			t.Errorf("%v TTFT and %v ITL observations, want 2 and 4", ttft, itl)
+		}
 	})
 	t.Run("messages omitted thinking", func(t *testing.T) {
 		rig := newRelay(t, newFake(t, anthropicOmitted), fast)
