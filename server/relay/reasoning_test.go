@@ -251,6 +251,30 @@ func TestRelayReasoningShapes(t *testing.T) {
 			t.Errorf("stream: %s, want %s", strings.Join(got, "|"), want)
 		}
 	})
+	t.Run("responses encrypted only", func(t *testing.T) {
+		// A reasoning item with no text shown, only its encrypted_content:
+		// its summary part is announced before it is done, as the SDKs
+		// expect of every part.
+		rig := newRelay(t, newFake(t, func(w http.ResponseWriter, _ *http.Request, _ *fakeUpstream) {
+			sseHeader(w)
+			named(w, "response.output_item.added", `{"type":"response.output_item.added","output_index":0,"item":{"type":"reasoning","id":"rs_up"}}`)
+			named(w, "response.output_item.done", `{"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","encrypted_content":"gAAAAonly"}}`)
+			named(w, "response.output_text.delta", `{"type":"response.output_text.delta","output_index":0,"delta":"Yes."}`)
+			named(w, "response.completed", `{"type":"response.completed","response":{}}`)
+		}), fast)
+		_, evs := relayed(t, rig.url, "/v1/responses", `{"model":"m","input":"Ok?","reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"],"stream":true}`)
+		var got []string
+		for _, ev := range evs {
+			if typ := at(ev, "type").(string); strings.Contains(typ, "summary_part") || at(ev, "item.type") == "reasoning" {
+				got = append(got, fmt.Sprintf("%s %v", typ, at(ev, "item.encrypted_content")))
+			}
+		}
+		want := "response.output_item.added <nil>|response.reasoning_summary_part.added <nil>|" +
+			"response.reasoning_summary_part.done <nil>|response.output_item.done gAAAAonly"
+		if strings.Join(got, "|") != want {
+			t.Errorf("stream: %s, want %s", strings.Join(got, "|"), want)
+		}
+	})
 	t.Run("responses summary", func(t *testing.T) {
 		rig := newRelay(t, newFake(t, openaiSummary), fast)
 		body := `{"model":"m","input":"Ok?","reasoning":{"summary":"auto"},"include":["reasoning.encrypted_content"]`

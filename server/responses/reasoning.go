@@ -118,17 +118,7 @@ func (e *emitter) Reasoning(text string) error {
 	if text == "" {
 		return e.err()
 	}
-	it, ok := e.open.(*reasoningItem)
-	if !ok {
-		e.closeOpen("completed")
-		it = e.resp.newReasoning()
-		e.open, e.index = it, len(e.resp.Output)-1
-		e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": it})
-		if e.resp.summarized() {
-			e.event("response.reasoning_summary_part.added", map[string]any{"output_index": e.index, "summary_index": 0,
-				"item_id": it.ID, "part": reasoningPart{Type: "summary_text"}})
-		}
-	}
+	it := e.reasoning()
 	it.text = append(it.text, text...)
 	e.event("response.reasoning_text.delta", map[string]any{"output_index": e.index, "content_index": 0,
 		"item_id": it.ID, "delta": text})
@@ -137,6 +127,23 @@ func (e *emitter) Reasoning(text string) error {
 			"item_id": it.ID, "delta": text})
 	}
 	return e.err()
+}
+
+// reasoning is the open reasoning item, opened (its added events written)
+// unless it is.
+func (e *emitter) reasoning() *reasoningItem {
+	if it, ok := e.open.(*reasoningItem); ok {
+		return it
+	}
+	e.closeOpen("completed")
+	it := e.resp.newReasoning()
+	e.open, e.index = it, len(e.resp.Output)-1
+	e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": it})
+	if e.resp.summarized() {
+		e.event("response.reasoning_summary_part.added", map[string]any{"output_index": e.index, "summary_index": 0,
+			"item_id": it.ID, "part": reasoningPart{Type: "summary_text"}})
+	}
+	return it
 }
 
 // closeReasoning writes the done events of a reasoning item.

@@ -118,14 +118,7 @@ type relayEmitter struct{ *emitter }
 // Signed sets the upstream's encrypted_content on the reasoning item,
 // opening one if its reasoning showed no text (no summary asked).
 func (e relayEmitter) Signed(sig string) error {
-	it, ok := e.open.(*reasoningItem)
-	if !ok {
-		e.closeOpen("completed")
-		it = e.resp.newReasoning()
-		e.open, e.index = it, len(e.resp.Output)-1
-		e.event("response.output_item.added", map[string]any{"output_index": e.index, "item": it})
-	}
-	it.EncryptedContent = &sig
+	e.reasoning().EncryptedContent = &sig
 	return e.err()
 }
 
