@@ -240,6 +240,10 @@ func (a tokAdapter) ChatPrompt(msgs []stream.ChatMessage) (string, error) {
 	return a.t.ApplyChatTemplate(tm, true)
 }
 
+// GenerationPrompt is what the template appends for the assistant's turn
+// (stream.GenerationPrompter: add_generation_prompt false).
+func (a tokAdapter) GenerationPrompt() (string, error) { return a.t.GenerationPrompt() }
+
 func (a tokAdapter) NewDetokenizer() stream.Detokenizer { return a.t.NewDecoder() }
 
 // NewDetokenizerAfter gives the decoder the prompt's last tokens as context.

@@ -54,8 +54,11 @@ type chatFramer struct {
 func newChatFramer(g *stream.GenRequest, h httpedge.Head) *chatFramer {
 	f := &chatFramer{g: g, h: h, format: newChunkFormat(g.Chat, h.ID, h.Model, time.Now().Unix())}
 	f.format.lp = newLogprobFormat(h.Backend.Tokenizer, g)
-	if g.Echo {
-		f.echo = echoText(h.Backend, h.Req) // echo.go
+	switch {
+	case g.Echo && g.Chat:
+		f.echo = chatEcho(g) // echo.go
+	case g.Echo:
+		f.echo = echoText(h.Backend, h.Req)
 	}
 	if g.ContinuousUsage {
 		f.format.soFar = func() Usage {
@@ -114,6 +117,9 @@ func (f *chatFramer) Start() {
 	case f.sw == nil:
 	case f.g.Chat:
 		f.sw.role()
+		if f.echo != "" {
+			_ = f.sw.Text(f.echo, nil)
+		}
 	case f.g.Echo && f.g.Logprobs:
 		f.echoDue = true // with the prompt's logprobs, once they are computed
 	case f.g.Echo:

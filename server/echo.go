@@ -6,10 +6,13 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// echo reads completions' echo, and vLLM's prompt extensions beside it
-// (request_ext.go). On chat echo is refused (vLLM's chat echo, the last
-// message repeated, is not served). Beside logprobs the prompt's tokens and
-// logprobs lead the choice's logprobs, as OpenAI's legacy API gives them.
+// echo reads echo, and vLLM's prompt extensions beside it
+// (request_ext.go). On completions the prompt's text leads the completion;
+// beside logprobs the prompt's tokens and logprobs lead the choice's
+// logprobs, as OpenAI's legacy API gives them. On chat (vLLM's) the final
+// message's content leads the reply when that message is the assistant's,
+// the one a continue_final_message reply continues; after another role's
+// there is nothing of the reply's to repeat.
 func (wr *wireRequest) echo(chat, logprobs bool, g *stream.GenRequest) error {
 	if err := wr.extensions(chat, g); err != nil {
 		return err
@@ -18,7 +21,11 @@ func (wr *wireRequest) echo(chat, logprobs bool, g *stream.GenRequest) error {
 		return nil
 	}
 	if chat {
-		return httpedge.Unsupported("echo", "echo is not supported on chat completions")
+		if wr.N != nil && *wr.N > 1 { // the several-choices adapter echoes completions' prompts only
+			return httpedge.Unsupported("echo", "echo on chat with n > 1 is not supported")
+		}
+		g.Echo = true
+		return nil
 	}
 	if logprobs {
 		if err := wr.echoLogprobs(g); err != nil {
@@ -27,6 +34,15 @@ func (wr *wireRequest) echo(chat, logprobs bool, g *stream.GenRequest) error {
 	}
 	g.Echo = true
 	return nil
+}
+
+// chatEcho is what echo repeats of a chat: the final message's content
+// when it is the assistant's.
+func chatEcho(g *stream.GenRequest) string {
+	if m := g.Messages[len(g.Messages)-1]; m.Role == "assistant" {
+		return m.Content
+	}
+	return ""
 }
 
 // echoText is the prompt as text: the tokens decoded as generated text is

@@ -59,10 +59,10 @@ var chatSamples = map[string]fieldSample{
 	"chat_template_kwargs":  {chat: `{"enable_thinking":false}`},
 	"add_special_tokens":    {},
 	// vLLM's prompt extensions (request_ext.go), once declared.
-	"prompt_logprobs":        {chat: `1`, cmpl: `1`},
+	"prompt_logprobs":        {chat: `1`, cmpl: `1`, needs: `"stream":false`}, // vLLM refuses them on a stream
 	"truncate_prompt_tokens": {chat: `1`, cmpl: `1`},
 	"add_generation_prompt":  {chat: `false`},
-	"continue_final_message": {chat: `true`, needs: `"add_generation_prompt":false`},
+	"continue_final_message": {chat: `true`, needs: `"add_generation_prompt":false,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"He"}]`}, // continues the assistant's
 }
 
 // TestChatFieldsNotDropped walks every top-level field a chat or

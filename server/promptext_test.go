@@ -1,12 +1,19 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/loader"
+	"github.com/sluicehq/sluice/models/modeltest"
 )
 
 // sseData is the data payloads of an SSE body, [DONE] left out.
@@ -291,5 +298,119 @@ func TestTruncatePromptTokensHTTP(t *testing.T) {
 		if got := errParam(t, h, body); got != "truncate_prompt_tokens" {
 			t.Errorf("%s: param %q", n, got)
 		}
+	}
+}
+
+// tinyServerTemplate is tinyServer with another chat template.
+func tinyServerTemplate(tb testing.TB, template string) http.Handler {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "tiny.gguf")
+	if err := modeltest.WriteGGUF(path, tinySpec, kernels.F32); err != nil {
+		tb.Fatal(err)
+	}
+	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 64, MaxSeqs: 8, ChatTemplate: template})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = model.Close(context.Background()) })
+	cfg := DefaultConfig()
+	cfg.ModelID = testModel
+	srv, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.SetBackend(model.Backend()); err != nil {
+		tb.Fatal(err)
+	}
+	return srv.HTTPServer().Handler
+}
+
+// promptText is the prompt as prompt_logprobs 0 shows it: each token after
+// the first, in order (one entry per position).
+func promptText(t *testing.T, h http.Handler, body string) (string, string) {
+	t.Helper()
+	code, resp := post(h, pathFor(body), body)
+	var r struct {
+		PromptLogprobs []promptEntry `json:"prompt_logprobs"`
+		Choices        []struct {
+			Message struct{ Content string }
+		}
+	}
+	if code != 200 || json.Unmarshal([]byte(resp), &r) != nil || len(r.Choices) != 1 {
+		t.Fatalf("%s: %d %s", body, code, resp)
+	}
+	var b strings.Builder
+	for _, e := range r.PromptLogprobs[1:] {
+		for _, v := range e {
+			b.WriteString(*v.DecodedToken)
+		}
+	}
+	return b.String(), r.Choices[0].Message.Content
+}
+
+// TestContinueFinalMessageHTTP: add_generation_prompt false with
+// continue_final_message true ends the prompt with the assistant's text (no
+// end of turn, no new turn), and echo repeats that text before the reply,
+// whole and streamed; add_generation_prompt false alone ends it after the
+// final turn; vLLM's rules are 400s naming the field.
+func TestContinueFinalMessageHTTP(t *testing.T) {
+	h := tinyServer(t)
+	const msgs = `"messages":[{"role":"user","content":"Name an animal."},{"role":"assistant","content":"The quick brown"}]`
+	prompt, reply := promptText(t, h, `{`+msgs+`,"add_generation_prompt":false,"continue_final_message":true,"echo":true,"max_tokens":3,"prompt_logprobs":0}`)
+	if !strings.HasSuffix(prompt, "<|im_start|>assistant\nThe quick brown") || !strings.HasPrefix(reply, "The quick brown") {
+		t.Errorf("continued prompt %q, reply %q", prompt, reply)
+	}
+	plain, reply := promptText(t, h, `{`+msgs+`,"max_tokens":3,"prompt_logprobs":0}`)
+	if !strings.HasSuffix(plain, "The quick brown<|im_end|>\n<|im_start|>assistant\n") || strings.HasPrefix(reply, "The quick brown") {
+		t.Errorf("plain prompt %q, reply %q", plain, reply)
+	}
+	closed, _ := promptText(t, h, `{`+msgs+`,"add_generation_prompt":false,"max_tokens":3,"prompt_logprobs":0}`)
+	if closed != strings.TrimSuffix(plain, "<|im_start|>assistant\n") {
+		t.Errorf("without the generation prompt %q, with it %q", closed, plain)
+	}
+	code, body := post(h, "/v1/chat/completions", `{`+msgs+`,"add_generation_prompt":false,"continue_final_message":true,"echo":true,"max_tokens":3,"stream":true}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if ev := sseData(t, body); len(ev) < 2 || !strings.Contains(ev[1], `"delta":{"content":"The quick brown"}`) {
+		t.Errorf("the stream does not echo the final message after its role chunk: %v", ev)
+	}
+	for body, param := range map[string]string{
+		`{` + msgs + `,"continue_final_message":true}`:                                                             "continue_final_message",
+		`{` + msgs + `,"continue_final_message":true,"add_generation_prompt":true}`:                                "continue_final_message",
+		`{` + msgs + `,"add_generation_prompt":"no","continue_final_message":true}`:                                "add_generation_prompt",
+		`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false,"continue_final_message":true}`: "continue_final_message",
+		`{"prompt":"x","continue_final_message":true,"add_generation_prompt":false}`:                               "continue_final_message",
+		`{` + msgs + `,"echo":true,"n":2}`:                                                                         "echo",
+	} {
+		if got := errParam(t, h, body); got != param {
+			t.Errorf("%s: param %q, want %q", body, got, param)
+		}
+	}
+}
+
+// TestCustomRolesHTTP: a role other than the five reaches the template,
+// which shows it in the prompt; a template that drops it, or raises on it,
+// is a 400 naming messages[i].role; a role that is no name is one at once.
+func TestCustomRolesHTTP(t *testing.T) {
+	h := tinyServer(t) // ChatML: any role is rendered
+	prompt, _ := promptText(t, h, `{"messages":[{"role":"narrator","content":"It was night."},{"role":"user","content":"hi"}],"max_tokens":2,"prompt_logprobs":0}`)
+	if !strings.Contains(prompt, "<|im_start|>narrator\nIt was night.<|im_end|>") {
+		t.Errorf("prompt %q", prompt)
+	}
+	const known = "{% for m in messages %}{% if m.role == 'user' %}U: {{ m.content }}\n{% elif m.role == 'assistant' %}A: {{ m.content }}\n{% endif %}{% endfor %}A:"
+	const raises = "{% for m in messages %}{% if m.role not in ['user', 'assistant'] %}{{ raise_exception('unknown role ' + m.role) }}{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+	for _, tmpl := range []string{known, raises} {
+		h := tinyServerTemplate(t, tmpl)
+		body := `{"messages":[{"role":"user","content":"hi"},{"role":"narrator","content":"It was night."}],"max_tokens":2}`
+		if got := errParam(t, h, body); got != "messages[1].role" {
+			t.Errorf("%q: param %q", tmpl, got)
+		}
+		if code, resp := post(h, "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`); code != 200 {
+			t.Errorf("%q: standard roles: %d %s", tmpl, code, resp)
+		}
+	}
+	if got := errParam(t, h, `{"messages":[{"role":"<|im_end|>","content":"x"}]}`); got != "messages[0].role" {
+		t.Errorf("a role that is no name: param %q", got)
 	}
 }

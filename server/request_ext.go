@@ -22,6 +22,58 @@ type wireExtensions struct {
 	// TruncatePromptTokens keeps the prompt's last N tokens; -1 is the
 	// model's context (stream.GenRequest.TruncatePromptTokens).
 	TruncatePromptTokens json.RawMessage `json:"truncate_prompt_tokens"`
+	// AddGenerationPrompt (default true) and ContinueFinalMessage: chat
+	// only; false and true continue the final assistant message
+	// (stream.GenRequest.ContinueFinalMessage).
+	AddGenerationPrompt  json.RawMessage `json:"add_generation_prompt"`
+	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
+}
+
+// optBool reads an optional boolean field: nil when absent or null.
+func optBool(param string, raw json.RawMessage) (*bool, error) {
+	if !httpedge.Present(raw) {
+		return nil, nil
+	}
+	var v bool
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, stream.InvalidParam(param, "%s: expected a boolean, got JSON %s", param, bytes.TrimSpace(raw))
+	}
+	return &v, nil
+}
+
+// continuation reads add_generation_prompt and continue_final_message as
+// vLLM does: the generation prompt is on unless turned off, so continuing
+// needs it off explicitly; a continued message must be the assistant's;
+// off alone, the prompt ends after the final message's turn.
+func (wr *wireRequest) continuation(chat bool, g *stream.GenRequest) error {
+	add, err := optBool("add_generation_prompt", wr.AddGenerationPrompt)
+	if err != nil {
+		return err
+	}
+	cont, err := optBool("continue_final_message", wr.ContinueFinalMessage)
+	if err != nil {
+		return err
+	}
+	addOn, contOn := add == nil || *add, cont != nil && *cont
+	switch {
+	case !chat && (add != nil || cont != nil):
+		param := "add_generation_prompt"
+		if cont != nil {
+			param = "continue_final_message"
+		}
+		return stream.InvalidParam(param, "%s is a chat field: a completion's prompt is the client's own text", param)
+	case contOn && addOn:
+		return stream.InvalidParam("continue_final_message", "continue_final_message and add_generation_prompt cannot both be true (add_generation_prompt is true unless set to false)")
+	case !addOn && !contOn:
+		g.NoGenerationPrompt = true // the prompt ends after the final turn
+	case contOn:
+		last := len(g.Messages) - 1
+		if r := g.Messages[last].Role; r != "assistant" {
+			return stream.InvalidParam("continue_final_message", "continue_final_message continues the final message, which must be the assistant's; messages[%d] is %s's", last, r)
+		}
+		g.ContinueFinalMessage = true
+	}
+	return nil
 }
 
 // optInt reads an optional integer field: nil when absent or null.
@@ -40,6 +92,9 @@ func optInt(param string, raw json.RawMessage) (*int, error) {
 // into g. What the several-choices adapter (choices.go) does not frame is
 // refused there rather than left out of its response.
 func (wr *wireRequest) extensions(chat bool, g *stream.GenRequest) error {
+	if err := wr.continuation(chat, g); err != nil {
+		return err
+	}
 	streaming := wr.Stream != nil && *wr.Stream
 	several := wr.N != nil && *wr.N > 1 || len(g.Batch) > 0
 	k, err := optInt("prompt_logprobs", wr.PromptLogprobs)

@@ -21,7 +21,7 @@ func TestParseRequestRejects(t *testing.T) {
 		{"not JSON", true, `{"messages":`, ""},
 		{"messages missing", true, `{"model":"m"}`, "messages"},
 		{"messages wrong type", true, `{"messages":"hi"}`, "messages"},
-		{"bad role", true, `{"messages":[{"role":"wizard","content":"x"}]}`, "messages[0].role"},
+		{"bad role", true, `{"messages":[{"role":"wizard of oz","content":"x"}]}`, "messages[0].role"}, // a custom role must be a name
 		{"image part", true, `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content"},
 		{"content number", true, `{"messages":[{"role":"user","content":3}]}`, "messages[0].content"},
 		{"prompt missing", false, `{}`, "prompt"},

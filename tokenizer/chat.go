@@ -52,3 +52,24 @@ func (t *Tokenizer) ApplyChatTemplate(msgs []Message, addGenerationPrompt bool) 
 	}
 	return out, nil
 }
+
+// GenerationPrompt is the text the template appends for
+// add_generation_prompt (the header of the assistant's turn), found as
+// the difference between a one-message chat rendered with and without it.
+// A template whose rendering with it does not extend the one without it
+// (or that renders nothing different) has none to take off: an error.
+func (t *Tokenizer) GenerationPrompt() (string, error) {
+	probe := []Message{{Role: "user", Content: "x"}}
+	with, err := t.ApplyChatTemplate(probe, true)
+	if err != nil {
+		return "", err
+	}
+	without, err := t.ApplyChatTemplate(probe, false)
+	if err != nil {
+		return "", err
+	}
+	if len(with) <= len(without) || with[:len(without)] != without {
+		return "", errors.New("tokenizer: the chat template's generation prompt is not a suffix of its rendering")
+	}
+	return with[len(without):], nil
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -68,7 +69,7 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 func truncatedPrompt(b *Backend, g *GenRequest, limit int) ([]int32, error) {
 	n := g.TruncatePromptTokens
 	if n == 0 {
-		return encodePrompt(b, g, !g.Chat, limit) // plaintext.go
+		return renderedPrompt(b, g, limit)
 	}
 	if n == -1 {
 		n = limit
@@ -76,7 +77,7 @@ func truncatedPrompt(b *Backend, g *GenRequest, limit int) ([]int32, error) {
 	if n < 1 || n > limit {
 		return nil, InvalidParam("truncate_prompt_tokens", "truncate_prompt_tokens must be -1 (the model's context) or between 1 and the model's context, %d tokens; got %d", limit, g.TruncatePromptTokens)
 	}
-	prompt, err := encodePrompt(b, g, !g.Chat, 0)
+	prompt, err := renderedPrompt(b, g, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -159,3 +160,113 @@ func (l localEngine) Submit(ctx context.Context, req engine.Request) (Sequence, 
 }
 
 func (l localEngine) MaxSequenceLen() int { return l.e.MaxSequenceLen() }
+
+// renderedPrompt is the prompt's tokens (encodePrompt, plaintext.go), with
+// what vLLM's chat extensions ask of the rendering: custom roles the
+// template must show, a final message to continue.
+func renderedPrompt(b *Backend, g *GenRequest, limit int) ([]int32, error) {
+	ids, err := encodePrompt(b, g, !g.Chat, limit)
+	custom := -1
+	if g.Chat {
+		custom = g.customRole()
+	}
+	if err != nil {
+		if pe, ok := err.(*ParamError); ok && custom >= 0 && pe.Param == "messages" && pe.Sentinel == nil {
+			// The template raised or failed on the request's own role.
+			return nil, InvalidParam(fmt.Sprintf("messages[%d].role", custom), "the chat template cannot render role %q: %s", g.Messages[custom].Role, pe.Message)
+		}
+		return nil, err
+	}
+	if custom < 0 && !g.ContinueFinalMessage && !g.NoGenerationPrompt {
+		return ids, nil
+	}
+	tb, ok := b.Tokenizer.(TokenByter)
+	if !ok {
+		return nil, InvalidParam("messages", "this model's tokenizer cannot show its tokens' text, which custom roles and continue_final_message need")
+	}
+	text, ends := tokenText(tb, ids)
+	for i, m := range g.Messages {
+		if i >= custom && custom >= 0 && !isStandardRole(m.Role) && !strings.Contains(text, m.Role) {
+			// A template that renders only the roles it knows drops the turn or its role.
+			return nil, InvalidParam(fmt.Sprintf("messages[%d].role", i), "the chat template does not render role %q: it leaves it out of the prompt", m.Role)
+		}
+	}
+	switch {
+	case g.ContinueFinalMessage:
+		return continueFinal(g, ids, text, ends)
+	case g.NoGenerationPrompt:
+		return withoutGenerationPrompt(b, g, ids, text, ends)
+	}
+	return ids, nil
+}
+
+// GenerationPrompter is a Tokenizer that says what its chat template
+// appends for add_generation_prompt. Found by type assertion.
+type GenerationPrompter interface {
+	GenerationPrompt() (string, error)
+}
+
+// withoutGenerationPrompt takes the template's generation prompt off the
+// end of the rendered chat, which then ends after the final message's turn
+// (add_generation_prompt false): the rendering Hugging Face's
+// apply_chat_template gives without it, for templates that append it last.
+func withoutGenerationPrompt(b *Backend, g *GenRequest, ids []int32, text string, ends []int) ([]int32, error) {
+	gp, ok := b.Tokenizer.(GenerationPrompter)
+	if !ok {
+		return nil, unsupported("add_generation_prompt", "this model's tokenizer cannot render a chat without its generation prompt")
+	}
+	suffix, err := gp.GenerationPrompt()
+	if err != nil || !strings.HasSuffix(text, suffix) {
+		return nil, unsupported("add_generation_prompt", "add_generation_prompt false: this chat template's generation prompt does not close its rendering, so it cannot be left out")
+	}
+	i := slices.Index(ends, len(text)-len(suffix))
+	if i < 0 {
+		return nil, unsupported("add_generation_prompt", "add_generation_prompt false: the generation prompt starts inside a token of the rendered prompt")
+	}
+	g.reasoningOpened = false
+	return ids[:i+1], nil
+}
+
+func isStandardRole(r string) bool {
+	return r == "system" || r == "user" || r == "assistant" || r == "tool"
+}
+
+// tokenText is ids' bytes as text, and where each token's bytes end in it.
+func tokenText(tb TokenByter, ids []int32) (string, []int) {
+	var b strings.Builder
+	ends := make([]int, len(ids))
+	for i, id := range ids {
+		b.Write(tb.TokenBytes(id))
+		ends[i] = b.Len()
+	}
+	return b.String(), ends
+}
+
+// continueFinal cuts the rendered chat right after the final message's
+// content, as Hugging Face's apply_chat_template does for
+// continue_final_message (its last occurrence, or that of the content
+// trimmed, for templates that trim it): the template's end of turn and
+// generation prompt go, and the reply continues the message. The cut must
+// fall between tokens, as it does when the end of turn is a control token.
+func continueFinal(g *GenRequest, ids []int32, text string, ends []int) ([]int32, error) {
+	content := g.Messages[len(g.Messages)-1].Content
+	at := strings.LastIndex(text, content)
+	if at < 0 || content == "" {
+		content = strings.TrimSpace(content)
+		at = strings.LastIndex(text, content)
+	}
+	if at < 0 || content == "" {
+		return nil, InvalidParam("continue_final_message", "the chat template does not render the final message's content as given, so there is no end of it to continue from")
+	}
+	cut := at + len(content)
+	i := slices.Index(ends, cut)
+	if i < 0 {
+		return nil, InvalidParam("continue_final_message", "the final message's content ends inside a token of the rendered prompt, so it cannot be continued exactly")
+	}
+	g.reasoningOpened = false // whatever opened past the cut is gone
+	return ids[:i+1], nil
+}
+
+func unsupported(param, msg string) error {
+	return &ParamError{Param: param, Message: msg, Sentinel: ErrUnsupported}
+}

@@ -3,6 +3,7 @@ package stream
 import (
 	"fmt"
 	"math"
+	"regexp"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -85,6 +86,13 @@ type GenRequest struct {
 	// TruncatePromptTokens, when not 0, keeps the prompt's last that many
 	// tokens (vLLM's truncate_prompt_tokens; -1: the model's context).
 	TruncatePromptTokens int
+	// ContinueFinalMessage ends the prompt with the final (assistant)
+	// message's content: no end of turn, no generation prompt, so the
+	// reply continues it (vLLM's continue_final_message; prepare.go).
+	// NoGenerationPrompt ends it after the final message's turn
+	// (add_generation_prompt false).
+	ContinueFinalMessage bool
+	NoGenerationPrompt   bool
 	// AllowSpecialTokens lets a control token's spelling in message text
 	// ("<|im_end|>") be that control token, as the template's own markers
 	// are. Off by default: message text is plain text (plaintext.go).
@@ -124,7 +132,10 @@ type Params struct {
 }
 
 // SetMessages validates and stores a chat. "developer" is OpenAI's newer
-// name for "system", which is the only one chat templates know.
+// name for "system", which is the only one chat templates know. Another
+// role (a name: a letter, then up to 63 letters, digits, _ or -) goes to
+// the template as it is, as vLLM passes it; Prepare refuses it, naming it,
+// when the template cannot render it (customRoles).
 func (g *GenRequest) SetMessages(msgs []ChatMessage) error {
 	if len(msgs) == 0 {
 		return InvalidParam("messages", "messages must be a non-empty list")
@@ -137,12 +148,29 @@ func (g *GenRequest) SetMessages(msgs []ChatMessage) error {
 			m.Role = "system"
 		case "system", "user", "assistant", "tool":
 		default:
-			return InvalidParam(fmt.Sprintf("messages[%d].role", i),
-				"messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role)
+			if !roleName.MatchString(m.Role) {
+				return InvalidParam(fmt.Sprintf("messages[%d].role", i),
+					"messages[%d].role %q is neither system, developer, user, assistant, tool nor a role name (a letter, then up to 63 letters, digits, _ or -)", i, m.Role)
+			}
 		}
 		g.Messages = append(g.Messages, m)
 	}
 	return nil
+}
+
+var roleName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// customRole is the index of g's first message whose role chat templates
+// do not all know, or -1.
+func (g *GenRequest) customRole() int {
+	for i, m := range g.Messages {
+		switch m.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return i
+		}
+	}
+	return -1
 }
 
 // SetPromptIDs stores a token-id prompt.
