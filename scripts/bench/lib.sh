@@ -60,6 +60,11 @@ start_sluice() {
 
 # start_llama PORT NAME [extra flags...]: llama.cpp's server, continuous
 # batching on, SLOTS parallel slots sharing CTX_TOKENS of KV. Sets SERVER_PID.
+# On a machine other jobs load, run with OMP_WAIT_POLICY=PASSIVE in the
+# environment: v0.5.0 is built with OpenMP, whose threads spin at every
+# barrier by default, and with both of them rarely on a core at once it
+# crawled (0.6 tok/s at 1 client, no request finished at 4 and 16, load
+# average ~13 on 2 cores; 23.7 tok/s with PASSIVE in the same minutes).
 start_llama() {
 	local port=$1 name=$2
 	shift 2
