@@ -3,6 +3,7 @@ package constrain_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -37,13 +38,51 @@ type gbnfCase struct {
 	pass, fail []string
 }
 
+// llamaVerdict asks llama.cpp's own matcher, tests/test-gbnf-validator.cpp
+// built against the llama.cpp under comparison, whether text is in the
+// grammar; ok is false when SLUICE_GBNF_VALIDATOR does not name one, or it
+// cannot load the grammar.
+func llamaVerdict(t *testing.T, gbnf, text string) (valid, ok bool) {
+	bin := os.Getenv("SLUICE_GBNF_VALIDATOR")
+	if bin == "" {
+		return false, false
+	}
+	dir := t.TempDir()
+	g, in := filepath.Join(dir, "g.gbnf"), filepath.Join(dir, "input")
+	if os.WriteFile(g, []byte(gbnf), 0o644) != nil || os.WriteFile(in, []byte(text), 0o644) != nil {
+		t.Fatal("writing the validator's files")
+	}
+	out, _ := exec.Command(bin, g, in).CombinedOutput()
+	switch {
+	case strings.Contains(string(out), "Input string is valid"):
+		return true, true
+	case strings.Contains(string(out), "Input string is invalid"):
+		return false, true
+	}
+	return false, false
+}
+
 func checkGBNF(t *testing.T, cases []gbnfCase) {
 	tok, v := smolVocab(t)
+	compared := 0
+	defer func() {
+		if os.Getenv("SLUICE_GBNF_VALIDATOR") != "" {
+			t.Logf("%d verdicts compared with llama.cpp's validator", compared)
+		}
+	}()
 	for _, c := range cases {
 		g, err := grammar.FromGBNF(c.gbnf)
 		if err != nil {
 			t.Errorf("%s: %v", c.name, err)
 			continue
+		}
+		for _, s := range slices.Concat(c.pass, c.fail) {
+			if valid, ok := llamaVerdict(t, c.gbnf, s); ok {
+				compared++
+				if valid != slices.Contains(c.pass, s) {
+					t.Errorf("%s: %q: llama.cpp's validator says valid=%v, the case says otherwise", c.name, s, valid)
+				}
+			}
 		}
 		for _, s := range c.pass {
 			if !gbnfAccepts(t, v, g, tok.Encode(s, false)) {
@@ -60,7 +99,9 @@ func checkGBNF(t *testing.T, cases []gbnfCase) {
 
 // Every grammar llama.cpp v0.5.0 ships (grammars/*.gbnf, copied to
 // testdata/gbnf) converts, compiles in llguidance, and admits the texts it
-// describes and no others.
+// describes and no others. With SLUICE_GBNF_VALIDATOR naming llama.cpp's
+// test-gbnf-validator, each text's verdict is checked against llama.cpp's
+// own too (here and in TestGBNFLlamaCppCases).
 func TestGBNFShippedGrammars(t *testing.T) {
 	samples := map[string]struct{ pass, fail []string }{
 		"arithmetic.gbnf": {
