@@ -79,6 +79,10 @@ type Hint struct {
 
 // Hints are the declared fields no request outcome depends on. Anything
 // else a wire struct declares changes the parsed request, or is refused.
+// (On /v1/messages/count_tokens, which takes a Messages body, the fields
+// that shape only the generation, such as max_tokens, temperature or
+// stream, are accepted too: clients count the body they are about to
+// send, and no such field can change a count.)
 var Hints = []Hint{
 	{Chat, "prompt_cache_key", "a prefix-cache key: Sluice's prefix cache reuses every shared prompt prefix without one (cache_salt partitions)"},
 	{Chat, "safety_identifier", "an end-user id for the provider's abuse monitoring; Sluice does no monitoring"},
