@@ -18,19 +18,20 @@ import (
 // logprobs are no exact reference, nor is the KV the decode wrote. The second submission finds P+Q's
 // blocks in the prefix cache, which it must not use.
 func TestPromptLogprobsMatchDecode(t *testing.T) {
+	// Chunks of 7 rows: the prompt spans several steps, and a step's
+	// prompt rows outnumber the 4 logit rows a step has. The models run
+	// unhooked, so RowLogits shows.
 	for _, tc := range []struct {
-		name  string
-		path  func(testing.TB) string
-		vocab int
+		name      string
+		load      func(*testing.T) Model
+		vocab, bs int
 	}{
-		{"tiny", tinyModelPath, tinySpec.Vocab},
-		{"SmolLM2", smolPath, 49152},
+		{"tiny", func(t *testing.T) Model { return loadModel(t, tinyModelPath(t), 2, 64, 8, 7, 4).Model }, tinySpec.Vocab, 8},
+		{"SmolLM2", func(t *testing.T) Model { return loadModel(t, smolPath(t), 2, 64, 8, 7, 4).Model }, 49152, 8},
+		{"hybrid", func(t *testing.T) Model { return loadHybrid(t, 64, 7, 4).r.(Model) }, hybridSpec.Vocab, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Chunks of 7 rows: the prompt spans several steps, and a
-			// step's prompt rows outnumber the 4 logit rows a step has.
-			m := loadModel(t, tc.path(t), 2, 64, 8, 7, 4)
-			e := newEngineOn(t, m.Model, Config{Blocks: 64, BlockSize: 8, MaxBatchTokens: 7, MaxSeqs: 4}) // unhooked: RowLogits shows
+			e := newEngineOn(t, tc.load(t), Config{Blocks: 64, BlockSize: tc.bs, MaxBatchTokens: 7, MaxSeqs: 4})
 			p := prompt(19, 3, tc.vocab)
 			gen := submit(t, e, Request{Prompt: p, MaxTokens: 12, Logprobs: true, TopLogprobs: 5, IgnoreEOS: true})
 			var q []int32
@@ -99,5 +100,43 @@ func TestPromptLogprobsRefusedWithoutRowLogits(t *testing.T) {
 	_, err = e.Submit(bg, Request{Prompt: prompt(9, 1, 64), MaxTokens: 2, PromptLogprobs: &PromptLogprobs{TopK: MaxTopLogprobs + 1}})
 	if !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("top %d: err %v, want ErrInvalidRequest", MaxTopLogprobs+1, err)
+	}
+}
+
+// Prompt logprobs survive preemption: sequences preempted mid-generation
+// (and recomputed, reading their own cached blocks back) report the same
+// prompt logprobs as each prompt alone.
+func TestPromptLogprobsUnderPreemption(t *testing.T) {
+	path := tinyModelPath(t)
+	const count, plen, n = 6, 30, 24
+	solo := newEngineOn(t, loadModel(t, path, 1, 256, 8, 64, 8).Model, Config{Blocks: 256, BlockSize: 8, MaxBatchTokens: 64, MaxSeqs: 8})
+	want := make([]*PromptLogprobs, count)
+	for i := range want {
+		want[i] = &PromptLogprobs{TopK: 3}
+		collect(t, submit(t, solo, Request{Prompt: prompt(plen, int32(i), tinySpec.Vocab), MaxTokens: 1, PromptLogprobs: want[i]}), 0)
+	}
+	// 20 blocks of 8 hold 160 slots; 6 sequences of 30 + 24 need 324.
+	e := newEngineOn(t, loadModel(t, path, 1, 20, 8, 32, 8).Model, Config{Blocks: 20, BlockSize: 8, MaxBatchTokens: 32, MaxSeqs: 8})
+	got := make([]*PromptLogprobs, count)
+	seqs := make([]*Sequence, count)
+	for i := range seqs {
+		got[i] = &PromptLogprobs{TopK: 3}
+		seqs[i] = submit(t, e, Request{Prompt: prompt(plen, int32(i), tinySpec.Vocab), MaxTokens: n, IgnoreEOS: true, PromptLogprobs: got[i]})
+	}
+	for i, s := range seqs {
+		if _, r := collect(t, s, 0); r.Finish != FinishLength {
+			t.Fatalf("sequence %d: %+v", i, r)
+		}
+	}
+	if p := e.Stats().Preemptions; p == 0 {
+		t.Fatal("no preemption: the pool is too large for the test")
+	}
+	for i := range got {
+		for j := 1; j < plen; j++ {
+			g, w := got[i].Logprobs[j], want[i].Logprobs[j]
+			if g == nil || math.Abs(float64(g.Logprob-w.Logprob)) > 1e-4 || g.Rank != w.Rank || g.Top[0].ID != w.Top[0].ID {
+				t.Fatalf("sequence %d position %d: %+v, alone %+v", i, j, g, w)
+			}
+		}
 	}
 }
