@@ -244,3 +244,20 @@ func TestUnknownFieldRefused(t *testing.T) {
 		t.Errorf("known fields only: %d %q", resp.StatusCode, resp.Header.Get(IgnoredFieldsHeader))
 	}
 }
+
+// The render routes refuse an unknown field too, behind the key check or
+// public (serve --render-public, which skips the guard).
+func TestUnknownFieldRefusedRender(t *testing.T) {
+	for _, public := range []bool{false, true} {
+		h := renderServerWith(t, func(c *Config) { c.RenderPublic = public })
+		for _, c := range []struct{ path, body string }{
+			{"/v1/chat/completions/render", `{"messages":[{"role":"user","content":"hi"}],"n_predict":3}`},
+			{"/v1/completions/render", `{"prompt":"hi","n_predict":3}`},
+		} {
+			code, body := post(h, c.path, c.body)
+			if code != http.StatusBadRequest || !strings.Contains(body, `"param":"n_predict"`) {
+				t.Errorf("public %v %s: %d %s, want 400 naming n_predict", public, c.path, code, body)
+			}
+		}
+	}
+}

@@ -154,7 +154,11 @@ const (
 func (s *Server) RenderHandler(chat bool) http.Handler {
 	h := func(w http.ResponseWriter, r *http.Request) { s.handleRender(w, r, chat) }
 	if s.cfg.RenderPublic {
-		return http.HandlerFunc(h)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if s.checkFields(w, r, writeError) { // as guard does (fields.go)
+				h(w, r)
+			}
+		})
 	}
 	return s.api(h)
 }
