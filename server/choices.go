@@ -37,8 +37,8 @@ func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stre
 	}
 	cs := make([]stream.ChoiceStream, len(gens))
 	for i, gen := range gens {
-		cs[i] = stream.ChoiceStream{Gen: gen, Tools: stream.NewToolStream(g),
-			Text: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, reqs[i].Prompt), g.Stop)}
+		cs[i] = stream.NewChoiceStream(b, g, reqs[i].Prompt)
+		cs[i].Gen = gen
 	}
 	s.completeChoices(w, b, g, id, reqs, cs)
 }
@@ -141,7 +141,7 @@ func outsOf(errs []error) []stream.Outcome {
 
 // completeChoices answers with every choice once all have ended.
 func (s *Server) completeChoices(w http.ResponseWriter, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request, cs []stream.ChoiceStream) {
-	cols := make([]collector, len(cs))
+	cols := make([]choiceCollector, len(cs))
 	for i := range cs {
 		cs[i].Out = &cols[i]
 	}
@@ -164,6 +164,9 @@ func (s *Server) completeChoices(w http.ResponseWriter, b *stream.Backend, g *st
 		one := cols[i].withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), text, outs[i].Finish, Usage{}))
 		c := one.Choices[0]
 		c.Index = i
+		if m := c.Message; m != nil {
+			m.ReasoningContent, m.Reasoning = string(cols[i].reasoning), string(cols[i].reasoning)
+		}
 		c.Logprobs = cols[i].logprobsJSON(newLogprobFormat(b.Tokenizer, g), cs[i].Text.IDs())
 		if body == nil {
 			body = one
@@ -186,6 +189,7 @@ func choicesUsage(g *stream.GenRequest, reqs []engine.Request, cs []stream.Choic
 			u.CachedTokens += outs[i].Result.CachedTokens
 		}
 		u.CompletionTokens += len(cs[i].Text.IDs())
+		u.ReasoningTokens += cs[i].ReasoningTokens()
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
@@ -197,6 +201,19 @@ func firstError(outs []stream.Outcome) error {
 			return out.Err
 		}
 	}
+	return nil
+}
+
+// choiceCollector is one choice's Emitter in a whole response: its
+// reasoning beside the collector's text, calls and logprobs.
+type choiceCollector struct {
+	collector
+	reasoning []byte
+}
+
+// Reasoning implements stream.ReasoningEmitter.
+func (c *choiceCollector) Reasoning(text string) error {
+	c.reasoning = append(c.reasoning, text...)
 	return nil
 }
 
@@ -224,6 +241,7 @@ func (c *choiceWriter) use() *sseWriter {
 func (c *choiceWriter) Text(text string, ids []int32) error   { return c.use().Text(text, ids) }
 func (c *choiceWriter) Logprobs(lps []engine.Logprob)         { c.use().Logprobs(lps) }
 func (c *choiceWriter) ToolCall(d stream.ToolCallDelta) error { return c.use().ToolCall(d) }
+func (c *choiceWriter) Reasoning(text string) error           { return c.use().Reasoning(text) }
 func (c *choiceWriter) KeepAlive() error                      { return c.sw.KeepAlive() }
 func (c *choiceWriter) Flush() error                          { return c.sw.Flush() }
 func (c *choiceWriter) role()                                 { c.use().role() }

@@ -58,8 +58,7 @@ func newChoicesState(id string, g *stream.GenRequest, reqs []engine.Request, bas
 	for i := range reqs {
 		st.formats[i] = base.withIndex(i)
 		st.formats[i].lp = newLogprobFormat(b.Tokenizer, g)
-		st.cs[i] = stream.ChoiceStream{Tools: stream.NewToolStream(g),
-			Text: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, reqs[i].Prompt), g.Stop)}
+		st.cs[i] = stream.NewChoiceStream(b, g, reqs[i].Prompt)
 	}
 	return st
 }
@@ -75,6 +74,7 @@ func (st *choicesState) usage() Usage {
 			u.CachedTokens += st.cached[i]
 		}
 		u.CompletionTokens += len(st.cs[i].Text.IDs())
+		u.ReasoningTokens += st.cs[i].ReasoningTokens()
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u
@@ -123,8 +123,7 @@ func (s *Server) resumeChoices(w http.ResponseWriter, r *http.Request, id string
 	for i := range st.cs {
 		if live[i] && gens[i] == nil { // every token was produced before the cut
 			c, cw := &st.cs[i], &choiceWriter{sw: sw, f: &st.formats[i]}
-			_ = c.Tools.Use(cw).Text(c.Text.Finish(), nil)
-			cw.finish(c.Tools.End(stream.Outcome{Finish: "length"}).Finish)
+			cw.finish(c.EndProduced(cw).Finish)
 			st.ended[i] = true
 		}
 	}

@@ -165,14 +165,42 @@ func submitGroup(ctx context.Context, e Engine, reqs []engine.Request) ([]Sequen
 
 // ChoiceStream is one choice's share of a multi-choice response.
 type ChoiceStream struct {
-	Gen   *Generation
-	Text  *TextStream
-	Tools *ToolStream // nil unless the reply is parsed for tool calls
-	Out   ToolEmitter // the transport's emitter for this choice (its index)
+	Gen    *Generation
+	Text   *TextStream
+	Tools  *ToolStream   // nil unless the reply is parsed for tool calls
+	Reason *ReasonStream // nil unless the model marks its reasoning
+	Out    ToolEmitter   // the transport's emitter for this choice (its index)
 	// End, when set, runs once the choice has ended, with its outcome
 	// (tool calls counted in): a streaming transport writes the choice's
 	// finish there, so each choice finishes when it ends.
 	End func(Outcome)
+}
+
+// NewChoiceStream is the parse of one choice of g whose prompt is prompt:
+// its text, its reasoning split and its tool calls, each its own, as a
+// single choice's are (httpedge's driver). Gen, Out and End are the
+// connection's to set.
+func NewChoiceStream(b *Backend, g *GenRequest, prompt []int32) ChoiceStream {
+	return ChoiceStream{Tools: NewToolStream(g), Reason: NewReasonStream(b, g, prompt),
+		Text: NewTextStream(NewDetokenizerFor(b.Tokenizer, prompt), g.Stop)}
+}
+
+// ReasoningTokens is how many of the choice's tokens were its reasoning,
+// as ReasonStream.End reports them: none when the reply never opened it.
+func (c *ChoiceStream) ReasoningTokens() int {
+	if c.Reason == nil || !c.Reason.inside {
+		return 0
+	}
+	return c.Reason.tokens
+}
+
+// EndProduced ends a choice whose every token was produced before a
+// stream was cut: what the TextStream still held goes through the
+// reasoning split and the tool parse to out, and the choice ends as at
+// the token limit.
+func (c *ChoiceStream) EndProduced(out ToolEmitter) Outcome {
+	_ = c.Reason.Use(c.Tools.Use(out), out).Text(c.Text.Finish(), nil) // a failed write shows in the next one
+	return c.Tools.End(c.Reason.End(Outcome{Finish: "length"}))
 }
 
 // PumpChoices pumps every choice at once, each through its own TextStream
@@ -188,12 +216,12 @@ func PumpChoices(cs []ChoiceStream, cfg PumpConfig, shutdown <-chan struct{}) []
 	var wg sync.WaitGroup
 	for i := range cs {
 		c := &cs[i]
-		em := &lockedEmitter{mu: &mu, em: c.Tools.Use(c.Out)}
+		em := &lockedEmitter{mu: &mu, em: c.Reason.Use(c.Tools.Use(c.Out), c.Out)}
 		wg.Go(func() {
 			out := Pump(c.Gen, c.Text, em, cfg, shutdown)
 			mu.Lock()
 			defer mu.Unlock()
-			out = c.Tools.End(out)
+			out = c.Tools.End(c.Reason.End(out))
 			if c.End != nil {
 				c.End(out)
 			}
