@@ -271,13 +271,18 @@ static __device__ __forceinline__ void load_row8(float* f, const uint16_t* cache
     }
 }
 
-template <int HD, int TG, int NQ>
+// SINK (paged_decode_sink_<hd>, gpt-oss): each query head h's softmax has
+// one more logit, sinks[h], with no value; it joins the maximum and the
+// denominator where the output is written:
+//
+//	out = Σ_z e^(m_z − M)·acc_z / (Σ_z e^(m_z − M)·l_z + e^(sink − M)),   M = max(sink, max_z m_z)
+template <int HD, int TG, int NQ, bool SINK>
 static __device__ __forceinline__ void paged_decode(
     float* out, const float* q, uint16_t* kc, uint16_t* vc, const float* kin, const float* vin, int fused,
     const int* items,     // [items][4]: sequence, first query vector, query vectors, first partial
     const int* seqs,      // [seqs][3]: block-table offset in blocks, first row, rows
     const int* blocks, const int* positions, int heads, int kvHeads, int blockSize, float scale, float* part,
-    int* counters, int splits) {
+    int* counters, int splits, const float* sinks) {
     constexpr int NV = kvLanes<HD, TG>::nv, VECS = kvLanes<HD, TG>::vecs, GPB = DNT / TG, PF = NQ * HD + 2 * NQ;
     __shared__ float sc[NQ][DP];
     __shared__ float red[DNT / 32][NQ][HD];
@@ -451,7 +456,13 @@ static __device__ __forceinline__ void paged_decode(
         for (int w = 0; w < DNT / 32; w++) a += red[w][i][d];
         if (nparts == 1) {
             const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
-            out[(size_t)r * qCols + (size_t)h * HD + d] = a / lS[i];
+            float den = lS[i];
+            if constexpr (SINK) {
+                const float sk = sinks[h], M = fmaxf(mS[i], sk), w = __expf(mS[i] - M);
+                a *= w;
+                den = den * w + __expf(sk - M);
+            }
+            out[(size_t)r * qCols + (size_t)h * HD + d] = a / den;
         } else {
             pp[i * HD + d] = a;
         }
@@ -473,9 +484,10 @@ static __device__ __forceinline__ void paged_decode(
     const size_t zs = (size_t)kvHeads * PF; // from one partition's partial to the next
     for (int idx = tid; idx < nqv * HD; idx += DNT) {
         const int i = idx / HD, d = idx % HD;
-        float M = -CUDART_INF_F;
+        const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
+        float M = SINK ? sinks[h] : -CUDART_INF_F;
         for (int zz = 0; zz < nparts; zz++) M = fmaxf(M, __ldcg(p0 + zz * zs + NQ * HD + i));
-        float num = 0.f, den = 0.f;
+        float num = 0.f, den = SINK ? __expf(sinks[h] - M) : 0.f;
         for (int zz = 0; zz < nparts; zz++) {
             const float* pz = p0 + zz * zs;
             const float m = __ldcg(pz + NQ * HD + i);
@@ -484,7 +496,6 @@ static __device__ __forceinline__ void paged_decode(
             num += w * __ldcg(pz + i * HD + d);
             den += w * __ldcg(pz + NQ * HD + NQ + i);
         }
-        const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
         out[(size_t)r * qCols + (size_t)h * HD + d] = num / den;
     }
     if (tid == 0) *cnt = 0;
@@ -499,8 +510,15 @@ static __device__ __forceinline__ void paged_decode(
                           int fused, const int* items, const int* seqs, const int* blocks, const int* positions,        \
                           int heads, int kvHeads, int blockSize, float scale, float* part, int* counters,               \
                           int splits) {                                                                                 \
-        paged_decode<hd, tg, nq>(out, q, kc, vc, kin, vin, fused, items, seqs, blocks, positions, heads, kvHeads,       \
-                                 blockSize, scale, part, counters, splits);                                             \
+        paged_decode<hd, tg, nq, false>(out, q, kc, vc, kin, vin, fused, items, seqs, blocks, positions, heads, kvHeads,\
+                                        blockSize, scale, part, counters, splits, nullptr);                            \
+    }                                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(DNT) paged_decode_sink_##hd(                                           \
+        float* out, const float* q, uint16_t* kc, uint16_t* vc, const float* kin, const float* vin, int fused,          \
+        const int* items, const int* seqs, const int* blocks, const int* positions, int heads, int kvHeads,             \
+        int blockSize, float scale, float* part, int* counters, int splits, const float* sinks) {                      \
+        paged_decode<hd, tg, nq, true>(out, q, kc, vc, kin, vin, fused, items, seqs, blocks, positions, heads, kvHeads, \
+                                       blockSize, scale, part, counters, splits, sinks);                               \
     }
 PAGED_DECODE(64, 8, 8)
 PAGED_DECODE(80, 8, 4)

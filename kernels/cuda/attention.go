@@ -87,6 +87,13 @@ const minSplit = 64
 // Attention writes k and v into the layer's F16 cache at b.Slots, then runs
 // paged causal attention for every sequence (attention.cu).
 func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32) error {
+	return b.attention(out, q, k, v, kv, layer, batch, scale, 0)
+}
+
+// attention is Attention, or with sinks (gpt-oss's per-head sink logits,
+// F32 [heads]) paged_decode_sink's: then every sequence must go to
+// paged_decode (sinkDecodes says when), the only paged kernel with sinks.
+func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, sinks devPtr) error {
 	ot, err := f32Of(out, "Attention out")
 	if err != nil {
 		return err
@@ -150,6 +157,13 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	}
 	plan.splits = b.decodeSplits(decItems, cfg.KVHeads)
 	t := b.attentionTables(batch, n, max(1, qMax/group), &plan)
+	decodeFn, nargs := fmt.Sprintf("paged_decode_%d", cfg.HeadDim), 18 // paged_decode's arguments; the sinks are a 19th
+	if sinks != 0 {
+		if t.items > 0 || t.preItems > 0 {
+			return fmt.Errorf("cuda backend: SinkAttention: multi-row sequences or head size %d have no paged kernel with sinks", cfg.HeadDim)
+		}
+		decodeFn, nargs = fmt.Sprintf("paged_decode_sink_%d", cfg.HeadDim), 19
+	}
 	if t.items > 0 && group > qMax {
 		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; paged_attention takes at most %d", group, qMax)
 	}
@@ -174,11 +188,11 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 		// context (blocks past an item's context return), so that decode
 		// steps repeat their launches, and their CUDA graph, as it grows
 		z := max(t.decZ[i], plan.splits)
-		if err := b.launch(fmt.Sprintf("paged_decode_%d", cfg.HeadDim), [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, z}, [3]int{128, 1, 1},
-			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), intArg(fused),
-			tabArg(t.decOff+4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
+		args := [...]arg{ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), intArg(fused),
+			tabArg(t.decOff + 4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
 			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters),
-			intArg(plan.splits)); err != nil {
+			intArg(plan.splits), ptrArg(sinks)}
+		if err := b.launch(decodeFn, [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, z}, [3]int{128, 1, 1}, args[:nargs]...); err != nil {
 			return err
 		}
 	}

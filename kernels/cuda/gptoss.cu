@@ -11,7 +11,9 @@
 // in scratch (scoreStride floats a row and head); rows[2r] is where row r's
 // table of cache slots starts in slots, rows[2r+1] how many positions it
 // reads (a window row's only its window's), oldest first. The cache holds
-// F16. Correct, not tuned: attention.cu's paged kernels have no sinks yet.
+// F16. Correct, not tuned: it takes the steps paged_decode_sink
+// (attention.cu) does not, the prompt chunks among them, as paged_prefill
+// and paged_attention have no sinks yet.
 #define SINK_NT 128
 extern "C" __global__ void sink_attention(float* out, const float* q, const uint16_t* kc, const uint16_t* vc, const int* slots,
                                           const int* rows, float* scores, long long scoreStride, int heads, int kvHeads, int hd,

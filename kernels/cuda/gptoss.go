@@ -13,8 +13,11 @@ import (
 
 // SinkAttention is SlidingAttention (window ≤ 0: the whole context) whose
 // softmax over each head's scores has one more logit, sinks[h], with no
-// value. It runs sink_attention, a block per row and head, over the slots
-// windowBatch lays out for each row, as CappedAttention does.
+// value. A step of decode rows alone, of a head size paged_decode is built
+// for, runs paged_decode_sink (split-K as any decode step); other steps run
+// sink_attention, a block per row and head, over the slots windowBatch lays
+// out for each row, as CappedAttention does (paged_prefill and
+// paged_attention have no sinks yet).
 func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, sinks kernels.Tensor) error {
 	st, err := f32Of(sinks, "SinkAttention sinks")
 	if err != nil {
@@ -32,7 +35,25 @@ func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore,
 	if hd := store.cfg.HeadDim; qt.cols()%hd != 0 || st.elems() < int64(qt.cols()/hd) {
 		return fmt.Errorf("cuda backend: SinkAttention: %d sinks for q %v of heads of %d", st.elems(), qt.shape, hd)
 	}
+	if sinkDecodes(batch, store.cfg.HeadDim) {
+		return b.slidingAttention(out, q, k, v, kv, layer, batch, scale, window, st.ptr)
+	}
 	return b.rowAttention("SinkAttention", "sink_attention", out, q, k, v, kv, layer, batch, scale, window, ptrArg(st.ptr))
+}
+
+// sinkDecodes says whether paged_decode_sink takes every sequence of batch:
+// one row each (a window row, too, is then a sequence of one row), of a
+// head size it is built for.
+func sinkDecodes(batch *kernels.Batch, hd int) bool {
+	if _, ok := decodeShape(hd); !ok {
+		return false
+	}
+	for _, sq := range batch.Seqs {
+		if sq.End-sq.Start > 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // OAIMoEFFN is MoEFFN with the top k weighted by a softmax over their

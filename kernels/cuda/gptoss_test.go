@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -183,4 +184,62 @@ func argmaxLead(v []float32) (int, float32) {
 		}
 	}
 	return best, v[best] - v[second]
+}
+
+// TestSinkAttentionMatchesCPU checks both of SinkAttention's paths against
+// the CPU at gpt-oss's head size (64, eight query heads over two KV heads
+// here), with one sink far above every score (most of the head's weight
+// goes to it) and one far below: prefill chunks of 600, 300, 70 and 30 rows
+// (sink_attention), then decode steps (paged_decode_sink_64) of all four
+// sequences together (the shortest in one partition, the sink added where
+// it is written; the others' partitions merged with the sink) and of the
+// longest alone (split-K), over the whole context and over a window of 128.
+func TestSinkAttentionMatchesCPU(t *testing.T) {
+	p := newPair(t)
+	const heads, kvHeads, hd, blocks, bs = 8, 2, 64, 96, 16
+	cfg := kernels.KVConfig{Layers: 1, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd}
+	kg, err := p.gpu.NewKVStore(cfg)
+	must(t, err)
+	kc, err := p.cpu.NewKVStore(cfg)
+	must(t, err)
+	fills := []int{600, 300, 70, 30}
+	perm := p.rand.Perm(blocks)
+	tables := make([][]int32, len(fills))
+	for i, f := range fills {
+		for range ceilDiv(f+4, bs) {
+			tables[i] = append(tables[i], int32(perm[0]))
+			perm = perm[1:]
+		}
+	}
+	sv := p.randn(heads, 1)
+	sv[1], sv[6] = 12, -30
+	sinks := p.upload(kernels.F32, sv, heads)
+	kvCols, qCols := kvHeads*hd, heads*hd
+	scale := float32(1 / math.Sqrt(hd))
+	run := func(what string, specs []seqSpec, window int, wantFn string) {
+		t.Helper()
+		b := buildBatch(specs, tables[:len(specs)], bs)
+		n := len(b.Tokens)
+		q := p.scratch(p.randn(n*qCols, 1), n, qCols)
+		k := p.scratch(p.randn(n*kvCols, 1), n, kvCols)
+		v := p.scratch(p.randn(n*kvCols, 1), n, kvCols)
+		out := p.scratch(nil, n, qCols)
+		must(t, p.gpu.SinkAttention(out.g, q.g, k.g, v.g, kg, 0, b, scale, window, sinks.g),
+			p.cpu.SinkAttention(out.c, q.c, k.c, v.c, kc, 0, b, scale, window, sinks.c))
+		if l := p.gpu.step.launches[len(p.gpu.step.launches)-1]; l.fn != wantFn {
+			t.Errorf("%s: launched %s, want %s", what, l.fn, wantFn)
+		}
+		checkRows(t, p, what, out, n, qCols, 2e-3)
+	}
+	run("prefill", []seqSpec{{0, 600}, {0, 300}, {0, 70}, {0, 30}}, 0, "sink_attention")
+	for _, window := range []int{0, 128} {
+		for step := range 2 {
+			specs := []seqSpec{{600 + step, 601 + step}, {300 + step, 301 + step}, {70 + step, 71 + step}, {30 + step, 31 + step}}
+			run(fmt.Sprintf("window %d, decode of 4 at %d", window, 601+step), specs, window, "paged_decode_sink_64")
+		}
+		run(fmt.Sprintf("window %d, batch-1 decode", window), []seqSpec{{602, 603}}, window, "paged_decode_sink_64")
+	}
+	if splits := p.gpu.decodeSplits(1, kvHeads); splits < 2 {
+		t.Errorf("a batch-1 decode ran %d partitions a KV head: no split-K merge was checked", splits)
+	}
 }

@@ -224,8 +224,13 @@ var windowBatches = sync.Pool{New: func() any { return new(windowBatch) }}
 // position window−1. Blocks below every row's window are never looked at
 // (a window table may hold −1 there).
 func (b *Backend) SlidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
+	return b.slidingAttention(out, q, k, v, kv, layer, batch, scale, window, 0)
+}
+
+// slidingAttention is SlidingAttention, with sinks as attention takes them.
+func (b *Backend) slidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, sinks devPtr) error {
 	if window <= 0 {
-		return b.Attention(out, q, k, v, kv, layer, batch, scale)
+		return b.attention(out, q, k, v, kv, layer, batch, scale, sinks)
 	}
 	store, ok := kv.(*kvStore)
 	if !ok {
@@ -270,7 +275,7 @@ func (b *Backend) SlidingAttention(out, q, k, v kernels.Tensor, kv kernels.KVSto
 		ptrArg(kc), ptrArg(vc), ptrArg(kt.ptr), ptrArg(vt.ptr), tabArg(off), intArg(kvCols)); err != nil {
 		return err
 	}
-	return b.Attention(out, q, k, v, &view, layer, &wb.b, scale)
+	return b.attention(out, q, k, v, &view, layer, &wb.b, scale, sinks)
 }
 
 // build lays out batch's rows as SlidingAttention runs them, checking what

@@ -15,9 +15,9 @@ PTXAS=${PTXAS:-ptxas}
 ARCH=${ARCH:-sm_90}
 baseline=ptxas-sm90.txt
 # what a batch-1 decode step launches: GEMVs of one row (and their fused
-# GLU form), decode attention, the norms, RoPE, residual and activation
+# GLU form), decode attention (with sinks too), the norms, RoPE, residual and activation
 # kernels, embedding rows, masking and sampling
-BATCH1='^(gemv(_glu)?_[a-z0-9_]+_1|paged_decode_[0-9]+|rope|rope_kv|kv_write|rms_norm|add_rms_norm|head_rms_norm|add|gated_add|swiglu|geglu|soft_cap|scale_rows|get_rows_[a-z0-9_]+|mask_logits|sample|topk_logprobs)$'
+BATCH1='^(gemv(_glu)?_[a-z0-9_]+_1|paged_decode_(sink_)?[0-9]+|rope|rope_kv|kv_write|rms_norm|add_rms_norm|head_rms_norm|add|gated_add|swiglu|oai_swiglu|geglu|soft_cap|scale_rows|get_rows_[a-z0-9_]+|mask_logits|sample|topk_logprobs)$'
 command -v "$PTXAS" >/dev/null || { echo "ptxas-check: no $PTXAS (scripts/install-cuda.sh)" >&2; exit 1; }
 now=$(mktemp)
 trap 'rm -f "$now"' EXIT
