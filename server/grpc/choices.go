@@ -59,8 +59,8 @@ func (x *inference) generateChoices(r *sluicev1.GenerateRequest, call grpc.Serve
 			c.Index = uint32(i)
 			return send(c)
 		}}
-		cs[i] = stream.ChoiceStream{Gen: gen, Out: em, Tools: stream.NewToolStream(g),
-			Text: stream.NewTextStream(stream.NewDetokenizerFor(tok, reqs[i].Prompt), g.Stop)}
+		cs[i] = stream.NewChoiceStream(b, g, reqs[i].Prompt)
+		cs[i].Gen, cs[i].Out = gen, em
 		// PumpChoices runs End under the lock it holds for every emitter
 		// call, so this Send never races another choice's.
 		cs[i].End = func(out stream.Outcome) {
@@ -92,6 +92,7 @@ func (x *inference) generateChoices(r *sluicev1.GenerateRequest, call grpc.Serve
 	usage := &sluicev1.Usage{PromptTokens: uint32(len(reqs[0].Prompt)), CachedTokens: uint32(outs[0].Result.CachedTokens)}
 	for i := range cs {
 		usage.CompletionTokens += uint32(len(cs[i].Text.IDs()))
+		usage.ReasoningTokens += uint32(cs[i].ReasoningTokens())
 	}
 	return call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
 		Complete: &sluicev1.GenerateComplete{FinishReason: finishes[0], FinishReasons: finishes, Usage: usage}}})

@@ -41,7 +41,7 @@ func (x *inference) Generate(r *sluicev1.GenerateRequest, call grpc.ServerStream
 	}
 	complete := func(out stream.Outcome, finish string) error {
 		usage := &sluicev1.Usage{PromptTokens: uint32(len(run.req.Prompt)), CompletionTokens: uint32(len(run.ts.IDs())),
-			CachedTokens: uint32(out.Result.CachedTokens)}
+			CachedTokens: uint32(out.Result.CachedTokens), ReasoningTokens: uint32(out.ReasoningTokens)}
 		return call.Send(&sluicev1.GenerateResponse{RequestId: id, Response: &sluicev1.GenerateResponse_Complete{
 			Complete: &sluicev1.GenerateComplete{FinishReason: finish, Usage: usage}}})
 	}
@@ -122,10 +122,11 @@ func (x *inference) ListModels(context.Context, *sluicev1.ListModelsRequest) (*s
 // consumed with it, their logprobs when asked, and tool-call deltas, which
 // follow the text.
 type piece struct {
-	text  string
-	ids   []int32
-	lps   []engine.Logprob
-	calls []stream.ToolCallDelta
+	reasoning string // before text
+	text      string
+	ids       []int32
+	lps       []engine.Logprob
+	calls     []stream.ToolCallDelta
 }
 
 // chunkEmitter is the Pump's Emitter for gRPC (a stream.ToolEmitter and a
@@ -158,6 +159,15 @@ func (e *chunkEmitter) Text(s string, ids []int32) error {
 	return nil
 }
 
+// Reasoning implements stream.ReasoningEmitter. Reasoning after a piece's
+// text or calls (a harmony reply may reason again after a call) starts a
+// new piece, so a message's reasoning always precedes its text.
+func (e *chunkEmitter) Reasoning(s string) error {
+	p := e.last(func(p *piece) bool { return p.text != "" || len(p.ids) > 0 || len(p.calls) > 0 })
+	p.reasoning += s
+	return nil
+}
+
 // Logprobs implements stream.LogprobEmitter.
 func (e *chunkEmitter) Logprobs(lps []engine.Logprob) { e.lps = append(e.lps[:0], lps...) }
 
@@ -177,7 +187,7 @@ func (e *chunkEmitter) Flush() error {
 	}
 	for i := range e.pieces {
 		p := &e.pieces[i]
-		if p.text == "" && len(p.ids) == 0 && len(p.calls) == 0 {
+		if p.reasoning == "" && p.text == "" && len(p.ids) == 0 && len(p.calls) == 0 {
 			continue
 		}
 		if e.err = e.send(p); e.err != nil {
@@ -190,7 +200,7 @@ func (e *chunkEmitter) Flush() error {
 
 // chunk is p as a sluice.v1 chunk; tok gives the logprobs' token bytes.
 func chunk(p *piece, tok stream.Tokenizer) *sluicev1.GenerateChunk {
-	c := &sluicev1.GenerateChunk{Text: p.text, TokenIds: uint32s(p.ids)}
+	c := &sluicev1.GenerateChunk{Reasoning: p.reasoning, Text: p.text, TokenIds: uint32s(p.ids)}
 	for _, d := range p.calls {
 		c.ToolCalls = append(c.ToolCalls, &sluicev1.ToolCallDelta{Index: uint32(d.Index), Id: d.ID, Name: d.Name, Arguments: d.Arguments})
 	}

@@ -216,7 +216,8 @@ type running struct {
 	req     engine.Request
 	gen     *stream.Generation
 	ts      *stream.TextStream
-	tools   *stream.ToolStream // the reply's tool-call parse; nil without tools
+	tools   *stream.ToolStream   // the reply's tool-call parse; nil without tools
+	reason  *stream.ReasonStream // the reply's reasoning split; nil unless a chat to a reasoning model
 }
 
 // start is what both generation services do between parsing a request and
@@ -248,7 +249,7 @@ func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefi
 	}
 	// NewToolStream after Prepare, which fixed the template's call format.
 	return &running{ctx: ctx, done: done, backend: b, req: req, gen: gen, tools: stream.NewToolStream(g),
-		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)}, nil
+		reason: stream.NewReasonStream(b, g, req.Prompt), ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)}, nil
 }
 
 // stream is what both generation services do after start: pump the
@@ -259,7 +260,8 @@ func (s *Server) start(parent context.Context, g *stream.GenRequest, id, idPrefi
 func (s *Server) stream(run *running, streaming bool, send func(p *piece) error,
 	complete func(out stream.Outcome, finish string) error, sendErr func(err error, code codes.Code, httpStatus int)) error {
 	em := &chunkEmitter{send: send}
-	out := run.tools.End(stream.Pump(run.gen, run.ts, run.tools.Use(em), s.pumpConfig(streaming), s.drain))
+	pumped := run.reason.Use(run.tools.Use(em), em)
+	out := run.tools.End(run.reason.End(stream.Pump(run.gen, run.ts, pumped, s.pumpConfig(streaming), s.drain)))
 	_ = em.Flush() // the text Pump released at the end; a failure shows in the next Send too
 	switch {
 	case errors.Is(context.Cause(run.ctx), errAbortRPC) && out.Err == nil:

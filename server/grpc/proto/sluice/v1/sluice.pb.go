@@ -1195,6 +1195,12 @@ func (*GenerateResponse_Error) isGenerateResponse_Response() {}
 // (arguments empty), the next ones argument fragments whose concatenation is
 // the call's JSON arguments. A chunk's text comes before its tool_calls.
 // With logprobs, logprobs holds one entry per token_ids entry, in order.
+//
+// A chat prompt to a model that marks its reasoning (Qwen3's <think>,
+// Gemma 4's thought channel, gpt-oss's analysis) has that reasoning split
+// off as the HTTP API's reasoning_content: it comes as reasoning, without
+// its markup, and never in text. A chunk's reasoning comes before its text;
+// its token_ids include the reasoning's tokens.
 type GenerateChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
@@ -1203,6 +1209,7 @@ type GenerateChunk struct {
 	Logprobs      []*TokenLogprob        `protobuf:"bytes,4,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	Index         uint32                 `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`                                  // the choice, 0 to n-1
 	FinishReason  string                 `protobuf:"bytes,6,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"` // n > 1 only: set on a choice's last chunk (as GenerateComplete's)
+	Reasoning     string                 `protobuf:"bytes,7,opt,name=reasoning,proto3" json:"reasoning,omitempty"`                           // a fragment of the reasoning text
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1275,6 +1282,13 @@ func (x *GenerateChunk) GetIndex() uint32 {
 func (x *GenerateChunk) GetFinishReason() string {
 	if x != nil {
 		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *GenerateChunk) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
 	}
 	return ""
 }
@@ -1565,7 +1579,8 @@ type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	PromptTokens     uint32                 `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens uint32                 `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
-	CachedTokens     uint32                 `protobuf:"varint,3,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
+	CachedTokens     uint32                 `protobuf:"varint,3,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`          // prompt tokens served from the prefix cache
+	ReasoningTokens  uint32                 `protobuf:"varint,4,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"` // completion tokens that were reasoning, its markers included
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1617,6 +1632,13 @@ func (x *Usage) GetCompletionTokens() uint32 {
 func (x *Usage) GetCachedTokens() uint32 {
 	if x != nil {
 		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetReasoningTokens() uint32 {
+	if x != nil {
+		return x.ReasoningTokens
 	}
 	return 0
 }
@@ -2261,7 +2283,7 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\bcomplete\x18\x03 \x01(\v2\x1b.sluice.v1.GenerateCompleteH\x00R\bcomplete\x120\n" +
 	"\x05error\x18\x04 \x01(\v2\x18.sluice.v1.GenerateErrorH\x00R\x05errorB\n" +
 	"\n" +
-	"\bresponse\"\xe9\x01\n" +
+	"\bresponse\"\x87\x02\n" +
 	"\rGenerateChunk\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1b\n" +
 	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\x127\n" +
@@ -2269,7 +2291,8 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"tool_calls\x18\x03 \x03(\v2\x18.sluice.v1.ToolCallDeltaR\ttoolCalls\x123\n" +
 	"\blogprobs\x18\x04 \x03(\v2\x17.sluice.v1.TokenLogprobR\blogprobs\x12\x14\n" +
 	"\x05index\x18\x05 \x01(\rR\x05index\x12#\n" +
-	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\"g\n" +
+	"\rfinish_reason\x18\x06 \x01(\tR\ffinishReason\x12\x1c\n" +
+	"\treasoning\x18\a \x01(\tR\treasoning\"g\n" +
 	"\rToolCallDelta\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
@@ -2290,11 +2313,12 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x10GenerateComplete\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.sluice.v1.UsageR\x05usage\x12%\n" +
-	"\x0efinish_reasons\x18\x03 \x03(\tR\rfinishReasons\"~\n" +
+	"\x0efinish_reasons\x18\x03 \x03(\tR\rfinishReasons\"\xa9\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
-	"\rcached_tokens\x18\x03 \x01(\rR\fcachedTokens\"^\n" +
+	"\rcached_tokens\x18\x03 \x01(\rR\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x04 \x01(\rR\x0freasoningTokens\"^\n" +
 	"\rGenerateError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1f\n" +
