@@ -76,55 +76,6 @@ type relayEdge interface {
 	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int)
 }
 
-// relayReasoner is an edge emitter's reasoning: the API's reasoning text
-// (an empty text opens the reasoning), and the upstream's seal of it,
-// passed on unchanged.
-type relayReasoner interface {
-	stream.ReasoningEmitter
-	Signed(sig string) error
-}
-
-// reasoned takes the upstream's reasoning off the tool-call path it
-// travels on through stream.PumpText (relay.ReasoningIndex and
-// SignatureIndex) onto the edge's reasoning; real calls go on.
-type reasoned struct{ stream.ToolEmitter }
-
-// relayEmitter is em with the upstream's reasoning split off: what
-// stream.PumpText writes to.
-func relayEmitter(em stream.Emitter) stream.Emitter {
-	if te, ok := em.(stream.ToolEmitter); ok {
-		return reasoned{te}
-	}
-	return em
-}
-
-// ToolCall implements stream.ToolEmitter.
-func (e reasoned) ToolCall(d stream.ToolCallDelta) error {
-	if d.Index >= 0 {
-		return e.ToolEmitter.ToolCall(d)
-	}
-	r, ok := e.ToolEmitter.(relayReasoner)
-	if !ok {
-		return fmt.Errorf("%w: the upstream sent reasoning this API cannot carry", stream.ErrUpstreamMalformed)
-	}
-	switch d.Index {
-	case relay.SignatureIndex:
-		return r.Signed(d.Arguments)
-	case relay.RedactedIndex:
-		if rr, ok := r.(relayRedactor); ok {
-			return rr.Redacted(d.Arguments)
-		}
-		return fmt.Errorf("%w: the upstream sent redacted thinking this API cannot carry", stream.ErrUpstreamMalformed)
-	}
-	return r.Reasoning(d.Arguments)
-}
-
-// relayRedactor is an edge emitter that carries an upstream's redacted
-// thinking (Messages' redacted_thinking blocks) as it came.
-type relayRedactor interface {
-	Redacted(data string) error
-}
-
 // end is what the upstream said at its end, with the stop string matched
 // here when it was this side that stopped the text.
 func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
@@ -223,7 +174,7 @@ func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter {
 // seal of reasoning to pass on: an OpenAI-compatible upstream sends none.
 type chatRelayWriter struct{ *sseWriter }
 
-// Signed implements relayReasoner.
+// Signed implements stream.SealEmitter.
 func (w chatRelayWriter) Signed(string) error { return w.Err() }
 
 func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
@@ -376,7 +327,7 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relaySt
 func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE) {
 	pc := s.pumpConfig(true)
 	pc.StallTimeout = src.StallTimeout()
-	out := stream.PumpText(sse.Context(), src, st.ts, relayEmitter(st.relay.edge.Emitter(sse)), pc, s.drain)
+	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge.Emitter(sse), pc, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -457,7 +408,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	ts := stream.NewTextOnlyStream(g.Stop)
-	out := stream.PumpText(r.Context(), src, ts, relayEmitter(f.Emitter(nil)), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
+	out := stream.PumpText(r.Context(), src, ts, f.Emitter(nil), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -488,13 +439,13 @@ func (c *relayCollector) Text(s string, _ []int32) error { c.text = append(c.tex
 func (c *relayCollector) KeepAlive() error               { return nil }
 func (c *relayCollector) Flush() error                   { return nil }
 
-// Reasoning implements relayReasoner.
+// Reasoning implements stream.ReasoningEmitter.
 func (c *relayCollector) Reasoning(s string) error {
 	c.reasoning = append(c.reasoning, s...)
 	return nil
 }
 
-// Signed implements relayReasoner: chat has no seal to carry.
+// Signed implements stream.SealEmitter: chat has no seal to carry.
 func (c *relayCollector) Signed(string) error { return nil }
 
 // ToolCall implements stream.ToolEmitter.

@@ -117,11 +117,11 @@ func (p *parser) messages(data []byte) (ev stream.TextEvent, send, done bool, er
 		// A thinking block opens the client's even before any text: with
 		// display omitted it has none, only its signature.
 		if b := e.ContentBlock; b != nil && b.Type == "thinking" {
-			return p.reasoningEvent(ReasoningIndex, ""), true, false, nil
+			return p.reasoningEvent(stream.ReasoningText, ""), true, false, nil
 		}
 		// Redacted thinking comes whole in its start.
 		if b := e.ContentBlock; b != nil && b.Type == "redacted_thinking" {
-			return p.reasoningEvent(RedactedIndex, b.Data), true, false, nil
+			return p.reasoningEvent(stream.ReasoningRedacted, b.Data), true, false, nil
 		}
 	case "content_block_delta":
 		switch {

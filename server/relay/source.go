@@ -161,12 +161,6 @@ func (s *Stream) read() {
 			s.cancel()
 			return
 		}
-		if pre := p.pre; pre != nil {
-			p.pre = nil
-			if !s.deliver(*pre, &closed, closeEvents) {
-				return
-			}
-		}
 		if send && !s.deliver(ev, &closed, closeEvents) {
 			return
 		}
@@ -180,7 +174,7 @@ func (s *Stream) read() {
 // deliver hands ev to the pump; false when Close asked the reader to stop.
 // A detached stream's reader reads on for nobody after Close.
 func (s *Stream) deliver(ev stream.TextEvent, closed *bool, closeEvents func()) bool {
-	if (ev.Text != "" || len(ev.Tools) > 0) && s.clientCtx.Err() != nil {
+	if (ev.Text != "" || len(ev.Tools) > 0 || len(ev.Reasoning) > 0) && s.clientCtx.Err() != nil {
 		s.m.afterGone.WithLabelValues(s.up.label).Inc()
 	}
 	if *closed {
@@ -252,10 +246,7 @@ type parser struct {
 	// is read from, by output index: reasoning_text, or the summary when
 	// the upstream sends only that (OpenAI's own reasoning models).
 	reasoningKind map[int]string
-	// pre is an event to deliver before the one just parsed: a chat
-	// chunk's reasoning goes out before its content.
-	pre   *stream.TextEvent
-	calls toolCalls
+	calls         toolCalls
 	// messageItems are the Responses output indexes announced as messages.
 	messageItems map[int]bool
 	firstAt      time.Time
@@ -379,14 +370,11 @@ func (p *parser) event(data []byte) (ev stream.TextEvent, send, done bool, err e
 		}
 	}
 	if reasoning != "" {
-		r := p.reasoningEvent(ReasoningIndex, reasoning)
-		if ev.Text == "" {
-			ev.Tools = append(r.Tools, ev.Tools...)
-		} else {
-			p.pre = &r
-		}
+		// A chunk's reasoning precedes its content upstream; PumpText
+		// writes an event's Reasoning before its Text.
+		ev.Reasoning = []stream.ReasoningDelta{{Kind: stream.ReasoningText, Text: reasoning}}
 	}
-	p.timing(ev.Text != "" || len(ev.Tools) > 0)
+	p.timing(ev.Text != "" || len(ev.Tools) > 0 || len(ev.Reasoning) > 0)
 	return ev, true, false, nil
 }
 

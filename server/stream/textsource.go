@@ -13,6 +13,10 @@ import (
 //
 //	TextSource.Events ─▶ TextJoiner (UTF-8 split across chunks) ─▶ TextStream.PushText (stop hold-back)
 //	                  ─▶ PumpText (keep-alive, stall, coalescing, client gone → Close) ─▶ Emitter
+//
+// An event's reasoning and tool-call deltas pass beside the stop hold-back,
+// to the emitter's ReasoningEmitter (SealEmitter, RedactedEmitter) and
+// ToolEmitter sides.
 
 // TextEvent is one upstream chunk. Text is complete UTF-8 (the source joins
 // characters split across chunks, see TextJoiner) and may be empty: a chunk
@@ -23,10 +27,49 @@ type TextEvent struct {
 	// Seq is the upstream's SSE event id (0 when it sends none): where a
 	// resume of the upstream's own stream would continue.
 	Seq int64
+	// Reasoning is the chunk's reasoning, before its Text (a chunk that
+	// carries both thought first). Like Tools it bypasses the stop strings:
+	// a stop string ends the answer, not the thinking.
+	Reasoning []ReasoningDelta
 	// Tools are the chunk's tool-call deltas, after its Text. They bypass
 	// the stop strings (those apply to text, never to arguments) and go to
 	// a ToolEmitter.
 	Tools []ToolCallDelta
+}
+
+// ReasoningKind is what a ReasoningDelta carries.
+type ReasoningKind uint8
+
+const (
+	// ReasoningText: reasoning text, to the ReasoningEmitter. An empty one
+	// opens the reasoning without text (a thinking block whose display is
+	// omitted upstream).
+	ReasoningText ReasoningKind = iota
+	// ReasoningSeal: the producer's own seal of the reasoning so far (a
+	// Messages signature, a Responses encrypted_content), to a SealEmitter,
+	// which passes it on unchanged so that it round-trips to that producer.
+	ReasoningSeal
+	// ReasoningRedacted: a Messages redacted_thinking block's data, to a
+	// RedactedEmitter, which the client must send back as it came.
+	ReasoningRedacted
+)
+
+// ReasoningDelta is one piece of a producer's reasoning.
+type ReasoningDelta struct {
+	Kind ReasoningKind
+	Text string
+}
+
+// SealEmitter is a ReasoningEmitter that carries a producer's seal of its
+// reasoning (ReasoningSeal).
+type SealEmitter interface {
+	Signed(seal string) error
+}
+
+// RedactedEmitter is a ReasoningEmitter that carries a producer's redacted
+// reasoning (ReasoningRedacted).
+type RedactedEmitter interface {
+	Redacted(data string) error
 }
 
 // TextSource is a producer of text. Events is closed exactly once by the
@@ -96,8 +139,9 @@ func (p *textPump) run(ctx context.Context, shutdown <-chan struct{}) TextOutcom
 	return p.end()
 }
 
-// take feeds one event to the TextStream. Events after a stop string are
-// dropped: they were in flight when the source was closed.
+// take feeds one event: its reasoning, its text, then its calls. Events
+// after a stop string are dropped: they were in flight when the source was
+// closed.
 func (p *textPump) take(ev TextEvent) {
 	if p.ts.Stopped() {
 		return
@@ -108,6 +152,12 @@ func (p *textPump) take(ev TextEvent) {
 	}
 	if ev.Finish != "" {
 		p.finish = ev.Finish
+	}
+	if len(ev.Reasoning) > 0 {
+		p.reasoning(ev.Reasoning)
+		if p.out.Err != nil {
+			return
+		}
 	}
 	text, stopped := p.ts.PushText(ev.Text)
 	p.pending = append(p.pending, text...)
@@ -121,26 +171,65 @@ func (p *textPump) take(ev TextEvent) {
 	}
 }
 
-// tools writes tool-call deltas after the text before them, which is
-// complete: the upstream moved on to a call, so text held back for a stop
-// string goes out first (a stop cannot span a call). An emitter without
-// tool calls cannot carry them: the stream fails rather than drop them.
+// tools writes tool-call deltas after the text before them. An emitter
+// without tool calls cannot carry them: the stream fails rather than drop
+// them.
 func (p *textPump) tools(ds []ToolCallDelta) {
 	te, ok := p.em.(ToolEmitter)
 	if !ok {
 		p.abort(fmt.Errorf("%w: the upstream sent tool calls this API cannot carry", ErrUpstreamMalformed))
 		return
 	}
+	p.beside(func() {
+		for _, d := range ds {
+			if p.gone {
+				return
+			}
+			p.fail(te.ToolCall(d))
+		}
+	})
+}
+
+// reasoning writes reasoning deltas after the text before them, each to
+// the emitter's side for its kind. An emitter that cannot carry one fails
+// the stream rather than drop it.
+func (p *textPump) reasoning(ds []ReasoningDelta) {
+	re, _ := p.em.(ReasoningEmitter)
+	se, _ := p.em.(SealEmitter)
+	rd, _ := p.em.(RedactedEmitter)
+	for _, d := range ds {
+		if re == nil || d.Kind == ReasoningSeal && se == nil || d.Kind == ReasoningRedacted && rd == nil {
+			p.abort(fmt.Errorf("%w: the upstream sent reasoning this API cannot carry", ErrUpstreamMalformed))
+			return
+		}
+	}
+	p.beside(func() {
+		for _, d := range ds {
+			if p.gone {
+				return
+			}
+			switch d.Kind {
+			case ReasoningSeal:
+				p.fail(se.Signed(d.Text))
+			case ReasoningRedacted:
+				p.fail(rd.Redacted(d.Text))
+			default:
+				p.fail(re.Reasoning(d.Text))
+			}
+		}
+	})
+}
+
+// beside writes what travels beside the text (calls, reasoning) after the
+// text before it, which is complete: the upstream moved on, so text held
+// back for a stop string goes out first (a stop cannot span a call or a
+// thought).
+func (p *textPump) beside(write func()) {
 	p.pending = append(p.pending, p.ts.FinishText()...)
 	if len(p.pending) > 0 {
 		p.emit()
 	}
-	for _, d := range ds {
-		if p.gone {
-			return
-		}
-		p.fail(te.ToolCall(d))
-	}
+	write()
 	// Flushed now: the writer's coalescing clock runs on pending text only.
 	if !p.gone {
 		p.fail(p.em.Flush())

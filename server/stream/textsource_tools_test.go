@@ -76,3 +76,64 @@ func TestPumpTextTools(t *testing.T) {
 		t.Errorf("an emitter without calls: outcome %+v, source closed %v; want upstream_malformed and the source closed", out, src.closed)
 	}
 }
+
+// reasonEmitter records reasoning, seals and redacted blocks beside text
+// and calls.
+type reasonEmitter struct{ orderEmitter }
+
+func (e *reasonEmitter) Reasoning(s string) error {
+	e.log = append(e.log, "think "+s)
+	return nil
+}
+func (e *reasonEmitter) Signed(s string) error {
+	e.log = append(e.log, "seal "+s)
+	return nil
+}
+func (e *reasonEmitter) Redacted(s string) error {
+	e.log = append(e.log, "redacted "+s)
+	return nil
+}
+
+// unsealed carries reasoning text but no seal (chat's edges before one).
+type unsealed struct{ orderEmitter }
+
+func (e *unsealed) Reasoning(s string) error {
+	e.log = append(e.log, "think "+s)
+	return nil
+}
+
+// TestPumpTextReasoning: an event's reasoning goes out before its text and
+// after the text before it, released from the stop hold-back (a stop
+// cannot span a thought); the stop string is not looked for in reasoning;
+// each kind reaches its own emitter method. An emitter that cannot carry a
+// kind fails the stream as upstream_malformed and closes the source rather
+// than drop it.
+func TestPumpTextReasoning(t *testing.T) {
+	evs := []TextEvent{
+		{Reasoning: []ReasoningDelta{{Kind: ReasoningText}}},
+		{Text: "So EN"},
+		{Reasoning: []ReasoningDelta{{Kind: ReasoningText, Text: "about END"}, {Kind: ReasoningSeal, Text: "sig1"}}, Text: "D."},
+		{Reasoning: []ReasoningDelta{{Kind: ReasoningRedacted, Text: "opaque"}}, Finish: "stop"},
+	}
+	var em reasonEmitter
+	src := newListSource(evs...)
+	out := PumpText(t.Context(), src, NewTextOnlyStream([]string{"END"}), &em, PumpConfig{}, nil)
+	want := []string{"think ", "text So EN", "think about END", "seal sig1", "text D.", "redacted opaque"}
+	if !slices.Equal(em.log, want) || out.Finish != "stop" || out.Err != nil {
+		t.Errorf("wrote %q, outcome %+v; want %q, finish stop", em.log, out, want)
+	}
+
+	for _, c := range []struct {
+		name string
+		em   Emitter
+	}{
+		{"no reasoning", &orderEmitter{}},
+		{"no seal", &unsealed{}},
+	} {
+		src = newListSource(evs...)
+		out = PumpText(t.Context(), src, NewTextOnlyStream(nil), c.em, PumpConfig{}, nil)
+		if !errors.Is(out.Err, ErrUpstreamMalformed) || !src.closed || out.Finish != "" {
+			t.Errorf("%s: outcome %+v, source closed %v; want upstream_malformed and the source closed", c.name, out, src.closed)
+		}
+	}
+}
