@@ -71,9 +71,8 @@ type relayEdge interface {
 	Start(sse *httpedge.SSE)
 	// Emitter frames the text on sse.
 	Emitter(sse *httpedge.SSE) stream.Emitter
-	// End writes the last events: the ending, or out.Err in-band, with the
-	// upstream's reasoning tokens.
-	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int)
+	// End writes the last events: the ending, or out.Err in-band.
+	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd)
 }
 
 // end is what the upstream said at its end, with the stop string matched
@@ -88,6 +87,7 @@ func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
 		if u.Details != nil {
 			e.CachedTokens = u.Details.CachedTokens
 		}
+		e.ReasoningTokens = u.ReasoningTokens()
 	}
 	return e
 }
@@ -107,9 +107,8 @@ type chatEdge struct {
 
 // relayEnding is End's arguments, kept for a whole response's Body.
 type relayEnding struct {
-	out             stream.TextOutcome
-	end             stream.TextEnd
-	reasoningTokens int
+	out stream.TextOutcome
+	end stream.TextEnd
 }
 
 // chatAPI is chat (or completions) as relayAPI serves it.
@@ -143,7 +142,7 @@ func (e *chatEdge) SetModel(name string) {
 // settled it: its text, reasoning and calls as the upstream gave them.
 func (e *chatEdge) Body() []byte {
 	c, w := e.whole, e.ending
-	body := completionBody(e.chat, e.id, e.model, string(c.text), w.out.Finish, usageOf(w.end, w.reasoningTokens))
+	body := completionBody(e.chat, e.id, e.model, string(c.text), w.out.Finish, usageOf(w.end))
 	if m := body.Choices[0].Message; m != nil {
 		if len(c.calls) > 0 {
 			m.ToolCalls = c.calls
@@ -182,9 +181,9 @@ func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
 }
 
 // End writes the finish and usage chunks, or the in-band error; then [DONE].
-func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
+func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
 	if sse == nil {
-		e.ending = relayEnding{out, end, reasoningTokens}
+		e.ending = relayEnding{out, end}
 		return
 	}
 	sw := e.writer(sse)
@@ -193,7 +192,7 @@ func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Tex
 	} else {
 		sw.finish(out.Finish)
 		if e.includeUsage && end.Usage {
-			sw.usage(usageOf(end, reasoningTokens))
+			sw.usage(usageOf(end))
 		}
 	}
 	sw.done()
@@ -351,7 +350,7 @@ func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE)
 
 // relayEnd writes the stream's last events in its edge and marks it done.
 func (s *Server) relayEnd(st *relayState, sse *httpedge.SSE, out stream.TextOutcome) {
-	st.relay.edge.End(sse, out, st.relay.end(st.ts), st.relay.usage.ReasoningTokens())
+	st.relay.edge.End(sse, out, st.relay.end(st.ts))
 	st.done = true
 	_ = sse.Flush()
 }
@@ -420,7 +419,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	f.End(nil, out, cur.end(ts), cur.usage.ReasoningTokens())
+	f.End(nil, out, cur.end(ts))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(f.Body())
 }
@@ -466,9 +465,9 @@ func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {
 }
 
 // usageOf is the OpenAI usage of what the upstream reported.
-func usageOf(end stream.TextEnd, reasoningTokens int) Usage {
+func usageOf(end stream.TextEnd) Usage {
 	return Usage{PromptTokens: end.PromptTokens, CompletionTokens: end.CompletionTokens,
-		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens, ReasoningTokens: reasoningTokens}
+		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens, ReasoningTokens: end.ReasoningTokens}
 }
 
 // writeRelayError answers a failure before the first byte. An upstream that

@@ -111,7 +111,7 @@ func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
 // End writes the stream's last events: its ending, or the in-band error.
 // Anthropic counts thinking in output_tokens, with no reasoning count of
 // its own: the upstream's, if any, has no place here.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, _ int) {
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
 	if out.Err != nil {
 		sse.Event("error", errorBody(out.Err))
 		return

@@ -124,14 +124,14 @@ func (e relayEmitter) Signed(sig string) error {
 
 // End writes the stream's last events: the done events and
 // response.completed (or .incomplete), or error and response.failed.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
+func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
 	r.em.sse = sse
 	if out.Err != nil {
 		failEvents(r.em, r.resp, out.Err)
 		return
 	}
 	r.em.finish() // an empty reply is an empty message
-	r.end(out, end, reasoningTokens)
+	r.end(out, end)
 	r.body = r.store.keep(r.resp, r.p)
 	endEvents(r.em, r.resp)
 }
@@ -163,7 +163,7 @@ func (r *Relayed) Body() []byte { return r.body }
 
 // end fills in the output and the upstream's usage: completed, or
 // incomplete when the token limit cut it.
-func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd, reasoningTokens int) {
+func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
 	resp := r.resp
 	resp.Status = "completed"
 	if out.Finish == "length" {
@@ -172,7 +172,7 @@ func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd, reasoningToken
 	resp.settle(resp.Status)
 	resp.Usage = &usage{
 		InputTokens: end.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": end.CachedTokens},
-		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": reasoningTokens},
+		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": end.ReasoningTokens},
 		TotalTokens: end.PromptTokens + end.CompletionTokens,
 	}
 }

@@ -316,6 +316,10 @@ type TextEnd struct {
 	// Usage: the producer reported its token counts (the fields below).
 	Usage                                        bool
 	PromptTokens, CompletionTokens, CachedTokens int
+	// ReasoningTokens are the completion tokens spent reasoning, as the
+	// producer counted them (0 when it does not: an Anthropic upstream
+	// counts thinking in its output tokens only).
+	ReasoningTokens int
 	// StopSequence is the stop string that ended the text ("" for none),
 	// matched here (TextStream.Matched) or by the upstream.
 	StopSequence string
