@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -53,6 +54,15 @@ func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream
 		retain = s.cfg.ResumeStreamBytes
 	}
 	st := newChoicesState(id, g, reqs, newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix()), b, httpedge.NewEventLog(retain))
+	if g.ContinuousUsage {
+		// vLLM's per-choice figures: the choice's prompt and its tokens so far.
+		for i := range st.formats {
+			st.formats[i].soFar = func() Usage {
+				p, c := len(reqs[i].Prompt), len(st.cs[i].Text.IDs())
+				return Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+			}
+		}
+	}
 	ctx, release, err := st.Acquire(r.Context())
 	if err != nil {
 		return // the client left before we started
@@ -70,10 +80,15 @@ func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream
 	sw := newSSEWriter(gens[0].Context(), w, st.Log, &st.formats[0], s.cfg.WriteTimeout, 0)
 	for i := range st.cs {
 		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
-		if g.Chat {
+		switch {
+		case g.Chat:
 			cw.role()
-		} else if g.Echo {
-			_ = cw.Text(echoText(b, reqs[i]), nil) // echo.go
+			if text := chatEcho(g); g.Echo && text != "" { // echo.go
+				_ = cw.Text(text, nil)
+			}
+		case g.Echo && g.Logprobs: // with the prompt's logprobs, due with the choice's first token (choiceWriter.echo)
+		case g.Echo:
+			_ = cw.Text(echoText(b, reqs[i]), nil)
 		}
 	}
 	_ = sw.Flush() // headers and roles now: the client knows it was accepted
@@ -94,12 +109,18 @@ func (s *Server) pumpChoices(st *choicesState, gens []*stream.Generation, sw *ss
 		c := &st.cs[i]
 		c.Gen = gen
 		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
+		if g := st.gen; g.Echo && g.Logprobs && !g.Chat {
+			n := max(g.N, 1)
+			cw.echo = &choiceEcho{text: echoText(s.backend.Load(), st.reqs[i]), prompt: st.reqs[i].Prompt,
+				pl: st.reqs[i-i%n].PromptLogprobs, ts: c.Text}
+		}
 		c.Out = cw
 		c.End = func(out stream.Outcome) {
 			if out.CutShort {
 				return // resumable: the choice goes on where it stopped
 			}
 			if out.Err == nil {
+				cw.echoDue()
 				cw.finish(out.Finish)
 			}
 			st.ended[i], st.errs[i] = true, out.Err
@@ -155,19 +176,36 @@ func (s *Server) completeChoices(w http.ResponseWriter, b *stream.Backend, g *st
 		writeError(w, err)
 		return
 	}
+	n := max(g.N, 1)
 	var body *completionResponse
+	var promptLPs []json.RawMessage // completions': one per choice, its prompt's
 	for i := range cs {
 		text := string(cols[i].text)
-		if g.Echo {
+		switch {
+		case g.Echo && g.Chat:
+			text = chatEcho(g) + text
+		case g.Echo:
 			text = echoText(b, reqs[i]) + text
 		}
+		// The prompt's logprobs were computed once, by its first choice
+		// (the group's leader); every choice of the prompt reports them.
+		plps := promptLogprobsOf(reqs[i-i%n])
 		one := cols[i].withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), text, outs[i].Finish, Usage{}))
 		c := one.Choices[0]
 		c.Index = i
 		if m := c.Message; m != nil {
 			m.ReasoningContent, m.Reasoning = string(cols[i].reasoning), string(cols[i].reasoning)
 		}
-		c.Logprobs = cols[i].logprobsJSON(newLogprobFormat(b.Tokenizer, g), cs[i].Text.IDs())
+		lf := newLogprobFormat(b.Tokenizer, g) // its own: text_offset counts from the choice's start
+		if ids := cs[i].Text.IDs(); g.Echo && !g.Chat && lf != nil && plps != nil {
+			k := min(len(ids), len(cols[i].lps))
+			c.Logprobs = json.RawMessage(lf.appendEchoed(nil, reqs[i].Prompt, plps, ids[:k], cols[i].lps[:k]))
+		} else {
+			c.Logprobs = cols[i].logprobsJSON(lf, ids)
+		}
+		if g.PromptLogprobs && (!g.Chat || i == 0) {
+			promptLPs = append(promptLPs, promptLogprobsJSON(b, g, reqs[i].Prompt, plps))
+		}
 		if body == nil {
 			body = one
 			body.Choices = body.Choices[:0]
@@ -175,7 +213,60 @@ func (s *Server) completeChoices(w http.ResponseWriter, b *stream.Backend, g *st
 		body.Choices = append(body.Choices, c)
 	}
 	body.Usage = choicesUsage(g, reqs, cs, outs)
-	writeJSON(w, body)
+	writeJSON(w, withChoicesPromptLogprobs(g, body, promptLPs))
+}
+
+// promptLogprobsOf is the prompt logprobs req asked for, nil when it asked
+// for none or they are not complete (its prefill failed, or a group's
+// leader ended before computing them). Read once req's sequence delivered
+// a token or ended.
+func promptLogprobsOf(req engine.Request) []*engine.Logprob {
+	pl := req.PromptLogprobs
+	if pl == nil || len(pl.Logprobs) != len(req.Prompt) {
+		return nil
+	}
+	for _, lp := range pl.Logprobs[1:] {
+		if lp == nil {
+			return nil
+		}
+	}
+	return pl.Logprobs
+}
+
+// promptLogprobsJSON is vLLM's prompt_logprobs of prompt, null when they
+// are missing.
+func promptLogprobsJSON(b *stream.Backend, g *stream.GenRequest, prompt []int32, plps []*engine.Logprob) json.RawMessage {
+	if plps == nil {
+		return json.RawMessage("null")
+	}
+	return newTokenFormat(b.Tokenizer, g).appendPromptLogprobs(nil, prompt, plps, g.PromptTopLogprobs)
+}
+
+// withChoicesPromptLogprobs places prompt_logprobs where vLLM does: on chat
+// once, beside the choices (its n choices share one prompt); on
+// completions in every choice, its own prompt's.
+func withChoicesPromptLogprobs(g *stream.GenRequest, body *completionResponse, lps []json.RawMessage) any {
+	if !g.PromptLogprobs {
+		return body
+	}
+	if g.Chat {
+		return struct {
+			*completionResponse
+			PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+		}{body, lps[0]}
+	}
+	type choiceWith struct {
+		choice
+		PromptLogprobs json.RawMessage `json:"prompt_logprobs"`
+	}
+	cs := make([]choiceWith, len(body.Choices))
+	for i, c := range body.Choices {
+		cs[i] = choiceWith{c, lps[i]}
+	}
+	return struct {
+		*completionResponse
+		Choices []choiceWith `json:"choices"` // shadows the embedded choices
+	}{body, cs}
 }
 
 // choicesUsage sums the choices' completion tokens; each prompt counts once,
@@ -229,8 +320,21 @@ func (f chunkFormat) withIndex(i int) chunkFormat {
 // with the choice's format (its index, its logprobs' offsets). PumpChoices
 // serializes the choices' calls, so switching the format is safe.
 type choiceWriter struct {
-	sw *sseWriter
-	f  *chunkFormat
+	sw   *sseWriter
+	f    *chunkFormat
+	echo *choiceEcho // completions' echo with logprobs, sent before the choice's first token
+}
+
+// choiceEcho is a streamed completion choice's echoed prompt with its
+// logprobs. The prompt's logprobs are computed by its first choice, the
+// leader of the group the engine prefills once (stream.GroupEngine),
+// before any of the group's choices has a token, so they are complete
+// once this choice has one.
+type choiceEcho struct {
+	text   string
+	prompt []int32
+	pl     *engine.PromptLogprobs
+	ts     *stream.TextStream // the choice's: whether a token was sent yet
 }
 
 func (c *choiceWriter) use() *sseWriter {
@@ -238,7 +342,36 @@ func (c *choiceWriter) use() *sseWriter {
 	return c.sw
 }
 
-func (c *choiceWriter) Text(text string, ids []int32) error   { return c.use().Text(text, ids) }
+// echoDue sends the echo chunk when the choice has not sent one: before
+// its first token, or at its end when it produced none. Whether it was
+// sent is read off the choice's own tokens, so a resumed stream, whose
+// earlier tokens the TextStream holds, never sends it twice.
+func (c *choiceWriter) echoDue(ids ...int32) {
+	if c.echo == nil || len(c.echo.ts.IDs()) != len(ids) {
+		return
+	}
+	sw := c.use()
+	plps := promptLogprobsOf(engine.Request{Prompt: c.echo.prompt, PromptLogprobs: c.echo.pl})
+	if plps == nil || c.f.lp == nil {
+		sw.payload = c.f.content(sw.payload[:0], c.echo.text)
+		sw.event(sw.payload)
+		return
+	}
+	dst := append(sw.payload[:0], c.f.head...)
+	dst = append(dst, c.f.openText...)
+	dst = appendJSONString(dst, c.echo.text)
+	dst = append(dst, `,"logprobs":`...)
+	dst = c.f.lp.appendEchoed(dst, c.echo.prompt, plps, nil, nil)
+	sw.payload = append(dst, `,"finish_reason":null}]}`...)
+	sw.event(sw.payload)
+}
+
+func (c *choiceWriter) Text(text string, ids []int32) error {
+	if len(ids) > 0 {
+		c.echoDue(ids...)
+	}
+	return c.use().Text(text, ids)
+}
 func (c *choiceWriter) Logprobs(lps []engine.Logprob)         { c.use().Logprobs(lps) }
 func (c *choiceWriter) ToolCall(d stream.ToolCallDelta) error { return c.use().ToolCall(d) }
 func (c *choiceWriter) Reasoning(text string) error           { return c.use().Reasoning(text) }

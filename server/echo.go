@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/sluicehq/sluice/engine"
-	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -13,24 +12,12 @@ import (
 // message's content leads the reply when that message is the assistant's,
 // the one a continue_final_message reply continues; after another role's
 // there is nothing of the reply's to repeat.
-func (wr *wireRequest) echo(chat, logprobs bool, g *stream.GenRequest) error {
+func (wr *wireRequest) echo(chat, _ bool, g *stream.GenRequest) error {
 	if err := wr.extensions(chat, g); err != nil {
 		return err
 	}
 	if wr.Echo == nil || !*wr.Echo {
 		return nil
-	}
-	if chat {
-		if wr.N != nil && *wr.N > 1 { // the several-choices adapter echoes completions' prompts only
-			return httpedge.Unsupported("echo", "echo on chat with n > 1 is not supported")
-		}
-		g.Echo = true
-		return nil
-	}
-	if logprobs {
-		if err := wr.echoLogprobs(g); err != nil {
-			return err
-		}
 	}
 	g.Echo = true
 	return nil

@@ -89,14 +89,12 @@ func optInt(param string, raw json.RawMessage) (*int, error) {
 }
 
 // extensions reads wireExtensions and stream_options.continuous_usage_stats
-// into g. What the several-choices adapter (choices.go) does not frame is
-// refused there rather than left out of its response.
+// into g.
 func (wr *wireRequest) extensions(chat bool, g *stream.GenRequest) error {
 	if err := wr.continuation(chat, g); err != nil {
 		return err
 	}
 	streaming := wr.Stream != nil && *wr.Stream
-	several := wr.N != nil && *wr.N > 1 || len(g.Batch) > 0
 	k, err := optInt("prompt_logprobs", wr.PromptLogprobs)
 	if err != nil {
 		return err
@@ -109,8 +107,6 @@ func (wr *wireRequest) extensions(chat bool, g *stream.GenRequest) error {
 			return stream.InvalidParam("prompt_logprobs", "prompt_logprobs must be between 0 and %d, got %d", engine.MaxTopLogprobs, *k)
 		case streaming: // vLLM's rule and words: a stream has no place for them
 			return stream.InvalidParam("prompt_logprobs", "`prompt_logprobs` are not available when `stream=True`.")
-		case several:
-			return httpedge.Unsupported("prompt_logprobs", "prompt_logprobs with several choices (n > 1 or a list of prompts) is not supported")
 		}
 		g.PromptLogprobs, g.PromptTopLogprobs = true, *k
 	}
@@ -128,20 +124,8 @@ func (wr *wireRequest) extensions(chat bool, g *stream.GenRequest) error {
 		switch {
 		case o.IncludeUsage == nil || !*o.IncludeUsage:
 			return stream.InvalidParam("stream_options.continuous_usage_stats", "stream_options.continuous_usage_stats needs stream_options.include_usage: true")
-		case several:
-			return httpedge.Unsupported("stream_options.continuous_usage_stats", "stream_options.continuous_usage_stats with several choices (n > 1 or a list of prompts) is not supported")
 		}
 		g.ContinuousUsage = true
-	}
-	return nil
-}
-
-// echoLogprobs checks completions' echo beside logprobs: the prompt's
-// tokens and logprobs precede the completion's (Prepare asks the engine for
-// them), which only a single choice's framer writes.
-func (wr *wireRequest) echoLogprobs(g *stream.GenRequest) error {
-	if wr.N != nil && *wr.N > 1 || len(g.Batch) > 0 {
-		return httpedge.Unsupported("echo", "echo with logprobs and several choices (n > 1 or a list of prompts) is not supported")
 	}
 	return nil
 }

@@ -68,7 +68,8 @@ func (g *GenRequest) setN(p Params) error {
 // prompt*N + j (OpenAI's index) is the j-th of its prompt's N. The choices of
 // one prompt share its tokens and differ in their seed (the request's seed,
 // or the one Prepare drew, + j, so a seeded request gives the same choices
-// every time) and in their constraint, one instance each.
+// every time) and in their constraint, one instance each. Prompt logprobs,
+// when asked, are the first choice's request's alone.
 func PrepareChoices(b *Backend, g *GenRequest) ([]engine.Request, error) {
 	if n := g.NumChoices(); n > MaxChoices {
 		return nil, InvalidParam("n", "at most %d choices in all (n times the prompts), got %d", MaxChoices, n)
@@ -93,6 +94,12 @@ func PrepareChoices(b *Backend, g *GenRequest) ([]engine.Request, error) {
 			c := req
 			seed := *req.Sampling.Seed + uint64(j)
 			c.Sampling.Seed = &seed
+			if j > 0 {
+				// The prompt's logprobs are computed once, by its first
+				// choice (a group's leader, whose prefill the others fork),
+				// and every choice of the prompt reports them from there.
+				c.PromptLogprobs = nil
+			}
 			if j > 0 && req.Constraint != nil {
 				if c.Constraint, err = b.constraint(g, nil); err != nil {
 					return nil, err
