@@ -20,12 +20,12 @@ type tokenizeRequest struct {
 	Prompt              *string         `json:"prompt"`
 	Messages            json.RawMessage `json:"messages"`
 	AddSpecialTokens    *bool           `json:"add_special_tokens"`
-	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
+	AddGenerationPrompt json.RawMessage `json:"add_generation_prompt"` // with ContinueFinalMessage: chat's rules (continuation)
 	ReturnTokenStrs     *bool           `json:"return_token_strs"`
 	// AllowSpecialTokens as in chat: message text is plain text unless true.
 	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 
-	ContinueFinalMessage *bool           `json:"continue_final_message"`
+	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
 	ChatTemplate         json.RawMessage `json:"chat_template"`
 	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
 	Tools                json.RawMessage `json:"tools"`
@@ -35,10 +35,6 @@ func (tr *tokenizeRequest) refusals() error {
 	switch {
 	case tr.ReturnTokenStrs != nil && *tr.ReturnTokenStrs:
 		return httpedge.Unsupported("return_token_strs", "return_token_strs is not supported: the tokenizer keeps no id-to-piece table here")
-	case tr.AddGenerationPrompt != nil && !*tr.AddGenerationPrompt:
-		return httpedge.Unsupported("add_generation_prompt", "add_generation_prompt false is not supported: the prompt always opens the assistant's turn, as generation does")
-	case tr.ContinueFinalMessage != nil && *tr.ContinueFinalMessage:
-		return httpedge.Unsupported("continue_final_message", "continue_final_message is not supported")
 	case httpedge.Present(tr.ChatTemplate):
 		return httpedge.Unsupported("chat_template", "a per-request chat_template is not supported; the server's template applies")
 	case httpedge.Present(tr.ChatTemplateKwargs):
@@ -52,8 +48,9 @@ func (tr *tokenizeRequest) refusals() error {
 // handleTokenize serves POST /tokenize in vLLM's shape:
 // {"count", "max_model_len", "tokens", "token_strs": null}. A chat is
 // tokenized as generation would give it to the model (template, then no
-// added BOS: the template writes its own); a prompt gets the BOS unless
-// add_special_tokens is false.
+// added BOS: the template writes its own), add_generation_prompt false and
+// continue_final_message included, under chat's rules; a prompt gets the
+// BOS unless add_special_tokens is false.
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	b, tr, err := s.tokenizeBody(w, r)
 	if err != nil {
@@ -66,6 +63,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		err = stream.InvalidParam("prompt", "give either prompt or messages, not both")
 	case tr.Prompt != nil:
 		g := &stream.GenRequest{Prompt: *tr.Prompt}
+		if err = tr.continuation(false, g); err != nil { // chat fields: refused on a prompt
+			break
+		}
 		if err = setAllowSpecial(g, tr.AllowSpecialTokens); err == nil {
 			ids, err = stream.TokenizePrompt(b, g, tr.AddSpecialTokens == nil || *tr.AddSpecialTokens)
 		}
@@ -95,7 +95,25 @@ func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, tr *tokenizeRequest) 
 	if err := setAllowSpecial(&g, tr.AllowSpecialTokens); err != nil {
 		return nil, err
 	}
-	return stream.TokenizePrompt(b, &g, tr.AddSpecialTokens != nil && *tr.AddSpecialTokens)
+	if err := tr.continuation(true, &g); err != nil {
+		return nil, err
+	}
+	addSpecial := tr.AddSpecialTokens != nil && *tr.AddSpecialTokens
+	if addSpecial && (g.ContinueFinalMessage || g.NoGenerationPrompt) {
+		// The rendering is cut at a token boundary of the template's own
+		// tokens; a BOS added before them is not part of what generation
+		// cuts.
+		return nil, httpedge.Unsupported("add_special_tokens", "add_special_tokens true beside add_generation_prompt false or continue_final_message is not supported")
+	}
+	return stream.TokenizePrompt(b, &g, addSpecial)
+}
+
+// continuation reads add_generation_prompt and continue_final_message by
+// chat's rules (wireRequest.continuation), so /tokenize counts the prompt
+// a generation with the same fields is given.
+func (tr *tokenizeRequest) continuation(chat bool, g *stream.GenRequest) error {
+	wr := wireRequest{wireExtensions: wireExtensions{AddGenerationPrompt: tr.AddGenerationPrompt, ContinueFinalMessage: tr.ContinueFinalMessage}}
+	return wr.continuation(chat, g)
 }
 
 func (s *Server) tokenizeBody(w http.ResponseWriter, r *http.Request) (*stream.Backend, *tokenizeRequest, error) {

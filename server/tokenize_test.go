@@ -30,10 +30,9 @@ func TestTokenizeDetokenize(t *testing.T) {
 		t.Errorf("detokenize: %d %+v %v", resp.StatusCode, de, err)
 	}
 	for body, param := range map[string]string{
-		`{"prompt":"x","return_token_strs":true}`:                                    "return_token_strs",
-		`{"messages":[{"role":"user","content":"x"}],"add_generation_prompt":false}`: "add_generation_prompt",
-		`{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`:       "chat_template",
-		`{"prompt":"x","messages":[{"role":"user","content":"x"}]}`:                  "prompt",
+		`{"prompt":"x","return_token_strs":true}`:                              "return_token_strs",
+		`{"messages":[{"role":"user","content":"x"}],"chat_template":"{{x}}"}`: "chat_template",
+		`{"prompt":"x","messages":[{"role":"user","content":"x"}]}`:            "prompt",
 		`{"prompt":7}`: "prompt",
 	} {
 		resp := r.post(t, "/tokenize", body)

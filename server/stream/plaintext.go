@@ -39,6 +39,11 @@ type (
 // addSpecial adds the vocabulary's BOS to a completion prompt (a chat's
 // template writes its own).
 func TokenizePrompt(b *Backend, g *GenRequest, addSpecial bool) ([]int32, error) {
+	if g.Chat && !addSpecial {
+		// Prepare's rendering: a final message continued, the generation
+		// prompt left off, custom roles checked.
+		return renderedPrompt(b, g, 0)
+	}
 	return encodePrompt(b, g, addSpecial, 0)
 }
 
