@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/server/internal/ssetest"
@@ -16,8 +17,25 @@ import (
 func TestReasoningChoices(t *testing.T) {
 	r := newReasonRig(t, thinkTags)
 	r.script(qwenReply...)
+	checkReasoningChoices(t, r, reply{reasoning: "\nLet me think.\n", text: "Checking.", calls: `get_weather({"city": "Oslo"});`}, 5)
+}
+
+// TestHarmonyChoices: gpt-oss's harmony reply with n > 1: each choice's
+// analysis is its reasoning, its commentary preamble its text and its
+// call a call, as with one choice (TestHarmonyAllAPIs).
+func TestHarmonyChoices(t *testing.T) {
+	r := newHarmonyRig(t)
+	ids := r.ids(harmonyReply)
+	r.eng.Script = ids
+	checkReasoningChoices(t, &r.reasonRig, harmonyWant, slices.Index(ids, r.ids("<|end|>")[0])+1)
+}
+
+// checkReasoningChoices asks r's chat for 3 choices, whole and streamed:
+// each must read as want, and the usage count tokens reasoning tokens a
+// choice.
+func checkReasoningChoices(t *testing.T, r *reasonRig, want reply, tokens int) {
+	t.Helper()
 	const n = 3
-	want := reply{reasoning: "\nLet me think.\n", text: "Checking.", calls: `get_weather({"city": "Oslo"});`}
 	for _, streamed := range []bool{false, true} {
 		body := apis[0].body(`"n":3`, streamed)
 		resp := ssetest.Post(t, r.url+"/v1/chat/completions", body)
@@ -25,7 +43,7 @@ func TestReasoningChoices(t *testing.T) {
 			raw, _ := io.ReadAll(resp.Body)
 			t.Fatalf("stream %v: %d %s", streamed, resp.StatusCode, raw)
 		}
-		got, tokens := make([]reply, n), 0
+		got, usage := make([]reply, n), 0
 		if !streamed {
 			raw, _ := io.ReadAll(resp.Body)
 			var c struct {
@@ -42,7 +60,7 @@ func TestReasoningChoices(t *testing.T) {
 			for _, ch := range c.Choices {
 				// One choice's message read as the single-choice reader reads it.
 				one := apis[0].whole(t, []byte(`{"choices":[{"message":`+string(ch.Message)+`}],"usage":`+string(c.Usage)+`}`))
-				tokens = one.reasoningTokens
+				usage = one.reasoningTokens
 				one.reasoningTokens = 0
 				got[ch.Index] = one
 			}
@@ -63,7 +81,7 @@ func TestReasoningChoices(t *testing.T) {
 				}
 				mustJSON(t, []byte(e.Data), &c)
 				if c.Usage != nil {
-					tokens = c.Usage.Details.Reasoning
+					usage = c.Usage.Details.Reasoning
 				}
 				for _, ch := range c.Choices {
 					per[ch.Index] = append(per[ch.Index], e)
@@ -78,8 +96,8 @@ func TestReasoningChoices(t *testing.T) {
 				t.Errorf("stream %v, choice %d: %+v, want %+v", streamed, i, g, want)
 			}
 		}
-		if tokens != n*5 {
-			t.Errorf("stream %v: %d reasoning tokens in usage, want %d", streamed, tokens, n*5)
+		if usage != n*tokens {
+			t.Errorf("stream %v: %d reasoning tokens in usage, want %d", streamed, usage, n*tokens)
 		}
 	}
 }
