@@ -3,11 +3,18 @@ package server
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/server/internal/ssetest"
+	"github.com/sluicehq/sluice/server/internal/streamtest"
+	"github.com/sluicehq/sluice/server/stream"
 )
 
 // TestReasoningChoices: with n > 1 each choice's reasoning is split from
@@ -99,5 +106,72 @@ func checkReasoningChoices(t *testing.T, r *reasonRig, want reply, tokens int) {
 		if usage != n*tokens {
 			t.Errorf("stream %v: %d reasoning tokens in usage, want %d", streamed, usage, n*tokens)
 		}
+	}
+}
+
+// TestReasoningChoicesResume cuts an n=2 stream of a reasoning model inside
+// its reasoning and reconnects: each choice goes on through its own split
+// (the reasoning state lives with the stream, not the connection), so the
+// joined stream's reasoning, content and usage (reasoning tokens included)
+// equal an uninterrupted one's.
+func TestReasoningChoicesResume(t *testing.T) {
+	v := streamtest.NewPieceVocab()
+	script := []string{"<think>", "Let", " me", " think", " a", " while", ".", "</think>", "\n\n", "The", " quick", " brown", " fox", "."}
+	eng := &streamtest.ScriptEngine{Script: v.IDs(script...), Interval: 5 * time.Millisecond}
+	cfg := DefaultConfig()
+	cfg.ModelID = testModel
+	srv, err := New(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetBackend(&stream.Backend{Engine: eng, Tokenizer: v, ContextLen: 64, Reasoning: thinkTags}); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.HTTPServer().Handler)
+	t.Cleanup(hs.Close)
+	rig := &testRig{url: hs.URL, eng: eng, srv: srv}
+	body := fmt.Sprintf(chatBody, "", true, `,"n":2,"seed":7,"stream_options":{"include_usage":true}`)
+	type choice struct{ reasoning, content string }
+	read := func(evs []ssetest.Event) ([2]choice, string) {
+		var cs [2]choice
+		var usage string
+		for _, e := range evs {
+			if e.Data == "[DONE]" {
+				continue
+			}
+			var c struct {
+				Choices []struct {
+					Index int
+					Delta struct {
+						Content          string
+						ReasoningContent string `json:"reasoning_content"`
+					}
+				}
+				Usage json.RawMessage
+			}
+			mustJSON(t, []byte(e.Data), &c)
+			if c.Usage != nil {
+				usage = string(c.Usage)
+			}
+			for _, ch := range c.Choices {
+				cs[ch.Index].reasoning += ch.Delta.ReasoningContent
+				cs[ch.Index].content += ch.Delta.Content
+			}
+		}
+		return cs, usage
+	}
+	want, wantUsage := read(ssetest.Read(t, bufio.NewReader(rig.post(t, "/v1/chat/completions", body).Body), 0))
+	if want[0] != (choice{"Let me think a while.", "The quick brown fox."}) || want[1] != want[0] ||
+		!strings.Contains(wantUsage, `"reasoning_tokens":16`) {
+		t.Fatalf("uninterrupted: %+v, usage %s", want, wantUsage)
+	}
+	id, first := cutChat(t, rig, body, 4) // the roles and the reasoning's first deltas
+	again := resumeChat(t, rig, body, id, first[len(first)-1].ID, false)
+	if again.StatusCode != 200 {
+		t.Fatalf("resume: %d", again.StatusCode)
+	}
+	got, usage := read(append(first, ssetest.Read(t, bufio.NewReader(again.Body), 0)...))
+	if got != want || usage != wantUsage {
+		t.Errorf("resumed: %+v, usage %s; uninterrupted %+v, usage %s", got, usage, want, wantUsage)
 	}
 }
