@@ -32,7 +32,8 @@ func (s *Server) chatAPI(chat bool) *httpedge.API {
 // chatFramer is the httpedge.Framer of one chat or completions choice: its
 // chunks on a stream (an sseWriter per connection, over the chunk format
 // that lasts the stream), or the completion object of a whole response
-// (a collector).
+// (a collector). Relay mode frames an upstream's choice with it too
+// (relayedChat, relay.go).
 type chatFramer struct {
 	g      *stream.GenRequest
 	h      httpedge.Head
@@ -40,7 +41,12 @@ type chatFramer struct {
 	format chunkFormat
 	sw     *sseWriter // the connection's writer; nil: a whole response
 	col    collector
-	cached int // prompt tokens the first submission found in the prefix cache
+	calls  wholeCalls // a whole response's tool calls
+	// relayed: the choice is an upstream's, which has no prompt of ours
+	// (no Backend, no prompt tokens or logprobs: the relay refuses the
+	// fields that would need them) and reports its own usage.
+	relayed bool
+	cached  int // prompt tokens the first submission found in the prefix cache
 	// reasoning is a whole response's reasoning text (a stream sends it).
 	reasoning []byte
 	body      []byte
@@ -143,22 +149,39 @@ func (f *chatFramer) End(out stream.Outcome, ts *stream.TextStream) {
 		ReasoningTokens: out.ReasoningTokens}
 	if f.sw == nil {
 		u.CachedTokens = out.Result.CachedTokens
-		body := f.col.withToolCalls(completionBody(f.g.Chat, f.h.ID, f.h.Model, f.echo+string(f.col.text), out.Finish, u))
+	}
+	f.end(out.Finish, out.Err, u, f.g.IncludeUsage, ts.IDs())
+}
+
+// end writes (or, for a whole response, builds) the ending from the
+// finish or error and the usage, local or an upstream's; withUsage: a
+// stream's usage chunk goes out; ids are the tokens whose logprobs a whole
+// response shows.
+func (f *chatFramer) end(finish string, err error, u Usage, withUsage bool, ids []int32) {
+	if f.sw == nil {
+		body := completionBody(f.g.Chat, f.h.ID, f.h.Model, f.echo+string(f.col.text), finish, u)
 		if m := body.Choices[0].Message; m != nil {
+			if len(f.calls.calls) > 0 {
+				m.ToolCalls = f.calls.calls
+			}
 			m.ReasoningContent, m.Reasoning = string(f.reasoning), string(f.reasoning)
 		}
-		body.Choices[0].Logprobs = f.logprobsJSON(ts.IDs())
+		if f.relayed {
+			f.body, _ = json.Marshal(body) // always marshals
+			return
+		}
+		body.Choices[0].Logprobs = f.logprobsJSON(ids)
 		f.body, _ = json.Marshal(f.withPromptLogprobs(body)) // always marshals
 		return
 	}
-	if f.echoDue && out.Err == nil {
+	if f.echoDue && err == nil {
 		f.writeEcho()
 	}
-	if out.Err != nil {
-		f.sw.error(out.Err)
+	if err != nil {
+		f.sw.error(err)
 	} else {
-		f.sw.finish(out.Finish)
-		if f.g.IncludeUsage {
+		f.sw.finish(finish)
+		if withUsage {
 			f.sw.usage(u)
 		}
 	}
@@ -236,9 +259,33 @@ func (f *chatFramer) Logprobs(lps []engine.Logprob) {
 
 func (f *chatFramer) ToolCall(d stream.ToolCallDelta) error {
 	if f.sw == nil {
-		return f.col.ToolCall(d)
+		f.calls.add(d)
+		return nil
 	}
 	return f.sw.ToolCall(d)
+}
+
+// wholeCalls gathers a whole response's tool calls by their deltas' index:
+// an upstream may interleave the deltas of parallel calls, where the local
+// parse sends each call's whole.
+type wholeCalls struct {
+	calls []stream.WireToolCall
+	at    map[int]int // delta index -> calls[i]
+}
+
+func (c *wholeCalls) add(d stream.ToolCallDelta) {
+	i, ok := c.at[d.Index]
+	if !ok {
+		if c.at == nil {
+			c.at = map[int]int{}
+		}
+		var tc stream.WireToolCall
+		tc.ID, tc.Type, tc.Function.Name = d.ID, "function", d.Name
+		i = len(c.calls)
+		c.at[d.Index] = i
+		c.calls = append(c.calls, tc)
+	}
+	c.calls[i].Function.Arguments += d.Arguments
 }
 
 func (f *chatFramer) KeepAlive() error {

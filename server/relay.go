@@ -92,24 +92,11 @@ func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
 	return e
 }
 
-// chatEdge frames chat and completions streams and their whole responses.
-// The upstream's reasoning is chat's reasoning_content and reasoning, in
-// delta and message alike, and its reasoning tokens the usage's.
-type chatEdge struct {
-	chat         bool
-	includeUsage bool
-	id, model    string
-	format       chunkFormat
-	// A whole response: what the upstream sent, and how it ended.
-	whole  *relayCollector
-	ending relayEnding
-}
-
-// relayEnding is End's arguments, kept for a whole response's Body.
-type relayEnding struct {
-	out stream.TextOutcome
-	end stream.TextEnd
-}
+// relayedChat frames chat and completions streams and their whole responses
+// in relay mode: the local chatFramer, over an upstream's choice. The
+// upstream's reasoning is chat's reasoning_content and reasoning, in delta
+// and message alike, and its usage (reasoning tokens included) the usage's.
+type relayedChat struct{ *chatFramer }
 
 // chatAPI is chat (or completions) as relayAPI serves it.
 func chatAPI(chat bool) relayAPIShape {
@@ -129,73 +116,44 @@ func chatAPI(chat bool) relayAPIShape {
 			}
 			return nil, nil, httpedge.Unsupported(param, "%s: several choices (n > 1, a list of prompts) are not supported in relay mode", param)
 		}
-		return g, &chatEdge{chat: chat, includeUsage: g.IncludeUsage, id: id}, nil
+		return g, relayedChat{&chatFramer{g: g, h: httpedge.Head{ID: id}, relayed: true}}, nil
 	}
 	return api
 }
 
-func (e *chatEdge) SetModel(name string) {
-	e.model, e.format = name, newChunkFormat(e.chat, e.id, name, time.Now().Unix())
+// SetModel names the served model once the relay chose it.
+func (e relayedChat) SetModel(name string) {
+	e.h.Model, e.format = name, newChunkFormat(e.g.Chat, e.h.ID, name, time.Now().Unix())
 }
 
-// Body is the whole completion of a non-streaming request, as End(nil)
-// settled it: its text, reasoning and calls as the upstream gave them.
-func (e *chatEdge) Body() []byte {
-	c, w := e.whole, e.ending
-	body := completionBody(e.chat, e.id, e.model, string(c.text), w.out.Finish, usageOf(w.end))
-	if m := body.Choices[0].Message; m != nil {
-		if len(c.calls) > 0 {
-			m.ToolCalls = c.calls
-		}
-		m.ReasoningContent, m.Reasoning = string(c.reasoning), string(c.reasoning)
-	}
-	raw, _ := json.Marshal(body) // always marshals
-	return raw
+// Start writes a stream's role chunk (chat).
+func (e relayedChat) Start(sse *httpedge.SSE) {
+	e.Attach(sse)
+	e.chatFramer.Start()
 }
 
-func (e *chatEdge) Start(sse *httpedge.SSE) {
-	if e.chat {
-		e.writer(sse).role()
-	}
+// Emitter points the framer at sse (nil: a whole response, gathered for
+// Body) and returns it for stream.PumpText.
+func (e relayedChat) Emitter(sse *httpedge.SSE) stream.Emitter {
+	e.Attach(sse)
+	return e
 }
 
-// Emitter frames the text on sse; nil: a whole response, gathered for
-// Body.
-func (e *chatEdge) Emitter(sse *httpedge.SSE) stream.Emitter {
-	if sse == nil {
-		e.whole = &relayCollector{}
-		return e.whole
+// Signed implements stream.SealEmitter. Chat has no seal of reasoning to
+// pass on: an OpenAI-compatible upstream sends none.
+func (e relayedChat) Signed(string) error {
+	if e.sw == nil {
+		return nil
 	}
-	return chatRelayWriter{e.writer(sse)}
+	return e.sw.Err()
 }
 
-// chatRelayWriter is the chat stream's writer in relay mode. Chat has no
-// seal of reasoning to pass on: an OpenAI-compatible upstream sends none.
-type chatRelayWriter struct{ *sseWriter }
-
-// Signed implements stream.SealEmitter.
-func (w chatRelayWriter) Signed(string) error { return w.Err() }
-
-func (e *chatEdge) writer(sse *httpedge.SSE) *sseWriter {
-	return &sseWriter{SSE: sse, ctx: sse.Context(), format: &e.format}
-}
-
-// End writes the finish and usage chunks, or the in-band error; then [DONE].
-func (e *chatEdge) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
-	if sse == nil {
-		e.ending = relayEnding{out, end}
-		return
-	}
-	sw := e.writer(sse)
-	if out.Err != nil {
-		sw.error(out.Err)
-	} else {
-		sw.finish(out.Finish)
-		if e.includeUsage && end.Usage {
-			sw.usage(usageOf(end))
-		}
-	}
-	sw.done()
+// End writes the finish and usage chunks, or the in-band error, then
+// [DONE]; with no sse it settles a whole response's Body.
+func (e relayedChat) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+	e.Attach(sse)
+	// An upstream that counted nothing has no usage chunk to relay.
+	e.end(out.Finish, out.Err, usageOf(end), e.g.IncludeUsage && end.Usage, nil)
 }
 
 // SetRelay puts the server in relay mode: /ready answers 200 at once and
@@ -422,46 +380,6 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 	f.End(nil, out, cur.end(ts))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(f.Body())
-}
-
-// relayCollector gathers a whole relayed chat response: its text, its
-// reasoning, and its calls by the upstream's index (an upstream may
-// interleave the deltas of parallel calls).
-type relayCollector struct {
-	text      []byte
-	reasoning []byte
-	calls     []stream.WireToolCall
-	at        map[int]int // upstream index -> calls[i]
-}
-
-func (c *relayCollector) Text(s string, _ []int32) error { c.text = append(c.text, s...); return nil }
-func (c *relayCollector) KeepAlive() error               { return nil }
-func (c *relayCollector) Flush() error                   { return nil }
-
-// Reasoning implements stream.ReasoningEmitter.
-func (c *relayCollector) Reasoning(s string) error {
-	c.reasoning = append(c.reasoning, s...)
-	return nil
-}
-
-// Signed implements stream.SealEmitter: chat has no seal to carry.
-func (c *relayCollector) Signed(string) error { return nil }
-
-// ToolCall implements stream.ToolEmitter.
-func (c *relayCollector) ToolCall(d stream.ToolCallDelta) error {
-	i, ok := c.at[d.Index]
-	if !ok {
-		if c.at == nil {
-			c.at = map[int]int{}
-		}
-		var tc stream.WireToolCall
-		tc.ID, tc.Type, tc.Function.Name = d.ID, "function", d.Name
-		i = len(c.calls)
-		c.at[d.Index] = i
-		c.calls = append(c.calls, tc)
-	}
-	c.calls[i].Function.Arguments += d.Arguments
-	return nil
 }
 
 // usageOf is the OpenAI usage of what the upstream reported.
