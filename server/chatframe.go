@@ -207,7 +207,7 @@ func (f *chatFramer) Text(text string, ids []int32) error {
 func (f *chatFramer) logprobsJSON(ids []int32) any {
 	lf := newLogprobFormat(f.h.Backend.Tokenizer, f.g)
 	plps := f.promptLogprobs()
-	if lf == nil || !f.g.Echo || plps == nil {
+	if lf == nil || !f.g.Echo || f.g.Chat || plps == nil { // chat echoes no prompt logprobs (vLLM)
 		return f.col.logprobsJSON(lf, ids)
 	}
 	n := min(len(ids), len(f.col.lps))

@@ -270,3 +270,37 @@ func TestContinuousUsageChoices(t *testing.T) {
 		t.Errorf("final usage %+v, want %d prompt and 16 completion tokens", final, p[0]+p[1])
 	}
 }
+
+// TestChatEchoLogprobs: chat's echo beside logprobs gives the reply's
+// logprobs in chat's shape, the generated tokens only, as vLLM's chat does
+// (the echoed message is no generation of this request), for one choice
+// and for each of n; completions' echo is the one that leads with the
+// prompt's.
+func TestChatEchoLogprobs(t *testing.T) {
+	h := tinyServer(t)
+	for _, n := range []int{1, 2} {
+		body := fmt.Sprintf(`{"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"The quick"}],"add_generation_prompt":false,`+
+			`"continue_final_message":true,"echo":true,"logprobs":true,"max_tokens":3,"ignore_eos":true,"n":%d}`, n)
+		code, resp := post(h, "/v1/chat/completions", body)
+		var c struct {
+			Choices []struct {
+				Message  struct{ Content string }
+				Logprobs struct {
+					Content []struct {
+						Token   string
+						Logprob float64
+					}
+					Tokens []string
+				}
+			}
+		}
+		if code != 200 || json.Unmarshal([]byte(resp), &c) != nil || len(c.Choices) != n {
+			t.Fatalf("n %d: %d %s", n, code, resp)
+		}
+		for i, ch := range c.Choices {
+			if !strings.HasPrefix(ch.Message.Content, "The quick") || len(ch.Logprobs.Content) != 3 || ch.Logprobs.Tokens != nil {
+				t.Errorf("n %d, choice %d: %q with logprobs %+v, want chat's shape with the 3 generated tokens", n, i, ch.Message.Content, ch.Logprobs)
+			}
+		}
+	}
+}

@@ -52,7 +52,7 @@ func Prepare(b *Backend, g *GenRequest) (engine.Request, error) {
 	req := engine.Request{Prompt: prompt, MaxTokens: g.MaxTokens, Sampling: sp, StopTokens: slices.Clone(g.StopTokens), Constraint: constraint,
 		Logprobs: g.Logprobs, TopLogprobs: g.TopLogprobs, LogitBias: g.LogitBias, MinTokens: g.MinTokens, IgnoreEOS: g.IgnoreEOS,
 		CacheSalt: g.CacheSalt}
-	if echoed := g.Echo && g.Logprobs; g.PromptLogprobs || echoed {
+	if echoed := g.Echo && g.Logprobs && !g.Chat; g.PromptLogprobs || echoed { // chat's echo has no prompt logprobs
 		k := g.PromptTopLogprobs
 		if echoed {
 			k = max(k, g.TopLogprobs) // each framing keeps as many as it asked for
