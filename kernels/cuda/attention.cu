@@ -546,11 +546,15 @@ PAGED_DECODE(256, 16, 4)
 // reference; K and V are F16 in the cache anyway.
 #define PF_T 64
 
-template <int HD>
+// SINK (paged_prefill_sink_<hd>, gpt-oss): each query head h's sink logit
+// sinks[h] joins the row's maximum and sum where the output is written,
+// as in paged_decode: out = O·e^(m − M) / (l·e^(m − M) + e^(sink − M)),
+// M = max(m, sink).
+template <int HD, bool SINK>
 static __device__ __forceinline__ void paged_prefill(float* out, const float* q, const uint16_t* kc,
                                                      const uint16_t* vc, const int* items, const int* seqs,
                                                      const int* blocks, const int* positions, int heads, int kvHeads,
-                                                     int blockSize, float scale) {
+                                                     int blockSize, float scale, const float* sinks) {
     constexpr int KS = HD / 16, NT_O = HD / 8, NT_S = PF_T / 8;
     __shared__ __align__(16) uint16_t Ks[PF_T][HD + 8];
     __shared__ __align__(16) uint16_t Vt[HD][PF_T + 8];
@@ -682,7 +686,13 @@ static __device__ __forceinline__ void paged_prefill(float* out, const float* q,
             const int h2 = e >> 1, i = 16 * warp + gr + 8 * h2;
             if (i >= nqv) continue;
             const int qv = qv0 + i, r = qv / group, h = g * group + qv % group;
-            out[(size_t)r * qCols + (size_t)h * HD + 8 * n + 2 * t + (e & 1)] = o[n][e] / l[h2];
+            float num = o[n][e], den = l[h2];
+            if constexpr (SINK) {
+                const float sk = sinks[h], M = fmaxf(m[h2], sk), w = m[h2] == -CUDART_INF_F ? 0.f : __expf(m[h2] - M);
+                num *= w;
+                den = den * w + __expf(sk - M);
+            }
+            out[(size_t)r * qCols + (size_t)h * HD + 8 * n + 2 * t + (e & 1)] = num / den;
         }
 }
 
@@ -691,7 +701,15 @@ static __device__ __forceinline__ void paged_prefill(float* out, const float* q,
         paged_prefill_##hd(float* out, const float* q, const uint16_t* kc, const uint16_t* vc, const int* items,     \
                            const int* seqs, const int* blocks, const int* positions, int heads, int kvHeads,          \
                            int blockSize, float scale) {                                                              \
-        paged_prefill<hd>(out, q, kc, vc, items, seqs, blocks, positions, heads, kvHeads, blockSize, scale);          \
+        paged_prefill<hd, false>(out, q, kc, vc, items, seqs, blocks, positions, heads, kvHeads, blockSize, scale,    \
+                                 nullptr);                                                                            \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(128) paged_prefill_sink_##hd(                                        \
+        float* out, const float* q, const uint16_t* kc, const uint16_t* vc, const int* items, const int* seqs,         \
+        const int* blocks, const int* positions, int heads, int kvHeads, int blockSize, float scale,                  \
+        const float* sinks) {                                                                                         \
+        paged_prefill<hd, true>(out, q, kc, vc, items, seqs, blocks, positions, heads, kvHeads, blockSize, scale,     \
+                                sinks);                                                                               \
     }
 PAGED_PREFILL(64)
 PAGED_PREFILL(80)

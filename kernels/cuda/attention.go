@@ -91,8 +91,9 @@ func (b *Backend) Attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 }
 
 // attention is Attention, or with sinks (gpt-oss's per-head sink logits,
-// F32 [heads]) paged_decode_sink's: then every sequence must go to
-// paged_decode (sinkDecodes says when), the only paged kernel with sinks.
+// F32 [heads]) on paged_decode_sink and paged_prefill_sink: then every
+// sequence must go to one of those two (sinkPaged says when), as
+// paged_attention has no sinks.
 func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, sinks devPtr) error {
 	ot, err := f32Of(out, "Attention out")
 	if err != nil {
@@ -157,12 +158,13 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	}
 	plan.splits = b.decodeSplits(decItems, cfg.KVHeads)
 	t := b.attentionTables(batch, n, max(1, qMax/group), &plan)
-	decodeFn, nargs := fmt.Sprintf("paged_decode_%d", cfg.HeadDim), 18 // paged_decode's arguments; the sinks are a 19th
+	// the sink kernels take the sinks as one more argument than paged_decode's 18, paged_prefill's 12
+	decodeFn, prefillFn, sinkArgs := "paged_decode_%d", "paged_prefill_%d", 0
 	if sinks != 0 {
-		if t.items > 0 || t.preItems > 0 {
-			return fmt.Errorf("cuda backend: SinkAttention: multi-row sequences or head size %d have no paged kernel with sinks", cfg.HeadDim)
+		if t.items > 0 {
+			return fmt.Errorf("cuda backend: SinkAttention: head size %d has no paged kernel with sinks", cfg.HeadDim)
 		}
-		decodeFn, nargs = fmt.Sprintf("paged_decode_sink_%d", cfg.HeadDim), 19
+		decodeFn, prefillFn, sinkArgs = "paged_decode_sink_%d", "paged_prefill_sink_%d", 1
 	}
 	if t.items > 0 && group > qMax {
 		return fmt.Errorf("cuda backend: Attention: %d query heads per KV head; paged_attention takes at most %d", group, qMax)
@@ -192,14 +194,14 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 			tabArg(t.decOff + 4*cuts[i]), tabArg(t.decSeqOff), tabArg(blocksOff), tabArg(posOff), intArg(heads),
 			intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(store.decPart), ptrArg(store.decCounters),
 			intArg(plan.splits), ptrArg(sinks)}
-		if err := b.launch(decodeFn, [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, z}, [3]int{128, 1, 1}, args[:nargs]...); err != nil {
+		if err := b.launch(fmt.Sprintf(decodeFn, cfg.HeadDim), [3]int{cuts[i+1] - cuts[i], cfg.KVHeads, z}, [3]int{128, 1, 1}, args[:18+sinkArgs]...); err != nil {
 			return err
 		}
 	}
 	if t.preItems > 0 {
-		if err := b.launch(fmt.Sprintf("paged_prefill_%d", cfg.HeadDim), [3]int{t.preItems, cfg.KVHeads, 1}, [3]int{128, 1, 1},
-			ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(t.preOff), tabArg(t.decSeqOff), tabArg(blocksOff),
-			tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale)); err != nil {
+		args := [...]arg{ptrArg(ot.ptr), ptrArg(qt.ptr), ptrArg(kc), ptrArg(vc), tabArg(t.preOff), tabArg(t.decSeqOff), tabArg(blocksOff),
+			tabArg(posOff), intArg(heads), intArg(cfg.KVHeads), intArg(cfg.BlockSize), f32Arg(scale), ptrArg(sinks)}
+		if err := b.launch(fmt.Sprintf(prefillFn, cfg.HeadDim), [3]int{t.preItems, cfg.KVHeads, 1}, [3]int{128, 1, 1}, args[:12+sinkArgs]...); err != nil {
 			return err
 		}
 	}

@@ -66,6 +66,14 @@
 // captured as a CUDA graph the second time and replayed while they repeat
 // (cudrv.go); Options.NoGraphs or SLUICE_CUDA_GRAPHS=0 turns them off.
 //
+// gpt-oss (gptoss.go): its MXFP4 experts are one more block type of the
+// matmul kernels (dequant16 in common.cuh, bit for bit the CPU's decode);
+// attention sinks are an extra logit in paged_decode_sink and
+// paged_prefill_sink (attention.cu) at their head sizes, and in
+// sink_attention (gptoss.cu, a plain block per row and head) at others; the
+// experts' clamped SwiGLU is oai_swiglu, after the gate and up GEMVs rather
+// than fused into them.
+//
 // Limits: matmul rows must be a multiple of 32 elements, head size a
 // multiple of 8 up to 128, or 256. Decode rows of head size 64, 80, 96, 128
 // and 256, and every row of 256, go to paged_decode; prefill chunks of 64,

@@ -90,7 +90,8 @@ const std::map<std::string, Kernel>& registry() {
         K(topk_logprobs) // logprobs.cu
         K(dn_conv) K(dn_l2norm) K(dn_recur) K(dn_copy) K(sigmoid_mul) // deltanet.cu
         K(sink_attention) K(oai_swiglu) // gptoss.cu
-        K(paged_decode_sink_64) K(paged_decode_sink_80) K(paged_decode_sink_96) K(paged_decode_sink_128) K(paged_decode_sink_256) // attention.cu, gpt-oss
+        K(paged_decode_sink_64) K(paged_decode_sink_80) K(paged_decode_sink_96) K(paged_decode_sink_128) K(paged_decode_sink_256)
+        K(paged_prefill_sink_64) K(paged_prefill_sink_80) K(paged_prefill_sink_96) K(paged_prefill_sink_128) // attention.cu, gpt-oss
     };
     return r;
 }

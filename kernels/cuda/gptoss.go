@@ -13,11 +13,12 @@ import (
 
 // SinkAttention is SlidingAttention (window ≤ 0: the whole context) whose
 // softmax over each head's scores has one more logit, sinks[h], with no
-// value. A step of decode rows alone, of a head size paged_decode is built
-// for, runs paged_decode_sink (split-K as any decode step); other steps run
-// sink_attention, a block per row and head, over the slots windowBatch lays
-// out for each row, as CappedAttention does (paged_prefill and
-// paged_attention have no sinks yet).
+// value. At the head sizes paged_decode is built for (gpt-oss's 64 among
+// them) it runs as Attention does, on paged_decode_sink (decode rows,
+// split-K) and paged_prefill_sink (prompt chunks, tensor cores); at other
+// sizes on sink_attention, a block per row and head, over the slots
+// windowBatch lays out for each row, as CappedAttention does (paged_attention
+// has no sinks).
 func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, sinks kernels.Tensor) error {
 	st, err := f32Of(sinks, "SinkAttention sinks")
 	if err != nil {
@@ -35,25 +36,19 @@ func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore,
 	if hd := store.cfg.HeadDim; qt.cols()%hd != 0 || st.elems() < int64(qt.cols()/hd) {
 		return fmt.Errorf("cuda backend: SinkAttention: %d sinks for q %v of heads of %d", st.elems(), qt.shape, hd)
 	}
-	if sinkDecodes(batch, store.cfg.HeadDim) {
+	if sinkPaged(store.cfg.HeadDim) {
 		return b.slidingAttention(out, q, k, v, kv, layer, batch, scale, window, st.ptr)
 	}
 	return b.rowAttention("SinkAttention", "sink_attention", out, q, k, v, kv, layer, batch, scale, window, ptrArg(st.ptr))
 }
 
-// sinkDecodes says whether paged_decode_sink takes every sequence of batch:
-// one row each (a window row, too, is then a sequence of one row), of a
-// head size it is built for.
-func sinkDecodes(batch *kernels.Batch, hd int) bool {
-	if _, ok := decodeShape(hd); !ok {
-		return false
-	}
-	for _, sq := range batch.Seqs {
-		if sq.End-sq.Start > 1 {
-			return false
-		}
-	}
-	return true
+// sinkPaged says whether the paged sink kernels take every sequence of a
+// head size hd: paged_decode's sizes, where Attention's plan sends single
+// rows (and all rows of 256) to paged_decode and the other rows of 64, 80,
+// 96 and 128 to paged_prefill, none to paged_attention.
+func sinkPaged(hd int) bool {
+	_, ok := decodeShape(hd)
+	return ok && (hd > 128 || prefillShape(hd))
 }
 
 // OAIMoEFFN is MoEFFN with the top k weighted by a softmax over their

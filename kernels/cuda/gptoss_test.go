@@ -63,20 +63,27 @@ func TestGetRowsMXFP4BitExact(t *testing.T) {
 // TestGPTOSSMatchesCPU runs the tiny gpt-oss models of the llama.cpp goldens
 // (models' tiny_newest_test.go: window layers of 5 with sinks, biases,
 // YaRN ×4 from 16 tokens, 4 experts) on both backends: F32 with top-2
-// routing, and Q8_0 with MXFP4 experts, every expert taking every row. Two
-// sequences are prefilled together (48 and 24 tokens: the MXFP4 experts see
-// 72 rows, the tile kernels' size, and 48 and 24 in the F32 model), then
-// both decode 10 steps together (two-row GEMVs) and the first 4 alone
-// (batch-1 GEMVs), teacher-forced with the CPU's greedy choice. Every
-// logit row is bounded as the other models' emulator checks bound theirs,
-// and CUDA's greedy choice must be the CPU's wherever the CPU's lead exceeds
-// 0.05.
+// routing, and Q8_0 with MXFP4 experts, every expert taking every row (as
+// there: 8-bit activations flip near-tied top-2 routes); and the same two
+// at gpt-oss's head size, 64 (two heads over one KV head), whose attention
+// runs on paged_prefill_sink and paged_decode_sink where the others' (16)
+// runs on sink_attention. Two sequences are prefilled together (48 and 24
+// tokens: with every expert taking every row the MXFP4 experts see 72 rows,
+// the tile kernels' size), then both decode 10 steps together (two-row
+// GEMVs) and the first 4 alone (batch-1 GEMVs), teacher-forced with the
+// CPU's greedy choice. Every logit row is bounded as the other models'
+// emulator checks bound theirs, and CUDA's greedy choice must be the CPU's
+// wherever the CPU's lead exceeds 0.05.
 func TestGPTOSSMatchesCPU(t *testing.T) {
 	base := modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, GPTOSS: true,
 		Window: 5, Experts: 4, RopeTheta: 150000, YaRN: &modeltest.YaRN{Factor: 4, OriginalContext: 16}}
-	f32, mx := base, base
+	f32, mx, wide := base, base, base
 	f32.Seed, f32.ExpertsUsed = 49, 2
 	mx.Seed, mx.ExpertsUsed, mx.ExpertsMXFP4 = 50, 4, true
+	// gpt-oss's head size, 64: its attention runs on the paged sink kernels
+	wide.Seed, wide.Hidden, wide.Heads, wide.KVHeads, wide.ExpertsUsed, wide.ExpertsMXFP4 = 51, 128, 2, 1, 4, true
+	wideF32 := wide
+	wideF32.Seed, wideF32.ExpertsUsed, wideF32.ExpertsMXFP4 = 52, 2, false
 	for _, tc := range []struct {
 		name  string
 		spec  modeltest.Spec
@@ -86,6 +93,8 @@ func TestGPTOSSMatchesCPU(t *testing.T) {
 		{"f32", f32, kernels.F32, 1e-4},
 		// the quantized GEMVs' activations differ from the CPU's (TestWindowKVMatchesCPU's bound)
 		{"mxfp4", mx, kernels.Q8_0, 5e-2},
+		{"mxfp4-hd64", wide, kernels.Q8_0, 5e-2},
+		{"f32-hd64", wideF32, kernels.F32, 1e-3}, // paged_prefill rounds q·scale and P to F16 (attention.cu)
 	} {
 		t.Run(tc.name, func(t *testing.T) { testGPTOSSMatchesCPU(t, tc.spec, tc.dt, tc.bound) })
 	}
@@ -190,7 +199,7 @@ func argmaxLead(v []float32) (int, float32) {
 // the CPU at gpt-oss's head size (64, eight query heads over two KV heads
 // here), with one sink far above every score (most of the head's weight
 // goes to it) and one far below: prefill chunks of 600, 300, 70 and 30 rows
-// (sink_attention), then decode steps (paged_decode_sink_64) of all four
+// (paged_prefill_sink_64), then decode steps (paged_decode_sink_64) of all four
 // sequences together (the shortest in one partition, the sink added where
 // it is written; the others' partitions merged with the sink) and of the
 // longest alone (split-K), over the whole context and over a window of 128.
@@ -206,7 +215,7 @@ func TestSinkAttentionMatchesCPU(t *testing.T) {
 	perm := p.rand.Perm(blocks)
 	tables := make([][]int32, len(fills))
 	for i, f := range fills {
-		for range ceilDiv(f+4, bs) {
+		for range ceilDiv(f+50, bs) {
 			tables[i] = append(tables[i], int32(perm[0]))
 			perm = perm[1:]
 		}
@@ -231,13 +240,21 @@ func TestSinkAttentionMatchesCPU(t *testing.T) {
 		}
 		checkRows(t, p, what, out, n, qCols, 2e-3)
 	}
-	run("prefill", []seqSpec{{0, 600}, {0, 300}, {0, 70}, {0, 30}}, 0, "sink_attention")
+	run("prefill", []seqSpec{{0, 600}, {0, 300}, {0, 70}, {0, 30}}, 0, "paged_prefill_sink_64")
 	for _, window := range []int{0, 128} {
 		for step := range 2 {
 			specs := []seqSpec{{600 + step, 601 + step}, {300 + step, 301 + step}, {70 + step, 71 + step}, {30 + step, 31 + step}}
 			run(fmt.Sprintf("window %d, decode of 4 at %d", window, 601+step), specs, window, "paged_decode_sink_64")
 		}
 		run(fmt.Sprintf("window %d, batch-1 decode", window), []seqSpec{{602, 603}}, window, "paged_decode_sink_64")
+		// a chunk of 20 more rows of the second sequence: within a window
+		// each row past it is a one-row sequence (decode), whole it is one
+		// prefill item
+		fn := "paged_prefill_sink_64"
+		if window > 0 {
+			fn = "paged_decode_sink_64"
+		}
+		run(fmt.Sprintf("window %d, chunk of 20", window), []seqSpec{{0, 0}, {302 + 20*window/128, 322 + 20*window/128}}, window, fn)
 	}
 	if splits := p.gpu.decodeSplits(1, kvHeads); splits < 2 {
 		t.Errorf("a batch-1 decode ran %d partitions a KV head: no split-K merge was checked", splits)
