@@ -302,7 +302,12 @@ func ContinueChoices(ctx context.Context, b *Backend, g *GenRequest, reqs []engi
 		if !live[i] {
 			continue
 		}
-		gen, err := Continue(ctx, b, g, reqs[i], produced[i])
+		req := reqs[i]
+		// The prompt's logprobs are the first connection's: a choice that
+		// restarts from no tokens would have the engine write them afresh
+		// while the other choices' echoes read them.
+		req.PromptLogprobs = nil
+		gen, err := Continue(ctx, b, g, req, produced[i])
 		if err != nil {
 			for _, s := range gens {
 				if s != nil {
