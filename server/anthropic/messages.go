@@ -163,16 +163,25 @@ func (b *block) json() map[string]any {
 func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
 	m.OutputTokens = len(ts.IDs())
 	m.CachedTokens = min(out.Result.CachedTokens, m.InputTokens)
-	reason := "end_turn"
+	m.stop(out.Finish, ts.Matched())
+}
+
+// stop sets the stop reason from the stream core's finish and the stop
+// string that ended the text, a local stream's or an upstream's (relay
+// mode): Anthropic's names, and a reason of an upstream's own that has no
+// finish of the core's ("refusal", "pause_turn") as the upstream gave it.
+func (m *message) stop(finish, stopSequence string) {
+	reason := finish
 	switch {
-	case out.Finish == "length":
+	case finish == "length":
 		reason = "max_tokens"
-	case out.Finish == "tool_calls":
+	case finish == "tool_calls":
 		reason = "tool_use"
-	case ts.Matched() != "":
+	case stopSequence != "":
 		reason = "stop_sequence"
-		s := ts.Matched()
-		m.StopSequence = &s
+		m.StopSequence = &stopSequence
+	case finish == "stop" || finish == "":
+		reason = "end_turn"
 	}
 	m.StopReason = &reason
 }

@@ -143,26 +143,13 @@ func (r *Relayed) Body() []byte {
 	return raw
 }
 
-// end maps the stream core's finish onto Anthropic's stop reasons, as a
-// local stream's end does.
+// end settles the message from the upstream's usage and the stream's
+// finish, whose stop reason a local stream's end maps too (message.stop).
 func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
 	// The whole prompt and its cached part, as a local stream counts them:
 	// usage() reports input_tokens without the cache reads (Anthropic's sum).
 	r.m.InputTokens, r.m.OutputTokens, r.m.CachedTokens = end.PromptTokens, end.CompletionTokens, end.CachedTokens
-	reason := out.Finish
-	switch {
-	case end.StopSequence != "":
-		reason = "stop_sequence"
-		s := end.StopSequence
-		r.m.StopSequence = &s
-	case out.Finish == "stop":
-		reason = "end_turn"
-	case out.Finish == "length":
-		reason = "max_tokens"
-	case out.Finish == "tool_calls":
-		reason = "tool_use"
-	}
-	r.m.StopReason = &reason
+	r.m.stop(out.Finish, end.StopSequence)
 }
 
 // WriteUpstreamError sends an upstream's refusal of the client's request
