@@ -62,10 +62,11 @@ type relayCursor struct {
 	edge       relayEdge
 }
 
-// relayEdge frames a relayed stream in its client's API: OpenAI chunks
-// (chatEdge), Anthropic's events (anthropic.Relayed) or the Responses
-// events (responses.Relayed). It lives as long as the stream: a resumed
-// connection continues the same framing.
+// relayEdge frames a relayed stream in its client's API, with the code that
+// frames a local one: OpenAI chunks (relayedChat, over chatFramer),
+// Anthropic's events (anthropic.Relayed, over its emitter) or the
+// Responses events (responses.Relayed, over its emitter). It lives as long
+// as the stream: a resumed connection continues the same framing.
 type relayEdge interface {
 	// Start writes the events before the first text.
 	Start(sse *httpedge.SSE)

@@ -31,8 +31,10 @@ import (
 // all. The abort policy is the Backend's
 // (stream.Backend.WithAbortOnDisconnect), set once where the server
 // attaches it. Relay mode runs the same parsers against an upstream
-// (server/relay.go); its loop over stream.PumpText is the one generation
-// source not yet behind this driver.
+// (server/relay.go) and frames with the same framers' code (chatFramer,
+// the Messages and Responses emitters); its loop over stream.PumpText, and
+// its resume through the upstream's cursor, are the one generation source
+// not yet behind this driver.
 
 // API is one HTTP API the driver serves: its parser, its error shape and
 // how its streams look.
