@@ -131,7 +131,7 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		return
 	}
 	r.em.finish() // an empty reply is an empty message
-	r.end(out, end)
+	r.resp.complete(out.Finish, end)
 	r.body = r.store.keep(r.resp, r.p)
 	endEvents(r.em, r.resp)
 }
@@ -145,8 +145,8 @@ func failEvents(em *emitter, resp *response, err error) {
 	em.event("response.failed", map[string]any{"response": resp})
 }
 
-// endEvents ends the open item, then the response, whose end (or
-// Relayed.end) has settled it.
+// endEvents ends the open item, then the response, which complete has
+// settled.
 func endEvents(em *emitter, resp *response) {
 	em.closeOpen(resp.Status)
 	final := "response.completed"
@@ -160,19 +160,3 @@ func endEvents(em *emitter, resp *response) {
 // emitter without a connection (Emitter(nil)) and settled and kept by
 // End(nil, …).
 func (r *Relayed) Body() []byte { return r.body }
-
-// end fills in the output and the upstream's usage: completed, or
-// incomplete when the token limit cut it.
-func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
-	resp := r.resp
-	resp.Status = "completed"
-	if out.Finish == "length" {
-		resp.Status, resp.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}
-	}
-	resp.settle(resp.Status)
-	resp.Usage = &usage{
-		InputTokens: end.PromptTokens, InputTokensDetails: map[string]int{"cached_tokens": end.CachedTokens},
-		OutputTokens: end.CompletionTokens, OutputTokensDetails: map[string]int{"reasoning_tokens": end.ReasoningTokens},
-		TotalTokens: end.PromptTokens + end.CompletionTokens,
-	}
-}
