@@ -109,8 +109,10 @@ for bad in (0, 17):
     except openai.BadRequestError as e:
         check(e.body.get("param") == "n", f"n={bad}: {e.body}")
 
-# A stream cut after a few chunks: the Go side checks every block comes back.
-with client.chat.completions.create(model="", messages=ask, n=3, max_tokens=200, temperature=1.0, stream=True) as s:
+# A stream cut after a few chunks: the Go side checks every block comes back. ignore_eos:
+# a choice that ended by itself before the cut (a one-word colour) would not be aborted.
+with client.chat.completions.create(model="", messages=ask, n=3, max_tokens=200, temperature=1.0, stream=True,
+                                    extra_body={"ignore_eos": True}) as s:
     for i, _ in enumerate(s):
         if i >= 4:
             break
