@@ -157,20 +157,23 @@ func (b *block) json() map[string]any {
 	return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": input}
 }
 
-// end records how the generation ended: end_turn (the model's end of
-// turn), tool_use (it called a tool), stop_sequence (naming it) or
-// max_tokens.
+// end records how a local generation ended (complete), with its token
+// counts.
 func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
-	m.OutputTokens = len(ts.IDs())
-	m.CachedTokens = min(out.Result.CachedTokens, m.InputTokens)
-	m.stop(out.Finish, ts.Matched())
+	m.complete(out.Finish, stream.TextEnd{PromptTokens: m.InputTokens, CompletionTokens: len(ts.IDs()),
+		CachedTokens: min(out.Result.CachedTokens, m.InputTokens), StopSequence: ts.Matched()})
 }
 
-// stop sets the stop reason from the stream core's finish and the stop
-// string that ended the text, a local stream's or an upstream's (relay
-// mode): Anthropic's names, and a reason of an upstream's own that has no
-// finish of the core's ("refusal", "pause_turn") as the upstream gave it.
-func (m *message) stop(finish, stopSequence string) {
+// complete records how a generation ended, local or an upstream's (relay
+// mode): its token counts (the whole prompt and its cached part; usage()
+// reports input_tokens without the cache reads, Anthropic's sum) and its
+// stop reason: end_turn (the model's end of turn), tool_use (it called a
+// tool), stop_sequence (naming it), max_tokens, or a reason of an
+// upstream's own that has no finish of the core's ("refusal",
+// "pause_turn") as the upstream gave it.
+func (m *message) complete(finish string, n stream.TextEnd) {
+	m.InputTokens, m.OutputTokens, m.CachedTokens = n.PromptTokens, n.CompletionTokens, n.CachedTokens
+	stopSequence := n.StopSequence
 	reason := finish
 	switch {
 	case finish == "length":

@@ -116,7 +116,7 @@ func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.Text
 		sse.Event("error", errorBody(out.Err))
 		return
 	}
-	r.end(out, end)
+	r.m.complete(out.Finish, end)
 	em := &emitter{sse: sse, m: r.m}
 	em.finish() // an empty reply is an empty text block
 	endEvents(em, r.m)
@@ -141,15 +141,6 @@ func endEvents(em *emitter, m *message) {
 func (r *Relayed) Body() []byte {
 	raw, _ := json.Marshal(r.m.body()) // maps of strings and numbers always marshal
 	return raw
-}
-
-// end settles the message from the upstream's usage and the stream's
-// finish, whose stop reason a local stream's end maps too (message.stop).
-func (r *Relayed) end(out stream.TextOutcome, end stream.TextEnd) {
-	// The whole prompt and its cached part, as a local stream counts them:
-	// usage() reports input_tokens without the cache reads (Anthropic's sum).
-	r.m.InputTokens, r.m.OutputTokens, r.m.CachedTokens = end.PromptTokens, end.CompletionTokens, end.CachedTokens
-	r.m.stop(out.Finish, end.StopSequence)
 }
 
 // WriteUpstreamError sends an upstream's refusal of the client's request
