@@ -3,17 +3,13 @@ package server
 import (
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/server/internal/ssetest"
-	"github.com/sluicehq/sluice/server/relay"
 )
 
 // TestRelayForwardsUnknownFields: in relay mode a field this server does
@@ -39,23 +35,9 @@ func TestRelayForwardsUnknownFields(t *testing.T) {
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
 	t.Cleanup(up.Close)
-	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: up.URL, Models: []string{testModel}}}, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ModelID = testModel
-	srv, err := New(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.SetRelay(rl); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { hs.Close(); rl.Close() })
+	front := serveRelay(t, up.URL)
 
-	resp := ssetest.Post(t, hs.URL+"/v1/chat/completions", `{"model":"`+testModel+`","messages":[{"role":"user","content":"hi"}],"n_probs":3}`)
+	resp := ssetest.Post(t, front+"/v1/chat/completions", `{"model":"`+testModel+`","messages":[{"role":"user","content":"hi"}],"n_probs":3}`)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"hi"`) {

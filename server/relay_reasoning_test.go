@@ -58,7 +58,14 @@ func newRelayFront(t *testing.T, upstream string) (string, *recorder) {
 	}
 	mid := httptest.NewServer(proxy)
 	t.Cleanup(mid.Close)
-	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: mid.URL, Models: []string{testModel}}}, prometheus.NewRegistry())
+	return serveRelay(t, mid.URL), rec
+}
+
+// serveRelay serves a relay to upstream, which serves testModel, and
+// returns its URL.
+func serveRelay(t *testing.T, upstream string) string {
+	t.Helper()
+	rl, err := relay.New(t.Context(), []relay.Upstream{{URL: upstream, Models: []string{testModel}}}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +80,7 @@ func newRelayFront(t *testing.T, upstream string) (string, *recorder) {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { hs.Close(); rl.Close() })
-	return hs.URL, rec
+	return hs.URL
 }
 
 // seals are the signatures and encrypted_contents in a response.
