@@ -67,13 +67,19 @@ type relayCursor struct {
 // Anthropic's events (anthropic.Relayed, over its emitter) or the
 // Responses events (responses.Relayed, over its emitter). It lives as long
 // as the stream: a resumed connection continues the same framing.
+//
+// Its shape is httpedge.Framer's but for End, which takes the upstream's
+// ending: the framer is the emitter stream.PumpText writes to.
 type relayEdge interface {
+	stream.Emitter
+	// Attach points the framer at the connection it writes now; nil: a
+	// whole response, whose content it only builds.
+	Attach(sse *httpedge.SSE)
 	// Start writes the events before the first text.
-	Start(sse *httpedge.SSE)
-	// Emitter frames the text on sse.
-	Emitter(sse *httpedge.SSE) stream.Emitter
-	// End writes the last events: the ending, or out.Err in-band.
-	End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd)
+	Start()
+	// End settles the response from the upstream's ending and writes its
+	// last events: the ending, or out.Err in-band.
+	End(out stream.TextOutcome, end stream.TextEnd)
 }
 
 // end is what the upstream said at its end, with the stop string matched
@@ -127,19 +133,6 @@ func (e relayedChat) SetModel(name string) {
 	e.h.Model, e.format = name, newChunkFormat(e.g.Chat, e.h.ID, name, time.Now().Unix())
 }
 
-// Start writes a stream's role chunk (chat).
-func (e relayedChat) Start(sse *httpedge.SSE) {
-	e.Attach(sse)
-	e.chatFramer.Start()
-}
-
-// Emitter points the framer at sse (nil: a whole response, gathered for
-// Body) and returns it for stream.PumpText.
-func (e relayedChat) Emitter(sse *httpedge.SSE) stream.Emitter {
-	e.Attach(sse)
-	return e
-}
-
 // Signed implements stream.SealEmitter. Chat has no seal of reasoning to
 // pass on: an OpenAI-compatible upstream sends none.
 func (e relayedChat) Signed(string) error {
@@ -150,9 +143,8 @@ func (e relayedChat) Signed(string) error {
 }
 
 // End writes the finish and usage chunks, or the in-band error, then
-// [DONE]; with no sse it settles a whole response's Body.
-func (e relayedChat) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
-	e.Attach(sse)
+// [DONE]; for a whole response it settles Body.
+func (e relayedChat) End(out stream.TextOutcome, end stream.TextEnd) {
 	// An upstream that counted nothing has no usage chunk to relay.
 	e.end(out.Finish, out.Err, usageOf(end), e.g.IncludeUsage && end.Usage, nil)
 }
@@ -275,7 +267,8 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relaySt
 	}
 	httpedge.SetHeaders(w, h)
 	sse := httpedge.NewSSE(ctx, w, st.Log, s.cfg.WriteTimeout, 0)
-	st.relay.edge.Start(sse)
+	st.relay.edge.Attach(sse)
+	st.relay.edge.Start()
 	_ = sse.Flush() // headers and the first events now: the upstream accepted
 	s.relayPump(st, src, sse)
 }
@@ -285,7 +278,8 @@ func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relaySt
 func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE) {
 	pc := s.pumpConfig(true)
 	pc.StallTimeout = src.StallTimeout()
-	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge.Emitter(sse), pc, s.drain)
+	st.relay.edge.Attach(sse)
+	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge, pc, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -309,7 +303,8 @@ func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE)
 
 // relayEnd writes the stream's last events in its edge and marks it done.
 func (s *Server) relayEnd(st *relayState, sse *httpedge.SSE, out stream.TextOutcome) {
-	st.relay.edge.End(sse, out, st.relay.end(st.ts))
+	st.relay.edge.Attach(sse)
+	st.relay.edge.End(out, st.relay.end(st.ts))
 	st.done = true
 	_ = sse.Flush()
 }
@@ -356,8 +351,8 @@ func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *r
 // relayWhole serves a non-streaming request. The upstream is still asked
 // for a stream: its silence is bounded by the stall clock, the client's
 // leaving closes it, and stop strings are enforced here. Its events go to
-// f's emitter without a connection, as a streamed response's do, so both
-// are framed by the same code; refuse answers a failure in the client's API.
+// f attached to no connection, as a streamed response's go to f on one, so
+// both are framed by the same code; refuse answers a failure in the client's API.
 func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
 	f relayFramer, refuse func(http.ResponseWriter, error)) {
 	src, err := s.relay.Open(r.Context(), req)
@@ -366,7 +361,8 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	ts := stream.NewTextOnlyStream(g.Stop)
-	out := stream.PumpText(r.Context(), src, ts, f.Emitter(nil), stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
+	f.Attach(nil)
+	out := stream.PumpText(r.Context(), src, ts, f, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
 	if errors.Is(out.Err, stream.ErrStall) {
 		src.Stalled()
 	}
@@ -378,7 +374,7 @@ func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.Ge
 		return
 	}
 	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	f.End(nil, out, cur.end(ts))
+	f.End(out, cur.end(ts))
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(f.Body())
 }

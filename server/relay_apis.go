@@ -27,8 +27,8 @@ import (
 type relayFramer interface {
 	relayEdge
 	SetModel(name string)
-	// Body is the whole response, once its events went to Emitter(nil)
-	// and End(nil, …) settled it.
+	// Body is the whole response, once its events went to it attached to
+	// no connection (Attach(nil)) and End settled it.
 	Body() []byte
 }
 

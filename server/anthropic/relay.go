@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -13,7 +12,11 @@ import (
 // mode, server/relay) in the same events as a local stream; the relay's
 // stream writer (stream.PumpText) stands where Pump stands. It holds the
 // message across connections: a resumed stream ends with the same message.
-type Relayed struct{ m *message }
+// It is the local framer (emitter: Attach, Start, Body) with the upstream's
+// ids, signatures and redacted thinking (relayEmitter) and its ending
+// (End): the input tokens are the upstream's and arrive with the end
+// (message_delta's usage, which the SDKs read into the final message).
+type Relayed struct{ relayEmitter }
 
 // ParseRelayed validates a Messages request as a local one is validated (one
 // rule for both modes) and returns it with the framer of message id.
@@ -26,7 +29,7 @@ func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) 
 	// model reasons is known only from its stream) or, with tools, a
 	// tool_use: the text block waits for text, as a local stream's does
 	// for a model that reasons.
-	return g, &Relayed{m: &message{ID: id, Model: g.Model, lazy: true}}, nil
+	return g, &Relayed{relayEmitter{&emitter{m: &message{ID: id, Model: g.Model, lazy: true}}}}, nil
 }
 
 // ParseCount validates a count_tokens request as a local one is validated
@@ -35,11 +38,6 @@ func ParseCount(body []byte) (*stream.GenRequest, error) { return parse(body, tr
 
 // SetModel names the model the response reports.
 func (r *Relayed) SetModel(name string) { r.m.Model = name }
-
-// Start writes what precedes the text: message_start, the text block's start
-// and a ping. The input tokens are the upstream's and arrive with the end
-// (message_delta's usage, which the SDKs read into the final message).
-func (r *Relayed) Start(sse *httpedge.SSE) { startEvents(&emitter{sse: sse, m: r.m}, r.m) }
 
 // startEvents writes a stream's first events, local or relayed:
 // message_start, the text block's start (unless the message is lazy) and a
@@ -50,13 +48,6 @@ func startEvents(em *emitter, m *message) {
 		em.openBlock(&block{typ: "text"})
 	}
 	_ = em.KeepAlive()
-}
-
-// Emitter frames text as text_delta events on sse and the upstream's calls
-// as tool_use blocks; the keep-alive is a ping. Without sse it only builds
-// the message, for Body.
-func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
-	return relayEmitter{&emitter{sse: sse, m: r.m}}
 }
 
 // relayEmitter is the local emitter but for the calls' ids and the
@@ -111,15 +102,16 @@ func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
 // End writes the stream's last events: its ending, or the in-band error.
 // Anthropic counts thinking in output_tokens, with no reasoning count of
 // its own: the upstream's, if any, has no place here.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
+func (r *Relayed) End(out stream.TextOutcome, end stream.TextEnd) {
 	if out.Err != nil {
-		sse.Event("error", errorBody(out.Err))
+		if r.sse != nil {
+			r.sse.Event("error", errorBody(out.Err))
+		}
 		return
 	}
 	r.m.complete(out.Finish, end)
-	em := &emitter{sse: sse, m: r.m}
-	em.finish() // an empty reply is an empty text block
-	endEvents(em, r.m)
+	r.finish() // an empty reply is an empty text block
+	endEvents(r.emitter, r.m)
 }
 
 // endEvents writes a finished stream's last events: the open block's stop,
@@ -134,13 +126,6 @@ func endEvents(em *emitter, m *message) {
 	}
 	em.event("message_delta", delta)
 	em.event("message_stop", map[string]string{"type": "message_stop"})
-}
-
-// Body is the whole message of a non-streaming request, framed by the
-// emitter without a connection (Emitter(nil)) and settled by End(nil, …).
-func (r *Relayed) Body() []byte {
-	raw, _ := json.Marshal(r.m.body()) // maps of strings and numbers always marshal
-	return raw
 }
 
 // WriteUpstreamError sends an upstream's refusal of the client's request

@@ -16,9 +16,11 @@ import (
 // continues the same sequence numbers. A finished response is kept in the
 // relay's own Store, as a local one is: the upstream never sees the ids the
 // client holds.
+//
+// It is the local emitter with the upstream's encrypted_content
+// (relayEmitter), and its ending (End).
 type Relayed struct {
-	resp  *response
-	em    *emitter
+	relayEmitter
 	p     *parsed
 	store *Store
 	body  []byte // the whole response, once End settled it
@@ -46,7 +48,7 @@ func ParseRelayed(ctx context.Context, body []byte, id string, store *Store) (*s
 	// passed on (Signed), never this server's seal: the client sends it
 	// back to that upstream, which alone can open it.
 	em := &emitter{resp: resp, lazy: true}
-	return p.gen, &Relayed{resp: resp, em: em, p: p, store: store}, nil
+	return p.gen, &Relayed{relayEmitter: relayEmitter{em}, p: p, store: store}, nil
 }
 
 // Forward rewrites the request the upstream gets. A previous_response_id is
@@ -85,11 +87,12 @@ func inputItems(conv []stream.ChatMessage) []map[string]string {
 // SetModel names the model the response reports.
 func (r *Relayed) SetModel(name string) { r.resp.Model = name }
 
+// Attach points the framer at the connection it writes now; nil: a whole
+// response.
+func (r *Relayed) Attach(sse *httpedge.SSE) { r.sse = sse }
+
 // Start writes what precedes the text, up to the empty text part.
-func (r *Relayed) Start(sse *httpedge.SSE) {
-	r.em.sse = sse
-	startEvents(r.em, r.resp)
-}
+func (r *Relayed) Start() { startEvents(r.emitter, r.resp) }
 
 // startEvents announces the response and, unless the emitter is lazy, its
 // message item and text part. Before its output item is announced the
@@ -105,13 +108,6 @@ func startEvents(em *emitter, resp *response) {
 	}
 }
 
-// Emitter frames text as output_text.delta events on sse, the upstream's
-// reasoning as a reasoning item and its calls as function_call items.
-func (r *Relayed) Emitter(sse *httpedge.SSE) stream.Emitter {
-	r.em.sse = sse
-	return relayEmitter{r.em}
-}
-
 // relayEmitter is the local emitter with the upstream's encrypted_content.
 type relayEmitter struct{ *emitter }
 
@@ -124,16 +120,15 @@ func (e relayEmitter) Signed(sig string) error {
 
 // End writes the stream's last events: the done events and
 // response.completed (or .incomplete), or error and response.failed.
-func (r *Relayed) End(sse *httpedge.SSE, out stream.TextOutcome, end stream.TextEnd) {
-	r.em.sse = sse
+func (r *Relayed) End(out stream.TextOutcome, end stream.TextEnd) {
 	if out.Err != nil {
-		failEvents(r.em, r.resp, out.Err)
+		failEvents(r.emitter, r.resp, out.Err)
 		return
 	}
-	r.em.finish() // an empty reply is an empty message
+	r.finish() // an empty reply is an empty message
 	r.resp.complete(out.Finish, end)
 	r.body = r.store.keep(r.resp, r.p)
-	endEvents(r.em, r.resp)
+	endEvents(r.emitter, r.resp)
 }
 
 // failEvents ends a stream with err: the error event, then response.failed
@@ -157,6 +152,5 @@ func endEvents(em *emitter, resp *response) {
 }
 
 // Body is the whole response of a non-streaming request, framed by the
-// emitter without a connection (Emitter(nil)) and settled and kept by
-// End(nil, …).
+// emitter attached to no connection and settled and kept by End.
 func (r *Relayed) Body() []byte { return r.body }
