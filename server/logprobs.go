@@ -253,13 +253,27 @@ func (wr *wireRequest) logprobParams(chat bool, p *stream.Params) error {
 		return wr.completionLogprobs(p)
 	}
 	var on bool
+	top := wr.TopLogprobs
 	if err := json.Unmarshal(wr.Logprobs, &on); err != nil {
-		return stream.InvalidParam("logprobs", "logprobs: expected a boolean")
+		// Clients written for completions send chat the count there, as
+		// llama-server accepts it: logprobs N is logprobs true with N
+		// alternatives.
+		var n int
+		if json.Unmarshal(wr.Logprobs, &n) != nil {
+			return stream.InvalidParam("logprobs", "logprobs: expected a boolean or a number of alternatives (0-%d)", engine.MaxTopLogprobs)
+		}
+		if n < 0 || n > engine.MaxTopLogprobs {
+			return stream.InvalidParam("logprobs", "logprobs %d: the number of alternatives must be 0-%d", n, engine.MaxTopLogprobs)
+		}
+		if top != nil && *top != n {
+			return stream.InvalidParam("top_logprobs", "top_logprobs %d contradicts logprobs %d", *top, n)
+		}
+		on, top = true, &n
 	}
 	if on && httpedge.Present(wr.Tools) {
 		return httpedge.Unsupported("logprobs", "logprobs together with tools are not supported")
 	}
-	p.Logprobs, p.TopLogprobs = &on, wr.TopLogprobs
+	p.Logprobs, p.TopLogprobs = &on, top
 	return nil
 }
 

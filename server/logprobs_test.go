@@ -41,12 +41,17 @@ func TestLogprobJSON(t *testing.T) {
 }
 
 // TestLogprobsRequest: chat takes a boolean and top_logprobs 0-20 (needing
-// logprobs); completions' logprobs and logprobs beside tools are refused.
+// logprobs), or the count as completions take it (logprobs N: true with N
+// alternatives); completions' logprobs and logprobs beside tools are
+// refused.
 func TestLogprobsRequest(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`:                                     "top_logprobs",
 		`{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`:                                                      "top_logprobs",
 		`{"messages":[{"role":"user","content":"x"}],"logprobs":"yes"}`:                                                      "logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":21}`:                                                         "logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":-1}`:                                                         "logprobs",
+		`{"messages":[{"role":"user","content":"x"}],"logprobs":3,"top_logprobs":2}`:                                         "top_logprobs",
 		`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"tools":[{"type":"function","function":{"name":"f"}}]}`: "logprobs",
 	} {
 		if _, err := parseRequest([]byte(body), true); err == nil || toAPIError(err).Param == nil || *toAPIError(err).Param != want {
@@ -68,6 +73,12 @@ func TestLogprobsRequest(t *testing.T) {
 	g, err := parseRequest([]byte(`{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":20}`), true)
 	if err != nil || !g.Logprobs || g.TopLogprobs != 20 {
 		t.Errorf("%+v %v", g, err)
+	}
+	for _, body := range []string{`"logprobs":3`, `"logprobs":3,"top_logprobs":3`} {
+		g, err := parseRequest([]byte(`{"messages":[{"role":"user","content":"x"}],`+body+`}`), true)
+		if err != nil || !g.Logprobs || g.TopLogprobs != 3 {
+			t.Errorf("chat %s: %+v %v, want logprobs with 3 alternatives", body, g, err)
+		}
 	}
 }
 
