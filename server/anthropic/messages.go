@@ -57,7 +57,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) { h.env.Serve
 // parseMessages is the Messages API's parser: the request, and the framer
 // of its message.
 func parseMessages(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
-	g, err := parse(body, false)
+	g, leftOut, err := parseLeftOut(body, false)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func parseMessages(_ *http.Request, body []byte) (*httpedge.Parsed, error) {
 		// A model that reasons opens with a thinking block: the text block
 		// waits for text.
 		lazy := hd.Lazy || hd.Backend.Reasoning.On()
-		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: lazy, edits: g.ContextEdits, omitThinking: omit}}
+		return &emitter{m: &message{ID: hd.ID, Model: hd.Model, InputTokens: hd.PromptTokens(), lazy: lazy, edits: g.ContextEdits, omitThinking: omit, warnings: leftOut}}
 	}}, nil
 }
 
@@ -105,7 +105,10 @@ type message struct {
 	edits *stream.ContextEdits
 	// omitThinking: thinking.display "omitted", a thinking block's text is
 	// left out (its signature still seals it).
-	omitThinking             bool
+	omitThinking bool
+	// warnings say what of the request was left out (server tools): the
+	// message's sluice_warnings, as on the Responses API.
+	warnings                 []string
 	StopReason, StopSequence *string
 
 	blocks []*block // the content so far, in order
@@ -210,6 +213,9 @@ func (m *message) body() map[string]any {
 	}
 	if m.edits != nil {
 		body["context_management"] = contextManagement(m.edits)
+	}
+	if len(m.warnings) > 0 {
+		body["sluice_warnings"] = m.warnings
 	}
 	return body
 }

@@ -182,7 +182,7 @@ func TestErrors(t *testing.T) {
 		{`{"max_tokens":5,"top_k":0,` + msg + `}`, 400, "invalid_request_error", "invalid_value", "top_k"},
 		{`{"max_tokens":5,"model":"gpt-9",` + msg + `}`, 404, "not_found_error", "model_not_found", ""},
 		{`{"max_tokens":5,"tools":[{"name":"f"}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].input_schema"},
-		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"web_search_20250305","name":"web_search"}],` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "tools[1].type"},
+		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}},{"type":"bash_20250124","name":"bash"}],` + msg + `}`, 400, "invalid_request_error", "unsupported_parameter", "tools[1].type"},
 		{`{"max_tokens":5,"tools":[{"name":"bad name","input_schema":{}}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].name"},
 		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":[]}],` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tools[0].input_schema"},
 		{`{"max_tokens":5,"tools":[{"name":"f","input_schema":{}}],"tool_choice":{"type":"tool","name":"g"},` + msg + `}`, 400, "invalid_request_error", "invalid_value", "tool_choice.name"},

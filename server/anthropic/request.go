@@ -95,53 +95,60 @@ func (wr *wireRequest) refusals() error {
 // count_tokens endpoint, where max_tokens is not required and the sampling
 // fields do not matter.
 func parse(body []byte, count bool) (*stream.GenRequest, error) {
+	g, _, err := parseLeftOut(body, count)
+	return g, err
+}
+
+// parseLeftOut is parse, also returning what of the request was left out
+// (server tools), for the message's sluice_warnings.
+func parseLeftOut(body []byte, count bool) (g *stream.GenRequest, leftOut []string, err error) {
 	var wr wireRequest
 	if err := httpedge.Decode(body, &wr, ""); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := wr.refusals(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	msgs, thinkingTurns, err := wr.chat()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	g := &stream.GenRequest{Model: wr.Model}
+	g = &stream.GenRequest{Model: wr.Model}
 	if err := g.SetMessages(msgs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if g.ContextEdits, err = contextEdits(wr.ContextManagement, thinkingTurns); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := setThinking(g, &wr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := setTools(g, &wr); err != nil {
-		return nil, err
+	if leftOut, err = setTools(g, &wr); err != nil {
+		return nil, nil, err
 	}
 	g.AllowSpecialTokens = wr.AllowSpecialTokens != nil && *wr.AllowSpecialTokens
 	if count {
-		return g, nil
+		return g, leftOut, nil
 	}
 	if wr.MaxTokens == nil {
-		return nil, stream.InvalidParam("max_tokens", "max_tokens: field required")
+		return nil, nil, stream.InvalidParam("max_tokens", "max_tokens: field required")
 	}
 	// Anthropic's ranges, narrower than OpenAI's: temperature [0, 1], top_k ≥ 1.
 	if t := wr.Temperature; t != nil && (*t < 0 || *t > 1) {
-		return nil, stream.InvalidParam("temperature", "temperature must be between 0 and 1, got %g", *t)
+		return nil, nil, stream.InvalidParam("temperature", "temperature must be between 0 and 1, got %g", *t)
 	}
 	if k := wr.TopK; k != nil && *k < 1 {
-		return nil, stream.InvalidParam("top_k", "top_k must be at least 1, got %d", *k)
+		return nil, nil, stream.InvalidParam("top_k", "top_k must be at least 1, got %d", *k)
 	}
 	if len(wr.StopSequences) > stream.MaxStops {
-		return nil, stream.InvalidParam("stop_sequences", "at most %d stop sequences, got %d", stream.MaxStops, len(wr.StopSequences))
+		return nil, nil, stream.InvalidParam("stop_sequences", "at most %d stop sequences, got %d", stream.MaxStops, len(wr.StopSequences))
 	}
 	p := stream.Params{MaxTokens: wr.MaxTokens, Temperature: wr.Temperature, TopP: wr.TopP, TopK: wr.TopK, Stop: wr.StopSequences}
 	if err := g.SetParams(p); err != nil {
 		if pe, ok := err.(*stream.ParamError); ok && pe.Param == "stop" {
 			pe.Param = "stop_sequences"
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	g.Stream = wr.Stream != nil && *wr.Stream
 	if wr.UserProfileID != nil {
@@ -150,7 +157,7 @@ func parse(body []byte, count bool) (*stream.GenRequest, error) {
 	if wr.Metadata != nil && wr.Metadata.UserID != nil {
 		g.User = *wr.Metadata.UserID
 	}
-	return g, nil
+	return g, leftOut, nil
 }
 
 // chat flattens system and messages into the turns the chat template reads,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
@@ -17,26 +18,48 @@ import (
 // become an assistant turn's calls and tool_result blocks tool turns, both
 // rendered through the chat template as chat's are.
 
-// setTools reads tools and tool_choice into g.
-func setTools(g *stream.GenRequest, wr *wireRequest) error {
+// serverTools are the prefixes of the versioned tool types Anthropic runs
+// on its own side (web_search_20250305, web_fetch_20250910,
+// code_execution_20250825, …): nothing here runs them, so they are left out
+// of the model's tools and the message says so (sluice_warnings), as the
+// Responses API does with OpenAI's hosted tools, instead of refusing a
+// client that offers them by default. Anthropic's client tools (bash,
+// text_editor, computer) are different: the client runs them, but their
+// schema is Anthropic's own and not in the request, so they stay a 400.
+var serverTools = []string{"web_search_", "web_fetch_", "code_execution_", "tool_search_tool_"}
+
+func isServerTool(typ string) bool {
+	for _, p := range serverTools {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// setTools reads tools and tool_choice into g, and returns what it left
+// out (the server tools) for the message to report.
+func setTools(g *stream.GenRequest, wr *wireRequest) (leftOut []string, err error) {
 	var tools json.RawMessage
 	if httpedge.Present(wr.Tools) {
 		var list []map[string]json.RawMessage
 		if err := json.Unmarshal(wr.Tools, &list); err != nil {
-			return stream.InvalidParam("tools", "tools must be a list of tool objects")
+			return nil, stream.InvalidParam("tools", "tools must be a list of tool objects")
 		}
 		chat := make([]map[string]any, 0, len(list))
 		for i, t := range list {
 			var typ string
 			_ = json.Unmarshal(t["type"], &typ)
+			if isServerTool(typ) {
+				leftOut = append(leftOut, fmt.Sprintf("tools[%d]: %s is a tool this server cannot run; it was left out of the model's tools", i, typ))
+				continue
+			}
 			if typ != "" && typ != "custom" {
-				// bash, text_editor, web_search, computer…: Anthropic's own
-				// tools, which there is nothing here to run.
-				return httpedge.Unsupported(fmt.Sprintf("tools[%d].type", i),
-					"tool type %q is not supported by this server; only custom tools (name, description, input_schema)", typ)
+				return nil, httpedge.Unsupported(fmt.Sprintf("tools[%d].type", i),
+					"tool type %q is not supported by this server; custom tools (name, description, input_schema) are served, server tools (web search, web fetch, code execution) are left out", typ)
 			}
 			if !httpedge.Present(t["input_schema"]) {
-				return stream.InvalidParam(fmt.Sprintf("tools[%d].input_schema", i), "tools[%d].input_schema: field required", i)
+				return nil, stream.InvalidParam(fmt.Sprintf("tools[%d].input_schema", i), "tools[%d].input_schema: field required", i)
 			}
 			// defer_loading (Anthropic's tool search): the tool is not put
 			// in the model's context until a search loads it. Sluice runs
@@ -46,7 +69,7 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			if httpedge.Present(t["defer_loading"]) {
 				var deferred bool
 				if err := json.Unmarshal(t["defer_loading"], &deferred); err != nil {
-					return stream.InvalidParam(fmt.Sprintf("tools[%d].defer_loading", i), "tools[%d].defer_loading must be a boolean", i)
+					return nil, stream.InvalidParam(fmt.Sprintf("tools[%d].defer_loading", i), "tools[%d].defer_loading must be a boolean", i)
 				}
 				if deferred {
 					continue
@@ -75,7 +98,7 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
 		}
 		if err := json.Unmarshal(wr.ToolChoice, &tc); err != nil {
-			return stream.InvalidParam("tool_choice", "tool_choice must be an object with a type")
+			return nil, stream.InvalidParam("tool_choice", "tool_choice must be an object with a type")
 		}
 		switch tc.Type {
 		case "auto":
@@ -88,18 +111,18 @@ func setTools(g *stream.GenRequest, wr *wireRequest) error {
 			choice = mustJSON("none")
 		case "tool":
 			if tc.Name == "" {
-				return stream.InvalidParam("tool_choice.name", "tool_choice.name is required with type tool")
+				return nil, stream.InvalidParam("tool_choice.name", "tool_choice.name is required with type tool")
 			}
 			choice = mustJSON(map[string]any{"type": "function", "function": map[string]string{"name": tc.Name}})
 		default:
-			return stream.InvalidParam("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", tc.Type)
+			return nil, stream.InvalidParam("tool_choice.type", "tool_choice.type must be auto, any, tool or none, got %q", tc.Type)
 		}
 		if d := tc.DisableParallelToolUse; d != nil && httpedge.Present(tools) {
 			p := !*d
 			parallel = &p
 		}
 	}
-	return stream.RenameParams(g.SetTools(tools, choice, parallel), "function.parameters", "input_schema", "function.", "")
+	return leftOut, stream.RenameParams(g.SetTools(tools, choice, parallel), "function.parameters", "input_schema", "function.", "")
 }
 
 // contentBlock is any block of a message's content; its type says which

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -175,5 +176,40 @@ func TestDeferredToolsLeftOut(t *testing.T) {
 	resp := post(t, srv, "/v1/messages/count_tokens", `{"tools":[`+clock+`,"defer_loading":"yes"}],`+msgs+`}`)
 	if resp.StatusCode != 400 {
 		t.Errorf("defer_loading not a boolean: %d", resp.StatusCode)
+	}
+}
+
+// TestServerToolsLeftOut: a tool Anthropic runs on its own side
+// (web_search_20250305, as clients offer it by default) is left out of
+// the model's tools and reported in sluice_warnings, whole and in
+// message_start, instead of refusing the request; the custom tools beside
+// it are served.
+func TestServerToolsLeftOut(t *testing.T) {
+	srv, eng := toolFixture(t, "Hi.")
+	const search = `{"type":"web_search_20250305","name":"web_search","max_uses":5}`
+	const weather = `{"name":"get_weather","description":"Weather in a city","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}`
+	for _, streamed := range []bool{false, true} {
+		body := fmt.Sprintf(`{"max_tokens":16,"stream":%v,"tools":[%s,%s],"messages":[{"role":"user","content":"Hi"}]}`, streamed, search, weather)
+		resp := post(t, srv, "/v1/messages", body)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("stream %v: %d %s", streamed, resp.StatusCode, raw)
+		}
+		if !strings.Contains(string(raw), `"sluice_warnings":["tools[0]: web_search_20250305 is a tool this server cannot run`) {
+			t.Errorf("stream %v: no warning for tools[0] in %s", streamed, raw)
+		}
+	}
+	if n := len(eng.Submits()); n != 2 {
+		t.Fatalf("%d submits, want 2", n)
+	}
+	count := func(tools string) string {
+		resp := post(t, srv, "/v1/messages/count_tokens", `{"tools":[`+tools+`],"messages":[{"role":"user","content":"Hi"}]}`)
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return fmt.Sprint(resp.StatusCode, string(raw))
+	}
+	if with, without := count(search+","+weather), count(weather); with != without {
+		t.Errorf("count_tokens with the server tool %s, without it %s: it reached the prompt", with, without)
 	}
 }
