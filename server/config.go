@@ -37,6 +37,11 @@ type Config struct {
 	// RenderPublic serves the render routes (render.go) without the key
 	// when keys are set, for llm-d's picker, which sends none.
 	RenderPublic bool
+	// SealSecret, when set, keys the reasoning seals (signatures,
+	// encrypted_content) instead of a random per-process key, so replicas
+	// and restarts given the same secret open each other's seals
+	// (--seal-key-file). The seal key is the process's: the last New wins.
+	SealSecret []byte
 	// MaxConns caps the open HTTP connections (0: no cap); MaxConnsPerIP is
 	// what one client address may hold of them, so one client cannot take
 	// every slot (0: an eighth of MaxConns, for other machines' addresses only;

@@ -72,6 +72,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
+	if cfg.SealSecret != nil {
+		if err := httpedge.SetSealKey(cfg.SealSecret); err != nil {
+			return nil, fmt.Errorf("server config: %w", err)
+		}
+	}
 	s := &Server{cfg: cfg, log: log, started: time.Now(), drain: make(chan struct{}), keys: keys}
 	if cfg.ResumeWindow > 0 {
 		s.store = NewResumeStore(cfg.ResumeWindow, cfg.ResumeTotalBytes)

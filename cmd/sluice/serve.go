@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +29,7 @@ type serveFlags struct {
 	lo                    loader.Options
 	modelPath, aliases    string
 	keyFile, chatTemplate string
+	sealKeyFile           string
 	backend               string
 	device                int
 	ops                   *opsFlags
@@ -49,6 +51,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.Var((*commaList)(&cfg.CORSOrigins), "cors-origin", "answer browsers from this origin (scheme://host[:port], or * for any) with CORS headers; repeatable (default: none, no CORS). A page on any other site is refused (403)")
 	fs.Var((*commaList)(&cfg.AllowedHosts), "allowed-hosts", "Host header names served besides localhost, 127.0.0.1 and [::1] (comma-separated or repeated; * = any). On a loopback --addr any other Host gets 403 (DNS rebinding); elsewhere a list turns the same check on")
 	fs.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics without the API key (for a scraper that cannot send one)")
+	fs.StringVar(&f.sealKeyFile, "seal-key-file", "", "seal reasoning (Messages signatures, Responses encrypted_content) under a key derived from this file's secret (at least 32 bytes) instead of a random one per process, so a restart or another replica given the same file opens them")
 	fs.BoolVar(&cfg.RenderPublic, "render-public", false, "serve the render endpoints (/v1/chat/completions/render, /v1/completions/render: token ids of the caller's own text, nothing generated) without the API key, for llm-d's precise prefix routing, whose picker sends none")
 	fs.IntVar(&cfg.MaxConns, "max-conns", cfg.MaxConns, "open HTTP connections at most; beyond it a connection gets 503 (0 = no cap)")
 	fs.IntVar(&cfg.MaxConnsPerIP, "max-conns-per-ip", 0, "open HTTP connections one client address (IPv6: its /64) may hold; beyond it 503 (0 = an eighth of --max-conns for other machines' addresses, while this machine's, such as a local proxy, count only toward --max-conns)")
@@ -111,6 +114,12 @@ func runServe(args []string) error {
 	defer stopKeys()
 	reloadKeysOnHUP(keysCtx, cfg.Keys, *keyFile, log, nil) // relay mode too
 	warnExposed(cfg.Addr, cfg.Keys, log)
+	if f.sealKeyFile != "" {
+		if cfg.SealSecret, err = os.ReadFile(f.sealKeyFile); err != nil {
+			return fmt.Errorf("--seal-key-file: %w", err)
+		}
+		cfg.SealSecret = bytes.TrimSpace(cfg.SealSecret)
+	}
 	if rf.active() {
 		if modelPath != "" {
 			return errors.New("--upstream and --model: a server either relays or serves a model")

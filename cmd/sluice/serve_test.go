@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +111,26 @@ func TestWarnExposed(t *testing.T) {
 		warnExposed(tt.addr, tt.keys, slog.New(slog.NewTextHandler(&buf, nil)))
 		if got := strings.Contains(buf.String(), "level=WARN"); got != tt.warn {
 			t.Errorf("%s, keys %d: warned %v: %q", tt.addr, tt.keys.Count(), got, buf.String())
+		}
+	}
+}
+
+// TestServeSealKeyFile: --seal-key-file is read before the model loads; a
+// missing file or a secret under 32 bytes stops serve with an error naming
+// the flag or the length, instead of sealing under a weak or random key.
+func TestServeSealKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("tooshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		filepath.Join(dir, "absent"): "--seal-key-file",
+		short:                        "at least 32 bytes",
+	} {
+		err := runServe([]string{"--seal-key-file", file, "--model", filepath.Join(dir, "no.gguf")})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", file, err, want)
 		}
 	}
 }

@@ -3,10 +3,14 @@ package httpedge
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -15,16 +19,41 @@ import (
 // item's encrypted_content) is the reasoning text sealed with AES-GCM
 // under a key of this process, so the server can read back exactly what
 // its model reasoned and a client cannot pass off text of its own as the
-// model's. A restarted server cannot open an older seal: the reasoning it
-// carried is then dropped, as a client that sends none.
+// model's. The key is random per process unless the operator gives one
+// (SetSealKey, serve --seal-key-file): then a restarted server, or another
+// replica behind the same router, opens the seals this one made; without
+// one, a seal it cannot open is dropped, as a client that sends none.
 
-var sealAEAD = func() cipher.AEAD {
+var sealAEAD atomic.Pointer[cipher.AEAD]
+
+func init() {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key) // crypto/rand never fails
-	block, _ := aes.NewCipher(key)
+	useSealKey(key)
+}
+
+func useSealKey(key []byte) {
+	block, _ := aes.NewCipher(key) // 32 bytes: AES-256
 	aead, _ := cipher.NewGCM(block)
-	return aead
-}()
+	sealAEAD.Store(&aead)
+}
+
+// MinSealSecret is the shortest secret SetSealKey takes.
+const MinSealSecret = 32
+
+// SetSealKey seals and opens reasoning under a key derived from secret (at
+// least MinSealSecret bytes) from now on, so every process given the same
+// secret opens the others' seals. A domain label keeps the key apart from
+// any other use of the same secret.
+func SetSealKey(secret []byte) error {
+	if len(secret) < MinSealSecret {
+		return fmt.Errorf("a reasoning seal secret needs at least %d bytes, got %d", MinSealSecret, len(secret))
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("sluice reasoning seal v1"))
+	useSealKey(mac.Sum(nil))
+	return nil
+}
 
 // sealPrefix names the scheme, so a later one can be told apart.
 const sealPrefix = "sluice1."
@@ -33,9 +62,10 @@ const sealPrefix = "sluice1."
 // reads it beside the seal, invalid UTF-8 as JSON shows it (U+FFFD).
 func Seal(text string) string {
 	text = validUTF8(text)
-	nonce := make([]byte, sealAEAD.NonceSize())
+	aead := *sealAEAD.Load()
+	nonce := make([]byte, aead.NonceSize())
 	_, _ = rand.Read(nonce)
-	out := sealAEAD.Seal(nonce, nonce, []byte(text), []byte(sealPrefix))
+	out := aead.Seal(nonce, nonce, []byte(text), []byte(sealPrefix))
 	return sealPrefix + base64.RawURLEncoding.EncodeToString(out)
 }
 
@@ -49,12 +79,13 @@ func Unseal(sealed string) (string, error) {
 	if !ok {
 		return "", ErrSeal
 	}
+	aead := *sealAEAD.Load()
 	raw, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil || len(raw) < sealAEAD.NonceSize() {
+	if err != nil || len(raw) < aead.NonceSize() {
 		return "", ErrSeal
 	}
-	n := sealAEAD.NonceSize()
-	text, err := sealAEAD.Open(nil, raw[:n], raw[n:], []byte(sealPrefix))
+	n := aead.NonceSize()
+	text, err := aead.Open(nil, raw[:n], raw[n:], []byte(sealPrefix))
 	if err != nil {
 		return "", ErrSeal
 	}

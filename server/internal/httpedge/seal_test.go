@@ -25,3 +25,36 @@ func TestSealRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSealKeyShared: under a secret given with SetSealKey a seal opens in
+// any process given the same secret (a restart, another replica: modelled
+// by setting the key again, which builds a new cipher from the secret),
+// and not under another secret or the random per-process key.
+func TestSealKeyShared(t *testing.T) {
+	saved := sealAEAD.Load()
+	t.Cleanup(func() { sealAEAD.Store(saved) })
+	if err := SetSealKey([]byte("short")); err == nil {
+		t.Error("a 5-byte secret was taken")
+	}
+	secret := []byte(strings.Repeat("k", MinSealSecret))
+	if err := SetSealKey(secret); err != nil {
+		t.Fatal(err)
+	}
+	s := Seal("Let me think.")
+	if err := SetSealKey(append([]byte(nil), secret...)); err != nil { // the restarted process
+		t.Fatal(err)
+	}
+	if got, err := Unseal(s); err != nil || got != "Let me think." {
+		t.Errorf("after a restart with the same secret: %q, %v", got, err)
+	}
+	if err := SetSealKey([]byte(strings.Repeat("j", MinSealSecret))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unseal(s); err == nil {
+		t.Error("a seal opened under another secret")
+	}
+	sealAEAD.Store(saved)
+	if _, err := Unseal(s); err == nil {
+		t.Error("a seal opened under the random per-process key")
+	}
+}
