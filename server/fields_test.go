@@ -55,7 +55,7 @@ var chatSamples = map[string]fieldSample{
 	"echo":                  {cmpl: `true`},
 	"allow_special_tokens":  {chat: `true`},
 	"cache_salt":            {chat: `"s"`, cmpl: `"s"`},
-	"reasoning_effort":      {chat: `"low"`, cmpl: `"low"`},
+	"reasoning_effort":      {chat: `"low"`},
 	"chat_template_kwargs":  {chat: `{"enable_thinking":false}`},
 	"add_special_tokens":    {},
 	// vLLM's prompt extensions (request_ext.go), once declared.

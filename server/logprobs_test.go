@@ -59,6 +59,7 @@ func TestLogprobsRequest(t *testing.T) {
 		}
 	}
 	for body, param := range map[string]string{
+		`{"prompt":"x","reasoning_effort":"low"}`:      "reasoning_effort",
 		`{"prompt":"x","logprobs":6}`:                  "logprobs",
 		`{"prompt":"x","logprobs":true}`:               "logprobs",
 		`{"prompt":"x","logprobs":1,"top_logprobs":1}`: "top_logprobs",

@@ -19,6 +19,11 @@ func (wr *wireRequest) reasoning(chat bool, g *stream.GenRequest) error {
 	if len(wr.ChatTemplateKwargs) > 0 && !chat {
 		return httpedge.Unsupported("chat_template_kwargs", "chat_template_kwargs applies to chat messages only")
 	}
+	// A completions prompt goes to the model as written, and its reply is
+	// not split into reasoning: there is nothing an effort could set.
+	if wr.ReasoningEffort != nil && !chat {
+		return httpedge.Unsupported("reasoning_effort", "reasoning_effort applies to chat messages only; a completions prompt is sent as written")
+	}
 	keys := make([]string, 0, len(wr.ChatTemplateKwargs))
 	for k := range wr.ChatTemplateKwargs {
 		keys = append(keys, k)

@@ -104,8 +104,9 @@ func (wr *wireRequest) refusals() error {
 	case wr.StreamOptions != nil && wr.StreamOptions.IncludeObfuscation != nil && *wr.StreamOptions.IncludeObfuscation:
 		return httpedge.Unsupported("stream_options.include_obfuscation", "stream obfuscation is not supported")
 	}
-	if t := wr.Text; t != nil && httpedge.Present(t.Verbosity) {
-		return httpedge.Unsupported("text.verbosity", "text.verbosity is not supported by this server")
+	// medium is the default: asking for it asks for nothing.
+	if t := wr.Text; t != nil && httpedge.Present(t.Verbosity) && string(bytes.TrimSpace(t.Verbosity)) != `"medium"` {
+		return httpedge.Unsupported("text.verbosity", "text.verbosity other than medium (the default) is not supported by this server")
 	}
 	return nil
 }

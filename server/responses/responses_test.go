@@ -243,7 +243,7 @@ func TestRefused(t *testing.T) {
 		t.Errorf("%d refused requests reached the engine", n)
 	}
 	// What is vacuous or automatic here is accepted.
-	f.create(t, `{"input":"x","tool_choice":"none","tools":[],"parallel_tool_calls":false,"prompt_cache_key":"k","text":{"format":{"type":"text"}},"truncation":"disabled","service_tier":"auto","metadata":{"a":"b"}}`)
+	f.create(t, `{"input":"x","tool_choice":"none","tools":[],"parallel_tool_calls":false,"prompt_cache_key":"k","text":{"format":{"type":"text"},"verbosity":"medium"},"truncation":"disabled","service_tier":"auto","metadata":{"a":"b"}}`)
 }
 
 // TestStoreBounds: the store keeps at most its count and bytes, oldest first out.
