@@ -67,12 +67,17 @@ else:
 n = client.messages.count_tokens(model="", system="Answer in one word.", messages=ask)
 check(n.input_tokens == final.usage.input_tokens, f"count_tokens {n.input_tokens} vs usage {final.usage.input_tokens}")
 
-# Errors arrive as the SDK's typed exceptions; fields the server cannot honour are refused.
+# A server tool (Anthropic runs it on its side) is left out of the model's tools and reported.
+r = client.messages.create(model="", max_tokens=5, messages=ask, tools=[{"type": "web_search_20250305", "name": "web_search"}])
+warnings = r.model_dump().get("sluice_warnings") or []
+check(len(warnings) == 1 and warnings[0].startswith("tools[0]: web_search_20250305"), f"server tool: warnings {warnings}")
+# Errors arrive as the SDK's typed exceptions; fields the server cannot honour are refused:
+# a client tool whose schema is Anthropic's own.
 try:
-    client.messages.create(model="", max_tokens=5, messages=ask, tools=[{"type": "web_search_20250305", "name": "web_search"}])
-    failures.append("server tool: accepted")
+    client.messages.create(model="", max_tokens=5, messages=ask, tools=[{"type": "bash_20250124", "name": "bash"}])
+    failures.append("client tool: accepted")
 except anthropic.BadRequestError as e:
-    check(e.body["error"]["type"] == "invalid_request_error" and e.body["error"]["param"] == "tools[0].type", f"server tool: {e.body}")
+    check(e.body["error"]["type"] == "invalid_request_error" and e.body["error"]["param"] == "tools[0].type", f"client tool: {e.body}")
 # Reasoning controls on a model that does not reason (SmolLM2): accepted,
 # no thinking block.
 r = client.messages.create(model="", max_tokens=5, messages=ask, output_config={"effort": "high"},

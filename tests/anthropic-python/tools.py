@@ -83,7 +83,7 @@ if "any" in uses:
 
 # Refusals in Anthropic's shape, naming the field.
 for label, kw, param in [
-    ("server tool", {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
+    ("client tool", {"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
     ("no schema", {"tools": [{"name": "f"}]}, "tools[0].input_schema"),
     ("unknown tool", {"tools": tools, "tool_choice": {"type": "tool", "name": "nope"}}, "tool_choice.name"),
 ]:
