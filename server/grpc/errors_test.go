@@ -83,7 +83,7 @@ func TestErrorCodes(t *testing.T) {
 		{"stop token id beyond int32", &sluicev1.GenerateRequest{Input: textInput("hi"),
 			Sampling: &sluicev1.SamplingParams{StopTokenIds: []uint32{1 << 31}}}, codes.InvalidArgument},
 		{"bad chat role", &sluicev1.GenerateRequest{Input: &sluicev1.GenerateRequest_Chat{Chat: &sluicev1.Chat{
-			Messages: []*sluicev1.ChatMessage{{Role: "wizard", Content: "hi"}}}}}, codes.InvalidArgument},
+			Messages: []*sluicev1.ChatMessage{{Role: "wizard of oz", Content: "hi"}}}}}, codes.InvalidArgument}, // a custom role must be a name
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := gen(ctx, c.req); status.Code(err) != c.want {
