@@ -25,14 +25,23 @@ func TestPanicInForwardFailsOnlyItsStep(t *testing.T) {
 		m := newHashModel(64, 1024, 64, 16)
 		obs := &failureObserver{}
 		e := newTestEngine(t, m, Config{MaxSeqs: 2, Observer: obs})
+		// The first step waits until both requests are in, and the first
+		// step that carries both panics: which step that is must not depend
+		// on how fast the loop runs ahead of the second Submit (under the
+		// race detector it ran a's steps alone past a fixed step number).
+		gate := make(chan struct{})
+		panicked := false
 		m.onForward = func(b *kernels.Batch) error {
-			if m.forwards == 3 {
+			<-gate
+			if len(b.Seqs) == 2 && !panicked {
+				panicked = true
 				panic("kernel exploded")
 			}
 			return nil
 		}
 		a := submit(t, e, Request{Prompt: prompt(5, 1, 64), MaxTokens: 50})
 		b := submit(t, e, Request{Prompt: prompt(6, 2, 64), MaxTokens: 50})
+		close(gate)
 		for _, s := range []*Sequence{a, b} {
 			if r := s.Result(); r.Finish != FinishError || !errors.Is(r.Err, ErrStepPanic) {
 				t.Fatalf("seq %d: %+v, want FinishError with ErrStepPanic", s.ID(), r)
