@@ -1,6 +1,10 @@
 package models
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice/kernels"
+)
 
 // RowLogits gives the logits of rows of the last ForwardDevice's batch (any
 // rows, not only its LogitRows: engine.RowLogitsModel), from the hidden
@@ -8,47 +12,52 @@ import "fmt"
 // reads into its own host buffer, so the slice Forward returned stays as
 // it was; valid until the next call.
 func (m *Llama) RowLogits(rows []int32) ([]float32, error) {
-	n := len(rows)
-	if n == 0 || n > m.opts.MaxSeqs {
-		return nil, fmt.Errorf("%s: %d logit rows, limit %d", m.cfg.Arch, n, m.opts.MaxSeqs)
-	}
-	c, be := &m.cfg, m.be
-	err := firstErr(
-		be.GetRows(m.sel, m.x, rows),
-		be.RMSNorm(m.sel, m.sel, m.outNorm, n, c.RMSEps),
-		be.MatMul(m.logits, m.sel, m.output, nil, n),
-		m.finalSoftcap(n),
-	)
-	if err == nil {
-		m.rowHost = growRows(m.rowHost, n*c.Vocab)
-		err = be.Read(m.logits, m.rowHost)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s row logits: %w", c.Arch, err)
-	}
-	return m.rowHost, nil
+	c := &m.cfg
+	return rowHead{m.be, c.Arch, c.Vocab, m.opts.MaxSeqs, c.RMSEps,
+		m.x, m.sel, m.outNorm, m.output, m.logits, &m.rowHost, m.finalSoftcap}.read(rows)
 }
 
 // RowLogits is Llama's, for the hybrid model (no soft-cap).
 func (m *Qwen35) RowLogits(rows []int32) ([]float32, error) {
+	c := &m.cfg
+	return rowHead{m.be, c.Arch, c.Vocab, m.opts.MaxSeqs, c.RMSEps,
+		m.x, m.sel, m.outNorm, m.output, m.logits, &m.rowHost, nil}.read(rows)
+}
+
+// rowHead is what RowLogits reads of a model: its output head and the
+// buffers the logit rows use.
+type rowHead struct {
+	be                              kernels.Backend
+	arch                            string
+	vocab, maxRows                  int
+	eps                             float32
+	x, sel, outNorm, output, logits kernels.Tensor
+	host                            *[]float32
+	softcap                         func(n int) error // nil: none
+}
+
+func (h rowHead) read(rows []int32) ([]float32, error) {
 	n := len(rows)
-	if n == 0 || n > m.opts.MaxSeqs {
-		return nil, fmt.Errorf("%s: %d logit rows, limit %d", m.cfg.Arch, n, m.opts.MaxSeqs)
+	if n == 0 || n > h.maxRows {
+		return nil, fmt.Errorf("%s: %d logit rows, limit %d", h.arch, n, h.maxRows)
 	}
-	c, be := &m.cfg, m.be
+	be := h.be
 	err := firstErr(
-		be.GetRows(m.sel, m.x, rows),
-		be.RMSNorm(m.sel, m.sel, m.outNorm, n, c.RMSEps),
-		be.MatMul(m.logits, m.sel, m.output, nil, n),
+		be.GetRows(h.sel, h.x, rows),
+		be.RMSNorm(h.sel, h.sel, h.outNorm, n, h.eps),
+		be.MatMul(h.logits, h.sel, h.output, nil, n),
 	)
+	if err == nil && h.softcap != nil {
+		err = h.softcap(n)
+	}
 	if err == nil {
-		m.rowHost = growRows(m.rowHost, n*c.Vocab)
-		err = be.Read(m.logits, m.rowHost)
+		*h.host = growRows(*h.host, n*h.vocab)
+		err = be.Read(h.logits, *h.host)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s row logits: %w", c.Arch, err)
+		return nil, fmt.Errorf("%s row logits: %w", h.arch, err)
 	}
-	return m.rowHost, nil
+	return *h.host, nil
 }
 
 // growRows is buf at length n, allocated the first time prompt logits are
