@@ -62,6 +62,9 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 	if err := setFeatures(g, r); err != nil { // features.go
 		return nil, err
 	}
+	if err := setReasoning(g, r.GetReasoning()); err != nil { // reasoning.go
+		return nil, err
+	}
 	g.StopTokens, err = int32s("stop_token_ids", sp.GetStopTokenIds())
 	return g, err
 }

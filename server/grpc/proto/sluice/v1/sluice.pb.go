@@ -57,7 +57,12 @@ type GenerateRequest struct {
 	// seed + j. Chunks of different choices interleave, each naming its
 	// choice in GenerateChunk.index; a choice's end is a chunk carrying its
 	// finish_reason. An Abort or a cancelled call ends every choice.
-	N             uint32 `protobuf:"varint,14,opt,name=n,proto3" json:"n,omitempty"`
+	N uint32 `protobuf:"varint,14,opt,name=n,proto3" json:"n,omitempty"`
+	// The model's reasoning (chat input only), as the HTTP API's
+	// reasoning_effort and chat_template_kwargs.enable_thinking, Responses'
+	// reasoning.effort and Messages' thinking. A model that does not reason
+	// takes it and produces no reasoning (Usage.reasoning_tokens 0).
+	Reasoning     *Reasoning `protobuf:"bytes,15,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -203,6 +208,13 @@ func (x *GenerateRequest) GetN() uint32 {
 	return 0
 }
 
+func (x *GenerateRequest) GetReasoning() *Reasoning {
+	if x != nil {
+		return x.Reasoning
+	}
+	return nil
+}
+
 type isGenerateRequest_Input interface {
 	isGenerateRequest_Input()
 }
@@ -225,6 +237,80 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Input() {}
 
 func (*GenerateRequest_Chat) isGenerateRequest_Input() {}
 
+// What a request asks of the model's reasoning; unset fields leave the
+// model's default (its chat template's).
+type Reasoning struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// false: thinking off, as enable_thinking false or Messages' thinking
+	// disabled (the prompt closes the reasoning, so the model answers at
+	// once); it cannot be given with budget_tokens or an effort other than
+	// "none". true: thinking on (the default of a model that reasons).
+	Enabled *bool `protobuf:"varint,1,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// The reasoning's token budget by name: minimal, low, medium, high and
+	// xhigh are 256, 1024, 4096, 16384 and 32768 tokens; max bounds it by
+	// max_tokens only; none turns thinking off. gpt-oss takes it as its
+	// low/medium/high level.
+	Effort *string `protobuf:"bytes,2,opt,name=effort,proto3,oneof" json:"effort,omitempty"`
+	// Bounds the reasoning to this many tokens (its opening marker
+	// included), 1 to the max_tokens cap; wins over the effort's budget.
+	// Past it the model is made to close its reasoning and answer: the
+	// reasoning takes at most budget_tokens plus the closing marker.
+	BudgetTokens  *uint32 `protobuf:"varint,3,opt,name=budget_tokens,json=budgetTokens,proto3,oneof" json:"budget_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reasoning) Reset() {
+	*x = Reasoning{}
+	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reasoning) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reasoning) ProtoMessage() {}
+
+func (x *Reasoning) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reasoning.ProtoReflect.Descriptor instead.
+func (*Reasoning) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Reasoning) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *Reasoning) GetEffort() string {
+	if x != nil && x.Effort != nil {
+		return *x.Effort
+	}
+	return ""
+}
+
+func (x *Reasoning) GetBudgetTokens() uint32 {
+	if x != nil && x.BudgetTokens != nil {
+		return *x.BudgetTokens
+	}
+	return 0
+}
+
 // One function the model may call.
 type Tool struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -238,7 +324,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +336,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[1]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +349,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Tool) GetName() string {
@@ -307,7 +393,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +405,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[2]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +418,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolChoice) GetChoice() isToolChoice_Choice {
@@ -388,7 +474,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +486,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[3]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +499,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolCall) GetId() string {
@@ -450,7 +536,7 @@ type ResponseFormat struct {
 
 func (x *ResponseFormat) Reset() {
 	*x = ResponseFormat{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +548,7 @@ func (x *ResponseFormat) String() string {
 func (*ResponseFormat) ProtoMessage() {}
 
 func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[4]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +561,7 @@ func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
 func (*ResponseFormat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResponseFormat) GetFormat() isResponseFormat_Format {
@@ -531,7 +617,7 @@ type JSONSchemaFormat struct {
 
 func (x *JSONSchemaFormat) Reset() {
 	*x = JSONSchemaFormat{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +629,7 @@ func (x *JSONSchemaFormat) String() string {
 func (*JSONSchemaFormat) ProtoMessage() {}
 
 func (x *JSONSchemaFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[5]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +642,7 @@ func (x *JSONSchemaFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONSchemaFormat.ProtoReflect.Descriptor instead.
 func (*JSONSchemaFormat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JSONSchemaFormat) GetName() string {
@@ -595,7 +681,7 @@ type JSONObjectFormat struct {
 
 func (x *JSONObjectFormat) Reset() {
 	*x = JSONObjectFormat{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +693,7 @@ func (x *JSONObjectFormat) String() string {
 func (*JSONObjectFormat) ProtoMessage() {}
 
 func (x *JSONObjectFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[6]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +706,7 @@ func (x *JSONObjectFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONObjectFormat.ProtoReflect.Descriptor instead.
 func (*JSONObjectFormat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
 }
 
 type StructuredOutputs struct {
@@ -639,7 +725,7 @@ type StructuredOutputs struct {
 
 func (x *StructuredOutputs) Reset() {
 	*x = StructuredOutputs{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +737,7 @@ func (x *StructuredOutputs) String() string {
 func (*StructuredOutputs) ProtoMessage() {}
 
 func (x *StructuredOutputs) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[7]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +750,7 @@ func (x *StructuredOutputs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StructuredOutputs.ProtoReflect.Descriptor instead.
 func (*StructuredOutputs) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StructuredOutputs) GetConstraint() isStructuredOutputs_Constraint {
@@ -762,7 +848,7 @@ type Choices struct {
 
 func (x *Choices) Reset() {
 	*x = Choices{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +860,7 @@ func (x *Choices) String() string {
 func (*Choices) ProtoMessage() {}
 
 func (x *Choices) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[8]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +873,7 @@ func (x *Choices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Choices.ProtoReflect.Descriptor instead.
 func (*Choices) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Choices) GetChoices() []string {
@@ -806,7 +892,7 @@ type TokenIds struct {
 
 func (x *TokenIds) Reset() {
 	*x = TokenIds{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +904,7 @@ func (x *TokenIds) String() string {
 func (*TokenIds) ProtoMessage() {}
 
 func (x *TokenIds) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[9]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +917,7 @@ func (x *TokenIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
 func (*TokenIds) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TokenIds) GetIds() []uint32 {
@@ -850,7 +936,7 @@ type Chat struct {
 
 func (x *Chat) Reset() {
 	*x = Chat{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +948,7 @@ func (x *Chat) String() string {
 func (*Chat) ProtoMessage() {}
 
 func (x *Chat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[10]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +961,7 @@ func (x *Chat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chat.ProtoReflect.Descriptor instead.
 func (*Chat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Chat) GetMessages() []*ChatMessage {
@@ -897,7 +983,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +995,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[11]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1008,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ChatMessage) GetRole() string {
@@ -974,7 +1060,7 @@ type SamplingParams struct {
 
 func (x *SamplingParams) Reset() {
 	*x = SamplingParams{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1072,7 @@ func (x *SamplingParams) String() string {
 func (*SamplingParams) ProtoMessage() {}
 
 func (x *SamplingParams) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[12]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1085,7 @@ func (x *SamplingParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SamplingParams.ProtoReflect.Descriptor instead.
 func (*SamplingParams) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SamplingParams) GetTemperature() float32 {
@@ -1094,7 +1180,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1192,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[13]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1205,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GenerateResponse) GetRequestId() string {
@@ -1216,7 +1302,7 @@ type GenerateChunk struct {
 
 func (x *GenerateChunk) Reset() {
 	*x = GenerateChunk{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1314,7 @@ func (x *GenerateChunk) String() string {
 func (*GenerateChunk) ProtoMessage() {}
 
 func (x *GenerateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[14]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1327,7 @@ func (x *GenerateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateChunk.ProtoReflect.Descriptor instead.
 func (*GenerateChunk) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GenerateChunk) GetText() string {
@@ -1305,7 +1391,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1403,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[15]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1416,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallDelta) GetIndex() uint32 {
@@ -1378,7 +1464,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1476,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[16]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1489,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TokenLogprob) GetTokenId() uint32 {
@@ -1453,7 +1539,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1465,7 +1551,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[17]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1478,7 +1564,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TopLogprob) GetTokenId() uint32 {
@@ -1526,7 +1612,7 @@ type GenerateComplete struct {
 
 func (x *GenerateComplete) Reset() {
 	*x = GenerateComplete{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1624,7 @@ func (x *GenerateComplete) String() string {
 func (*GenerateComplete) ProtoMessage() {}
 
 func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[18]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1637,7 @@ func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateComplete.ProtoReflect.Descriptor instead.
 func (*GenerateComplete) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GenerateComplete) GetFinishReason() string {
@@ -1587,7 +1673,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1685,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[19]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1698,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -1654,7 +1740,7 @@ type GenerateError struct {
 
 func (x *GenerateError) Reset() {
 	*x = GenerateError{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1752,7 @@ func (x *GenerateError) String() string {
 func (*GenerateError) ProtoMessage() {}
 
 func (x *GenerateError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[20]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1765,7 @@ func (x *GenerateError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateError.ProtoReflect.Descriptor instead.
 func (*GenerateError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GenerateError) GetCode() string {
@@ -1712,7 +1798,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1810,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[21]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1823,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AbortRequest) GetRequestId() string {
@@ -1755,7 +1841,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1853,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[22]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1866,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
 }
 
 type TokenizeRequest struct {
@@ -1800,7 +1886,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1898,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[23]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1911,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TokenizeRequest) GetModel() string {
@@ -1893,7 +1979,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1991,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[24]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2004,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TokenizeResponse) GetTokenIds() []uint32 {
@@ -1945,7 +2031,7 @@ type DetokenizeRequest struct {
 
 func (x *DetokenizeRequest) Reset() {
 	*x = DetokenizeRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2043,7 @@ func (x *DetokenizeRequest) String() string {
 func (*DetokenizeRequest) ProtoMessage() {}
 
 func (x *DetokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[25]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2056,7 @@ func (x *DetokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetokenizeRequest.ProtoReflect.Descriptor instead.
 func (*DetokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DetokenizeRequest) GetModel() string {
@@ -1996,7 +2082,7 @@ type DetokenizeResponse struct {
 
 func (x *DetokenizeResponse) Reset() {
 	*x = DetokenizeResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2094,7 @@ func (x *DetokenizeResponse) String() string {
 func (*DetokenizeResponse) ProtoMessage() {}
 
 func (x *DetokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[26]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2107,7 @@ func (x *DetokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetokenizeResponse.ProtoReflect.Descriptor instead.
 func (*DetokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DetokenizeResponse) GetText() string {
@@ -2039,7 +2125,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2137,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[27]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2150,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
 }
 
 type ListModelsResponse struct {
@@ -2076,7 +2162,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2174,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[28]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2187,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -2123,7 +2209,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2221,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_sluice_proto_msgTypes[29]
+	mi := &file_sluice_v1_sluice_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2234,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_sluice_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Model) GetId() string {
@@ -2183,7 +2269,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\x81\x05\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xb5\x05\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -2201,9 +2287,18 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\x12structured_outputs\x18\v \x01(\v2\x1c.sluice.v1.StructuredOutputsR\x11structuredOutputs\x12\x1a\n" +
 	"\blogprobs\x18\f \x01(\bR\blogprobs\x12!\n" +
 	"\ftop_logprobs\x18\r \x01(\rR\vtopLogprobs\x12\f\n" +
-	"\x01n\x18\x0e \x01(\rR\x01nB\a\n" +
+	"\x01n\x18\x0e \x01(\rR\x01n\x122\n" +
+	"\treasoning\x18\x0f \x01(\v2\x14.sluice.v1.ReasoningR\treasoningB\a\n" +
 	"\x05inputB\x16\n" +
-	"\x14_parallel_tool_calls\"}\n" +
+	"\x14_parallel_tool_calls\"\x9a\x01\n" +
+	"\tReasoning\x12\x1d\n" +
+	"\aenabled\x18\x01 \x01(\bH\x00R\aenabled\x88\x01\x01\x12\x1b\n" +
+	"\x06effort\x18\x02 \x01(\tH\x01R\x06effort\x88\x01\x01\x12(\n" +
+	"\rbudget_tokens\x18\x03 \x01(\rH\x02R\fbudgetTokens\x88\x01\x01B\n" +
+	"\n" +
+	"\b_enabledB\t\n" +
+	"\a_effortB\x10\n" +
+	"\x0e_budget_tokens\"}\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
@@ -2372,76 +2467,78 @@ func file_sluice_v1_sluice_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_sluice_proto_rawDescData
 }
 
-var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_sluice_v1_sluice_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*GenerateRequest)(nil),    // 0: sluice.v1.GenerateRequest
-	(*Tool)(nil),               // 1: sluice.v1.Tool
-	(*ToolChoice)(nil),         // 2: sluice.v1.ToolChoice
-	(*ToolCall)(nil),           // 3: sluice.v1.ToolCall
-	(*ResponseFormat)(nil),     // 4: sluice.v1.ResponseFormat
-	(*JSONSchemaFormat)(nil),   // 5: sluice.v1.JSONSchemaFormat
-	(*JSONObjectFormat)(nil),   // 6: sluice.v1.JSONObjectFormat
-	(*StructuredOutputs)(nil),  // 7: sluice.v1.StructuredOutputs
-	(*Choices)(nil),            // 8: sluice.v1.Choices
-	(*TokenIds)(nil),           // 9: sluice.v1.TokenIds
-	(*Chat)(nil),               // 10: sluice.v1.Chat
-	(*ChatMessage)(nil),        // 11: sluice.v1.ChatMessage
-	(*SamplingParams)(nil),     // 12: sluice.v1.SamplingParams
-	(*GenerateResponse)(nil),   // 13: sluice.v1.GenerateResponse
-	(*GenerateChunk)(nil),      // 14: sluice.v1.GenerateChunk
-	(*ToolCallDelta)(nil),      // 15: sluice.v1.ToolCallDelta
-	(*TokenLogprob)(nil),       // 16: sluice.v1.TokenLogprob
-	(*TopLogprob)(nil),         // 17: sluice.v1.TopLogprob
-	(*GenerateComplete)(nil),   // 18: sluice.v1.GenerateComplete
-	(*Usage)(nil),              // 19: sluice.v1.Usage
-	(*GenerateError)(nil),      // 20: sluice.v1.GenerateError
-	(*AbortRequest)(nil),       // 21: sluice.v1.AbortRequest
-	(*AbortResponse)(nil),      // 22: sluice.v1.AbortResponse
-	(*TokenizeRequest)(nil),    // 23: sluice.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),   // 24: sluice.v1.TokenizeResponse
-	(*DetokenizeRequest)(nil),  // 25: sluice.v1.DetokenizeRequest
-	(*DetokenizeResponse)(nil), // 26: sluice.v1.DetokenizeResponse
-	(*ListModelsRequest)(nil),  // 27: sluice.v1.ListModelsRequest
-	(*ListModelsResponse)(nil), // 28: sluice.v1.ListModelsResponse
-	(*Model)(nil),              // 29: sluice.v1.Model
+	(*Reasoning)(nil),          // 1: sluice.v1.Reasoning
+	(*Tool)(nil),               // 2: sluice.v1.Tool
+	(*ToolChoice)(nil),         // 3: sluice.v1.ToolChoice
+	(*ToolCall)(nil),           // 4: sluice.v1.ToolCall
+	(*ResponseFormat)(nil),     // 5: sluice.v1.ResponseFormat
+	(*JSONSchemaFormat)(nil),   // 6: sluice.v1.JSONSchemaFormat
+	(*JSONObjectFormat)(nil),   // 7: sluice.v1.JSONObjectFormat
+	(*StructuredOutputs)(nil),  // 8: sluice.v1.StructuredOutputs
+	(*Choices)(nil),            // 9: sluice.v1.Choices
+	(*TokenIds)(nil),           // 10: sluice.v1.TokenIds
+	(*Chat)(nil),               // 11: sluice.v1.Chat
+	(*ChatMessage)(nil),        // 12: sluice.v1.ChatMessage
+	(*SamplingParams)(nil),     // 13: sluice.v1.SamplingParams
+	(*GenerateResponse)(nil),   // 14: sluice.v1.GenerateResponse
+	(*GenerateChunk)(nil),      // 15: sluice.v1.GenerateChunk
+	(*ToolCallDelta)(nil),      // 16: sluice.v1.ToolCallDelta
+	(*TokenLogprob)(nil),       // 17: sluice.v1.TokenLogprob
+	(*TopLogprob)(nil),         // 18: sluice.v1.TopLogprob
+	(*GenerateComplete)(nil),   // 19: sluice.v1.GenerateComplete
+	(*Usage)(nil),              // 20: sluice.v1.Usage
+	(*GenerateError)(nil),      // 21: sluice.v1.GenerateError
+	(*AbortRequest)(nil),       // 22: sluice.v1.AbortRequest
+	(*AbortResponse)(nil),      // 23: sluice.v1.AbortResponse
+	(*TokenizeRequest)(nil),    // 24: sluice.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),   // 25: sluice.v1.TokenizeResponse
+	(*DetokenizeRequest)(nil),  // 26: sluice.v1.DetokenizeRequest
+	(*DetokenizeResponse)(nil), // 27: sluice.v1.DetokenizeResponse
+	(*ListModelsRequest)(nil),  // 28: sluice.v1.ListModelsRequest
+	(*ListModelsResponse)(nil), // 29: sluice.v1.ListModelsResponse
+	(*Model)(nil),              // 30: sluice.v1.Model
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
-	9,  // 0: sluice.v1.GenerateRequest.token_ids:type_name -> sluice.v1.TokenIds
-	10, // 1: sluice.v1.GenerateRequest.chat:type_name -> sluice.v1.Chat
-	12, // 2: sluice.v1.GenerateRequest.sampling:type_name -> sluice.v1.SamplingParams
-	1,  // 3: sluice.v1.GenerateRequest.tools:type_name -> sluice.v1.Tool
-	2,  // 4: sluice.v1.GenerateRequest.tool_choice:type_name -> sluice.v1.ToolChoice
-	4,  // 5: sluice.v1.GenerateRequest.response_format:type_name -> sluice.v1.ResponseFormat
-	7,  // 6: sluice.v1.GenerateRequest.structured_outputs:type_name -> sluice.v1.StructuredOutputs
-	5,  // 7: sluice.v1.ResponseFormat.json_schema:type_name -> sluice.v1.JSONSchemaFormat
-	6,  // 8: sluice.v1.ResponseFormat.json_object:type_name -> sluice.v1.JSONObjectFormat
-	8,  // 9: sluice.v1.StructuredOutputs.choice:type_name -> sluice.v1.Choices
-	11, // 10: sluice.v1.Chat.messages:type_name -> sluice.v1.ChatMessage
-	3,  // 11: sluice.v1.ChatMessage.tool_calls:type_name -> sluice.v1.ToolCall
-	14, // 12: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
-	18, // 13: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
-	20, // 14: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
-	15, // 15: sluice.v1.GenerateChunk.tool_calls:type_name -> sluice.v1.ToolCallDelta
-	16, // 16: sluice.v1.GenerateChunk.logprobs:type_name -> sluice.v1.TokenLogprob
-	17, // 17: sluice.v1.TokenLogprob.top_logprobs:type_name -> sluice.v1.TopLogprob
-	19, // 18: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
-	10, // 19: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
-	29, // 20: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
-	0,  // 21: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
-	21, // 22: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
-	23, // 23: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
-	25, // 24: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
-	27, // 25: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
-	13, // 26: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
-	22, // 27: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
-	24, // 28: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
-	26, // 29: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
-	28, // 30: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	10, // 0: sluice.v1.GenerateRequest.token_ids:type_name -> sluice.v1.TokenIds
+	11, // 1: sluice.v1.GenerateRequest.chat:type_name -> sluice.v1.Chat
+	13, // 2: sluice.v1.GenerateRequest.sampling:type_name -> sluice.v1.SamplingParams
+	2,  // 3: sluice.v1.GenerateRequest.tools:type_name -> sluice.v1.Tool
+	3,  // 4: sluice.v1.GenerateRequest.tool_choice:type_name -> sluice.v1.ToolChoice
+	5,  // 5: sluice.v1.GenerateRequest.response_format:type_name -> sluice.v1.ResponseFormat
+	8,  // 6: sluice.v1.GenerateRequest.structured_outputs:type_name -> sluice.v1.StructuredOutputs
+	1,  // 7: sluice.v1.GenerateRequest.reasoning:type_name -> sluice.v1.Reasoning
+	6,  // 8: sluice.v1.ResponseFormat.json_schema:type_name -> sluice.v1.JSONSchemaFormat
+	7,  // 9: sluice.v1.ResponseFormat.json_object:type_name -> sluice.v1.JSONObjectFormat
+	9,  // 10: sluice.v1.StructuredOutputs.choice:type_name -> sluice.v1.Choices
+	12, // 11: sluice.v1.Chat.messages:type_name -> sluice.v1.ChatMessage
+	4,  // 12: sluice.v1.ChatMessage.tool_calls:type_name -> sluice.v1.ToolCall
+	15, // 13: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
+	19, // 14: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
+	21, // 15: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
+	16, // 16: sluice.v1.GenerateChunk.tool_calls:type_name -> sluice.v1.ToolCallDelta
+	17, // 17: sluice.v1.GenerateChunk.logprobs:type_name -> sluice.v1.TokenLogprob
+	18, // 18: sluice.v1.TokenLogprob.top_logprobs:type_name -> sluice.v1.TopLogprob
+	20, // 19: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
+	11, // 20: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
+	30, // 21: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
+	0,  // 22: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
+	22, // 23: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
+	24, // 24: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
+	26, // 25: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
+	28, // 26: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
+	14, // 27: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
+	23, // 28: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
+	25, // 29: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
+	27, // 30: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
+	29, // 31: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
@@ -2454,29 +2551,30 @@ func file_sluice_v1_sluice_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Chat)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[2].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[1].OneofWrappers = []any{}
+	file_sluice_v1_sluice_proto_msgTypes[3].OneofWrappers = []any{
 		(*ToolChoice_Mode)(nil),
 		(*ToolChoice_Function)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[4].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[5].OneofWrappers = []any{
 		(*ResponseFormat_JsonSchema)(nil),
 		(*ResponseFormat_JsonObject)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[5].OneofWrappers = []any{}
-	file_sluice_v1_sluice_proto_msgTypes[7].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[6].OneofWrappers = []any{}
+	file_sluice_v1_sluice_proto_msgTypes[8].OneofWrappers = []any{
 		(*StructuredOutputs_Json)(nil),
 		(*StructuredOutputs_Regex)(nil),
 		(*StructuredOutputs_Choice)(nil),
 		(*StructuredOutputs_Grammar)(nil),
 		(*StructuredOutputs_JsonObject)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[12].OneofWrappers = []any{}
-	file_sluice_v1_sluice_proto_msgTypes[13].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[13].OneofWrappers = []any{}
+	file_sluice_v1_sluice_proto_msgTypes[14].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Complete)(nil),
 		(*GenerateResponse_Error)(nil),
 	}
-	file_sluice_v1_sluice_proto_msgTypes[23].OneofWrappers = []any{
+	file_sluice_v1_sluice_proto_msgTypes[24].OneofWrappers = []any{
 		(*TokenizeRequest_Text)(nil),
 		(*TokenizeRequest_Chat)(nil),
 	}
@@ -2486,7 +2584,7 @@ func file_sluice_v1_sluice_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_sluice_proto_rawDesc), len(file_sluice_v1_sluice_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
