@@ -23,8 +23,9 @@ import (
 // from the row kernels.
 //
 // Layout: the weights are tile A, 16 rows of one block's signed levels,
-// unpacked per call into a row-major scratch of 16 × K bytes that every
-// group of activation rows reuses; the activations are tile B, 16 rows in
+// unpacked once per weight into its cache (amxcache.go; per call into a
+// row-major scratch of 16 × K bytes where the cache is off) and reused by
+// every group of activation rows; the activations are tile B, 16 rows in
 // the VNNI pair layout (B[k/4][n·4 + k%4]), packed once per call. C[m][n]
 // is weight row m times activation row n: the 16 accumulators (one per
 // weight row, a lane per activation row) are transposed in registers once
@@ -73,7 +74,7 @@ type amxCall struct {
 	cfg      *amxConfig
 	a        *byte // the weight levels, 16 rows astride apart
 	astride  int
-	akstep   int      // bytes from one K-block to the next in a row (blockK)
+	akstep   int      // bytes from one K-block to the next in a row (blockK; blockK·16 in the cache's block-major tiles)
 	sw       *float32 // weight scales (and mins), step floats a block
 	b        *byte    // group 0's activation tiles
 	bstep    int      // bytes a K-block of a group's tiles (blockK·16)
@@ -169,6 +170,8 @@ type amxPlan struct {
 	sx     []float32
 	dot    func(*amxCall) // amxDotTiles; the tests swap in amxDotTilesGo
 
+	uncached bool // unpack per call even where the weight cache is on (the tests' reference)
+
 	scratch []amxScratch // one per thread (size)
 }
 
@@ -253,7 +256,8 @@ func actBlock(row []byte, bb, blockK, b int, withMin bool) (off int, scale, sum 
 }
 
 // run computes output columns [lo, hi) for every activation row, a tile of
-// 16 weight rows at a time; dst holds n rows of out.
+// 16 weight rows at a time; dst holds n rows of out. The tiles come from
+// the weight's cache (amxcache.go), or are unpacked here where it is off.
 func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 	s := p.claim()
 	defer s.busy.Store(false)
@@ -265,17 +269,16 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 	if cap(s.sc) < nsc {
 		s.sc, s.half = make([]float32, nsc), make([]uint16, nsc)
 	}
-	lv, sc, half := s.lv[:16*astride], s.sc[:nsc], s.half[:nsc]
 	dt := wt.dtype
 	wrb := dt.RowBytes(p.k)
 	nb := p.k / dt.BlockElems()
 	bstep := p.f.blockK * 16
+	cache := p.amxCacheOf(wt)
 	// The call lives in the scratch: handed to p.dot (a func value) a
 	// local would escape, one allocation a chunk.
 	c := &s.call
 	*c = amxCall{
-		cfg: amxConfigs[p.f.blockK], a: &lv[0], astride: astride, akstep: p.f.blockK,
-		sw: &sc[0], b: &p.img[0], bstep: bstep, gstride: p.nbk * bstep,
+		cfg: amxConfigs[p.f.blockK], b: &p.img[0], bstep: bstep, gstride: p.nbk * bstep,
 		sx: &p.sx[0], sgstride: p.nbk * p.step * 4, nbk: p.nbk, groups: p.groups,
 		dstride: out * 4, dgstride: 16 * out * 4, lastRows: p.n - 16*(p.groups-1),
 		cbuf: &s.cbuf[0],
@@ -285,11 +288,21 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 	}
 	for o0 := lo; o0 < hi; o0 += 16 {
 		rows := min(16, hi-o0)
-		p.f.unpack(levels{lv, astride, half}, sc, p.step, wt.raw[o0*wrb:], wrb, rows, nb)
-		if p.f.halfScales {
-			clear(sc)
-			axpyHalf(sc, 1, half) // exact: 1·x + 0
+		var lv []byte
+		var sc []float32
+		ok := false
+		// A cached tile is a whole one: a range that split a tile (never
+		// matMul's, whose chunks are whole tiles) unpacks its own rows.
+		if cache != nil && o0%16 == 0 && rows == min(16, cache.rows-o0) {
+			lv, sc, ok = cache.tile(o0/16, p, s, wt.raw, wrb, nb)
 		}
+		if ok {
+			c.a, c.astride, c.akstep = &lv[0], p.f.blockK, bstep
+		} else {
+			lv, sc = p.unpackTile(s, wt.raw[o0*wrb:], wrb, rows, nb, astride)
+			c.a, c.astride, c.akstep = &lv[0], astride, p.f.blockK
+		}
+		c.sw = &sc[0]
 		c.rowMask = 1<<rows - 1
 		c.dst = &dst[o0]
 		if p.dot != nil {
@@ -300,6 +313,19 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 	}
 }
 
+// unpackTile unpacks weight rows [0, rows) of w (rows ≤ 16, wrb bytes apart)
+// into s: their levels astride bytes apart, and their f32 scales.
+func (p *amxPlan) unpackTile(s *amxScratch, w []byte, wrb, rows, nb, astride int) ([]byte, []float32) {
+	nsc := p.nbk * p.step
+	lv, sc, half := s.lv[:16*astride], s.sc[:nsc], s.half[:nsc]
+	p.f.unpack(levels{lv, astride, half}, sc, p.step, w, wrb, rows, nb)
+	if p.f.halfScales {
+		clear(sc)
+		axpyHalf(sc, 1, half) // exact: 1·x + 0
+	}
+	return lv, sc
+}
+
 // amxDotTilesGo is amxDotTiles in Go: the reference for the assembly, and
 // its definition off amd64.
 func amxDotTilesGo(c *amxCall) {
@@ -308,7 +334,8 @@ func amxDotTilesGo(c *amxCall) {
 		step = 32
 	}
 	sw := unsafe.Slice(c.sw, c.nbk*step)
-	a := unsafe.Slice(c.a, 16*c.astride)
+	blockK := c.bstep / 16
+	a := unsafe.Slice(c.a, 15*c.astride+(c.nbk-1)*c.akstep+blockK)
 	for g := range c.groups {
 		img := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(c.b), g*c.gstride)), c.nbk*c.bstep)
 		sx := unsafe.Slice((*float32)(unsafe.Add(unsafe.Pointer(c.sx), g*c.sgstride)), c.nbk*step)
@@ -323,7 +350,7 @@ func amxDotTilesGo(c *amxCall) {
 				wrow := a[m*c.astride+b*c.akstep:]
 				for n := range 16 {
 					var dot int32
-					for k := range c.akstep {
+					for k := range blockK {
 						dot += int32(int8(wrow[k])) * int32(int8(t[(k/4)*64+n*4+k%4]))
 					}
 					v := float32(dot)*(sw[b*step+m]*sx[b*step+n]) + acc[m][n]

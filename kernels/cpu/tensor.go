@@ -13,6 +13,7 @@ type tensor struct {
 	dtype kernels.DType
 	f32   []float32
 	raw   []byte
+	amx   amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
 }
 
 func (t *tensor) Shape() []int         { return t.shape }
