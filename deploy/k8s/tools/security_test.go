@@ -99,9 +99,14 @@ func checkPodHardened(t *testing.T, pod any) {
 // the one --api-key-file names; without, neither flag nor Secret.
 func checkAPIKeys(t *testing.T, objs map[string]map[string]any, pod, c any, args []any) {
 	t.Helper()
+	// The seal key's Secret (seal_test.go) is the other Secret a pod may mount.
+	var sealVol any
+	if f, ok := flagValue(args, "--seal-key-file").(string); ok {
+		sealVol = at(mountOf(c, filepath.Dir(f)), "name")
+	}
 	var secretVol any
 	for _, v := range at(pod, "spec", "volumes").([]any) {
-		if at(v, "secret") != nil {
+		if at(v, "secret") != nil && (sealVol == nil || at(v, "name") != sealVol) {
 			secretVol = v
 		}
 	}

@@ -42,3 +42,27 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "sluice.apiKeyItem" -}}
 {{- ternary "keys" .Values.apiKey.existingSecretKey .Values.apiKey.create -}}
 {{- end -}}
+
+{{- /* The Secret holding the reasoning seal key, or "" when the release has none. */ -}}
+{{- define "sluice.sealKeySecret" -}}
+{{- $k := .Values.reasoning.sealKey -}}
+{{- if and $k.value $k.existingSecret -}}
+{{- fail "reasoning.sealKey: set existingSecret or value, not both" -}}
+{{- else if $k.existingSecret -}}
+{{- if not $k.existingSecretKey -}}
+{{- fail "reasoning.sealKey.existingSecretKey: the Secret's item holding the key is required" -}}
+{{- end -}}
+{{- $k.existingSecret -}}
+{{- else if $k.value -}}
+{{- /* serve trims the file and refuses under 32 bytes: refuse here, before a rollout of pods that cannot start. */ -}}
+{{- if lt (len (trim (toString $k.value))) 32 -}}
+{{- fail (printf "reasoning.sealKey.value: at least 32 bytes of secret, got %d" (len (trim (toString $k.value)))) -}}
+{{- end -}}
+{{- printf "%s-seal-key" (include "sluice.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* The item of the seal key inside its Secret. */ -}}
+{{- define "sluice.sealKeyItem" -}}
+{{- ternary "key" .Values.reasoning.sealKey.existingSecretKey (not .Values.reasoning.sealKey.existingSecret) -}}
+{{- end -}}
