@@ -44,6 +44,7 @@ type Engine struct {
 	st       Stats           // counters behind the published snapshot
 	dev      *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
 	specCost rowCost         // the price of a draft row (spec.go)
+	draft    *drafter        // speculative method draft's model and KV (draft.go)
 	plRows   []int32         // promptLogprobs' scratch (logprobs.go)
 	plDsts   []plDst
 }
@@ -73,6 +74,10 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	draft, err := newDrafter(model, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := cfg.checkWindow(sched.Config().MaxBatchTokens); err != nil {
 		return nil, err
 	}
@@ -95,6 +100,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		live:   make(map[*Sequence]struct{}),
 		broken: newBrokenState(),
 		dev:    newDeviceSampling(model),
+		draft:  draft,
 	}
 	e.st.StateSlotBytes = stateBytes
 	e.st.Speculating = cfg.Speculate.Method != ""
@@ -382,6 +388,7 @@ func (e *Engine) finish(s *Sequence, r Result) {
 	s.finished = true
 	delete(e.live, s)
 	e.releaseGroup(s) // group.go
+	e.draft.release(s)
 	if !s.started {
 		e.queued.Add(-1)
 	}

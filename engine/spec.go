@@ -46,8 +46,13 @@ import (
 
 // SpecConfig turns on speculative decoding.
 type SpecConfig struct {
-	// Method is the proposer: "" (off) or "ngram".
+	// Method is the proposer: "" (off), "ngram" or "draft" (Draft's
+	// greedy guesses, draft.go).
 	Method string
+	// Draft is method draft's model, of the target's vocabulary, with a KV
+	// store of its own of DraftBlocks blocks of the engine's BlockSize.
+	Draft       Model
+	DraftBlocks int
 	// K is the most draft tokens per sequence per step (0 = DefaultSpecK).
 	K int
 	// NGram and MinNGram are the longest and shortest suffixes matched,
@@ -83,9 +88,9 @@ func (c *SpecConfig) validate() error {
 	switch c.Method {
 	case "":
 		return nil
-	case "ngram":
+	case "ngram", "draft":
 	default:
-		return fmt.Errorf("%w: speculative method %q (want ngram)", ErrConfig, c.Method)
+		return fmt.Errorf("%w: speculative method %q (want ngram or draft)", ErrConfig, c.Method)
 	}
 	if c.K == 0 {
 		c.K = DefaultSpecK
@@ -172,7 +177,12 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	if cfg.Fixed {
 		n = k
 	}
-	d := ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
+	var d []int32
+	if e.draft != nil {
+		d = e.draft.propose(e, s, max(n, 1))
+	} else {
+		d = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
+	}
 	s.draft = d
 	if n == 0 {
 		if len(d) > 0 {

@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kvcache"
+)
+
+// skewModel is a hash model as a draft that is wrong on purpose wherever
+// the position is a multiple of every: its argmax there is the next token
+// over. The hash model reads the KV of every position, so its other
+// guesses are right only if its KV is the sequence's.
+type skewModel struct {
+	*hashModel
+	every int
+}
+
+func (m *skewModel) Forward(b *kernels.Batch) ([]float32, error) {
+	l, err := m.hashModel.Forward(b)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range b.LogitRows {
+		if int(b.Positions[r])%m.every == 0 {
+			row := l[i*m.vocab : (i+1)*m.vocab]
+			row[(argmax(row)+1)%int32(m.vocab)] = 100
+		}
+	}
+	return l, nil
+}
+
+// checkDraftKV checks the draft pool's invariants and that every slot the
+// drafter counts as computed holds the hash model's KV of the tokens it
+// says are there: the sequence's own, then the drafts it fed back.
+func checkDraftKV(d *drafter, m *hashModel) error {
+	if err := d.pool.CheckInvariants(); err != nil {
+		return err
+	}
+	var tables []*kvcache.Table
+	for s, ds := range d.seqs {
+		if s.finished {
+			return fmt.Errorf("sequence %d finished but holds %d draft blocks", s.id, ds.table.Len())
+		}
+		tables = append(tables, &ds.table)
+		prev := uint64(kvRoot)
+		blocks := ds.table.Blocks()
+		if len(blocks) < d.pool.BlocksFor(ds.computed) {
+			return fmt.Errorf("sequence %d: %d blocks for %d computed positions", s.id, len(blocks), ds.computed)
+		}
+		for pos := range ds.computed {
+			tok := int32(0)
+			if pos < ds.at {
+				tok = s.sq.Tokens[pos]
+			} else {
+				tok = ds.out[pos-ds.at]
+			}
+			prev = kvOf(prev, tok, pos)
+			if got := m.kv[int(blocks[pos/m.bs])*m.bs+pos%m.bs]; got != prev {
+				return fmt.Errorf("sequence %d: draft KV at %d of %d is stale", s.id, pos, ds.computed)
+			}
+		}
+	}
+	return d.pool.CheckRefs(tables)
+}
+
+// A draft that is the target itself (another instance of the same hash
+// model) is right every time under greedy: every draft token of every
+// step is accepted, which holds only while its KV follows each sequence.
+// Output equals the cache-free reference, alone and in a full batch.
+func TestDraftSelfGreedy(t *testing.T) {
+	for _, seqs := range []int{1, 6} {
+		t.Run(fmt.Sprint(seqs), func(t *testing.T) {
+			m, dm := newHashModel(5, 1024, 64, 8), newHashModel(5, 1024, 64, 8)
+			e := newTestEngine(t, m, Config{MaxBatchTokens: 64, MaxSeqs: seqs,
+				Speculate: SpecConfig{Method: "draft", K: 4, Fixed: true, Draft: dm, DraftBlocks: 64, LogitRows: seqs * 5}})
+			var checkErr error
+			m.onForward = func(*kernels.Batch) error {
+				if err := checkDraftKV(e.draft, dm); err != nil && checkErr == nil {
+					checkErr = err
+				}
+				return nil
+			}
+			var wg sync.WaitGroup
+			for i := range seqs {
+				p := prompt(5+3*i, int32(i), 5)
+				s := submit(t, e, Request{Prompt: p, MaxTokens: 30})
+				wg.Go(func() {
+					got, res := collect(t, s, 0)
+					if want := m.reference(p, 30); !slices.Equal(got, want) || res.Finish != FinishLength {
+						t.Errorf("sequence %d: %v (%v), want %v", i, got, res.Finish, want)
+					}
+				})
+			}
+			wg.Wait()
+			if checkErr != nil {
+				t.Fatal(checkErr)
+			}
+			st := waitIdle(t, e)
+			if st.SpecDraftTokens == 0 || st.SpecAcceptedTokens != st.SpecDraftTokens {
+				t.Fatalf("%d draft tokens, %d accepted: the target's own guesses were not all taken", st.SpecDraftTokens, st.SpecAcceptedTokens)
+			}
+			if u := e.draft.pool.Usage(); u.Used != 0 || len(e.draft.seqs) != 0 {
+				t.Fatalf("draft pool after all sequences: %+v, %d sequences held", u, len(e.draft.seqs))
+			}
+			t.Logf("%d draft tokens all accepted in %d verifications; %d draft forwards", st.SpecDraftTokens, st.SpecDrafts, e.draft.forwards)
+		})
+	}
+}
+
+// TestDraftRandomTraffic is TestSpecRandomTrafficGreedy's load (cancels,
+// aborts, stop tokens, preemption) with a draft model wrong at every third
+// position: output equals the reference; at every step the draft pool's
+// invariants hold and its KV is the sequences' (rejected drafts' KV rolled
+// back); at the end the draft pool is empty, as the target's is.
+func TestDraftRandomTraffic(t *testing.T) {
+	m := newHashModel(4, 4096, 12, 8)
+	dm := &skewModel{newHashModel(4, 4096, 24, 8), 3}
+	e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 8, MaxQueue: 64,
+		Speculate: SpecConfig{Method: "draft", K: 5, Fixed: true, Draft: dm, DraftBlocks: 24}})
+	const clients, perClient = 6, 25
+	var invErr error
+	var longs sync.WaitGroup
+	longs.Add(clients)
+	first := true
+	m.onForward = func(*kernels.Batch) error {
+		if first {
+			first = false
+			longs.Wait()
+		}
+		if err := errors.Join(e.sched.CheckInvariants(), checkDraftKV(e.draft, dm.hashModel)); err != nil && invErr == nil {
+			invErr = err
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 11))
+			for i := range perClient {
+				var submitted func()
+				if i == 0 {
+					submitted = longs.Done
+				}
+				if err := specRequest(e, m, r, submitted); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if invErr != nil {
+		t.Fatal(invErr)
+	}
+	st := waitIdle(t, e)
+	if st.KV.Used != 0 {
+		t.Fatalf("target pool after all sequences: %+v", st.KV)
+	}
+	if u := e.draft.pool.Usage(); u.Used != 0 || u.Free != u.Total || len(e.draft.seqs) != 0 {
+		t.Fatalf("draft pool after all sequences: %+v, %d sequences held", u, len(e.draft.seqs))
+	}
+	if st.SpecAcceptedTokens == 0 || st.SpecAcceptedTokens == st.SpecDraftTokens || st.Preemptions == 0 {
+		t.Fatalf("drafts %d, accepted %d, preemptions %d: the run did not exercise accept, reject and preempt",
+			st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
+	}
+	t.Logf("drafts %d tokens %d accepted %d preemptions %d; %d draft forwards, %d rows", st.SpecDrafts, st.SpecDraftTokens,
+		st.SpecAcceptedTokens, st.Preemptions, e.draft.forwards, e.draft.rows)
+}
+
+// failingDraft fails its forward passes while fail is set.
+type failingDraft struct {
+	*hashModel
+	fail bool
+}
+
+func (m *failingDraft) Forward(b *kernels.Batch) ([]float32, error) {
+	if m.fail {
+		return nil, errors.New("draft device lost")
+	}
+	return m.hashModel.Forward(b)
+}
+
+// A draft model that fails costs its steps their drafts, never the
+// target's output; its KV is dropped and rebuilt once it works again.
+func TestDraftFailureOnlyDrops(t *testing.T) {
+	m := newHashModel(5, 1024, 64, 8)
+	dm := &failingDraft{hashModel: newHashModel(5, 1024, 64, 8)}
+	e := newTestEngine(t, m, Config{Speculate: SpecConfig{Method: "draft", K: 3, Fixed: true, Draft: dm, DraftBlocks: 64}})
+	steps := 0
+	m.onForward = func(*kernels.Batch) error {
+		steps++
+		dm.fail = steps >= 3 && steps < 6
+		return nil
+	}
+	p := prompt(9, 1, 5)
+	got, res := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 40}), 0)
+	if want := m.reference(p, 40); !slices.Equal(got, want) || res.Finish != FinishLength {
+		t.Fatalf("%v (%v), want %v", got, res.Finish, want)
+	}
+	st := waitIdle(t, e)
+	if e.draft.failures == 0 || st.SpecAcceptedTokens != st.SpecDraftTokens || st.SpecDraftTokens == 0 {
+		t.Fatalf("%d failed passes, %d drafts, %d accepted", e.draft.failures, st.SpecDraftTokens, st.SpecAcceptedTokens)
+	}
+}
+
+func TestDraftConfigRefused(t *testing.T) {
+	m := newHashModel(5, 1024, 64, 8)
+	for _, tc := range []struct {
+		name string
+		spec SpecConfig
+	}{
+		{"no draft", SpecConfig{Method: "draft", DraftBlocks: 8}},
+		{"other vocab", SpecConfig{Method: "draft", Draft: newHashModel(6, 1024, 8, 8), DraftBlocks: 8}},
+		{"no draft blocks", SpecConfig{Method: "draft", Draft: newHashModel(5, 1024, 8, 8)}},
+		{"draft without method", SpecConfig{Method: "ngram", Draft: newHashModel(5, 1024, 8, 8), DraftBlocks: 8}},
+		{"draft and speculation off", SpecConfig{Draft: newHashModel(5, 1024, 8, 8), DraftBlocks: 8}},
+	} {
+		_, err := New(m, Config{Blocks: 64, BlockSize: 8, Speculate: tc.spec})
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
+		}
+	}
+}
