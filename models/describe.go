@@ -132,6 +132,9 @@ func Describe(c Config, src WeightSource) []Fact {
 	}
 	if c.Arch == "gemma4" {
 		add("v norm", "each V head RMS-normed without a weight; a global layer without attn_v takes K's projection as V")
+		if c.Experts > 0 {
+			add("expert ffn", "%s", gemma4MoELayout(c, src))
+		}
 	}
 	if r := c.Reasoning(); r != ReasoningNone {
 		add("reasoning", "%s", r)

@@ -34,9 +34,8 @@ import (
 //
 // The small Gemma 4 models (E2B, E4B) add per-layer inputs, layers that
 // reuse earlier layers' K/V and per-layer feed-forward widths
-// (gemma4_small.go). The 26B-A4B's mixture of experts beside the dense FFN
-// is not implemented: its files are refused, naming it, rather than run
-// without it.
+// (gemma4_small.go); the 26B-A4B adds a mixture of experts beside each
+// layer's dense FFN (gemma4_moe.go).
 
 const (
 	gemma4RopeThetaLocal = 10000 // llama.cpp's rope_freq_base_train_swa default
@@ -50,14 +49,12 @@ type gemma4Extras struct {
 	outScale         []float32                 // [layers] the residual's scale at each layer's end; 0: none
 	ffn              map[int][2]kernels.Tensor // gate and up scratch by feed-forward width, but the widest (m.gate, m.up)
 	ple              *gemma4PLE                // nil without per-layer inputs
+	moe              *gemma4MoE                // nil without experts
 }
 
 // gemma4 reads the gemma4.* keys beyond the Llama family's.
 func (m *metaReader) gemma4(cfg *Config) error {
 	g, path := m.g, m.g.path
-	if n, ok := g.Uint(m.prefix + "expert_count"); ok && n > 0 {
-		return fmt.Errorf("gguf %s: gemma4 with %sexpert_count = %d: a mixture of experts (Gemma 4 26B-A4B) is not supported yet: %w", path, m.prefix, n, ErrUnsupported)
-	}
 	cfg.QKNorm = true
 	cfg.QueryScale = 1
 	cfg.RopeThetaLocal = m.floatOr("rope.freq_base_swa", gemma4RopeThetaLocal)
@@ -228,6 +225,11 @@ func (m *Llama) loadGemma4(w *weightLoader) error {
 			return err
 		}
 	}
+	if c.Experts > 0 {
+		if g4.moe, err = m.loadGemma4MoE(w); err != nil {
+			return err
+		}
+	}
 	m.headNorm = ops
 	m.gemma, m.gemma4 = g, g4
 	return nil
@@ -281,15 +283,10 @@ func (m *Llama) gemma4Layers(b *kernels.Batch, n int) error {
 			be.MatMul(m.o, att, l.wo, nil, n),
 			be.RMSNorm(m.o, m.o, l.postAttnNorm, n, c.RMSEps),
 			be.Add(m.x, m.o, n),
-			// feed-forward
-			be.RMSNorm(m.h, m.x, l.ffnNorm, n, c.RMSEps),
-			be.MatMul(gate, m.h, l.wGate, nil, n),
-			be.MatMul(up, m.h, l.wUp, nil, n),
-			g.ops.GeGLU(gate, gate, up, n),
-			be.MatMul(m.o, gate, l.wDown, nil, n),
-			be.RMSNorm(m.o, m.o, l.postFFNNorm, n, c.RMSEps),
-			be.Add(m.x, m.o, n),
 		)
+		if err == nil {
+			err = m.gemma4FFN(i, n, gate, up)
+		}
 		if err == nil && g4.ple != nil {
 			err = m.gemma4PLELayer(i, n)
 		}

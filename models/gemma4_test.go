@@ -54,8 +54,8 @@ func withKV(meta []modeltest.KV, key string, v any) []modeltest.KV {
 
 // TestGemma4Config reads the per-kind head shapes, the window pattern and
 // the unscaled attention from gemma4.* keys, the E2B/E4B shapes (per-layer
-// widths, shared K/V), and refuses what the forward pass does not run
-// (experts) or a file cannot mean.
+// widths, shared K/V), the 26B-A4B's experts, and refuses what the forward
+// pass does not run or a file cannot mean.
 func TestGemma4Config(t *testing.T) {
 	meta := gemma4Meta(t)
 	g, err := parseGGUF("g4.gguf", encode(t, meta, nil))
@@ -103,6 +103,15 @@ func TestGemma4Config(t *testing.T) {
 			t.Errorf("E2B-like config: sources %v, ffn %d %v, per-layer %d, KV bytes %d", src, c.FFN, c.LayerFFN, c.PerLayerEmbd, c.KVBytesPerToken())
 		}
 	}
+	moe := withKV(withKV(withKV(meta, "gemma4.expert_count", uint32(128)), "gemma4.expert_used_count", uint32(8)),
+		"gemma4.expert_feed_forward_length", uint32(704))
+	if g, err := parseGGUF("g4.gguf", encode(t, moe, nil)); err != nil {
+		t.Fatal(err)
+	} else if c, err := g.Config(); err != nil {
+		t.Errorf("26B-A4B-like keys: %v", err)
+	} else if c.Experts != 128 || c.ExpertsUsed != 8 || c.ExpertFFN != 704 || !c.ExpertNorm || c.FFN != 128 {
+		t.Errorf("26B-A4B-like config: %d experts, top %d, expert ffn %d, renormalised %v, dense ffn %d", c.Experts, c.ExpertsUsed, c.ExpertFFN, c.ExpertNorm, c.FFN)
+	}
 	if c.Reasoning() != ReasoningGemma4Channel {
 		t.Errorf("reasoning %q", c.Reasoning())
 	}
@@ -111,7 +120,7 @@ func TestGemma4Config(t *testing.T) {
 		meta []modeltest.KV
 		want error
 	}{
-		{"experts", withKV(meta, "gemma4.expert_count", uint32(8)), ErrUnsupported},
+		{"experts without top k", withKV(meta, "gemma4.expert_count", uint32(8)), ErrMalformed},
 		// Shared K/V needs a window then a global layer before the shared ones.
 		{"shared kv after a global", withKV(meta, "gemma4.attention.shared_kv_layers", uint32(2)), ErrMalformed},
 		{"shared kv all", withKV(meta, "gemma4.attention.shared_kv_layers", uint32(5)), ErrMalformed},

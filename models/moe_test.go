@@ -21,6 +21,10 @@ func TestMoEBatchMatchesSolo(t *testing.T) {
 	qwen3moe.QKNorm = true
 	qwen2moe.QKVBias, qwen2moe.SharedExpertFFN = true, 96
 	olmoe.OLMoE, olmoe.ExpertFFN = true, 0
+	// Gemma 4 26B-A4B: GeGLU experts with output scales beside the dense FFN.
+	gemma4moe := base
+	gemma4moe.Gemma4, gemma4moe.Window, gemma4moe.WindowPattern, gemma4moe.HeadDimFull, gemma4moe.KEqV = true, 5, 2, 32, true
+	gemma4moe.FusedGateUpExps = true
 	cases := []struct {
 		name  string
 		spec  modeltest.Spec
@@ -31,6 +35,8 @@ func TestMoEBatchMatchesSolo(t *testing.T) {
 		{"qwen2moe-f32", qwen2moe, kernels.F32},
 		{"qwen2moe-q8_0", qwen2moe, kernels.Q8_0},
 		{"olmoe-q4_0", olmoe, kernels.Q4_0},
+		{"gemma4moe-f32", gemma4moe, kernels.F32},
+		{"gemma4moe-q8_0", gemma4moe, kernels.Q8_0},
 	}
 	const streams, maxLen, decode = 6, 16, 4
 	for _, tc := range cases {

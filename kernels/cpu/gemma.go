@@ -120,9 +120,12 @@ type gegluScratch struct {
 }
 
 func (s *gegluScratch) run(lo, hi int) {
-	d, g, u, table := s.d, s.g, s.u, s.table
-	for i := lo; i < hi; i++ {
-		x := g[i]
+	gegluRow(s.d[lo:hi], s.g[lo:hi], s.u[lo:hi], s.table)
+}
+
+// gegluRow is GeGLU over one run of values; d may alias g.
+func gegluRow(d, g, u []float32, table *[1 << 16]float32) {
+	for i, x := range g {
 		switch {
 		case x <= -10:
 			d[i] = 0

@@ -27,15 +27,23 @@ type moeScratch struct {
 }
 
 func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
-	d, dt, err := f32Of(dst, "MoEFFN dst")
+	return b.moeFFN("MoEFFN", dst, x, logits, gate, up, down, nil, n, k, norm, siluMulF32)
+}
+
+// moeFFN is MoEFFN with the gated activation act(h, g, u) (h = act(g) ⊙ u
+// row by row) and, where downScale is set ([experts] F32), each expert's
+// output scaled by its entry: folded into the routing weights, which
+// multiply the same output.
+func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale kernels.Tensor, n, k int, norm bool, act func(h, g, u []float32)) error {
+	d, dt, err := f32Of(dst, name+" dst")
 	if err != nil {
 		return err
 	}
-	xs, xt, err := f32Of(x, "MoEFFN x")
+	xs, xt, err := f32Of(x, name+" x")
 	if err != nil {
 		return err
 	}
-	ls, lt, err := f32Of(logits, "MoEFFN logits")
+	ls, lt, err := f32Of(logits, name+" logits")
 	if err != nil {
 		return err
 	}
@@ -51,23 +59,34 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 	if err != nil {
 		return err
 	}
+	var scale []float32
+	if downScale != nil {
+		if scale, _, err = f32Of(downScale, name+" down scale"); err != nil {
+			return err
+		}
+	}
 	hidden, experts := xt.cols(), lt.cols()
 	if len(gt.shape) != 3 || len(ut.shape) != 3 || len(wd.shape) != 3 {
-		return fmt.Errorf("cpu backend: MoEFFN: expert tensors %v %v %v are not [experts, rows, cols]", gt.shape, ut.shape, wd.shape)
+		return fmt.Errorf("cpu backend: %s: expert tensors %v %v %v are not [experts, rows, cols]", name, gt.shape, ut.shape, wd.shape)
 	}
 	ffn := gt.shape[1]
 	switch {
 	case gt.shape[0] != experts || gt.shape[2] != hidden || !slices.Equal(gt.shape, ut.shape),
 		wd.shape[0] != experts || wd.shape[1] != hidden || wd.shape[2] != ffn,
 		dt.cols() != hidden || n*hidden > len(xs) || n*hidden > len(d) || n*experts > len(ls),
-		k <= 0 || k > experts:
-		return fmt.Errorf("cpu backend: MoEFFN: x %v logits %v gate %v down %v dst %v, %d rows, top %d",
-			xt.shape, lt.shape, gt.shape, wd.shape, dt.shape, n, k)
+		k <= 0 || k > experts, downScale != nil && len(scale) != experts:
+		return fmt.Errorf("cpu backend: %s: x %v logits %v gate %v down %v dst %v, %d rows, top %d, %d down scales",
+			name, xt.shape, lt.shape, gt.shape, wd.shape, dt.shape, n, k, len(scale))
 	}
 	s := &b.moe
 	s.route(ls, n, experts, k, norm)
+	for e, sc := range scale {
+		for i := range s.weights[e] {
+			s.weights[e][i] *= sc
+		}
+	}
 	if kg, ku, kd, ok := moeKernels(gt, ut, wd); ok {
-		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd)
+		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd, act)
 		return nil
 	}
 	clear(d[:n*hidden])
@@ -82,7 +101,7 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 		}
 		matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), ffn, nil)
 		matMul(&b.workers, s.u, s.x, m, hidden, expertView(ut, e), ffn, nil)
-		siluMulF32(s.g[:m*ffn], s.g[:m*ffn], s.u[:m*ffn])
+		act(s.g[:m*ffn], s.g[:m*ffn], s.u[:m*ffn])
 		matMul(&b.workers, s.o, s.g, m, ffn, expertView(wd, e), hidden, nil)
 		for i, r := range s.rows[e] {
 			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])

@@ -121,7 +121,7 @@ func moeKernels(gt, ut, wd *tensor) (kg, ku, kd *quantKernel, ok bool) {
 }
 
 // grouped computes MoEFFN's mixture for the routed rows in s into d.
-func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku, kd *quantKernel) {
+func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku, kd *quantKernel, act func(h, g, u []float32)) {
 	s, g := &b.moe, &b.moe.grp
 	experts, ffn, hidden := gt.shape[0], gt.shape[1], gt.shape[2]
 	g.first, g.count = growInts(g.first, experts), growInts(g.count, experts)
@@ -155,13 +155,13 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 	g.mats, g.acts, g.outs = [2]*tensor{gt, ut}, [2]*moeActs{gate, upActs}, [2][]float32{g.g, g.u}
 	g.runPass(&b.workers, 2, ffn)
 
-	// Pass 2's activations: h = silu(g) ⊙ u of the real rows, quantized.
+	// Pass 2's activations: h = act(g) ⊙ u of the real rows, quantized.
 	for _, e := range g.active {
 		f, m := g.first[e], g.count[e]
 		for s := f; s < f+m; s++ {
 			// Row by row, so a row's SIMD tail is the same whoever shares its expert.
 			h := g.g[s*ffn : (s+1)*ffn]
-			siluMulF32(h, h, g.u[s*ffn:(s+1)*ffn])
+			act(h, h, g.u[s*ffn:(s+1)*ffn])
 			kd.quantize(down.q[s*down.rb:(s+1)*down.rb], h)
 			if down.u != nil {
 				moeOffset(down.q[s*down.rb : (s+1)*down.rb])

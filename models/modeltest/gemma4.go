@@ -29,6 +29,9 @@ func gemma4TensorList(s Spec, out []tensorShape) []tensorShape {
 		add(p+"ffn_up.weight", ffn, s.Hidden)
 		add(p+"ffn_down.weight", s.Hidden, ffn)
 		add(p+"post_ffw_norm.weight", s.Hidden)
+		if s.Experts > 0 {
+			out = gemma4MoETensors(s, p, out)
+		}
 		if s.PerLayerEmbd > 0 {
 			add(p+"inp_gate.weight", s.PerLayerEmbd, s.Hidden)
 			add(p+"proj.weight", s.Hidden, s.PerLayerEmbd)
@@ -109,4 +112,26 @@ func gemma4Meta(s Spec, meta []KV) []KV {
 		meta = append(meta, KV{a + "final_logit_softcapping", s.FinalSoftcap})
 	}
 	return meta
+}
+
+// gemma4MoETensors are a 26B-A4B layer's mixture beside its dense FFN, in
+// llama.cpp's names: the router and its input scale, the branch norms, the
+// experts (gate and up fused or apart) and their output scales.
+func gemma4MoETensors(s Spec, p string, out []tensorShape) []tensorShape {
+	add := func(name string, shape ...int) { out = append(out, tensorShape{name, shape}) }
+	e, f := s.Experts, s.ExpertFFN
+	add(p+"ffn_gate_inp.weight", e, s.Hidden)
+	add(p+"ffn_gate_inp.scale", s.Hidden)
+	add(p+"pre_ffw_norm_2.weight", s.Hidden)
+	add(p+"post_ffw_norm_1.weight", s.Hidden)
+	add(p+"post_ffw_norm_2.weight", s.Hidden)
+	if s.FusedGateUpExps {
+		add(p+"ffn_gate_up_exps.weight", e, 2*f, s.Hidden)
+	} else {
+		add(p+"ffn_gate_exps.weight", e, f, s.Hidden)
+		add(p+"ffn_up_exps.weight", e, f, s.Hidden)
+	}
+	add(p+"ffn_down_exps.weight", e, s.Hidden, f)
+	add(p+"ffn_down_exps.scale", e)
+	return out
 }

@@ -94,6 +94,12 @@ type Spec struct {
 	// DoubleWideMLP those layers' feed-forward is 2·FFN wide.
 	PerLayerEmbd, SharedKVLayers int
 	DoubleWideMLP                bool
+	// Experts > 0 on a Gemma 4 spec makes every layer the 26B-A4B's: the
+	// dense FFN beside a mixture with its router scale, per-expert output
+	// scales and branch norms (gemma4.go); FusedGateUpExps writes the
+	// experts' gate and up as one ffn_gate_up_exps (gate rows first), as
+	// convert_hf_to_gguf does from the checkpoint's gate_up_proj.
+	FusedGateUpExps bool
 
 	// GPTOSS makes a gpt-oss model (GGUF arch gpt-oss; gptoss.go writes its
 	// tensors): Experts required, a window on the even layers (Window > 0),
@@ -261,8 +267,10 @@ func (s Spec) validate() error {
 		return fmt.Errorf("modeltest: a SmolLM3 spec has no Gemma, Phi-3, QK-norm, bias or expert options")
 	case s.GPTOSS && (s.Experts == 0 || s.Window <= 0 || s.Gemma || s.Gemma4 || s.Phi3 || s.SmolLM3 || s.QKNorm || s.Tied || s.SharedExpertFFN > 0):
 		return fmt.Errorf("modeltest: a gpt-oss spec has experts, a window, an untied head and no other family's options")
-	case s.Gemma4 && (s.Gemma || s.Phi3 || s.SmolLM3 || s.QKNorm || s.QKVBias || s.Experts > 0 || s.Window <= 0):
-		return fmt.Errorf("modeltest: a Gemma 4 spec has a window and no Gemma (3), Phi-3, SmolLM3, QK-norm, bias or expert options")
+	case s.Gemma4 && (s.Gemma || s.Phi3 || s.SmolLM3 || s.QKNorm || s.QKVBias || s.OLMoE || s.SharedExpertFFN > 0 || s.Window <= 0):
+		return fmt.Errorf("modeltest: a Gemma 4 spec has a window and no Gemma (3), Phi-3, SmolLM3, QK-norm, bias, OLMoE or shared-expert options")
+	case s.FusedGateUpExps && (!s.Gemma4 || s.Experts == 0):
+		return fmt.Errorf("modeltest: FusedGateUpExps is Gemma 4 experts' layout")
 	case s.Gemma4 && (s.PerLayerEmbd < 0 || s.SharedKVLayers < 0 || s.SharedKVLayers > 0 && s.SharedKVLayers+2 > s.Layers):
 		return fmt.Errorf("modeltest: Gemma 4 per-layer inputs %d, %d shared-K/V layers of %d", s.PerLayerEmbd, s.SharedKVLayers, s.Layers)
 	case s.Gemma4 && (s.HeadDimFull%2 != 0 || s.Heads%s.KVHeadsFull != 0 || s.PartialRotaryFull < 0 || s.PartialRotaryFull >= 1):
@@ -395,6 +403,17 @@ func Weights(spec Spec) map[string][]float32 {
 		case strings.HasSuffix(name, "attn_sinks.weight"):
 			for i := range w {
 				w[i] = float32(rng.NormFloat64())
+			}
+		case strings.HasSuffix(name, "ffn_gate_inp.scale"):
+			// Gemma 4's router input is rmsnorm(x)/√hidden times this: gains
+			// near 16 make the tiny models' router logits ~2 apart, so top-k
+			// picks are rarely near-ties that rounding could flip.
+			for i := range w {
+				w[i] = float32(16 * (1 + 0.25*rng.NormFloat64()))
+			}
+		case strings.HasSuffix(name, "ffn_down_exps.scale"):
+			for i := range w {
+				w[i] = float32(0.5 + rng.Float64())
 			}
 		case strings.HasSuffix(name, "layer_output_scale.weight"):
 			for i := range w {
