@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/models"
 	"github.com/sluicehq/sluice/server/nvml"
 )
@@ -103,4 +105,48 @@ func weightLines(w io.Writer, g tensorLister, all bool) {
 	fmt.Fprintf(w, "parameters\t%d (%.0fM)\n", params, float64(params)/1e6)
 	fmt.Fprintf(w, "weights\t%.1f MiB in %d tensors (%.2f bits/parameter)\n",
 		float64(bytes)/(1<<20), len(g.Tensors()), 8*float64(bytes)/float64(max(params, 1)))
+	amxCacheLine(w, g.Tensors())
+}
+
+// amxCacheLine writes what the CPU backend's AMX weight cache
+// (kernels/cpu/amxcache.go) holds once prompts have used every matrix: the
+// matrices a prompt row multiplies, and the output head apart, which only
+// prompt logprobs (every row's logits) send through the tiled path. Token
+// embeddings are looked up, never multiplied, so they cost nothing.
+func amxCacheLine(w io.Writer, ts []models.TensorInfo) {
+	names := map[string]bool{}
+	for _, t := range ts {
+		names[t.Name] = true
+	}
+	isHead := func(name string) bool {
+		switch name {
+		case "output.weight", "lm_head.weight":
+			return true
+		case "token_embd.weight", "model.embed_tokens.weight": // tied
+			return !names["output.weight"] && !names["lm_head.weight"]
+		}
+		return false
+	}
+	var layers, head int64
+	for _, t := range ts {
+		if len(t.Shape) != 2 {
+			continue // expert stacks go through the row kernels
+		}
+		b := cpu.AMXCacheBytes(t.DType, t.Shape[0], t.Shape[1])
+		switch {
+		case isHead(t.Name):
+			head += b
+		case !strings.Contains(t.Name, "embd") && !strings.Contains(t.Name, "embed"):
+			layers += b
+		}
+	}
+	if layers+head == 0 {
+		return
+	}
+	state := "on"
+	if !cpu.AMXCacheEnabled() {
+		state = "off (no AMX, or SLUICE_AMX_CACHE=0)"
+	}
+	fmt.Fprintf(w, "amx weight cache\t%.1f MiB for the layers' matrices, %.1f MiB more for the output head with prompt logprobs; this machine: %s\n",
+		float64(layers)/(1<<20), float64(head)/(1<<20), state)
 }
