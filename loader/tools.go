@@ -7,3 +7,9 @@ func (a tokAdapter) RenderChat(msgs []map[string]any, tools []any) (string, erro
 }
 
 func (a tokAdapter) ChatTemplateSource() string { return a.t.ChatTemplate() }
+
+// RenderChatKwargs renders with a request's chat_template_kwargs
+// (stream.KwargsTemplater).
+func (a tokAdapter) RenderChatKwargs(msgs []map[string]any, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, error) {
+	return a.t.RenderChatTemplate(msgs, tools, addGenerationPrompt, kwargs)
+}

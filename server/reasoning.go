@@ -2,18 +2,19 @@ package server
 
 import (
 	"encoding/json"
-	"slices"
 
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
 // reasoning reads reasoning_effort and chat_template_kwargs into the
-// stream core's reasoning controls. Of the template's keyword arguments
-// enable_thinking (Qwen3's and SmolLM3's switch) and reasoning_effort
-// (gpt-oss's, which llama.cpp's and vLLM's users pass there) are served,
-// the latter as the top-level field, which must then agree; any other is
-// refused by name, since the server's template renders without it.
+// stream core's reasoning controls and the template's variables. Every
+// kwarg goes to the chat template, as vLLM and llama-server pass them
+// (stream.GenRequest.SetTemplateKwargs refuses a name the server sets
+// itself). Two also steer the reasoning on any model: enable_thinking
+// (Qwen3's and SmolLM3's switch) and reasoning_effort (gpt-oss's, which
+// llama.cpp's and vLLM's users pass there), the latter as the top-level
+// field, which must then agree.
 func (wr *wireRequest) reasoning(chat bool, g *stream.GenRequest) error {
 	ask := stream.ReasoningAsk{Effort: wr.ReasoningEffort, EffortParam: "reasoning_effort"}
 	if len(wr.ChatTemplateKwargs) > 0 && !chat {
@@ -24,33 +25,26 @@ func (wr *wireRequest) reasoning(chat bool, g *stream.GenRequest) error {
 	if wr.ReasoningEffort != nil && !chat {
 		return httpedge.Unsupported("reasoning_effort", "reasoning_effort applies to chat messages only; a completions prompt is sent as written")
 	}
-	keys := make([]string, 0, len(wr.ChatTemplateKwargs))
-	for k := range wr.ChatTemplateKwargs {
-		keys = append(keys, k)
+	if err := g.SetTemplateKwargs("chat_template_kwargs", wr.ChatTemplateKwargs); err != nil {
+		return err
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		raw := wr.ChatTemplateKwargs[k]
-		if k == "reasoning_effort" {
-			const param = "chat_template_kwargs.reasoning_effort"
-			var effort string
-			if err := json.Unmarshal(raw, &effort); err != nil {
-				return stream.InvalidParam(param, "%s must be a string", param)
-			}
-			if ask.Effort != nil && *ask.Effort != effort {
-				return stream.InvalidParam(param, "%s %q differs from reasoning_effort %q", param, effort, *ask.Effort)
-			}
-			ask.Effort, ask.EffortParam = &effort, param
-			continue
-		}
-		if k != "enable_thinking" {
-			return httpedge.Unsupported("chat_template_kwargs."+k, "chat_template_kwargs.%s is not supported; enable_thinking and reasoning_effort are", k)
-		}
+	if raw, ok := wr.ChatTemplateKwargs["enable_thinking"]; ok {
 		var on *bool
 		if err := json.Unmarshal(raw, &on); err != nil {
 			return stream.InvalidParam("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking must be a boolean")
 		}
 		ask.Enabled = on
+	}
+	if raw, ok := wr.ChatTemplateKwargs["reasoning_effort"]; ok {
+		const param = "chat_template_kwargs.reasoning_effort"
+		var effort string
+		if err := json.Unmarshal(raw, &effort); err != nil {
+			return stream.InvalidParam(param, "%s must be a string", param)
+		}
+		if ask.Effort != nil && *ask.Effort != effort {
+			return stream.InvalidParam(param, "%s %q differs from reasoning_effort %q", param, effort, *ask.Effort)
+		}
+		ask.Effort, ask.EffortParam = &effort, param
 	}
 	return g.SetReasoning(ask)
 }

@@ -57,7 +57,7 @@ var unserved = []struct {
 	{"guided_decoding_backend", nil, "use response_format"},
 	{"guided_whitespace_pattern", nil, "use response_format"},
 	{"chat_template", nil, "a per-request chat template is not supported; the server's applies"},
-	{"chat_template_kwargs", nil, "chat_template_kwargs is not supported"},
+	{"chat_template_kwargs", nil, "chat_template_kwargs applies to chat messages only"},
 	{"add_generation_prompt", []string{"true"}, "the prompt always opens the assistant's turn"},
 	{"continue_final_message", nil, "continuing a final assistant message is not supported"},
 	{"documents", nil, "documents are not supported"},

@@ -57,8 +57,9 @@ type wireRequest struct {
 	AllowSpecialTokens *bool `json:"allow_special_tokens"`
 	// CacheSalt: vLLM's prefix-cache partition (stream.GenRequest.CacheSalt).
 	CacheSalt *string `json:"cache_salt"`
-	// ReasoningEffort and ChatTemplateKwargs' enable_thinking: the stream
-	// core's reasoning controls (reasoning.go).
+	// ReasoningEffort: the stream core's reasoning controls; and
+	// ChatTemplateKwargs, the template's variables, of which
+	// enable_thinking and reasoning_effort also set those (reasoning.go).
 	ReasoningEffort    *string                    `json:"reasoning_effort"`
 	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 

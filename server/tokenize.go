@@ -27,8 +27,11 @@ type tokenizeRequest struct {
 
 	ContinueFinalMessage json.RawMessage `json:"continue_final_message"`
 	ChatTemplate         json.RawMessage `json:"chat_template"`
-	ChatTemplateKwargs   json.RawMessage `json:"chat_template_kwargs"`
-	Tools                json.RawMessage `json:"tools"`
+	// ChatTemplateKwargs as chat takes them (wireRequest.reasoning): the
+	// template's variables, and the reasoning they steer, which can end
+	// the prompt.
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
+	Tools              json.RawMessage            `json:"tools"`
 }
 
 func (tr *tokenizeRequest) refusals() error {
@@ -37,8 +40,6 @@ func (tr *tokenizeRequest) refusals() error {
 		return httpedge.Unsupported("return_token_strs", "return_token_strs is not supported: the tokenizer keeps no id-to-piece table here")
 	case httpedge.Present(tr.ChatTemplate):
 		return httpedge.Unsupported("chat_template", "a per-request chat_template is not supported; the server's template applies")
-	case httpedge.Present(tr.ChatTemplateKwargs):
-		return httpedge.Unsupported("chat_template_kwargs", "chat_template_kwargs is not supported")
 	case httpedge.Present(tr.Tools):
 		return httpedge.Unsupported("tools", "tools are not supported by /tokenize")
 	}
@@ -64,6 +65,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	case tr.Prompt != nil:
 		g := &stream.GenRequest{Prompt: *tr.Prompt}
 		if err = tr.continuation(false, g); err != nil { // chat fields: refused on a prompt
+			break
+		}
+		if err = tr.kwargs(false, g); err != nil {
 			break
 		}
 		if err = setAllowSpecial(g, tr.AllowSpecialTokens); err == nil {
@@ -98,6 +102,9 @@ func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, tr *tokenizeRequest) 
 	if err := tr.continuation(true, &g); err != nil {
 		return nil, err
 	}
+	if err := tr.kwargs(true, &g); err != nil {
+		return nil, err
+	}
 	addSpecial := tr.AddSpecialTokens != nil && *tr.AddSpecialTokens
 	if addSpecial && (g.ContinueFinalMessage || g.NoGenerationPrompt) {
 		// The rendering is cut at a token boundary of the template's own
@@ -114,6 +121,14 @@ func chatIDs(b *stream.Backend, msgs []stream.ChatMessage, tr *tokenizeRequest) 
 func (tr *tokenizeRequest) continuation(chat bool, g *stream.GenRequest) error {
 	wr := wireRequest{wireExtensions: wireExtensions{AddGenerationPrompt: tr.AddGenerationPrompt, ContinueFinalMessage: tr.ContinueFinalMessage}}
 	return wr.continuation(chat, g)
+}
+
+// kwargs reads chat_template_kwargs by chat's rules, so the ids are the
+// prompt a generation with the same kwargs is given: rendered with them,
+// and ended for the reasoning they ask for (enable_thinking false).
+func (tr *tokenizeRequest) kwargs(chat bool, g *stream.GenRequest) error {
+	wr := wireRequest{ChatTemplateKwargs: tr.ChatTemplateKwargs}
+	return wr.reasoning(chat, g)
 }
 
 func (s *Server) tokenizeBody(w http.ResponseWriter, r *http.Request) (*stream.Backend, *tokenizeRequest, error) {

@@ -164,7 +164,7 @@ func checkEncodable(tok Tokenizer, g *GenRequest) error {
 			return err
 		}
 	}
-	return nil
+	return checkKwargsEncodable(check, g) // toolprompt.go
 }
 
 // protected is a copy of g whose every string from the request is
@@ -183,6 +183,7 @@ func protected(g *GenRequest, guard TextGuard) *GenRequest {
 		}
 		pg.Messages[i] = m
 	}
+	pg.TemplateKwargs = protectKwargs(g.TemplateKwargs, guard) // toolprompt.go
 	if len(g.Tools.List) > 0 {
 		pg.Tools.List = make([]Tool, len(g.Tools.List))
 		for i, t := range g.Tools.List {

@@ -211,11 +211,10 @@ type GenerationPrompter interface {
 // (add_generation_prompt false): the rendering Hugging Face's
 // apply_chat_template gives without it, for templates that append it last.
 func withoutGenerationPrompt(b *Backend, g *GenRequest, ids []int32, text string, ends []int) ([]int32, error) {
-	gp, ok := b.Tokenizer.(GenerationPrompter)
+	suffix, ok, err := generationPrompt(b.Tokenizer, g)
 	if !ok {
 		return nil, unsupported("add_generation_prompt", "this model's tokenizer cannot render a chat without its generation prompt")
 	}
-	suffix, err := gp.GenerationPrompt()
 	if err != nil || !strings.HasSuffix(text, suffix) {
 		return nil, unsupported("add_generation_prompt", "add_generation_prompt false: this chat template's generation prompt does not close its rendering, so it cannot be left out")
 	}
@@ -225,6 +224,39 @@ func withoutGenerationPrompt(b *Backend, g *GenRequest, ids []int32, text string
 	}
 	g.reasoningOpened = false
 	return ids[:i+1], nil
+}
+
+// generationPrompt is what tok's template appends for
+// add_generation_prompt given g's kwargs, which may change it (Qwen3's
+// enable_thinking false closes an empty reasoning block there): the
+// difference between a one-message chat rendered with and without it, as
+// tokenizer.GenerationPrompt finds it. ok is false when tok cannot say.
+func generationPrompt(tok Tokenizer, g *GenRequest) (suffix string, ok bool, err error) {
+	kt, err := kwargsRenderer(tok, g)
+	if err != nil {
+		return "", true, err
+	}
+	if kt == nil {
+		gp, ok := tok.(GenerationPrompter)
+		if !ok {
+			return "", false, nil
+		}
+		suffix, err := gp.GenerationPrompt()
+		return suffix, true, err
+	}
+	probe := []map[string]any{{"role": "user", "content": "x"}}
+	with, err := kt.RenderChatKwargs(probe, nil, true, g.TemplateKwargs)
+	if err != nil {
+		return "", true, err
+	}
+	without, err := kt.RenderChatKwargs(probe, nil, false, g.TemplateKwargs)
+	if err != nil {
+		return "", true, err
+	}
+	if len(with) <= len(without) || !strings.HasPrefix(with, without) {
+		return "", true, fmt.Errorf("the chat template's generation prompt is not a suffix of its rendering")
+	}
+	return with[len(without):], true, nil
 }
 
 func isStandardRole(r string) bool {

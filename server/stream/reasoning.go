@@ -106,8 +106,10 @@ var harmonyLevels = map[string]string{
 
 // harmonyReasoningLine is the effort line of harmony's system message,
 // which gpt-oss's template writes from its reasoning_effort argument
-// ("medium" unless given).
-var harmonyReasoningLine = regexp.MustCompile(`(?m)^Reasoning: (low|medium|high)$`)
+// ("medium" unless given): any word, since a request's
+// chat_template_kwargs.reasoning_effort reaches the template as given
+// ("xhigh") and is mapped onto gpt-oss's levels here.
+var harmonyReasoningLine = regexp.MustCompile(`(?m)^Reasoning: [a-z]+$`)
 
 // harmonyEffort sets the effort a request asks for in the rendered
 // harmony prompt's system message, the first message, which the template

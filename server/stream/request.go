@@ -1,9 +1,12 @@
 package stream
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -54,6 +57,10 @@ type GenRequest struct {
 	// Reasoning is what the request asks of the model's thinking
 	// (reasoning.go).
 	Reasoning Reasoning
+	// TemplateKwargs are the request's chat_template_kwargs, variables the
+	// chat template is given beside the ones the server sets
+	// (SetTemplateKwargs; toolprompt.go renders with them).
+	TemplateKwargs map[string]any
 	// ContextEdits are Anthropic's context_management edits, applied to
 	// the messages when the prompt is rendered (contextedit.go).
 	ContextEdits *ContextEdits
@@ -322,4 +329,108 @@ func (g *GenRequest) setControls(p Params) error {
 		g.StopTokens = p.StopTokenIDs
 	}
 	return nil
+}
+
+// Limits on chat_template_kwargs. A template may loop over what it is
+// given, so the values are bounded like the prompt's own parts: far above
+// a real kwarg (a flag, an identity line, a small list of tool names) and
+// small enough that a hostile request costs little.
+const (
+	MaxTemplateKwargs      = 64
+	MaxTemplateKwargsBytes = 64 << 10 // names and JSON values together
+	MaxTemplateKwargsDepth = 16       // nesting of arrays and objects
+)
+
+// serverTemplateVars are the variables the renderer sets itself
+// (tokenizer.RenderChatTemplate), the Jinja globals a variable would hide
+// (ardanlabs/jinja's), and what vLLM refuses as a kwarg (chat_template,
+// tokenize): a kwarg by one of these names would replace or fight a
+// field the request has its own way to set, so it is refused, not
+// silently overridden either way.
+var serverTemplateVars = map[string]string{
+	"messages":               "the request's messages",
+	"tools":                  "the request's tools",
+	"add_generation_prompt":  "the add_generation_prompt field",
+	"continue_final_message": "the continue_final_message field",
+	"bos_token":              "the model's vocabulary",
+	"eos_token":              "the model's vocabulary",
+	"chat_template":          "the server (a per-request template is not served)",
+	"tokenize":               "the server",
+	"namespace":              "the template engine (a built-in function)",
+	"raise_exception":        "the template engine (a built-in function)",
+	"range":                  "the template engine (a built-in function)",
+	"joiner":                 "the template engine (a built-in function)",
+	"dict":                   "the template engine (a built-in function)",
+	"cycler":                 "the template engine (a built-in function)",
+	"strftime_now":           "the template engine (a built-in function)",
+}
+
+var templateVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// SetTemplateKwargs validates and stores a request's chat_template_kwargs
+// (param names the field on the wire), each JSON value becoming the
+// template value encoding/json decodes it to, numbers as json.Number so
+// an integer stays one. A name the template could not read (not an
+// identifier) or one the server sets itself is refused by name, as are
+// kwargs past the limits above. Reasoning's keys (enable_thinking,
+// reasoning_effort) are stored too: the caller reads their meaning for
+// the reasoning controls (SetReasoning) separately.
+func (g *GenRequest) SetTemplateKwargs(param string, raw map[string]json.RawMessage) error {
+	if len(raw) == 0 {
+		g.TemplateKwargs = nil
+		return nil
+	}
+	if len(raw) > MaxTemplateKwargs {
+		return InvalidParam(param, "%s has at most %d keys, got %d", param, MaxTemplateKwargs, len(raw))
+	}
+	names := make([]string, 0, len(raw))
+	size := 0
+	for k, v := range raw {
+		names = append(names, k)
+		size += len(k) + len(v)
+	}
+	if size > MaxTemplateKwargsBytes {
+		return InvalidParam(param, "%s is at most %d bytes of names and values, got %d", param, MaxTemplateKwargsBytes, size)
+	}
+	slices.Sort(names)
+	kw := make(map[string]any, len(raw))
+	for _, k := range names {
+		p := param + "." + k
+		if !templateVarName.MatchString(k) {
+			return InvalidParam(p, "%s: a template reads a variable by a name of letters, digits and _ (not first), so it could not read this one", p)
+		}
+		if who, ok := serverTemplateVars[k]; ok {
+			return InvalidParam(p, "%s: the template's %s is set by %s; a kwarg cannot replace it", p, k, who)
+		}
+		d := json.NewDecoder(bytes.NewReader(raw[k]))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			return InvalidParam(p, "%s is not a JSON value: %v", p, err)
+		}
+		if depth(v) > MaxTemplateKwargsDepth {
+			return InvalidParam(p, "%s nests arrays and objects deeper than %d levels", p, MaxTemplateKwargsDepth)
+		}
+		kw[k] = v
+	}
+	g.TemplateKwargs = kw
+	return nil
+}
+
+// depth is how deeply v nests arrays and objects (a scalar: 0).
+func depth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+		return d + 1
+	}
+	return 0
 }

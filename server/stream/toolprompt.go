@@ -20,6 +20,57 @@ type ToolTemplater interface {
 	ChatTemplateSource() string
 }
 
+// KwargsTemplater is a ToolTemplater whose template can be given a
+// request's chat_template_kwargs as variables, and add_generation_prompt
+// either way, as apply_chat_template takes them; found by type assertion.
+type KwargsTemplater interface {
+	RenderChatKwargs(msgs []map[string]any, tools []any, addGenerationPrompt bool, kwargs map[string]any) (string, error)
+}
+
+// reasoningKwargs are the kwargs that mean something without the
+// template: they steer the reasoning (SetReasoning) on any model.
+var reasoningKwargs = []string{"enable_thinking", "reasoning_effort"}
+
+// kwargsRenderer is tok's KwargsTemplater when g has kwargs for it. A
+// tokenizer without one (no Jinja template to give them to) takes only
+// reasoningKwargs, which act through the reasoning controls; any other
+// kwarg could change nothing, so it is refused by name rather than
+// dropped.
+func kwargsRenderer(tok any, g *GenRequest) (KwargsTemplater, error) {
+	if len(g.TemplateKwargs) == 0 {
+		return nil, nil
+	}
+	if kt, ok := tok.(KwargsTemplater); ok {
+		return kt, nil
+	}
+	names := make([]string, 0, len(g.TemplateKwargs))
+	for k := range g.TemplateKwargs {
+		if !slices.Contains(reasoningKwargs, k) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	slices.Sort(names)
+	p := "chat_template_kwargs." + names[0]
+	return nil, &ParamError{Param: p, Sentinel: ErrUnsupported,
+		Message: p + ": this model's chat template cannot be given keyword arguments; only enable_thinking and reasoning_effort, which steer the reasoning, are served"}
+}
+
+// renderDicts renders message dicts and tools through tt, with g's
+// kwargs when it has any.
+func renderDicts(tt ToolTemplater, g *GenRequest, msgs []map[string]any, tools []any) (string, error) {
+	kt, err := kwargsRenderer(tt, g)
+	switch {
+	case err != nil:
+		return "", err
+	case kt != nil:
+		return kt.RenderChatKwargs(msgs, tools, true, g.TemplateKwargs)
+	}
+	return tt.RenderChat(msgs, tools)
+}
+
 // needsToolPrompt: the prompt must be rendered with tools or tool turns.
 func needsToolPrompt(g *GenRequest) bool {
 	if len(g.Tools.List) > 0 {
@@ -53,10 +104,10 @@ func toolPrompt(tok Tokenizer, g *GenRequest) (string, error) {
 		for _, t := range g.Tools.List {
 			tools = append(tools, toolDict(t))
 		}
-		return tt.RenderChat(hfMessages(g.Messages), tools)
+		return renderDicts(tt, g, hfMessages(g.Messages), tools)
 	}
 	g.Tools.Format = ToolsHermes
-	return tt.RenderChat(hermesMessages(g.Messages, g.Tools.List), nil)
+	return renderDicts(tt, g, hermesMessages(g.Messages, g.Tools.List), nil)
 }
 
 // chatPrompt renders g's chat: through toolPrompt when tools or tool turns
@@ -89,7 +140,14 @@ func renderChat(tok Tokenizer, g *GenRequest) (string, error) {
 		return toolPrompt(tok, g)
 	}
 	// A turn's reasoning goes to the template as message dicts carry it
-	// (reasoning_content), which plain messages cannot.
+	// (reasoning_content), which plain messages cannot; so do kwargs.
+	kt, err := kwargsRenderer(tok, g)
+	if err != nil {
+		return "", err
+	}
+	if kt != nil {
+		return kt.RenderChatKwargs(hfMessages(g.Messages), nil, true, g.TemplateKwargs)
+	}
 	if tt, ok := tok.(ToolTemplater); ok && slices.ContainsFunc(g.Messages, func(m ChatMessage) bool { return m.Reasoning != "" }) {
 		return tt.RenderChat(hfMessages(g.Messages), nil)
 	}
@@ -241,4 +299,78 @@ func hermesMessages(msgs []ChatMessage, tools []Tool) []map[string]any {
 		out = append(out, d)
 	}
 	return out
+}
+
+// protectKwargs is a copy of kwargs with every string in them, values and
+// the keys of objects (a template may write those too), guard.Protect'ed:
+// a kwarg is request text, as a message is. The top-level names are
+// identifiers (SetTemplateKwargs) and are not written out.
+func protectKwargs(kwargs map[string]any, guard TextGuard) map[string]any {
+	if kwargs == nil {
+		return nil
+	}
+	out := make(map[string]any, len(kwargs))
+	for k, v := range kwargs {
+		out[k] = protectedCopy(v, guard)
+	}
+	return out
+}
+
+func protectedCopy(v any, guard TextGuard) any {
+	switch x := v.(type) {
+	case string:
+		return guard.Protect(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = protectedCopy(e, guard)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[guard.Protect(k)] = protectedCopy(e, guard)
+		}
+		return out
+	}
+	return v
+}
+
+// checkKwargsEncodable runs check (checkEncodable's) over every string in
+// g's kwargs, naming the kwarg.
+func checkKwargsEncodable(check func(param, text string) error, g *GenRequest) error {
+	var walk func(p string, v any) error
+	walk = func(p string, v any) error {
+		switch x := v.(type) {
+		case string:
+			return check(p, x)
+		case []any:
+			for _, e := range x {
+				if err := walk(p, e); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			for k, e := range x {
+				if err := check(p, k); err != nil {
+					return err
+				}
+				if err := walk(p, e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	names := make([]string, 0, len(g.TemplateKwargs))
+	for k := range g.TemplateKwargs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if err := walk("chat_template_kwargs."+k, g.TemplateKwargs[k]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
