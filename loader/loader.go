@@ -59,6 +59,10 @@ type Options struct {
 	// = off). The model is then loaded for MaxSeqs·(1+K) logit rows, so a
 	// full batch can carry its drafts' rows.
 	Speculate engine.SpecConfig
+	// DraftModel is a model file of the target's vocabulary whose greedy
+	// guesses are the drafts (Speculate.Method "draft", which it implies);
+	// it runs on the same backend with a KV pool of its own (speculate.go).
+	DraftModel string
 	// WrapModel, when set, stands between the engine and the model: the
 	// fault-injecting build of the CLI (tag faultinject) wraps it there.
 	WrapModel func(engine.Model) engine.Model
@@ -82,6 +86,7 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	Net       Net
 	src       models.WeightSource
+	draftSrc  models.WeightSource // Options.DraftModel's file; nil without
 	be        kernels.Backend
 	grammars  grammars // structured outputs, shared by every transport's Backend
 	// Reasoning is the model's reasoning markup (Options.ReasoningFormat).
@@ -98,6 +103,9 @@ func Load(path string, o Options) (*Model, error) {
 	m.grammars.m = m
 	if err := m.load(o); err != nil {
 		_ = src.Close()
+		if m.draftSrc != nil {
+			_ = m.draftSrc.Close()
+		}
 		if m.Tokenizer != nil {
 			m.Tokenizer.Close()
 		}
@@ -110,6 +118,9 @@ func Load(path string, o Options) (*Model, error) {
 }
 
 func (m *Model) load(o Options) error {
+	if err := resolveDraft(&o); err != nil {
+		return err
+	}
 	vocab, err := m.src.Vocab()
 	if err != nil {
 		return err
@@ -191,6 +202,9 @@ func (m *Model) load(o Options) error {
 		spec.LogitRows = mo.MaxSeqs
 		mo.MaxSeqs = min(seqs, mo.MaxSeqs) // sequences; the rest of the rows are drafts'
 	}
+	if err := m.loadDraft(o, mo, seqs, &spec); err != nil {
+		return err
+	}
 	m.Engine, err = engine.New(run, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs, Speculate: spec,
 		Window: window, WindowBlocks: windowBlocks,
@@ -223,6 +237,9 @@ func (m *Model) Backend() *stream.Backend {
 func (m *Model) Close(ctx context.Context) error {
 	err := m.Engine.Close(ctx)
 	m.Tokenizer.Close()
+	if m.draftSrc != nil {
+		err = errors.Join(err, m.draftSrc.Close())
+	}
 	return errors.Join(err, m.be.Close(), m.src.Close())
 }
 
