@@ -25,10 +25,13 @@ import (
 // dense FFN; s_e is the router's per-expert scale, which the converter
 // stores as ffn_down_exps.scale (absent: 1). The experts' gate and up come
 // apart or fused (ffn_gate_up_exps, each expert's gate rows then its up
-// rows, as the checkpoint's gate_up_proj is and the converter keeps it).
+// rows, as the checkpoint's gate_up_proj is and the converter keeps it),
+// which the kernel multiplies as one matrix.
 
 // gemma4MoEOps is the mixture kernel Gemma 4 needs: MoEFFN with GeGLU
-// experts and per-expert output scales (kernels/cpu/moe_gelu.go).
+// experts and per-expert output scales (kernels/cpu/moe_gelu.go); up nil
+// takes gate as the fused [experts, 2·ffn, hidden] as the file has it, so
+// the experts are read where they lie, not copied apart.
 type gemma4MoEOps interface {
 	GeGLUMoEFFN(dst, x, logits, gate, up, down, downScale kernels.Tensor, n, k int, norm bool) error
 }
@@ -38,7 +41,7 @@ type gemma4MoELayer struct {
 	router                         kernels.Tensor // [experts, hidden]
 	routerNorm                     kernels.Tensor // [hidden] F32: ffn_gate_inp.scale / √hidden
 	preNorm2, postNorm1, postNorm2 kernels.Tensor // [hidden] F32
-	gate, up, down                 kernels.Tensor // [experts, ffn, hidden] ×2, [experts, hidden, ffn]
+	gate, up, down                 kernels.Tensor // [experts, ffn, hidden] ×2, [experts, hidden, ffn]; fused: gate [experts, 2·ffn, hidden], up nil
 	downScale                      kernels.Tensor // [experts] F32; nil: none
 }
 
@@ -75,7 +78,7 @@ func (m *Llama) loadGemma4MoE(w *weightLoader) (*gemma4MoE, error) {
 		l.postNorm1 = w.loadF32(p+"post_ffw_norm_1.weight", h)
 		l.postNorm2 = w.loadF32(p+"post_ffw_norm_2.weight", h)
 		if w.src.Has(p + "ffn_gate_up_exps.weight") {
-			l.gate, l.up = w.splitGateUp(p+"ffn_gate_up_exps.weight", e, f, h)
+			l.gate = w.load(p+"ffn_gate_up_exps.weight", e, 2*f, h)
 		} else {
 			l.gate = w.load(p+"ffn_gate_exps.weight", e, f, h)
 			l.up = w.load(p+"ffn_up_exps.weight", e, f, h)
@@ -107,33 +110,6 @@ func (w *weightLoader) hostF32(name string, n int) []float32 {
 		w.err = fmt.Errorf("%s: tensor %s: %w", w.src.Path(), name, err)
 	}
 	return v
-}
-
-// splitGateUp loads a fused [experts, 2·ffn, hidden] gate-and-up tensor as
-// the separate [experts, ffn, hidden] gate and up the mixture kernel takes.
-// Each expert's gate rows and up rows are runs of whole rows, so the split
-// copies bytes and never requantizes; the copies cost the tensor's size in
-// memory once (the mapped file's pages can then be dropped).
-func (w *weightLoader) splitGateUp(name string, e, f, h int) (gate, up kernels.Tensor) {
-	t, ok := w.get(name, e, 2*f, h)
-	if !ok {
-		return nil, nil
-	}
-	rb := t.DType.RowBytes(h)
-	if len(t.Data) != e*2*f*rb {
-		w.err = fmt.Errorf("%s: tensor %s holds %d bytes, want %d: %w", w.src.Path(), name, len(t.Data), e*2*f*rb, ErrMalformed)
-		return nil, nil
-	}
-	g, u := make([]byte, e*f*rb), make([]byte, e*f*rb)
-	for x := range e {
-		src := t.Data[x*2*f*rb:]
-		copy(g[x*f*rb:(x+1)*f*rb], src[:f*rb])
-		copy(u[x*f*rb:(x+1)*f*rb], src[f*rb:2*f*rb])
-	}
-	shape := []int{e, f, h}
-	gate = w.upload(kernels.HostTensor{Name: name + "[gate]", DType: t.DType, Shape: shape, Data: g})
-	up = w.upload(kernels.HostTensor{Name: name + "[up]", DType: t.DType, Shape: shape, Data: u})
-	return gate, up
 }
 
 // gemma4FFN runs layer i's feed-forward on the n rows of m.x and adds it to
@@ -186,7 +162,7 @@ func gemma4MoELayout(c Config, src WeightSource) string {
 	}
 	layout := "gate and up apart"
 	if fused {
-		layout = "gate and up fused (ffn_gate_up_exps, split at load)"
+		layout = "gate and up fused (ffn_gate_up_exps)"
 	}
 	scale := "none"
 	if scaled {

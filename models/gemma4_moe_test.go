@@ -28,12 +28,12 @@ type gemmaNoMoE struct {
 func TestGemma4MoERefusedWithoutKernel(t *testing.T) {
 	var spec modeltest.Spec
 	for _, m := range tinyNewestModels {
-		if m.name == "gemma4moe-f32" {
+		if m.name == "gemma4moe-q8_0" {
 			spec = m.spec
 		}
 	}
 	path := filepath.Join(t.TempDir(), "g4moe.gguf")
-	if err := modeltest.WriteGGUF(path, spec, kernels.F32); err != nil {
+	if err := modeltest.WriteGGUF(path, spec, kernels.Q8_0); err != nil {
 		t.Fatal(err)
 	}
 	src, err := Open(path)

@@ -81,14 +81,14 @@ var tinyNewestModels = []struct {
 		PerLayerEmbd: 32, SharedKVLayers: 3}, kernels.Q8_0, 0},
 	// Gemma 4 26B-A4B's mixture beside the dense FFN in every layer: 8
 	// experts of 64, top 2, router scale and per-expert output scales; the
-	// F32 model's experts fused as ffn_gate_up_exps (as the converter
-	// writes the 26B-A4B), the Q8_0 model's gate and up apart.
+	// Q8_0 model's experts fused as ffn_gate_up_exps (as the converter
+	// writes the 26B-A4B), the F32 model's gate and up apart.
 	{"gemma4moe-f32", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 51, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
-		FinalSoftcap: 30, RopeTheta: 1e6, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, FusedGateUpExps: true}, kernels.F32, 0},
+		FinalSoftcap: 30, RopeTheta: 1e6, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64}, kernels.F32, 0},
 	{"gemma4moe-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 52, RMSEps: 1e-6,
-		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64},
-		kernels.Q8_0, 0},
+		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64,
+		FusedGateUpExps: true}, kernels.Q8_0, 0},
 }
 
 // tinyNewestGolden is what make_tiny_golden_newest.py writes per model:

@@ -33,7 +33,9 @@ func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int
 // moeFFN is MoEFFN with the gated activation act(h, g, u) (h = act(g) ⊙ u
 // row by row) and, where downScale is set ([experts] F32), each expert's
 // output scaled by its entry: folded into the routing weights, which
-// multiply the same output.
+// multiply the same output. With up nil, gate is gate and up fused,
+// [experts, 2·ffn, hidden] with each expert's gate rows before its up rows,
+// multiplied as one matrix.
 func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale kernels.Tensor, n, k int, norm bool, act func(h, g, u []float32)) error {
 	d, dt, err := f32Of(dst, name+" dst")
 	if err != nil {
@@ -51,9 +53,11 @@ func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale 
 	if err != nil {
 		return err
 	}
-	ut, err := asCPU(up)
-	if err != nil {
-		return err
+	var ut *tensor
+	if up != nil {
+		if ut, err = asCPU(up); err != nil {
+			return err
+		}
 	}
 	wd, err := asCPU(down)
 	if err != nil {
@@ -66,12 +70,19 @@ func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale 
 		}
 	}
 	hidden, experts := xt.cols(), lt.cols()
+	fused := ut == nil
+	if fused {
+		ut = gt // the shapes' check below and the grouped path's kernels
+	}
 	if len(gt.shape) != 3 || len(ut.shape) != 3 || len(wd.shape) != 3 {
 		return fmt.Errorf("cpu backend: %s: expert tensors %v %v %v are not [experts, rows, cols]", name, gt.shape, ut.shape, wd.shape)
 	}
 	ffn := gt.shape[1]
+	if fused {
+		ffn /= 2
+	}
 	switch {
-	case gt.shape[0] != experts || gt.shape[2] != hidden || !slices.Equal(gt.shape, ut.shape),
+	case gt.shape[0] != experts || gt.shape[2] != hidden || !slices.Equal(gt.shape, ut.shape) || fused && gt.shape[1] != 2*ffn,
 		wd.shape[0] != experts || wd.shape[1] != hidden || wd.shape[2] != ffn,
 		dt.cols() != hidden || n*hidden > len(xs) || n*hidden > len(d) || n*experts > len(ls),
 		k <= 0 || k > experts, downScale != nil && len(scale) != experts:
@@ -86,6 +97,9 @@ func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale 
 		}
 	}
 	if kg, ku, kd, ok := moeKernels(gt, ut, wd); ok {
+		if fused {
+			ut = nil
+		}
 		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd, act)
 		return nil
 	}
@@ -99,10 +113,21 @@ func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale 
 		for i, r := range s.rows[e] {
 			copy(s.x[i*hidden:(i+1)*hidden], xs[int(r)*hidden:(int(r)+1)*hidden])
 		}
-		matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), ffn, nil)
-		matMul(&b.workers, s.u, s.x, m, hidden, expertView(ut, e), ffn, nil)
-		act(s.g[:m*ffn], s.g[:m*ffn], s.u[:m*ffn])
-		matMul(&b.workers, s.o, s.g, m, ffn, expertView(wd, e), hidden, nil)
+		if fused {
+			// s.g holds each row's gate then up; h goes to s.u.
+			s.g = grow(s.g, m*2*ffn)
+			matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), 2*ffn, nil)
+			for i := range m {
+				gu := s.g[i*2*ffn : (i+1)*2*ffn]
+				act(s.u[i*ffn:(i+1)*ffn], gu[:ffn], gu[ffn:])
+			}
+			matMul(&b.workers, s.o, s.u, m, ffn, expertView(wd, e), hidden, nil)
+		} else {
+			matMul(&b.workers, s.g, s.x, m, hidden, expertView(gt, e), ffn, nil)
+			matMul(&b.workers, s.u, s.x, m, hidden, expertView(ut, e), ffn, nil)
+			act(s.g[:m*ffn], s.g[:m*ffn], s.u[:m*ffn])
+			matMul(&b.workers, s.o, s.g, m, ffn, expertView(wd, e), hidden, nil)
+		}
 		for i, r := range s.rows[e] {
 			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])
 		}

@@ -120,10 +120,16 @@ func moeKernels(gt, ut, wd *tensor) (kg, ku, kd *quantKernel, ok bool) {
 	return kg, ku, kd, kg != nil && ku != nil && kd != nil
 }
 
-// grouped computes MoEFFN's mixture for the routed rows in s into d.
+// grouped computes MoEFFN's mixture for the routed rows in s into d; with
+// ut nil, gt is gate and up fused (moeFFN), one matrix in pass 1 whose
+// output rows hold g then u.
 func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku, kd *quantKernel, act func(h, g, u []float32)) {
 	s, g := &b.moe, &b.moe.grp
-	experts, ffn, hidden := gt.shape[0], gt.shape[1], gt.shape[2]
+	experts, ffn, hidden := gt.shape[0], wd.shape[2], gt.shape[2]
+	fused := ut == nil
+	if fused {
+		ut = gt
+	}
 	g.first, g.count = growInts(g.first, experts), growInts(g.count, experts)
 	g.active = g.active[:0]
 	gate, up, down := &g.in[0], &g.in[1], &g.in[2]
@@ -144,24 +150,36 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 	// slots of its experts; up shares gate's where it groups them alike.
 	gate.init(kg, gt.dtype, hidden, slots)
 	g.gather(gate, s.rows, xs, n, hidden)
-	upActs := gate
-	if ku != kg || up.pad != gate.pad || up.u != gate.u {
-		up.init(ku, ut.dtype, hidden, slots)
-		g.gather(up, s.rows, xs, n, hidden)
-		upActs = up
-	}
 	down.init(kd, wd.dtype, ffn, slots)
-	g.g, g.u, g.o = grow(g.g, slots*ffn), grow(g.u, slots*ffn), grow(g.o, slots*hidden)
-	g.mats, g.acts, g.outs = [2]*tensor{gt, ut}, [2]*moeActs{gate, upActs}, [2][]float32{g.g, g.u}
-	g.runPass(&b.workers, 2, ffn)
+	g.o = grow(g.o, slots*hidden)
+	if fused {
+		g.g = grow(g.g, slots*2*ffn)
+		g.mats, g.acts, g.outs = [2]*tensor{gt}, [2]*moeActs{gate}, [2][]float32{g.g}
+		g.runPass(&b.workers, 1, 2*ffn)
+	} else {
+		upActs := gate
+		if ku != kg || up.pad != gate.pad || up.u != gate.u {
+			up.init(ku, ut.dtype, hidden, slots)
+			g.gather(up, s.rows, xs, n, hidden)
+			upActs = up
+		}
+		g.g, g.u = grow(g.g, slots*ffn), grow(g.u, slots*ffn)
+		g.mats, g.acts, g.outs = [2]*tensor{gt, ut}, [2]*moeActs{gate, upActs}, [2][]float32{g.g, g.u}
+		g.runPass(&b.workers, 2, ffn)
+	}
 
 	// Pass 2's activations: h = act(g) ⊙ u of the real rows, quantized.
 	for _, e := range g.active {
 		f, m := g.first[e], g.count[e]
 		for s := f; s < f+m; s++ {
 			// Row by row, so a row's SIMD tail is the same whoever shares its expert.
-			h := g.g[s*ffn : (s+1)*ffn]
-			act(h, h, g.u[s*ffn:(s+1)*ffn])
+			var h, u []float32
+			if fused {
+				h, u = g.g[s*2*ffn:s*2*ffn+ffn], g.g[s*2*ffn+ffn:(s+1)*2*ffn]
+			} else {
+				h, u = g.g[s*ffn:(s+1)*ffn], g.u[s*ffn:(s+1)*ffn]
+			}
+			act(h, h, u)
 			kd.quantize(down.q[s*down.rb:(s+1)*down.rb], h)
 			if down.u != nil {
 				moeOffset(down.q[s*down.rb : (s+1)*down.rb])
