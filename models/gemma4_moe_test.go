@@ -55,11 +55,17 @@ func TestGemma4MoERefusedWithoutKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var line string
+	var line, layout string
 	for _, f := range Describe(cfg, src) {
-		if f.Key == "expert ffn" {
+		switch f.Key {
+		case "expert ffn":
 			line = f.Value
+		case "expert layout":
+			layout = f.Value
 		}
+	}
+	if !strings.Contains(layout, "gate_up Q8_0 [8 128 64], down Q8_0 [8 64 64]") {
+		t.Errorf("describe's expert layout %q lacks the fused experts' shapes", layout)
 	}
 	for _, want := range []string{"every layer", "top 2 renormalised", "ffn_down_exps.scale", "fused"} {
 		if !strings.Contains(line, want) {

@@ -252,7 +252,7 @@ func expertLayout(src WeightSource) string {
 		return ""
 	}
 	var shapes []string
-	for _, kind := range []string{"gate", "up", "down"} {
+	for _, kind := range []string{"gate", "up", "gate_up", "down"} { // gate_up: Gemma 4's fused experts
 		name := "blk.0.ffn_" + kind + "_exps.weight"
 		for _, t := range lister.Tensors() {
 			if t.Name == name {
