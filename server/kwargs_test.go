@@ -77,7 +77,7 @@ const customTemplate = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.co
 // TestChatTemplateKwargsReachTemplate: every chat_template_kwargs key
 // reaches the template, as its JSON value (string, integer, boolean, list,
 // object), through a chat completion, /tokenize's chat form and the chat
-// render route alike: the three give the same ids. The old code refused
+// render route alike (the three give the same ids), and beside tools. The old code refused
 // any key but enable_thinking and reasoning_effort (400 naming it).
 func TestChatTemplateKwargsReachTemplate(t *testing.T) {
 	h, model := kwargsServer(t, customTemplate)
@@ -101,6 +101,13 @@ func TestChatTemplateKwargsReachTemplate(t *testing.T) {
 	ids = tokenizeIDs(t, h, `{`+msgs+`,`+kw+`,"add_generation_prompt":false}`)
 	if text := model.Tokenizer.Decode(ids, false); !strings.HasSuffix(text, "obj=v\n") {
 		t.Errorf("add_generation_prompt false: %q", text)
+	}
+	// A template written for tools gets them and the kwargs together.
+	th, tmodel := kwargsServer(t, "{% if tools %}{% for t in tools %}<tool_call>{{ t.function.name }}\n{% endfor %}{% endif %}"+customTemplate)
+	tools := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]`
+	ids = renderIDs(t, th, `{`+msgs+`,`+kw+`,`+tools+`}`)
+	if text := tmodel.Tokenizer.Decode(ids, false); !strings.HasSuffix(text, want) || !strings.HasPrefix(text, "<tool_call>get_weather\n") {
+		t.Errorf("with tools: %q", text)
 	}
 	// Without kwargs the template reads them undefined, as Jinja does.
 	ids = tokenizeIDs(t, h, `{`+msgs+`}`)
