@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kvcache"
@@ -50,6 +51,12 @@ type drafter struct {
 	batch      kernels.Batch
 	live       []*Sequence // the pass's sequences in id order (scratch)
 
+	// Seconds, exponentially weighted: one draft forward, and the target's
+	// part of a step (worth); passTime is the last pass's.
+	forwardTime, targetTime float64
+	targetSteps             int
+	passTime                time.Duration
+
 	// Counters for tests and benchmarks.
 	forwards, rows int64
 	failures       int64 // passes whose draft forward failed: no drafts that step
@@ -69,6 +76,7 @@ type draftSeq struct {
 	prompt       int     // the request's prompt length (kernels.SeqRows.Prompt)
 	out          []int32 // the drafts proposed at at
 	ok           bool    // out is this step's proposal (or last step's, unused)
+	idle         int     // steps since it last drafted, while not speculating
 }
 
 // newDrafter checks cfg's draft model against the target and sizes its
@@ -101,22 +109,81 @@ func newDrafter(target Model, cfg *Config) (*drafter, error) {
 	return &drafter{model: m, pool: pool, bs: cfg.BlockSize, ctx: m.ContextLen(), seqs: make(map[*Sequence]*draftSeq)}, nil
 }
 
+// draftProbeEvery is how many steps apart a sequence that is not
+// speculating (spec.go's shadow) runs the draft to see whether it would
+// have been right: unlike an n-gram lookup a draft forward costs a good
+// part of a step, and an off sequence is one whose drafts did not pay.
+const draftProbeEvery = 8
+
 // propose is spec.go's hook: up to want greedy draft tokens for s, from
-// this step's pass (made on the step's first call).
+// this step's pass (made on the step's first call); want 0 is a shadow
+// proposal of one token, made only every draftProbeEvery steps.
 func (d *drafter) propose(e *Engine, s *Sequence, want int) []int32 {
 	if d.collecting {
-		d.wants = append(d.wants, draftWant{s, want})
+		if !e.cfg.Speculate.Fixed {
+			want = d.worth(e, s, want)
+		}
+		if want == 0 {
+			ds := d.seqs[s]
+			if ds == nil {
+				ds = &draftSeq{prompt: len(s.req.Prompt)}
+				d.seqs[s] = ds
+			}
+			if ds.idle++; ds.idle < draftProbeEvery {
+				return nil
+			}
+		}
+		d.wants = append(d.wants, draftWant{s, max(want, 1)})
 		return nil
 	}
+	want = max(want, 1)
 	if st := e.sched.Stats().Steps; st != d.step {
+		consecutive := st == d.step+1
 		d.step = st
-		d.pass(e)
+		d.pass(e, consecutive)
 	}
 	ds := d.seqs[s]
 	if ds == nil || !ds.ok || ds.at != len(s.sq.Tokens) {
 		return nil
 	}
 	return ds.out[:min(want, len(ds.out))]
+}
+
+// worth trims spec.go's want for s by the draft's own cost, which the
+// row-cost fit does not see: each draft token costs a draft forward (the
+// whole batch's, as the target's step is), so draft i is worth proposing
+// while α^i > c + r, r being a draft forward's time over the target's part
+// of a step. 0: not worth it; the sequence then only probes.
+func (d *drafter) worth(e *Engine, s *Sequence, want int) int {
+	a, c := s.spec.alpha(), e.specCost.cost()
+	if d.targetTime > 0 {
+		c += d.forwardTime / d.targetTime
+	}
+	n := 0
+	for p := a; n < want && p > c; p *= a {
+		n++
+	}
+	return n
+}
+
+// timeStep updates the forward and target times worth reads: the last
+// step's time less its pass (d.passTime) is the target's part.
+func (d *drafter) timeStep(last time.Duration, forwards int64, pass time.Duration) {
+	const decay = 0.9
+	if t := (last - d.passTime).Seconds(); last > 0 && t > 0 {
+		d.targetTime = d.targetTime*decay + t*(1-decay)
+		if d.targetSteps++; d.targetSteps == 1 {
+			d.targetTime = t
+		}
+	}
+	if forwards > 0 {
+		t := pass.Seconds() / float64(forwards)
+		if d.forwardTime == 0 {
+			d.forwardTime = t
+		}
+		d.forwardTime = d.forwardTime*decay + t*(1-decay)
+	}
+	d.passTime = pass
 }
 
 // release gives s's draft blocks back; nil-safe.
@@ -131,7 +198,9 @@ func (d *drafter) release(s *Sequence) {
 }
 
 // pass drafts for every decoding sequence that wants drafts this step.
-func (d *drafter) pass(e *Engine) {
+// consecutive: the previous step ran a pass too (its time is not all the
+// target's).
+func (d *drafter) pass(e *Engine, consecutive bool) {
 	if d.budget == 0 {
 		d.budget = e.sched.Config().MaxBatchTokens
 	}
@@ -140,6 +209,11 @@ func (d *drafter) pass(e *Engine) {
 		d.live = append(d.live, s)
 	}
 	slices.SortFunc(d.live, func(a, b *Sequence) int { return cmp.Compare(a.id, b.id) })
+	if !consecutive {
+		d.passTime = 0
+	}
+	start, forwards := time.Now(), d.forwards
+	defer func() { d.timeStep(e.st.LastStep, d.forwards-forwards, time.Since(start)) }()
 	d.wants = d.wants[:0]
 	d.collecting = true
 	for _, s := range d.live {
@@ -177,6 +251,7 @@ func (d *drafter) draft(e *Engine) error {
 			ds = &draftSeq{prompt: len(s.req.Prompt)}
 			d.seqs[s] = ds
 		}
+		ds.idle = 0
 		l := len(q.Tokens)
 		if ds.ok && ds.at == l && len(ds.out) >= w.n {
 			continue // drafted at this length already (its decode was not scheduled)

@@ -179,7 +179,7 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	}
 	var d []int32
 	if e.draft != nil {
-		d = e.draft.propose(e, s, max(n, 1))
+		d = e.draft.propose(e, s, n)
 	} else {
 		d = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
 	}

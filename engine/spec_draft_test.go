@@ -232,3 +232,52 @@ func TestDraftConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// A sequence that is not speculating (spec.go's want 0) runs the draft for
+// its shadow check only every draftProbeEvery steps: a draft forward is
+// not the free lookup an n-gram is.
+func TestDraftOffProbesRarely(t *testing.T) {
+	d := &drafter{seqs: make(map[*Sequence]*draftSeq), collecting: true}
+	s, e := &Sequence{}, &Engine{}
+	e.cfg.Speculate.Fixed = true // the wants as given: worth is TestDraftWorth's
+	for i := 1; i <= 2*draftProbeEvery; i++ {
+		d.wants = d.wants[:0]
+		d.propose(e, s, 0)
+		if probed := len(d.wants) == 1; probed != (i%draftProbeEvery == 0) {
+			t.Fatalf("call %d: probed %v", i, probed)
+		}
+		if len(d.wants) == 1 {
+			d.seqs[s].idle = 0 // as draft does when it drafts
+		}
+	}
+	d.wants = d.wants[:0]
+	d.propose(e, s, 3)
+	if len(d.wants) != 1 || d.wants[0].n != 3 {
+		t.Fatalf("a speculating sequence's want: %+v", d.wants)
+	}
+}
+
+// worth adds the draft forward's cost to the row cost: a draft as slow as
+// the target is worth nothing at an acceptance of 0.9, one a tenth of it
+// is worth drafts while 0.9^i > c + 0.1.
+func TestDraftWorth(t *testing.T) {
+	e, s := &Engine{}, &Sequence{}
+	s.spec.record(100, 90) // α ≈ 0.9
+	c := e.specCost.cost() // the prior
+	d := &drafter{targetTime: 1e-3}
+	d.forwardTime = 1e-3
+	if n := d.worth(e, s, 6); n != 0 {
+		t.Fatalf("a draft as slow as the target: %d drafts worth it", n)
+	}
+	d.forwardTime = 1e-4
+	want, a := 0, s.spec.alpha()
+	for p := a; want < 6 && p > c+0.1; p *= a {
+		want++
+	}
+	if n := d.worth(e, s, 6); n != want || n == 0 {
+		t.Fatalf("a tenth of the target's time: %d drafts, want %d", n, want)
+	}
+	if n := (&drafter{}).worth(e, s, 6); n < want {
+		t.Fatalf("before any timing: %d drafts, fewer than %d", n, want)
+	}
+}
