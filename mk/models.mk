@@ -53,7 +53,8 @@ golden: golden-tiny-newest
 # (models/testdata/hf/*.json): TestHFReference writes the checkpoints,
 # scripts/golden/hf_logits.py runs them. Not part of `make test` (the venv is
 # torch's, several GB); the test itself reads only the JSON.
-HF_PINS := torch==2.15.0 transformers==5.23.0 safetensors==0.8.0 numpy==2.3.5
+# accelerate: transformers loads an MXFP4 checkpoint (gpt-oss) only with it.
+HF_PINS := torch==2.15.0 transformers==5.23.0 safetensors==0.8.0 numpy==2.3.5 accelerate==1.15.0
 .PHONY: golden-hf
 golden-hf:
 	rm -rf .build/hf-models && mkdir -p .build/hf-models

@@ -85,6 +85,10 @@ type RopeScaling struct {
 	// above, blended between (yarnFrequencies).
 	YaRN               bool
 	BetaFast, BetaSlow float32
+	// YaRNUntruncated: the blend's ends are used as computed, not floored
+	// and ceiled as ggml (and transformers by default) round them
+	// (rope_scaling.truncate false, as gpt-oss's config.json sets it).
+	YaRNUntruncated bool
 }
 
 // windowHeadDim is the head size of the window layers.

@@ -126,8 +126,11 @@ func yarnFrequencies(c Config) []float32 {
 	corr := func(beta float32) float64 {
 		return float64(float32(d) * float32(math.Log(float64(float32(s.OriginalContext)/(beta*2*float32(math.Pi))))) / (2 * float32(math.Log(float64(base)))))
 	}
-	lo := max(0, math.Floor(corr(s.BetaFast)))
-	hi := min(float64(d-1), math.Ceil(corr(s.BetaSlow)))
+	lo, hi := corr(s.BetaFast), corr(s.BetaSlow)
+	if !s.YaRNUntruncated {
+		lo, hi = math.Floor(lo), math.Ceil(hi)
+	}
+	lo, hi = max(0, lo), min(float64(d-1), hi)
 	thetaScale := float32(math.Pow(float64(base), -2/float64(d)))
 	out := make([]float32, half)
 	theta := float32(1)

@@ -60,6 +60,12 @@ type hfConfig struct {
 	// SmolLM3 (smollm3.go): 1 where a layer rotates, 0 for its NoPE layers.
 	NoRopeLayers        []int `json:"no_rope_layers"`
 	NoRopeLayerInterval *int  `json:"no_rope_layer_interval"`
+
+	// gpt-oss (gptoss_hf.go): the clamped SwiGLU's constants and the
+	// attention biases, which the forward pass has fixed.
+	SwigluLimit   *float64 `json:"swiglu_limit"`
+	SwigluAlpha   *float64 `json:"swiglu_alpha"`
+	AttentionBias *bool    `json:"attention_bias"`
 }
 
 // gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
@@ -116,6 +122,13 @@ type hfRopeScaling struct {
 	ShortFactor     []float64 `json:"short_factor"`
 	LongFactor      []float64 `json:"long_factor"`
 	AttentionFactor *float64  `json:"attention_factor"`
+	// YaRN (gpt-oss): the blend's ends in rotations, whether they are
+	// rounded out (transformers' default true), and DeepSeek's mscale pair.
+	BetaFast     *float64 `json:"beta_fast"`
+	BetaSlow     *float64 `json:"beta_slow"`
+	Truncate     *bool    `json:"truncate"`
+	Mscale       *float64 `json:"mscale"`
+	MscaleAllDim *float64 `json:"mscale_all_dim"`
 }
 
 // hfArchs maps config.json's architectures[0] to our architecture names.
@@ -133,6 +146,7 @@ var hfArchs = map[string]string{
 	"OlmoeForCausalLM":    "olmoe",
 	"Phi3ForCausalLM":     "phi3",
 	"SmolLM3ForCausalLM":  "smollm3",
+	"GptOssForCausalLM":   "gpt-oss",
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
@@ -154,7 +168,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, SmolLM3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, SmolLM3ForCausalLM, GptOssForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
 	if arch == "gemma3" {
@@ -172,7 +186,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 		hc.Architectures = archs
 	}
-	if defaults, ok := map[string]func() hfConfig{"gemma2": gemma2Defaults, "phi3": phi3Defaults}[arch]; ok {
+	if defaults, ok := map[string]func() hfConfig{"gemma2": gemma2Defaults, "phi3": phi3Defaults, "gpt-oss": gptossDefaults}[arch]; ok {
 		archs := hc.Architectures
 		hc = defaults()
 		if err := json.Unmarshal(raw, &hc); err != nil {
@@ -217,7 +231,7 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		cfg.RopeTheta = float32(*hc.RopeTheta)
 	}
 	cfg.TiedEmbeddings = !has("output.weight") || (hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings)
-	if arch != "phi3" { // Phi-3's rope_scaling is LongRoPE (hfConfig.phi3)
+	if arch != "phi3" && arch != "gpt-oss" { // Phi-3's rope_scaling is LongRoPE (hfConfig.phi3), gpt-oss's YaRN (hfConfig.gptoss)
 		if cfg.RopeScaling, err = hc.RopeScaling.config(path); err != nil {
 			return Config{}, err
 		}
@@ -237,6 +251,10 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 	case "smollm3":
 		if err := hc.smollm3(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	case "gpt-oss":
+		if err := hc.gptoss(&cfg, path); err != nil {
 			return Config{}, err
 		}
 	}

@@ -229,6 +229,10 @@ func releasePages(m []byte, begin, end uint64) {
 // expertSource says where the stacked expert tensors come from: "" for a
 // dense checkpoint, else the per-expert tensors they are stacked from.
 func (h *HFDir) expertSource() string {
+	if d, ok := h.derived["blk.0.ffn_gate_exps.weight"]; ok {
+		fused := strings.Replace(d.from[0].hfName, "model.layers.0.", "model.layers.N.", 1)
+		return fmt.Sprintf("split at load from the fused %s (gpt-oss), one copy per tensor", fused)
+	}
 	parts, ok := h.experts["blk.0.ffn_gate_exps.weight"]
 	if !ok {
 		return ""

@@ -60,17 +60,26 @@ type HFDir struct {
 	// config: tensors config.json holds (Phi-3's LongRoPE factors), F32,
 	// owned here.
 	config map[string]kernels.HostTensor
+	// derived: tensors computed from others when asked for (gpt-oss's
+	// fused experts split into GGUF's, gptoss_hf.go).
+	derived map[string]hfDerived
 }
 
 // OpenHF maps the safetensors of the model directory dir and checks their headers.
 func OpenHF(dir string) (*HFDir, error) {
-	h := &HFDir{dir: dir, tensors: map[string]stEntry{}, experts: map[string][]stEntry{}}
+	h := &HFDir{dir: dir, tensors: map[string]stEntry{}, experts: map[string][]stEntry{}, derived: map[string]hfDerived{}}
 	wanted, err := h.shards()
 	if err != nil {
 		return nil, err
 	}
 	for _, shard := range sortedKeys(wanted) {
 		if err := h.openShard(shard, wanted[shard]); err != nil {
+			_ = h.Close()
+			return nil, err
+		}
+	}
+	if hfArchitecture(dir) == "GptOssForCausalLM" {
+		if err := h.gptossTensors(); err != nil {
 			_ = h.Close()
 			return nil, err
 		}
@@ -322,6 +331,12 @@ var hfLayerParts = map[string]string{
 	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
 	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
 	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+	// gpt-oss: the output projection's bias, each head's sink and the
+	// router (a biased Linear); its fused experts are gptoss_hf.go's.
+	"self_attn.o_proj.bias": "attn_output.bias",
+	"self_attn.sinks":       "attn_sinks.weight",
+	"mlp.router.weight":     "ffn_gate_inp.weight",
+	"mlp.router.bias":       "ffn_gate_inp.bias",
 }
 
 var hfTopNames = map[string]string{
@@ -371,6 +386,9 @@ func (h *HFDir) Has(name string) bool {
 	if !ok {
 		_, ok = h.config[name]
 	}
+	if !ok {
+		_, ok = h.derived[name]
+	}
 	return ok
 }
 
@@ -393,6 +411,10 @@ func (h *HFDir) Tensors() []TensorInfo {
 				Offset: e.begin, Size: uint64(len(parts)) * (e.end - e.begin)})
 		}
 	}
+	for name, d := range h.derived {
+		// Offset: the first source tensor's; the tensor is built from it.
+		out = append(out, TensorInfo{Name: name, DType: d.dtype, Shape: append([]int(nil), d.shape...), Offset: d.from[0].begin, Size: d.bytes()})
+	}
 	for name, t := range h.config {
 		// Offset 0: the values are config.json's, in no shard.
 		out = append(out, TensorInfo{Name: name, DType: t.DType, Shape: append([]int(nil), t.Shape...), Size: uint64(len(t.Data))})
@@ -407,6 +429,9 @@ func (h *HFDir) Tensors() []TensorInfo {
 func (h *HFDir) Tensor(name string) (kernels.HostTensor, error) {
 	if parts, ok := h.experts[name]; ok {
 		return h.stackedTensor(name, parts)
+	}
+	if d, ok := h.derived[name]; ok {
+		return h.derivedTensor(name, d)
 	}
 	if t, ok := h.config[name]; ok {
 		if h.maps == nil {

@@ -30,6 +30,9 @@ func hfTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Te
 		}
 		return Tensor{Name: name, DType: dtype, Shape: shape, Data: data}, nil
 	}
+	if spec.GPTOSS {
+		return gptossHFTensors(spec, t, w, dtype)
+	}
 	var layer int
 	var part string
 	if _, err := fmt.Sscanf(t.name, "blk.%d.%s", &layer, &part); err != nil || spec.Experts == 0 || !strings.HasPrefix(part, "ffn_") {

@@ -339,6 +339,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.Phi3 {
 		phi3HFConfig(spec, cfg)
 	}
+	if spec.GPTOSS {
+		gptossHFConfig(spec, cfg)
+	}
 	return cfg
 }
 

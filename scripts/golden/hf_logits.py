@@ -41,6 +41,32 @@ def r(x):
     return round(float(x), 6)
 
 
+def q8_0(x):
+    """x rounded as ggml's quantize_row_q8_0: blocks of 32 to int8 under a
+    float16 scale of the block's largest magnitude / 127."""
+    b = x.reshape(-1, 32)
+    d = (b.abs().amax(-1, keepdim=True) / 127).half().float()
+    q = torch.where(d > 0, torch.round(b / torch.where(d > 0, d, torch.ones_like(d))), torch.zeros_like(b))
+    return (q * d).reshape(x.shape)
+
+
+def q8_expert_shift(model, runs):
+    """How far the logits move with gpt-oss's expert inputs (the hidden
+    state and the gated activation before down_proj) rounded to Q8_0, as
+    Sluice's (and ggml's) MXFP4 kernels round the activations they dot the
+    weights with: the scale of TestHFReference's MXFP4 tolerance."""
+    from transformers.models.gpt_oss import modeling_gpt_oss as mg
+    fwd, gate = mg.GptOssExperts.forward, mg.GptOssExperts._apply_gate
+    mg.GptOssExperts.forward = lambda self, h, ri=None, rw=None: fwd(self, q8_0(h), ri, rw)
+    mg.GptOssExperts._apply_gate = lambda self, gu: q8_0(gate(self, gu))
+    try:
+        with torch.no_grad():
+            return max(float((model(torch.tensor([t]), use_cache=False).logits[0].double() - l).abs().max())
+                       for t, l in zip(PROMPTS, runs))
+    finally:
+        mg.GptOssExperts.forward, mg.GptOssExperts._apply_gate = fwd, gate
+
+
 def main():
     src, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
@@ -69,6 +95,7 @@ def main():
                         for t, l in zip(PROMPTS, runs))
         for h in hooks:
             h.remove()
+        q8_shift = q8_expert_shift(model, runs) if "quantization_config" in json.loads((d / "config.json").read_text()) else None
         cfg = model.config
         doc = {
             "generator": f"scripts/golden/hf_logits.py (transformers {transformers.__version__}, torch {torch.__version__}, float32, eager attention)",
@@ -81,6 +108,7 @@ def main():
             "rope_parameters": getattr(cfg, "rope_parameters", None),
             "query_pre_attn_scalar": getattr(cfg, "query_pre_attn_scalar", None),
             "f16_kv_shift": r(shift),
+            "q8_expert_shift": None if q8_shift is None else r(q8_shift),
             "prompts": prompts,
         }
         path = out / (d.name + ".json")
