@@ -10,8 +10,8 @@ import (
 
 // gpt-oss's kernels (models/gptoss.go's gptossOps): attention whose softmax
 // has a learned sink logit per head, and the expert feed-forward with
-// per-expert biases and the clamped SwiGLU. Written plainly in Go; neither
-// reuses the grouped paths of attention.go and moe_group.go yet.
+// per-expert biases and the clamped SwiGLU. Quantized experts take
+// moe_group.go's grouped path; the attention is its own plain loop.
 
 // SinkAttention writes k and v into layer's cache at b.Slots, then for each
 // row and head computes softmax over [q·K·scale…, sink_h] and the weighted
@@ -172,6 +172,27 @@ func (b *Backend) OAIMoEFFN(dst, x, logits, gate, up, down, gateB, upB, downB ke
 	}
 	s := &b.moe
 	s.route(ls, n, experts, k, true)
+	if kg, ku, kd, ok := moeKernels(gt, ut, wd); ok {
+		// Quantized experts (MXFP4 in gpt-oss files) take the grouped path:
+		// x quantized once, gate and up in one pass, every expert's tiles in
+		// one parallelFor, where the loop below runs three matMuls an expert.
+		s.alpha, s.limit = alpha, limit
+		if s.oaiAct == nil {
+			s.oaiAct = func(h, _, u []float32) { oaiSwiGLU(h, u, s.alpha, s.limit) }
+		}
+		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd, s.oaiAct, &moeBiases{gate: gb, up: ub, down: db})
+		return nil
+	}
+	b.oaiMoEEach(d, xs, n, gt, ut, wd, gb, ub, db, alpha, limit)
+	return nil
+}
+
+// oaiMoEEach is OAIMoEFFN's mixture over the rows routed in b.moe, three
+// matMuls per expert with its rows gathered: the float experts' path, and
+// the reference the grouped path must match bit for bit (TestOAIMoEFFNGrouped).
+func (b *Backend) oaiMoEEach(d, xs []float32, n int, gt, ut, wd *tensor, gb, ub, db []float32, alpha, limit float32) {
+	s := &b.moe
+	experts, ffn, hidden := gt.shape[0], gt.shape[1], gt.shape[2]
 	clear(d[:n*hidden])
 	for e := range experts {
 		m := len(s.rows[e])
@@ -190,7 +211,6 @@ func (b *Backend) OAIMoEFFN(dst, x, logits, gate, up, down, gateB, upB, downB ke
 			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], s.o[i*hidden:(i+1)*hidden])
 		}
 	}
-	return nil
 }
 
 // oaiSwiGLU is ggml's swiglu_oai in place over g: x = min(g, limit),

@@ -2,7 +2,11 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // TestOAISwiGLU: gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: the gate
@@ -23,4 +27,144 @@ func TestOAISwiGLU(t *testing.T) {
 			t.Errorf("element %d: %g, want %g", i, g[i], want[i])
 		}
 	}
+}
+
+// TestOAIMoEFFNGrouped: quantized experts take the grouped path, which must
+// give the bits of the per-expert matMuls (oaiMoEEach) on the same weights,
+// biases included, for every row of a batch and for the row alone; and stay
+// within quantization error of the float64 mixture over the dequantized
+// weights. Rows per expert run 1 to 9 (k = 1) so every group size occurs.
+func TestOAIMoEFFNGrouped(t *testing.T) {
+	cases := []struct {
+		name           string
+		gate, up, down kernels.DType
+		hidden, ffn    int
+	}{
+		{"mxfp4", kernels.MXFP4, kernels.MXFP4, kernels.MXFP4, 64, 96},
+		{"q8_0+q4_k-down", kernels.Q8_0, kernels.Q8_0, kernels.Q4_K, 256, 256},
+	}
+	const experts = 8
+	counts := []int{1, 2, 3, 4, 5, 6, 7, 9}
+	const alpha, limit = 1.702, 7
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(25, uint64(tc.hidden)))
+			b := New(2)
+			defer b.Close()
+			var deq [3][]float32
+			weight := func(i int, dt kernels.DType, rows, cols int) *tensor {
+				v := randF32(r, experts*rows*cols)
+				data := mustQuantize(t, dt, v)
+				deq[i] = mustDequantize(t, dt, data, len(v))
+				w, err := b.Upload(kernels.HostTensor{Name: "w", DType: dt, Shape: []int{experts, rows, cols}, Data: data})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return w.(*tensor)
+			}
+			gq, uq, dq := weight(0, tc.gate, tc.ffn, tc.hidden), weight(1, tc.up, tc.ffn, tc.hidden), weight(2, tc.down, tc.hidden, tc.ffn)
+			// Gate values around the limit, so both sides of the clamp occur.
+			gbv, ubv, dbv := randF32(r, experts*tc.ffn), randF32(r, experts*tc.ffn), randF32(r, experts*tc.hidden)
+			for i := range gbv {
+				gbv[i] *= 6
+				ubv[i] *= 6
+			}
+			gb, ub, db := scratch(t, b, gbv, experts, tc.ffn), scratch(t, b, ubv, experts, tc.ffn), scratch(t, b, dbv, experts, tc.hidden)
+			for _, k := range []int{1, 3} {
+				var order []int
+				for e, c := range counts {
+					for range c {
+						order = append(order, e)
+					}
+				}
+				r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				n := len(order)
+				lv := randF32(r, n*experts)
+				for i, e := range order {
+					lv[i*experts+e] = 20
+				}
+				xv := randF32(r, n*tc.hidden)
+				for i := range xv {
+					xv[i] *= 3
+				}
+				x, logits := scratch(t, b, xv, n, tc.hidden), scratch(t, b, lv, n, experts)
+				dst := scratch(t, b, nil, n, tc.hidden)
+				if err := b.OAIMoEFFN(dst, x, logits, gq, uq, dq, gb, ub, db, n, k, alpha, limit); err != nil {
+					t.Fatal(err)
+				}
+				got := dst.(*tensor).f32
+				each := make([]float32, n*tc.hidden)
+				b.moe.route(lv, n, experts, k, true)
+				b.oaiMoEEach(each, xv, n, gq, uq, dq, gbv, ubv, dbv, alpha, limit)
+				one := scratch(t, b, nil, 1, tc.hidden)
+				for i := range n {
+					row := got[i*tc.hidden : (i+1)*tc.hidden]
+					xi := scratch(t, b, xv[i*tc.hidden:(i+1)*tc.hidden], 1, tc.hidden)
+					li := scratch(t, b, lv[i*experts:(i+1)*experts], 1, experts)
+					if err := b.OAIMoEFFN(one, xi, li, gq, uq, dq, gb, ub, db, 1, k, alpha, limit); err != nil {
+						t.Fatal(err)
+					}
+					for o, v := range row {
+						if w := each[i*tc.hidden+o]; math.Float32bits(v) != math.Float32bits(w) {
+							t.Fatalf("k %d row %d output %d: grouped %g, per-expert matMuls %g", k, i, o, v, w)
+						}
+						if w := one.(*tensor).f32[o]; math.Float32bits(v) != math.Float32bits(w) {
+							t.Fatalf("k %d row %d output %d: batched %g, alone %g", k, i, o, v, w)
+						}
+					}
+					want := oaiMoEReference(deq, gbv, ubv, dbv, xv[i*tc.hidden:(i+1)*tc.hidden], lv[i*experts:(i+1)*experts], tc.hidden, tc.ffn, k, alpha, limit)
+					var num, den float64
+					for o, v := range row {
+						d := float64(v) - want[o]
+						num, den = num+d*d, den+want[o]*want[o]
+					}
+					if e := math.Sqrt(num / den); e > 0.05 {
+						t.Fatalf("k %d row %d: relative RMS error %.3g from the dequantized mixture", k, i, e)
+					}
+				}
+			}
+		})
+	}
+}
+
+// oaiMoEReference is one row's gpt-oss mixture in float64 over float
+// weights w (gate, up, down).
+func oaiMoEReference(w [3][]float32, gb, ub, db, x, logits []float32, hidden, ffn, k int, alpha, limit float64) []float64 {
+	experts := len(logits)
+	var top []int
+	for range k {
+		best := -1
+		for e := range experts {
+			if !slices.Contains(top, e) && (best < 0 || logits[e] > logits[best]) {
+				best = e
+			}
+		}
+		top = append(top, best)
+	}
+	var sum float64
+	for _, e := range top {
+		sum += math.Exp(float64(logits[e] - logits[top[0]]))
+	}
+	out := make([]float64, hidden)
+	for _, e := range top {
+		a := make([]float64, ffn)
+		for j := range ffn {
+			g, u := float64(gb[e*ffn+j]), float64(ub[e*ffn+j])
+			for i := range hidden {
+				g += float64(w[0][(e*ffn+j)*hidden+i]) * float64(x[i])
+				u += float64(w[1][(e*ffn+j)*hidden+i]) * float64(x[i])
+			}
+			g, u = math.Min(g, limit), math.Max(math.Min(u, limit), -limit)
+			a[j] = g / (1 + math.Exp(-alpha*g)) * (u + 1)
+		}
+		wt := math.Exp(float64(logits[e]-logits[top[0]])) / sum
+		for o := range hidden {
+			y := float64(db[e*hidden+o])
+			for j := range ffn {
+				y += float64(w[2][(e*hidden+o)*ffn+j]) * a[j]
+			}
+			out[o] += wt * y
+		}
+	}
+	return out
 }

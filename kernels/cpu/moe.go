@@ -24,6 +24,11 @@ type moeScratch struct {
 	grp     moeGroups
 	x, g, u []float32 // [m, hidden], [m, ffn] ×2: one float expert's rows
 	o       []float32 // [m, hidden]
+
+	// OAIMoEFFN's clamped SwiGLU as moeGrouped's act, made once so that a
+	// call allocates no closure; alpha and limit are the current call's.
+	oaiAct       func(h, g, u []float32)
+	alpha, limit float32
 }
 
 func (b *Backend) MoEFFN(dst, x, logits, gate, up, down kernels.Tensor, n, k int, norm bool) error {
@@ -100,7 +105,7 @@ func (b *Backend) moeFFN(name string, dst, x, logits, gate, up, down, downScale 
 		if fused {
 			ut = nil
 		}
-		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd, act)
+		b.moeGrouped(d, xs, n, gt, ut, wd, kg, ku, kd, act, nil)
 		return nil
 	}
 	clear(d[:n*hidden])

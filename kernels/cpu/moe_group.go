@@ -120,10 +120,17 @@ func moeKernels(gt, ut, wd *tensor) (kg, ku, kd *quantKernel, ok bool) {
 	return kg, ku, kd, kg != nil && ku != nil && kd != nil
 }
 
+// moeBiases are per-expert biases of the three products (gpt-oss's
+// experts): gate and up [experts, ffn], down [experts, hidden]. Each is
+// added to its product before anything else reads it, the same float32
+// addition matMul's bias makes, so the grouped path gives the per-expert
+// matMuls' bits.
+type moeBiases struct{ gate, up, down []float32 }
+
 // grouped computes MoEFFN's mixture for the routed rows in s into d; with
 // ut nil, gt is gate and up fused (moeFFN), one matrix in pass 1 whose
-// output rows hold g then u.
-func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku, kd *quantKernel, act func(h, g, u []float32)) {
+// output rows hold g then u. bias, where set, is added to each product.
+func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku, kd *quantKernel, act func(h, g, u []float32), bias *moeBiases) {
 	s, g := &b.moe, &b.moe.grp
 	experts, ffn, hidden := gt.shape[0], wd.shape[2], gt.shape[2]
 	fused := ut == nil
@@ -179,6 +186,10 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 			} else {
 				h, u = g.g[s*ffn:(s+1)*ffn], g.u[s*ffn:(s+1)*ffn]
 			}
+			if bias != nil {
+				addTo(h, bias.gate[e*ffn:(e+1)*ffn])
+				addTo(u, bias.up[e*ffn:(e+1)*ffn])
+			}
 			act(h, h, u)
 			kd.quantize(down.q[s*down.rb:(s+1)*down.rb], h)
 			if down.u != nil {
@@ -194,7 +205,11 @@ func (b *Backend) moeGrouped(d, xs []float32, n int, gt, ut, wd *tensor, kg, ku,
 	for _, e := range g.active {
 		f := g.first[e]
 		for i, r := range s.rows[e] {
-			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], g.o[(f+i)*hidden:(f+i+1)*hidden])
+			o := g.o[(f+i)*hidden : (f+i+1)*hidden]
+			if bias != nil {
+				addTo(o, bias.down[e*hidden:(e+1)*hidden])
+			}
+			axpy(d[int(r)*hidden:(int(r)+1)*hidden], s.weights[e][i], o)
 		}
 	}
 	g.mats, g.outs = [2]*tensor{}, [2][]float32{} // do not pin the caller's weights
@@ -269,6 +284,14 @@ func (g *moeGroups) unit(e int, w *tensor, wrb int, a *moeActs, dst []float32, t
 			k.rows(dst[s*out+o0:s*out+o1], ws, wrb, q[s*rb:(s+1)*rb], nb)
 		}
 		i += size
+	}
+}
+
+// addTo adds b to a element by element.
+func addTo(a, b []float32) {
+	b = b[:len(a)]
+	for i := range a {
+		a[i] += b[i]
 	}
 }
 
