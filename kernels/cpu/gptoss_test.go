@@ -11,10 +11,16 @@ import (
 
 // TestOAISwiGLU: gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: the gate
 // capped above at the limit only, the up clamped both ways, then
-// x·σ(alpha·x)·(y + 1).
+// x·σ(alpha·x)·(y + 1); over more than one 256-element chunk with a SIMD
+// tail, gates from −120 (σ underflows, e^(alpha·120) overflows f32) to past
+// the limit.
 func TestOAISwiGLU(t *testing.T) {
-	g := []float32{10, -10, 0.5, 7, -3}
-	u := []float32{9, -9, 0.25, -8, 100}
+	g := []float32{10, -10, 0.5, 7, -3, -120, -60, 7.0001, 0}
+	u := []float32{9, -9, 0.25, -8, 100, 3, -1, 2, 5}
+	r := rand.New(rand.NewPCG(7, 8))
+	for len(g) < 600 {
+		g, u = append(g, float32(r.NormFloat64()*6)), append(u, float32(r.NormFloat64()*6))
+	}
 	want := make([]float64, len(g))
 	for i := range g {
 		x := math.Min(float64(g[i]), 7)
