@@ -135,22 +135,29 @@ func (f *chatFramer) Start() {
 
 // Pumped implements httpedge.Pumper: the cached prompt tokens are the first
 // submission's (a resumed one finds its own earlier output cached too).
-func (f *chatFramer) Pumped(out stream.Outcome) {
+func (f *chatFramer) Pumped(end stream.Ending) {
 	if f.cached == 0 {
-		f.cached = out.Result.CachedTokens
+		f.cached = end.CachedTokens
 	}
 }
 
 // End implements httpedge.Framer: a stream's finish and usage chunks, or
 // its in-band error, then [DONE]; a whole response's completion object.
-func (f *chatFramer) End(out stream.Outcome, ts *stream.TextStream) {
-	n := len(ts.IDs())
-	u := Usage{PromptTokens: f.h.PromptTokens(), CompletionTokens: n, TotalTokens: f.h.PromptTokens() + n, CachedTokens: f.cached,
-		ReasoningTokens: out.ReasoningTokens}
-	if f.sw == nil {
-		u.CachedTokens = out.Result.CachedTokens
+// A local stream reports the first submission's cached tokens (Pumped), an
+// upstream's what it reported last; a producer that counted nothing has
+// no usage chunk.
+func (f *chatFramer) End(end stream.Ending) {
+	u := usageOf(end)
+	if f.sw != nil && !f.relayed {
+		u.CachedTokens = f.cached
 	}
-	f.end(out.Finish, out.Err, u, f.g.IncludeUsage, ts.IDs())
+	f.end(end.Finish, end.Err, u, f.g.IncludeUsage && end.Usage, end.IDs)
+}
+
+// usageOf is the OpenAI usage of a generation's ending.
+func usageOf(end stream.Ending) Usage {
+	return Usage{PromptTokens: end.PromptTokens, CompletionTokens: end.CompletionTokens,
+		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens, ReasoningTokens: end.ReasoningTokens}
 }
 
 // end writes (or, for a whole response, builds) the ending from the

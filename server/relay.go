@@ -16,87 +16,121 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// Relay mode: the OpenAI routes are served by relaying to upstreams
-// (server/relay) through the same stream writer as a local model: the
+// Relay mode: the APIs are served by the HTTP driver (httpedge.Env.Serve)
+// as locally, their parsers and framers the local ones', with an upstream
+// (server/relay) as the Source of every response instead of the engine: the
 // upstream's text goes through stream.PumpText (keep-alive, stop strings
-// held back, stall clock, coalescing) into the sseWriter and its event log,
-// so a reconnect is answered from this server's retained events, never by a
-// second upstream generation.
+// held back, stall clock, coalescing) into the framer and the stream's
+// event log, so a reconnect is answered from this server's retained events,
+// and continued only through the upstream's own resume, never by a second
+// upstream generation.
 
-// relayState is a relayed stream retained for a resume: its event log and
-// lease (Retained), its text as this side holds it back for stop strings,
-// the upstream's side (relay), and whether its log has ended. One request
-// at a time holds its lease and may touch it.
-type relayState struct {
-	*httpedge.Retained
-	ts    *stream.TextStream
-	relay *relayCursor
-	done  bool // the log ends with the stream's last event
-}
-
-// relayOpen finds the relayed stream id names, reads Last-Event-ID, takes
-// the stream for this reader and checks the log still holds what follows
-// that id. ok is false when it has answered the request itself; otherwise
-// the caller calls release.
-func (s *Server) relayOpen(w http.ResponseWriter, r *http.Request, id string) (
-	st *relayState, last int64, ctx context.Context, release func(), ok bool) {
-	rc, err := s.store.shared().Open(r, id, func(o httpedge.Resumable) bool { _, ok := o.(*relayState); return ok })
-	if err != nil {
-		if r.Context().Err() == nil { // else the client left while waiting for the stream
-			writeError(w, err)
-		}
-		return nil, 0, nil, nil, false
-	}
-	return rc.State.(*relayState), rc.Last, rc.Ctx, rc.Release, true
-}
-
-// relayCursor is the upstream side of a relayed stream: where the upstream's
-// own stream stands, for a resume after the client left, and how the
-// stream is framed for its client.
-type relayCursor struct {
-	model      string // the served name the client used
+// upstream is the relay as one response's httpedge.Source: the request as
+// forwarded, the text as this side holds it back for stop strings, and
+// where the upstream's own stream stands, for a resume after the client
+// left. The holder of the response's lease owns it.
+type upstream struct {
+	relay      *relay.Relay
+	g          *stream.GenRequest
+	req        relay.Request
+	ts         *stream.TextStream
 	upstreamID string // relay.Stream.UpstreamID; "" when the upstream cannot resume
 	lastSeq    int64  // the upstream's last event consumed
 	usage      *relay.Usage
 	stopSeq    string // the stop sequence the upstream reported matching
-	edge       relayEdge
+	gap        error  // why the upstream could not resume (Continue)
 }
 
-// relayEdge frames a relayed stream in its client's API, with the code that
-// frames a local one: OpenAI chunks (relayedChat, over chatFramer),
-// Anthropic's events (anthropic.Relayed, over its emitter) or the
-// Responses events (responses.Relayed, over its emitter). It lives as long
-// as the stream: a resumed connection continues the same framing.
-//
-// Its shape is httpedge.Framer's but for End, which takes the upstream's
-// ending: the framer is the emitter stream.PumpText writes to.
-type relayEdge interface {
-	stream.Emitter
-	// Attach points the framer at the connection it writes now; nil: a
-	// whole response, whose content it only builds.
-	Attach(sse *httpedge.SSE)
-	// Start writes the events before the first text.
-	Start()
-	// End settles the response from the upstream's ending and writes its
-	// last events: the ending, or out.Err in-band.
-	End(out stream.TextOutcome, end stream.TextEnd)
-}
-
-// end is what the upstream said at its end, with the stop string matched
-// here when it was this side that stopped the text.
-func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
-	e := stream.TextEnd{StopSequence: ts.Matched()}
-	if e.StopSequence == "" {
-		e.StopSequence = c.stopSeq
+// Start opens the upstream's stream. A non-streaming request asks for one
+// too: its silence is bounded by the stall clock, the client's leaving
+// closes it, and stop strings are enforced here.
+func (u *upstream) Start(ctx context.Context) (httpedge.Generation, error) {
+	src, err := u.relay.Open(ctx, u.req)
+	if err != nil {
+		return nil, err
 	}
-	if u := c.usage; u != nil {
-		e.Usage, e.PromptTokens, e.CompletionTokens = true, u.PromptTokens, u.CompletionTokens
-		if u.Details != nil {
-			e.CachedTokens = u.Details.CachedTokens
+	u.upstreamID = src.UpstreamID()
+	return &upstreamGen{u, src, ctx}, nil
+}
+
+// Continue resumes the upstream's own stream after its last event consumed,
+// when it has one (an upstream Sluice continues the same chat generation
+// from its prefix cache); otherwise Rest ends the stream with a
+// resume_gap: a second upstream generation is never started.
+func (u *upstream) Continue(ctx context.Context) (httpedge.Generation, error) {
+	src, err := u.relay.Resume(ctx, u.req.Model, u.upstreamID, u.lastSeq)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err // the client left (or another took over) while the upstream was asked
+	case err != nil:
+		u.gap = err
+		return nil, nil
+	}
+	return &upstreamGen{u, src, ctx}, nil
+}
+
+// Rest is the in-band resume_gap of a stream the upstream could not resume.
+func (u *upstream) Rest(httpedge.Framer) stream.Ending {
+	return u.ending(stream.TextOutcome{Err: fmt.Errorf(
+		"%w: the upstream's generation was cancelled when the client left and cannot be resumed (%v); no second generation is started",
+		stream.ErrResumeGap, u.gap)})
+}
+
+func (u *upstream) Keeps() int { return u.g.RetainedBytes() }
+
+// ending is the Ending of an upstream's text outcome: what the upstream
+// reported at its end, with the stop string matched here when it was this
+// side that stopped the text.
+func (u *upstream) ending(out stream.TextOutcome) stream.Ending {
+	e := stream.Ending{Finish: out.Finish, Err: out.Err, ClientGone: out.ClientGone, StopSequence: u.ts.Matched()}
+	if e.StopSequence == "" {
+		e.StopSequence = u.stopSeq
+	}
+	if us := u.usage; us != nil {
+		e.Usage, e.PromptTokens, e.CompletionTokens = true, us.PromptTokens, us.CompletionTokens
+		if us.Details != nil {
+			e.CachedTokens = us.Details.CachedTokens
 		}
-		e.ReasoningTokens = u.ReasoningTokens()
+		e.ReasoningTokens = us.ReasoningTokens()
 	}
 	return e
+}
+
+// upstreamGen is one upstream stream of a response: the first, or one an
+// upstream's resume continues.
+type upstreamGen struct {
+	*upstream
+	src *relay.Stream
+	ctx context.Context
+}
+
+func (g *upstreamGen) Context() context.Context { return g.ctx }
+
+// Pump relays the upstream's events to f under the upstream's stall
+// timeout. The client's leaving cuts the stream short unless the upstream
+// had already finished: then it ends, so the log holds the ending for a
+// reconnect.
+func (g *upstreamGen) Pump(f httpedge.Framer, cfg stream.PumpConfig, drain <-chan struct{}) stream.Ending {
+	cfg.StallTimeout = g.src.StallTimeout()
+	out := stream.PumpText(g.ctx, g.src, g.ts, f, cfg, drain)
+	if errors.Is(out.Err, stream.ErrStall) {
+		g.src.Stalled()
+	}
+	if out.LastSeq > 0 {
+		g.lastSeq = out.LastSeq
+	}
+	if us := g.src.Usage(); us != nil {
+		g.usage = us
+	}
+	if q := g.src.StopSequence(); q != "" {
+		g.stopSeq = q
+	}
+	if out.ClientGone && g.src.Done() {
+		out.Finish = "stop"
+	}
+	end := g.ending(out)
+	end.CutShort = out.ClientGone && !g.src.Done()
+	return end
 }
 
 // relayedChat frames chat and completions streams and their whole responses
@@ -105,13 +139,14 @@ func (c *relayCursor) end(ts *stream.TextStream) stream.TextEnd {
 // and message alike, and its usage (reasoning tokens included) the usage's.
 type relayedChat struct{ *chatFramer }
 
-// chatAPI is chat (or completions) as relayAPI serves it.
-func chatAPI(chat bool) relayAPIShape {
-	api := relayAPIShape{path: relay.PathCompletions, prefix: "cmpl-", refused: relayRefused, refuse: writeRelayError}
+// relayedChatAPI is chat (or completions) in relay mode.
+func (s *Server) relayedChatAPI(chat bool) *httpedge.API {
+	api := &httpedge.API{Name: "openai", Prefix: "cmpl-", Refuse: writeRelayError, EventIDs: true}
+	path := relay.PathCompletions
 	if chat {
-		api.path, api.prefix = relay.PathChat, "chatcmpl-"
+		api.Prefix, path = "chatcmpl-", relay.PathChat
 	}
-	api.parse = func(_ context.Context, body []byte, id string) (*stream.GenRequest, relayFramer, error) {
+	api.Parse = s.relayParse(path, relayRefused, func(_ *http.Request, body []byte) (*httpedge.Parsed, func(map[string]json.RawMessage), error) {
 		g, err := ParseRequest(body, chat)
 		if err != nil {
 			return nil, nil, err
@@ -123,14 +158,11 @@ func chatAPI(chat bool) relayAPIShape {
 			}
 			return nil, nil, httpedge.Unsupported(param, "%s: several choices (n > 1, a list of prompts) are not supported in relay mode", param)
 		}
-		return g, relayedChat{&chatFramer{g: g, h: httpedge.Head{ID: id}, relayed: true}}, nil
-	}
+		return &httpedge.Parsed{Gen: g, Frame: func(h httpedge.Head) httpedge.Framer {
+			return relayedChat{&chatFramer{g: g, h: h, format: newChunkFormat(g.Chat, h.ID, h.Model, time.Now().Unix()), relayed: true}}
+		}}, nil, nil
+	})
 	return api
-}
-
-// SetModel names the served model once the relay chose it.
-func (e relayedChat) SetModel(name string) {
-	e.h.Model, e.format = name, newChunkFormat(e.g.Chat, e.h.ID, name, time.Now().Unix())
 }
 
 // Signed implements stream.SealEmitter. Chat has no seal of reasoning to
@@ -140,13 +172,6 @@ func (e relayedChat) Signed(string) error {
 		return nil
 	}
 	return e.sw.Err()
-}
-
-// End writes the finish and usage chunks, or the in-band error, then
-// [DONE]; for a whole response it settles Body.
-func (e relayedChat) End(out stream.TextOutcome, end stream.TextEnd) {
-	// An upstream that counted nothing has no usage chunk to relay.
-	e.end(out.Finish, out.Err, usageOf(end), e.g.IncludeUsage && end.Usage, nil)
 }
 
 // SetRelay puts the server in relay mode: /ready answers 200 at once and
@@ -165,18 +190,36 @@ func (s *Server) relayHandler() *http.ServeMux {
 	mux.HandleFunc("GET /health", s.handleHealth)
 	mux.HandleFunc("GET /ready", s.relayReady)
 	mux.Handle("GET /v1/models", s.api(s.relayModels))
+	env := s.relayEnv()
 	store := responses.NewStore(storedResponses, storedResponseBytes)
-	for _, api := range []relayAPIShape{chatAPI(true), chatAPI(false), responsesAPI(store)} {
-		mux.Handle("POST "+api.path, s.api(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, api) }))
+	chat := s.relayedChatAPI(true)
+	for path, api := range map[string]*httpedge.API{relay.PathChat: chat, relay.PathCompletions: s.relayedChatAPI(false),
+		relay.PathResponses: s.relayedResponsesAPI(store)} {
+		mux.Handle("POST "+path, s.api(func(w http.ResponseWriter, r *http.Request) { env.Serve(w, r, api) }))
 	}
-	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { s.relayAPI(w, r, messagesAPI) }, anthropic.WriteError))
+	messages := s.relayedMessagesAPI()
+	mux.Handle("POST /v1/messages", s.guard(func(w http.ResponseWriter, r *http.Request) { env.Serve(w, r, messages) }, anthropic.WriteError))
 	mux.Handle("POST /v1/messages/count_tokens", s.guard(s.relayCountTokens, anthropic.WriteError))
-	s.relayResponses(mux, store)
-	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { s.relayResume(w, r, r.PathValue("id")) }))
+	// GET and DELETE /v1/responses/{id}: the relay's own stored responses,
+	// and with stream=true the stream from this server's event log
+	// (starting_after a sequence number), continued or ended as any resume.
+	h := responses.New(env, store)
+	mux.Handle("GET /v1/responses/{id}", s.api(h.Get))
+	mux.Handle("DELETE /v1/responses/{id}", s.api(h.Delete))
+	// Any relayed API's stream, as this route has always resumed them.
+	mux.Handle("GET /v1/streams/{id}", s.api(func(w http.ResponseWriter, r *http.Request) { env.ResumeAny(w, r, chat, r.PathValue("id")) }))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
 	return mux
+}
+
+// relayEnv is the HTTP driver's Env in relay mode: the server's, without a
+// local model to load or check (every parser brings its upstream Source).
+func (s *Server) relayEnv() *httpedge.Env {
+	env := *s.env
+	env.Backend, env.CheckModel, env.ModelName = nil, nil, nil
+	return &env
 }
 
 func (s *Server) relayReady(w http.ResponseWriter, _ *http.Request) {
@@ -233,156 +276,6 @@ func (s *Server) relayForward(body []byte, g *stream.GenRequest, path string, re
 		g.Model = s.relay.Models()[0]
 	}
 	return relay.Request{Path: path, Model: g.Model, Body: fields, Detach: !s.cfg.AbortOnDisconnect}, nil
-}
-
-// relayLog is a relayed stream's event log: retained for a resume when the
-// server keeps resumable streams.
-func (s *Server) relayLog() *httpedge.EventLog {
-	if s.store == nil {
-		return httpedge.NewEventLog(0)
-	}
-	return httpedge.NewEventLog(s.cfg.ResumeStreamBytes)
-}
-
-// relayStream opens the upstream stream and relays it to the client in
-// st's edge; a failure before the first byte is answered in api's shape.
-func (s *Server) relayStream(w http.ResponseWriter, r *http.Request, st *relayState, req relay.Request, api relayAPIShape) {
-	ctx, release, err := st.Acquire(r.Context())
-	if err != nil {
-		return // the client left before we started
-	}
-	defer release()
-	src, err := s.relay.Open(ctx, req)
-	if err != nil {
-		api.refuse(w, err)
-		return
-	}
-	st.relay.upstreamID = src.UpstreamID()
-	if s.store != nil {
-		s.store.Add(st)
-	}
-	h := map[string]string{streamIDHeader: st.ID}
-	if api.requestID {
-		h["request-id"] = st.ID
-	}
-	httpedge.SetHeaders(w, h)
-	sse := httpedge.NewSSE(ctx, w, st.Log, s.cfg.WriteTimeout, 0)
-	st.relay.edge.Attach(sse)
-	st.relay.edge.Start()
-	_ = sse.Flush() // headers and the first events now: the upstream accepted
-	s.relayPump(st, src, sse)
-}
-
-// relayPump drains an upstream stream into the client's and ends it, unless
-// the client left first: then the stream stays resumable.
-func (s *Server) relayPump(st *relayState, src *relay.Stream, sse *httpedge.SSE) {
-	pc := s.pumpConfig(true)
-	pc.StallTimeout = src.StallTimeout()
-	st.relay.edge.Attach(sse)
-	out := stream.PumpText(sse.Context(), src, st.ts, st.relay.edge, pc, s.drain)
-	if errors.Is(out.Err, stream.ErrStall) {
-		src.Stalled()
-	}
-	if out.LastSeq > 0 {
-		st.relay.lastSeq = out.LastSeq
-	}
-	if u := src.Usage(); u != nil {
-		st.relay.usage = u
-	}
-	if q := src.StopSequence(); q != "" {
-		st.relay.stopSeq = q
-	}
-	if out.ClientGone && !src.Done() {
-		return
-	}
-	if out.ClientGone { // the upstream had finished: the log gets the ending for a reconnect
-		out.Finish = "stop"
-	}
-	s.relayEnd(st, sse, out)
-}
-
-// relayEnd writes the stream's last events in its edge and marks it done.
-func (s *Server) relayEnd(st *relayState, sse *httpedge.SSE, out stream.TextOutcome) {
-	st.relay.edge.Attach(sse)
-	st.relay.edge.End(out, st.relay.end(st.ts))
-	st.done = true
-	_ = sse.Flush()
-}
-
-// relayResume replays the events after Last-Event-ID from this server's log.
-// A stream that the client's leaving cut short (its upstream stream was
-// closed at once) continues through the upstream's own resume when it has
-// one (an upstream Sluice continues the same chat generation from its
-// prefix cache); otherwise it ends with an in-band resume_gap error in the
-// stream's API: a second upstream generation is never started.
-func (s *Server) relayResume(w http.ResponseWriter, r *http.Request, id string) {
-	st, last, ctx, release, ok := s.relayOpen(w, r, id)
-	if !ok {
-		return
-	}
-	s.relayContinue(ctx, w, st, id, last, release)
-}
-
-// relayContinue replays st's events after last and continues or ends it
-// (relayResume), under the lease release gives back.
-func (s *Server) relayContinue(ctx context.Context, w http.ResponseWriter, st *relayState, id string, last int64, release func()) {
-	defer release()
-	var src *relay.Stream
-	var cause error
-	if !st.done {
-		if src, cause = s.relay.Resume(ctx, st.relay.model, st.relay.upstreamID, st.relay.lastSeq); cause != nil && ctx.Err() != nil {
-			return
-		}
-	}
-	setSSEHeaders(w, id)
-	sse := httpedge.NewSSE(ctx, w, st.Log, s.cfg.WriteTimeout, last)
-	_ = sse.Flush() // the replay
-	switch {
-	case st.done:
-	case src != nil:
-		s.relayPump(st, src, sse)
-	default:
-		s.relayEnd(st, sse, stream.TextOutcome{Err: fmt.Errorf(
-			"%w: the upstream's generation was cancelled when the client left and cannot be resumed (%v); no second generation is started",
-			stream.ErrResumeGap, cause)})
-	}
-}
-
-// relayWhole serves a non-streaming request. The upstream is still asked
-// for a stream: its silence is bounded by the stall clock, the client's
-// leaving closes it, and stop strings are enforced here. Its events go to
-// f attached to no connection, as a streamed response's go to f on one, so
-// both are framed by the same code; refuse answers a failure in the client's API.
-func (s *Server) relayWhole(w http.ResponseWriter, r *http.Request, g *stream.GenRequest, req relay.Request,
-	f relayFramer, refuse func(http.ResponseWriter, error)) {
-	src, err := s.relay.Open(r.Context(), req)
-	if err != nil {
-		refuse(w, err)
-		return
-	}
-	ts := stream.NewTextOnlyStream(g.Stop)
-	f.Attach(nil)
-	out := stream.PumpText(r.Context(), src, ts, f, stream.PumpConfig{StallTimeout: src.StallTimeout()}, s.drain)
-	if errors.Is(out.Err, stream.ErrStall) {
-		src.Stalled()
-	}
-	if out.ClientGone {
-		return
-	}
-	if out.Err != nil {
-		refuse(w, out.Err)
-		return
-	}
-	cur := relayCursor{usage: src.Usage(), stopSeq: src.StopSequence()}
-	f.End(out, cur.end(ts))
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(f.Body())
-}
-
-// usageOf is the OpenAI usage of what the upstream reported.
-func usageOf(end stream.TextEnd) Usage {
-	return Usage{PromptTokens: end.PromptTokens, CompletionTokens: end.CompletionTokens,
-		TotalTokens: end.PromptTokens + end.CompletionTokens, CachedTokens: end.CachedTokens, ReasoningTokens: end.ReasoningTokens}
 }
 
 // writeRelayError answers a failure before the first byte. An upstream that

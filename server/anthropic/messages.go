@@ -160,11 +160,11 @@ func (b *block) json() map[string]any {
 	return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": input}
 }
 
-// end records how a local generation ended (complete), with its token
-// counts.
-func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
-	m.complete(out.Finish, stream.TextEnd{PromptTokens: m.InputTokens, CompletionTokens: len(ts.IDs()),
-		CachedTokens: min(out.Result.CachedTokens, m.InputTokens), StopSequence: ts.Matched()})
+// end records how a local generation ended (complete); its cached tokens
+// never exceed its prompt, so input_tokens (the rest) is never negative.
+func (m *message) end(end stream.Ending) {
+	end.CachedTokens = min(end.CachedTokens, end.PromptTokens)
+	m.complete(end.Finish, end)
 }
 
 // complete records how a generation ended, local or an upstream's (relay
@@ -174,7 +174,7 @@ func (m *message) end(out stream.Outcome, ts *stream.TextStream) {
 // tool), stop_sequence (naming it), max_tokens, or a reason of an
 // upstream's own that has no finish of the core's ("refusal",
 // "pause_turn") as the upstream gave it.
-func (m *message) complete(finish string, n stream.TextEnd) {
+func (m *message) complete(finish string, n stream.Ending) {
 	m.InputTokens, m.OutputTokens, m.CachedTokens = n.PromptTokens, n.CompletionTokens, n.CachedTokens
 	stopSequence := n.StopSequence
 	reason := finish
@@ -243,15 +243,15 @@ func (e *emitter) Start() { startEvents(e, e.m) }
 
 // End implements httpedge.Framer: the error event, or the open block's
 // stop, message_delta and message_stop.
-func (e *emitter) End(out stream.Outcome, ts *stream.TextStream) {
-	if out.Err != nil {
+func (e *emitter) End(end stream.Ending) {
+	if end.Err != nil {
 		if e.sse != nil {
-			e.sse.Event("error", errorBody(out.Err))
+			e.sse.Event("error", errorBody(end.Err))
 		}
 		return
 	}
 	e.finish()
-	e.m.end(out, ts)
+	e.m.end(end)
 	endEvents(e, e.m)
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
 
@@ -19,25 +20,25 @@ import (
 type Relayed struct{ relayEmitter }
 
 // ParseRelayed validates a Messages request as a local one is validated (one
-// rule for both modes) and returns it with the framer of message id.
-func ParseRelayed(body []byte, id string) (*stream.GenRequest, *Relayed, error) {
+// rule for both modes) and returns it with the framer of its relayed
+// response; the relay adds the upstream (Parsed.Source).
+func ParseRelayed(body []byte) (*httpedge.Parsed, error) {
 	g, err := parse(body, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// The reply may open with a thinking block (whether the upstream's
 	// model reasons is known only from its stream) or, with tools, a
 	// tool_use: the text block waits for text, as a local stream's does
 	// for a model that reasons.
-	return g, &Relayed{relayEmitter{&emitter{m: &message{ID: id, Model: g.Model, lazy: true}}}}, nil
+	return &httpedge.Parsed{Gen: g, Frame: func(h httpedge.Head) httpedge.Framer {
+		return &Relayed{relayEmitter{&emitter{m: &message{ID: h.ID, Model: h.Model, lazy: true}}}}
+	}}, nil
 }
 
 // ParseCount validates a count_tokens request as a local one is validated
 // (relay mode forwards it to the upstream's count_tokens).
 func ParseCount(body []byte) (*stream.GenRequest, error) { return parse(body, true) }
-
-// SetModel names the model the response reports.
-func (r *Relayed) SetModel(name string) { r.m.Model = name }
 
 // startEvents writes a stream's first events, local or relayed:
 // message_start, the text block's start (unless the message is lazy) and a
@@ -102,14 +103,14 @@ func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
 // End writes the stream's last events: its ending, or the in-band error.
 // Anthropic counts thinking in output_tokens, with no reasoning count of
 // its own: the upstream's, if any, has no place here.
-func (r *Relayed) End(out stream.TextOutcome, end stream.TextEnd) {
-	if out.Err != nil {
+func (r *Relayed) End(end stream.Ending) {
+	if end.Err != nil {
 		if r.sse != nil {
-			r.sse.Event("error", errorBody(out.Err))
+			r.sse.Event("error", errorBody(end.Err))
 		}
 		return
 	}
-	r.m.complete(out.Finish, end)
+	r.m.complete(end.Finish, end)
 	r.finish() // an empty reply is an empty text block
 	endEvents(r.emitter, r.m)
 }

@@ -6,8 +6,12 @@
 // API's stream is read in its own shape (shapes.go): its text deltas, its
 // finish, its usage and the event that ends it properly.
 //
-//	client ─▶ server (parse, SSE, event log, resume) ─▶ Relay.Open ─HTTP/SSE─▶ upstream
+//	client ─▶ server (the HTTP driver: parse, SSE, event log, resume) ─▶ Relay.Open ─HTTP/SSE─▶ upstream
 //	        ◀─ PumpText (keep-alive, stop hold-back, stall, coalescing) ◀─ Stream (TextSource)
+//
+// The server drives a relayed response with the same loop as a local one
+// (httpedge.Env.Serve): an upstream is the response's Source, as the engine
+// is a local one's; Relay.Resume is its Continue.
 //
 // What it owns: choosing an upstream for a served model name; the bounded
 // admission per upstream (ErrQueueFull past it); the upstream request, under

@@ -147,17 +147,11 @@ func (r *response) newCall(d stream.ToolCallDelta) *functionCall {
 	return c
 }
 
-// end settles a local response with its stream's token counts (complete).
-func (r *response) end(out stream.Outcome, ts *stream.TextStream) {
-	r.complete(out.Finish, stream.TextEnd{PromptTokens: r.inputTokens, CompletionTokens: len(ts.IDs()),
-		CachedTokens: out.Result.CachedTokens, ReasoningTokens: out.ReasoningTokens})
-}
-
 // complete settles a finished response, local or relayed, from its finish
 // and its token counts (the local stream's, or the upstream's): completed,
 // or incomplete when the token limit (max_output_tokens, or the context)
 // cut it. A reply with no item at all still has its (empty) message.
-func (r *response) complete(finish string, n stream.TextEnd) {
+func (r *response) complete(finish string, n stream.Ending) {
 	r.Status = "completed"
 	if finish == "length" {
 		r.Status, r.IncompleteDetails = "incomplete", &incomplete{Reason: "max_output_tokens"}

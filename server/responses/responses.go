@@ -74,14 +74,14 @@ func (h *Handler) parse(r *http.Request, body []byte) (*httpedge.Parsed, error) 
 		// A model that reasons opens with a reasoning item: the message
 		// waits for text.
 		lazy := hd.Lazy || hd.Backend.Reasoning.On()
-		return &framer{emitter: emitter{resp: resp, lazy: lazy}, store: h.store, p: p}
+		return &framer{emitter: &emitter{resp: resp, lazy: lazy}, store: h.store, p: p}
 	}}, nil
 }
 
 // framer is the Responses API's httpedge.Framer: the emitter, and the store
 // the finished response is kept in.
 type framer struct {
-	emitter
+	*emitter
 	store *Store
 	p     *parsed
 	raw   []byte // the stored response, once ended
@@ -90,22 +90,59 @@ type framer struct {
 func (f *framer) Attach(sse *httpedge.SSE) { f.sse = sse }
 
 // Start announces the response and, unless lazy, its message item.
-func (f *framer) Start() { startEvents(&f.emitter, f.resp) }
+func (f *framer) Start() { startEvents(f.emitter, f.resp) }
 
-// End writes error and response.failed, or settles and stores the response
-// and writes the done events and response.completed (or .incomplete).
-func (f *framer) End(out stream.Outcome, ts *stream.TextStream) {
-	if out.Err != nil {
-		failEvents(&f.emitter, f.resp, out.Err)
+// End writes error and response.failed, or settles the response from its
+// ending (local or an upstream's), keeps it in the store and writes the
+// done events and response.completed (or .incomplete).
+func (f *framer) End(end stream.Ending) {
+	if end.Err != nil {
+		failEvents(f.emitter, f.resp, end.Err)
 		return
 	}
-	f.finish()
-	f.resp.end(out, ts)
+	f.finish() // an empty reply is an empty message
+	f.resp.complete(end.Finish, end)
 	f.raw = f.store.keep(f.resp, f.p)
-	endEvents(&f.emitter, f.resp)
+	endEvents(f.emitter, f.resp)
 }
 
+// Body is the whole response of a non-streaming request, framed by the
+// emitter attached to no connection and settled and kept by End.
 func (f *framer) Body() []byte { return f.raw }
+
+// startEvents announces the response and, unless the emitter is lazy, its
+// message item and text part. Before its output item is announced the
+// response has no output: the SDKs index items by the output_item.added
+// events.
+func startEvents(em *emitter, resp *response) {
+	empty := *resp
+	empty.Output = []any{}
+	em.event("response.created", map[string]any{"response": &empty})
+	em.event("response.in_progress", map[string]any{"response": &empty})
+	if !em.lazy {
+		em.openMessage()
+	}
+}
+
+// failEvents ends a stream with err: the error event, then response.failed
+// keeping the text sent before it.
+func failEvents(em *emitter, resp *response, err error) {
+	c := stream.Classify(err)
+	em.event("error", map[string]any{"code": c.Code, "message": err.Error(), "param": nullable(c.Param)})
+	resp.fail(c.Code, err.Error())
+	em.event("response.failed", map[string]any{"response": resp})
+}
+
+// endEvents ends the open item, then the response, which complete has
+// settled.
+func endEvents(em *emitter, resp *response) {
+	em.closeOpen(resp.Status)
+	final := "response.completed"
+	if resp.Status == "incomplete" {
+		final = "response.incomplete"
+	}
+	em.event(final, map[string]any{"response": resp})
+}
 
 // Get serves GET /v1/responses/{id}: a stored response.
 // With stream=true it is the stream instead (resume.go).

@@ -309,10 +309,20 @@ func NewTextOnlyStream(stops []string) *TextStream {
 	return NewTextStream(nil, stops)
 }
 
-// TextEnd is what a producer of text says at its end besides the outcome
-// (relay mode: the upstream's usage and the stop sequence it matched), for
-// the edges that report it.
-type TextEnd struct {
+// Ending is how a generation ended, local or an upstream's (relay mode),
+// as the framers settle a response from it: the finish or the error, the
+// token counts and the stop sequence. A local generation's counts are the
+// stream's own (Usage always set); an upstream's are what it reported.
+type Ending struct {
+	// Finish is the finish_reason to report ("stop", "length", ...) when the
+	// generation ended normally, "" otherwise.
+	Finish string
+	// Err is the error to report (stall, shutdown, an engine or upstream
+	// failure).
+	Err error
+	// ClientGone: the client left. CutShort: it left before the generation
+	// ended, which may continue on a reconnect.
+	ClientGone, CutShort bool
 	// Usage: the producer reported its token counts (the fields below).
 	Usage                                        bool
 	PromptTokens, CompletionTokens, CachedTokens int
@@ -323,4 +333,7 @@ type TextEnd struct {
 	// StopSequence is the stop string that ended the text ("" for none),
 	// matched here (TextStream.Matched) or by the upstream.
 	StopSequence string
+	// IDs are the tokens a local generation produced (whose logprobs a
+	// whole response shows); an upstream's text has none.
+	IDs []int32
 }

@@ -2,6 +2,7 @@ package httpedge
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/sluicehq/sluice/engine"
@@ -10,18 +11,22 @@ import (
 
 // The HTTP driver: an API is a parser (wire JSON → one stream.GenRequest)
 // and a framer (the generation's events → its wire shape); everything
-// between them is written here once, for every API it drives.
+// between them is written here once, for every API it drives, whatever
+// generates the response: the local engine, or in relay mode an upstream
+// provider (the Source the parser brings).
 //
 //	Env.Serve(w, r, api)
 //	    X-Sluice-Stream-Id + Last-Event-ID → Env.Resume
 //	    read: LoadBackend, ReadBody, api.Parse, CheckModel      (api.Refuse answers each failure)
-//	    several choices → api.Choices (OpenAI's n and prompt lists)
-//	    stream.Prepare → req (id api.Prefix…) → api's Framer for it
-//	    whole:  Backend.Submit → Pump into the Framer (no writer) → Framer.End → Framer.Body
-//	    stream: lease → Backend.Submit → kept for a resume → headers → Framer.Start
+//	    local: several choices → api.Choices (OpenAI's n and prompt lists)
+//	           stream.Prepare → req (id api.Prefix…) → the local Source
+//	    the api's Framer for the response's Head
+//	    whole:  Source.Start → Generation.Pump into the Framer (no writer) → Framer.End → Framer.Body
+//	    stream: lease → Source.Start → kept for a resume → headers → Framer.Start
 //	            → Pump → Framer.End (the ending, or the error in-band), unless the client's
 //	            leaving cut it short: then it stays resumable
-//	Env.Resume / ResumeAfter: the lease → stream.Continue → replay the log → Pump, or the ending
+//	Env.Resume / ResumeAfter: the lease → Source.Continue → replay the log → Pump,
+//	    or the ending (Source.Rest)
 //
 // A new request field is one more stream.GenRequest field, set by each
 // parser through the core's one rule (stream.Params and its setters); a new
@@ -30,11 +35,8 @@ import (
 // (stream.LogprobEmitter), framed by each API once, and driven here for
 // all. The abort policy is the Backend's
 // (stream.Backend.WithAbortOnDisconnect), set once where the server
-// attaches it. Relay mode runs the same parsers against an upstream
-// (server/relay.go) and frames with the same framers' code (chatFramer,
-// the Messages and Responses emitters); its loop over stream.PumpText, and
-// its resume through the upstream's cursor, are the one generation source
-// not yet behind this driver.
+// attaches it; an upstream's is its relay.Request's. Every generation ends
+// in one stream.Ending, which each framer settles its response from.
 
 // API is one HTTP API the driver serves: its parser, its error shape and
 // how its streams look.
@@ -61,10 +63,15 @@ type API struct {
 }
 
 // Parsed is a request as an API's parser leaves it: the generation request,
-// and the framer of its response once it is prepared.
+// the framer of its response once it is prepared, and in relay mode the
+// upstream that generates it.
 type Parsed struct {
 	Gen   *stream.GenRequest
 	Frame func(h Head) Framer
+	// Source generates the response instead of the local engine (relay
+	// mode: the upstream behind the request as forwarded); nil: the local
+	// engine, whose Source the driver makes once the request is prepared.
+	Source Source
 }
 
 // Head is what a response's framer is made from: known once the request is
@@ -94,8 +101,8 @@ type Framer interface {
 	// Start writes what precedes the first text.
 	Start()
 	// End settles the response from how its generation ended and writes its
-	// last events: the ending, or out.Err in-band.
-	End(out stream.Outcome, ts *stream.TextStream)
+	// last events: the ending, or end.Err in-band.
+	End(end stream.Ending)
 	// Body is the whole response's JSON, after End.
 	Body() []byte
 }
@@ -104,32 +111,61 @@ type Framer interface {
 // the ones a disconnect cut short included (End sees only the last).
 // Found by type assertion.
 type Pumper interface {
-	Pumped(out stream.Outcome)
+	Pumped(end stream.Ending)
 }
 
-// run is one response of a driven API, retained for a reconnect: the
-// request as submitted (seed fixed), the TextStream holding every token
-// consumed, the reply's tool-call parse and its framer. The holder of
-// Retained's lease owns it.
+// Source is what generates one response: the local engine (local, made by
+// the driver) or an upstream provider (relay mode, brought by the parser).
+// It lives as long as the response, holding what a resume continues from
+// (the tokens produced, the upstream's cursor). The holder of the
+// response's lease owns it.
+type Source interface {
+	// Start begins the generation under ctx: a stream's lease, a whole
+	// response's request. An error comes before any output, for the API to
+	// refuse.
+	Start(ctx context.Context) (Generation, error)
+	// Continue goes on with a generation a disconnect cut short, under ctx
+	// (the reconnect's lease): nil with a nil error when there is nothing
+	// left to generate, and only the ending (Rest) is missing.
+	Continue(ctx context.Context) (Generation, error)
+	// Rest is the ending of a resumed stream Continue had no generation
+	// for, with what the source still held written to f first.
+	Rest(f Framer) stream.Ending
+	// Keeps is what the source retains for a resume beside the event log,
+	// in bytes (Retained.Keeps).
+	Keeps() int
+}
+
+// Generation is one connection's share of a response's generation.
+type Generation interface {
+	// Context ends with the generation: what its stream writes under.
+	Context() context.Context
+	// Pump drains the generation into f under cfg's timing until it ends,
+	// the client leaves or drain closes, and says how it ended.
+	Pump(f Framer, cfg stream.PumpConfig, drain <-chan struct{}) stream.Ending
+}
+
+// run is one response of a driven API, retained for a reconnect: its
+// source, and its framer. The holder of Retained's lease owns it.
 type run struct {
 	*Retained
-	api    *API
-	g      *stream.GenRequest
-	req    engine.Request
-	ts     *stream.TextStream
-	tools  *stream.ToolStream   // nil without tools
-	reason *stream.ReasonStream // nil for a model without reasoning markup
-	f      Framer
-	done   bool // the log ends with the final event: nothing left to generate
+	api  *API
+	src  Source
+	f    Framer
+	done bool // the log ends with the final event: nothing left to generate
 }
 
 // Read is the driver's first step, for a route that parses a request
-// without generating (count_tokens): the loaded model, the body read and
-// parsed, the model checked.
+// without generating (count_tokens) too: the loaded model, the body read
+// and parsed, the model checked. An Env without a Backend (relay mode) has
+// no model to load or check: the parser's Source answers for the model.
 func (e *Env) Read(w http.ResponseWriter, r *http.Request, parse func(*http.Request, []byte) (*Parsed, error)) (*stream.Backend, *Parsed, error) {
-	b, err := e.LoadBackend()
-	if err != nil {
-		return nil, nil, err
+	var b *stream.Backend
+	if e.Backend != nil {
+		var err error
+		if b, err = e.LoadBackend(); err != nil {
+			return nil, nil, err
+		}
 	}
 	body, err := ReadBody(w, r, e.MaxBodyBytes)
 	if err != nil {
@@ -138,6 +174,12 @@ func (e *Env) Read(w http.ResponseWriter, r *http.Request, parse func(*http.Requ
 	p, err := parse(r, body)
 	if err != nil {
 		return nil, nil, err
+	}
+	if b == nil {
+		if p.Source == nil {
+			return nil, nil, fmt.Errorf("%w: no model to generate with", engine.ErrClosed)
+		}
+		return nil, p, nil
 	}
 	if err := e.CheckModel(p.Gen.Model); err != nil {
 		return nil, nil, err
@@ -158,48 +200,45 @@ func (e *Env) Serve(w http.ResponseWriter, r *http.Request, api *API) {
 		return
 	}
 	g := p.Gen
-	if api.Choices != nil && g.NumChoices() > 1 {
-		api.Choices(w, r, b, g)
-		return
+	src, h := p.Source, Head{ID: stream.NewID(api.Prefix), Model: g.Model}
+	if src == nil {
+		if api.Choices != nil && g.NumChoices() > 1 {
+			api.Choices(w, r, b, g)
+			return
+		}
+		if src, h, err = e.local(b, g, h.ID); err != nil {
+			api.Refuse(w, err)
+			return
+		}
 	}
-	req, err := stream.Prepare(b, g)
-	if err != nil {
-		api.Refuse(w, err)
-		return
-	}
-	req.ID = stream.NewID(api.Prefix)
-	// After Prepare, which fixed the template's call format.
-	tools := stream.NewToolStream(g)
-	st := &run{api: api, g: g, req: req, tools: tools, reason: stream.NewReasonStream(b, g, req.Prompt),
-		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop),
-		f:  p.Frame(Head{ID: req.ID, Model: e.ModelName(g.Model), Backend: b, Req: req, Lazy: tools != nil})}
+	st := &run{api: api, src: src, f: p.Frame(h)}
 	if g.Stream {
-		st.Retained = e.NewRetainedFor(req.ID)
-		st.Retained.Keeps(g.RetainedBytes(req))
-		e.stream(w, r, b, st)
+		st.Retained = e.NewRetainedFor(h.ID)
+		st.Retained.Keeps(src.Keeps())
+		e.stream(w, r, st)
 		return
 	}
-	e.whole(w, r, b, st)
+	e.whole(w, r, st)
 }
 
 // whole answers with the whole response once the generation has ended.
-func (e *Env) whole(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *run) {
-	gen, err := b.Submit(r.Context(), st.req)
+func (e *Env) whole(w http.ResponseWriter, r *http.Request, st *run) {
+	gen, err := st.src.Start(r.Context())
 	if err != nil {
 		st.api.Refuse(w, err)
 		return
 	}
 	st.f.Attach(nil)
 	st.f.Start()
-	out := st.pump(gen, e.PumpConfig(false), e.Drain)
+	end := st.pump(gen, e.PumpConfig(false), e.Drain)
 	switch {
-	case out.ClientGone:
+	case end.ClientGone:
 		return
-	case out.Err != nil:
-		st.api.Refuse(w, out.Err)
+	case end.Err != nil:
+		st.api.Refuse(w, end.Err)
 		return
 	}
-	st.f.End(out, st.ts)
+	st.f.End(end)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(st.f.Body())
 }
@@ -207,8 +246,8 @@ func (e *Env) whole(w http.ResponseWriter, r *http.Request, b *stream.Backend, s
 // stream serves a streaming response. What precedes the first text goes out
 // at once: the client knows it was accepted. The stream is retained for a
 // reconnect when the server keeps streams.
-func (e *Env) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, st *run) {
-	gen, release, err := e.Submit(r, b, st, st.req)
+func (e *Env) stream(w http.ResponseWriter, r *http.Request, st *run) {
+	gen, release, err := e.start(r, st)
 	if gen == nil {
 		if err != nil {
 			st.api.Refuse(w, err)
@@ -222,25 +261,43 @@ func (e *Env) stream(w http.ResponseWriter, r *http.Request, b *stream.Backend, 
 	e.pump(st, gen)
 }
 
-// pump drains gen into the stream and ends it, unless the client left
-// before the generation finished: then the stream stays resumable.
-func (e *Env) pump(st *run, gen *stream.Generation) {
-	out := st.pump(gen, e.PumpConfig(true), e.Drain)
-	if out.CutShort {
-		return
+// start begins a new stream's generation under st's lease and, once its
+// source took it, keeps st for reconnects when the server retains streams.
+// A nil generation with a nil error: the client left before it started,
+// and there is no one to answer. release ends the lease.
+func (e *Env) start(r *http.Request, st *run) (gen Generation, release func(), err error) {
+	ctx, release, err := st.Acquire(r.Context())
+	if err != nil {
+		return nil, nil, nil
 	}
-	e.end(st, out)
+	gen, err = st.src.Start(ctx)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	if e.Streams != nil {
+		e.Streams.Add(st)
+	}
+	return gen, release, nil
 }
 
-// pump drains gen through the reply's text and tool-call parse into the
-// framer.
-func (st *run) pump(gen *stream.Generation, cfg stream.PumpConfig, drain <-chan struct{}) stream.Outcome {
-	em := st.reason.Use(st.tools.Use(st.f), st.f)
-	out := st.tools.End(st.reason.End(stream.Pump(gen, st.ts, em, cfg, drain)))
-	if p, ok := st.f.(Pumper); ok {
-		p.Pumped(out)
+// pump drains gen into the stream and ends it, unless the client left
+// before the generation finished: then the stream stays resumable.
+func (e *Env) pump(st *run, gen Generation) {
+	end := st.pump(gen, e.PumpConfig(true), e.Drain)
+	if end.CutShort {
+		return
 	}
-	return out
+	e.end(st, end)
+}
+
+// pump drains gen into the framer and tells a Pumper how it ended.
+func (st *run) pump(gen Generation, cfg stream.PumpConfig, drain <-chan struct{}) stream.Ending {
+	end := gen.Pump(st.f, cfg, drain)
+	if p, ok := st.f.(Pumper); ok {
+		p.Pumped(end)
+	}
+	return end
 }
 
 // openSSE sends a new stream's headers and returns its writer (OpenSSE;
@@ -255,18 +312,27 @@ func (e *Env) openSSE(ctx context.Context, w http.ResponseWriter, st *run) *SSE 
 
 // end writes the stream's last events (recorded for a replay even when the
 // client is gone).
-func (e *Env) end(st *run, out stream.Outcome) {
+func (e *Env) end(st *run, end stream.Ending) {
 	st.done = true
-	st.f.End(out, st.ts)
+	st.f.End(end)
 	_ = st.f.Flush()
 }
 
 // Resume replays the events of api's stream id after Last-Event-ID and,
-// when the generation was cut short by a disconnect, continues it from the
-// tokens already produced (stream.Continue): the client sees one response,
+// when the generation was cut short by a disconnect, continues it
+// (Source.Continue: locally from the tokens already produced, in relay
+// mode through the upstream's own resume): the client sees one response,
 // generated once.
 func (e *Env) Resume(w http.ResponseWriter, r *http.Request, api *API, id string) {
 	rc, err := e.Streams.Open(r, id, api.owns)
+	e.reconnect(w, api, rc, err)
+}
+
+// ResumeAny is Resume for a route that names no API (GET /v1/streams/{id}
+// in relay mode): the stream may be any driven API's; api answers in its
+// shape and headers.
+func (e *Env) ResumeAny(w http.ResponseWriter, r *http.Request, api *API, id string) {
+	rc, err := e.Streams.Open(r, id, func(s Resumable) bool { _, ok := s.(*run); return ok })
 	e.reconnect(w, api, rc, err)
 }
 
@@ -284,18 +350,24 @@ func (e *Env) reconnect(w http.ResponseWriter, api *API, rc *Reconnect, err erro
 	}
 	defer rc.Release()
 	st := rc.State.(*run)
-	gen, ctx, err := e.Continue(rc, st.done, st.g, st.req, st.ts.IDs())
-	if err != nil {
-		api.Refuse(w, err)
-		return
+	var gen Generation
+	ctx := rc.Ctx
+	if !st.done {
+		if gen, err = st.src.Continue(rc.Ctx); err != nil {
+			api.Refuse(w, err)
+			return
+		}
+		if gen != nil {
+			ctx = gen.Context()
+		}
 	}
 	SetHeaders(w, api.header(st.ID, true))
 	st.f.Attach(e.Replay(ctx, w, rc))
 	switch {
 	case gen != nil:
 		e.pump(st, gen)
-	case !st.done: // every token was produced before the cut: only the ending is missing
-		e.end(st, st.endProduced())
+	case !st.done: // nothing left to generate: only the ending is missing
+		e.end(st, st.src.Rest(st.f))
 	}
 }
 
@@ -319,11 +391,86 @@ func (api *API) header(id string, withStreamID bool) map[string]string {
 	return h
 }
 
-// endProduced ends a resumed stream whose every token was produced before
-// the disconnect: the text the TextStream still held goes through the
+// local is the local engine as a response's Source: the request as
+// submitted (seed fixed), the TextStream holding every token consumed, and
+// the reply's reasoning split and tool-call parse.
+type local struct {
+	e      *Env
+	b      *stream.Backend
+	g      *stream.GenRequest
+	req    engine.Request
+	ts     *stream.TextStream
+	tools  *stream.ToolStream   // nil without tools
+	reason *stream.ReasonStream // nil for a model without reasoning markup
+}
+
+// local prepares g on b as response id and returns its source and the
+// head of its response.
+func (e *Env) local(b *stream.Backend, g *stream.GenRequest, id string) (*local, Head, error) {
+	req, err := stream.Prepare(b, g)
+	if err != nil {
+		return nil, Head{}, err
+	}
+	req.ID = id
+	// After Prepare, which fixed the template's call format.
+	tools := stream.NewToolStream(g)
+	l := &local{e: e, b: b, g: g, req: req, tools: tools, reason: stream.NewReasonStream(b, g, req.Prompt),
+		ts: stream.NewTextStream(stream.NewDetokenizerFor(b.Tokenizer, req.Prompt), g.Stop)}
+	return l, Head{ID: id, Model: e.ModelName(g.Model), Backend: b, Req: req, Lazy: tools != nil}, nil
+}
+
+func (l *local) Start(ctx context.Context) (Generation, error) {
+	gen, err := l.b.Submit(ctx, l.req)
+	if err != nil {
+		return nil, err
+	}
+	return localGen{l, gen}, nil
+}
+
+// Continue submits the rest from the tokens already produced
+// (stream.Continue), never sampling one twice.
+func (l *local) Continue(ctx context.Context) (Generation, error) {
+	b, err := l.e.LoadBackend()
+	if err != nil {
+		return nil, err
+	}
+	gen, err := stream.Continue(ctx, b, l.g, l.req, l.ts.IDs())
+	if err != nil || gen == nil {
+		return nil, err
+	}
+	return localGen{l, gen}, nil
+}
+
+// Rest ends a resumed stream whose every token was produced before the
+// disconnect: the text the TextStream still held goes through the
 // reasoning split and the tool parse, and the stream ends as at the token
 // limit.
-func (st *run) endProduced() stream.Outcome {
-	_ = st.reason.Use(st.tools.Use(st.f), st.f).Text(st.ts.Finish(), nil) // a failed write shows in the ending's
-	return st.tools.End(st.reason.End(stream.Outcome{Finish: "length"}))
+func (l *local) Rest(f Framer) stream.Ending {
+	_ = l.reason.Use(l.tools.Use(f), f).Text(l.ts.Finish(), nil) // a failed write shows in the ending's
+	return l.ending(l.tools.End(l.reason.End(stream.Outcome{Finish: "length"})))
+}
+
+func (l *local) Keeps() int { return l.g.RetainedBytes(l.req) }
+
+// ending is the Ending of a local outcome: the stream's own counts.
+func (l *local) ending(out stream.Outcome) stream.Ending {
+	ids := l.ts.IDs()
+	return stream.Ending{Finish: out.Finish, Err: out.Err, ClientGone: out.ClientGone, CutShort: out.CutShort,
+		Usage: true, PromptTokens: len(l.req.Prompt), CompletionTokens: len(ids), CachedTokens: out.Result.CachedTokens,
+		ReasoningTokens: out.ReasoningTokens, StopSequence: l.ts.Matched(), IDs: ids}
+}
+
+// localGen is one submission of a local source to the engine.
+type localGen struct {
+	*local
+	gen *stream.Generation
+}
+
+func (g localGen) Context() context.Context { return g.gen.Context() }
+
+// Pump drains the engine's tokens through the reply's text, reasoning and
+// tool-call parse into f.
+func (g localGen) Pump(f Framer, cfg stream.PumpConfig, drain <-chan struct{}) stream.Ending {
+	em := g.reason.Use(g.tools.Use(f), f)
+	return g.ending(g.tools.End(g.reason.End(stream.Pump(g.gen, g.ts, em, cfg, drain))))
 }

@@ -1,6 +1,7 @@
 // Package httpedge is the HTTP driver every API runs on (driver.go: an API
-// is a parser and a framer; Env.Serve reads, prepares, submits, pumps and
-// ends a response, and resumes it), with what they share besides: the server
+// is a parser and a framer; Env.Serve reads, prepares, starts, pumps and
+// ends a response, and resumes it, whether the local engine or an upstream
+// generates it), with what they share besides: the server
 // facilities they are given (Env), body reading, JSON decode errors that
 // name the field, the SSE writer and the retained streams. Nothing here
 // knows a wire shape.
@@ -23,7 +24,9 @@ import (
 // Env is what the HTTP server lends an adapter. Every field is read-only
 // after construction; Backend is safe to call from any goroutine.
 type Env struct {
-	// Backend is the loaded model, nil while it loads.
+	// Backend is the loaded model, nil while it loads. Backend,
+	// CheckModel and ModelName are all nil in relay mode: there is no local
+	// model, and every API's parser brings an upstream as its Source.
 	Backend func() *stream.Backend
 	// CheckModel accepts "" (the first served name), the model id and its
 	// aliases; anything else wraps stream.ErrModelNotFound.

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/server/auth"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -260,46 +259,6 @@ func open(r *http.Request, st Resumable, last int64) (*Reconnect, error) {
 		return nil, err
 	}
 	return &Reconnect{State: st, Last: last, Ctx: ctx, Release: release}, nil
-}
-
-// Submit starts a new stream's generation under st's lease and, once the
-// engine took it, keeps st for reconnects when the server retains streams.
-// A nil generation with a nil error: the client left before it started,
-// and there is no one to answer. release ends the lease.
-func (e *Env) Submit(r *http.Request, b *stream.Backend, st Resumable, req engine.Request) (gen *stream.Generation, release func(), err error) {
-	ctx, release, err := st.Retention().Acquire(r.Context())
-	if err != nil {
-		return nil, nil, nil
-	}
-	gen, err = b.Submit(ctx, req)
-	if err != nil {
-		release()
-		return nil, nil, err
-	}
-	if e.Streams != nil {
-		e.Streams.Add(st)
-	}
-	return gen, release, nil
-}
-
-// Continue is the generation a reconnect goes on with, under rc's lease:
-// nil when done (the log already holds the stream's end) or when every
-// token was produced before the cut (see stream.Continue), else the rest of
-// g's. ctx is what the reconnected stream writes under: the generation's
-// when there is one, else the lease's.
-func (e *Env) Continue(rc *Reconnect, done bool, g *stream.GenRequest, req engine.Request, produced []int32) (*stream.Generation, context.Context, error) {
-	if done {
-		return nil, rc.Ctx, nil
-	}
-	b, err := e.LoadBackend()
-	if err != nil {
-		return nil, nil, err
-	}
-	gen, err := stream.Continue(rc.Ctx, b, g, req, produced)
-	if err != nil || gen == nil {
-		return nil, rc.Ctx, err
-	}
-	return gen, gen.Context(), nil
 }
 
 // Replay returns the writer of a reconnected stream, its log's events
