@@ -56,6 +56,8 @@ type drafter struct {
 	forwardTime, targetTime float64
 	targetSteps             int
 	passTime                time.Duration
+	timed                   time.Duration // this pass's draft-token forwards
+	timedN                  int
 
 	// Counters for tests and benchmarks.
 	forwards, rows int64
@@ -168,7 +170,7 @@ func (d *drafter) worth(e *Engine, s *Sequence, want int) int {
 
 // timeStep updates the forward and target times worth reads: the last
 // step's time less its pass (d.passTime) is the target's part.
-func (d *drafter) timeStep(last time.Duration, forwards int64, pass time.Duration) {
+func (d *drafter) timeStep(last, pass time.Duration) {
 	const decay = 0.9
 	if t := (last - d.passTime).Seconds(); last > 0 && t > 0 {
 		d.targetTime = d.targetTime*decay + t*(1-decay)
@@ -176,8 +178,8 @@ func (d *drafter) timeStep(last time.Duration, forwards int64, pass time.Duratio
 			d.targetTime = t
 		}
 	}
-	if forwards > 0 {
-		t := pass.Seconds() / float64(forwards)
+	if d.timedN > 0 {
+		t := d.timed.Seconds() / float64(d.timedN)
 		if d.forwardTime == 0 {
 			d.forwardTime = t
 		}
@@ -212,8 +214,15 @@ func (d *drafter) pass(e *Engine, consecutive bool) {
 	if !consecutive {
 		d.passTime = 0
 	}
-	start, forwards := time.Now(), d.forwards
-	defer func() { d.timeStep(e.st.LastStep, d.forwards-forwards, time.Since(start)) }()
+	start := time.Now()
+	d.timed, d.timedN = 0, 0
+	defer func() {
+		last := e.st.LastStep
+		if e.st.LastBatchRows > e.st.LastBatchSeqs*(1+e.cfg.Speculate.K) {
+			last = 0 // it carried prompt chunks: not a decode step's time
+		}
+		d.timeStep(last, time.Since(start))
+	}()
 	d.wants = d.wants[:0]
 	d.collecting = true
 	for _, s := range d.live {
@@ -282,10 +291,17 @@ func (d *drafter) draft(e *Engine) error {
 			wants = append(wants, w.n)
 		}
 	}
-	for j := 0; len(b.Tokens) > 0; j++ {
+	for len(b.Tokens) > 0 {
+		t0 := time.Now()
 		logits, err := d.forward(b)
 		if err != nil {
 			return err
+		}
+		if len(b.Tokens) <= 2*len(b.Seqs) {
+			// A draft token's forward: a catch-up longer than the newest
+			// token and one accepted draft is not what worth prices.
+			d.timed += time.Since(t0)
+			d.timedN++
 		}
 		vocab := d.model.VocabSize()
 		if len(logits) < len(b.LogitRows)*vocab {
