@@ -157,12 +157,12 @@ func (m *Model) load(o Options) error {
 	}
 	var window, windowBlocks int
 	var format models.ReasoningFormat
-	if g, ok := m.src.(*models.GGUFFile); ok && isHybrid(g) {
+	if models.IsQwen35(m.src) {
 		// Qwen3.5/3.6: models.Config refuses the hybrid layout; it has no
 		// window layers, and its recurrent state is sized by the model
 		// itself (engine.RecurrentModel hands the engine its slot count).
 		var q *models.Qwen35
-		if q, err = models.LoadQwen35(g, m.be, mo); err != nil {
+		if q, err = models.LoadQwen35Source(m.src, m.be, mo); err != nil {
 			return err
 		}
 		m.Net = q
@@ -212,13 +212,6 @@ func (m *Model) load(o Options) error {
 		EOG: m.Tokenizer.EOGIDs(), Observer: o.Observer, KVEvents: o.KVEvents,
 	})
 	return err
-}
-
-// isHybrid says whether g is a Qwen3.5/3.6 file: GGUF architectures qwen35
-// (dense) and qwen35moe, which models.LoadQwen35 builds.
-func isHybrid(g *models.GGUFFile) bool {
-	arch, _ := g.String("general.architecture")
-	return arch == "qwen35" || arch == "qwen35moe"
 }
 
 // ModelID is the id a model file is served under: its base name without

@@ -36,7 +36,7 @@ func (m *Model) loadDraft(o Options, mo models.Options, seqs int, spec *engine.S
 		return fmt.Errorf("loader: draft model: %w", err)
 	}
 	m.draftSrc = src
-	if g, ok := src.(*models.GGUFFile); ok && isHybrid(g) {
+	if models.IsQwen35(src) {
 		return fmt.Errorf("loader: draft model %s is a hybrid (recurrent) model, whose state cannot be rolled back to the verified tokens", o.DraftModel)
 	}
 	if err := sameVocab(m.Tokenizer, src); err != nil {

@@ -163,15 +163,7 @@ func TestHFReference(t *testing.T) {
 				return
 			}
 			ref := readHFReference(t, c.name)
-			for name, want := range ref.Files {
-				raw, err := os.ReadFile(filepath.Join(dir, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != want {
-					t.Fatalf("modeltest now writes a different %s/%s than transformers ran: run make golden-hf", c.name, name)
-				}
-			}
+			checkHFFiles(t, dir, c.name, ref)
 			step, chunked := loadHFRef(t, dir, 1, 0), loadHFRef(t, dir, 16, 0)
 			// transformers picks LongRoPE's factors per forward by the
 			// sequence's length, the short ones up to the original context;
@@ -243,6 +235,22 @@ func TestHFReference(t *testing.T) {
 			t.Logf("%s (%s): worst |Δlogit| %.3g over a logit range of %.3g: %.2g of it (tolerance %.0e; transformers with K/V in float16 moves %.2g, with Q8_0 expert inputs %.2g)",
 				c.name, ref.Class, worst, hi-lo, worst/(hi-lo), tol/(hi-lo), ref.F16KVShift/(hi-lo), ref.Q8ExpertShift/(hi-lo))
 		})
+	}
+	testHFReferenceQwen35(t)
+}
+
+// checkHFFiles fails the test unless dir's files hash as the ones
+// transformers ran.
+func checkHFFiles(t *testing.T, dir, name string, ref hfReference) {
+	t.Helper()
+	for file, want := range ref.Files {
+		raw, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != want {
+			t.Fatalf("modeltest now writes a different %s/%s than transformers ran: run make golden-hf", name, file)
+		}
 	}
 }
 

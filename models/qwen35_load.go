@@ -70,6 +70,25 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 			c.Recurrent[i] = (i+1)%c.fullAttentionInterval != 0
 		}
 	}
+	if c.fullAttentionInterval <= 0 {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: full_attention_interval %d: %w", g.path, c.fullAttentionInterval, ErrMalformed)
+	}
+	if inner != dn.VHeads*dn.HeadDim {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: DeltaNet of %d value heads of %d, inner size %d: %w", g.path, dn.VHeads, dn.HeadDim, inner, ErrMalformed)
+	}
+	if err := c.finish(); err != nil {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: %w", g.path, err)
+	}
+	if c.Experts > 0 && c.ExpertFFN == 0 {
+		c.ExpertFFN = c.FFN / c.ExpertsUsed // llama.cpp's default for a file without the key
+	}
+	return c, nil
+}
+
+// finish counts the layers of each kind and checks the shape, whichever
+// format it was read from.
+func (c *Qwen35Config) finish() error {
+	c.attnLayers, c.recurrentLayers = 0, 0
 	for _, r := range c.Recurrent {
 		if r {
 			c.recurrentLayers++
@@ -77,26 +96,50 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 			c.attnLayers++
 		}
 	}
+	dn := c.DeltaNet
 	switch {
-	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0 || c.ContextLen <= 1:
-		return Qwen35Config{}, fmt.Errorf("gguf %s: incomplete qwen35 shape %+v: %w", g.path, c, ErrMalformed)
+	case c.Layers <= 0 || c.Hidden <= 0 || c.FFN <= 0 || c.Heads <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 || c.Vocab <= 0 || c.ContextLen <= 1 || len(c.Recurrent) != c.Layers:
+		return fmt.Errorf("incomplete qwen35 shape %+v: %w", *c, ErrMalformed)
 	case c.Heads%c.KVHeads != 0 || c.RopeDims <= 0 || c.RopeDims%2 != 0 || c.RopeDims > c.HeadDim:
-		return Qwen35Config{}, fmt.Errorf("gguf %s: %d heads over %d KV heads, %d of %d head elements rotating: %w",
-			g.path, c.Heads, c.KVHeads, c.RopeDims, c.HeadDim, ErrMalformed)
-	case c.fullAttentionInterval <= 0 || c.attnLayers == 0 && c.recurrentLayers == 0:
-		return Qwen35Config{}, fmt.Errorf("gguf %s: full_attention_interval %d: %w", g.path, c.fullAttentionInterval, ErrMalformed)
-	case dn.KHeads <= 0 || dn.VHeads%dn.KHeads != 0 || dn.HeadDim <= 0 || inner != dn.VHeads*dn.HeadDim:
-		return Qwen35Config{}, fmt.Errorf("gguf %s: DeltaNet of %d key heads, %d value heads of %d, inner size %d: %w",
-			g.path, dn.KHeads, dn.VHeads, dn.HeadDim, inner, ErrMalformed)
-	case arch == "qwen35moe" && (c.Experts <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts || c.SharedFFN <= 0):
-		return Qwen35Config{}, fmt.Errorf("gguf %s: %d experts, %d used, shared expert of %d: %w", g.path, c.Experts, c.ExpertsUsed, c.SharedFFN, ErrMalformed)
+		return fmt.Errorf("%d heads over %d KV heads, %d of %d head elements rotating: %w",
+			c.Heads, c.KVHeads, c.RopeDims, c.HeadDim, ErrMalformed)
+	case dn.KHeads <= 0 || dn.VHeads%dn.KHeads != 0 || dn.HeadDim <= 0:
+		return fmt.Errorf("DeltaNet of %d key heads, %d value heads of %d: %w", dn.KHeads, dn.VHeads, dn.HeadDim, ErrMalformed)
+	case c.Arch == "qwen35moe" && (c.Experts <= 0 || c.ExpertsUsed <= 0 || c.ExpertsUsed > c.Experts || c.SharedFFN <= 0):
+		return fmt.Errorf("%d experts, %d used, shared expert of %d: %w", c.Experts, c.ExpertsUsed, c.SharedFFN, ErrMalformed)
 	case dn.Kernel < 1 || dn.Kernel > 17:
-		return Qwen35Config{}, fmt.Errorf("gguf %s: convolution width %d (1 to 17): %w", g.path, dn.Kernel, ErrUnsupported)
+		return fmt.Errorf("convolution width %d (1 to 17): %w", dn.Kernel, ErrUnsupported)
 	}
-	if c.Experts > 0 && c.ExpertFFN == 0 {
-		c.ExpertFFN = c.FFN / c.ExpertsUsed // llama.cpp's default for a file without the key
+	return nil
+}
+
+// IsQwen35 says whether src is a Qwen3.5/3.6 model (GGUF qwen35 or
+// qwen35moe, or a Hugging Face Qwen3.5 checkpoint), which LoadQwen35Source
+// builds and Load refuses.
+func IsQwen35(src WeightSource) bool {
+	switch s := src.(type) {
+	case *GGUFFile:
+		arch, _ := s.String("general.architecture")
+		return arch == "qwen35" || arch == "qwen35moe"
+	case *HFDir:
+		return isHFQwen35(hfArchitecture(s.dir))
 	}
-	return c, nil
+	return false
+}
+
+// LoadQwen35Source is LoadQwen35 for a GGUF file or a Hugging Face directory.
+func LoadQwen35Source(src WeightSource, be kernels.Backend, opts Options) (*Qwen35, error) {
+	switch s := src.(type) {
+	case *GGUFFile:
+		return LoadQwen35(s, be, opts)
+	case *HFDir:
+		c, err := s.Qwen35Config()
+		if err != nil {
+			return nil, err
+		}
+		return buildQwen35(s, c, be, opts)
+	}
+	return nil, fmt.Errorf("%s: a Qwen3.5 model from a %T: %w", src.Path(), src, ErrUnsupported)
 }
 
 // LoadQwen35 builds a Qwen3.5/3.6 model from a qwen35 or qwen35moe GGUF on
@@ -109,6 +152,11 @@ func LoadQwen35(g *GGUFFile, be kernels.Backend, opts Options) (*Qwen35, error) 
 	if err != nil {
 		return nil, err
 	}
+	return buildQwen35(g, c, be, opts)
+}
+
+func buildQwen35(g WeightSource, c Qwen35Config, be kernels.Backend, opts Options) (*Qwen35, error) {
+	var err error
 	dn, ok := be.(kernels.DeltaNetOps)
 	if !ok {
 		return nil, fmt.Errorf("%s: the %s backend lacks DeltaNet (hybrid linear attention): %w", c.Arch, be.Name(), ErrUnsupported)

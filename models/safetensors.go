@@ -78,11 +78,15 @@ func OpenHF(dir string) (*HFDir, error) {
 			return nil, err
 		}
 	}
-	if hfArchitecture(dir) == "GptOssForCausalLM" {
-		if err := h.gptossTensors(); err != nil {
-			_ = h.Close()
-			return nil, err
-		}
+	switch arch := hfArchitecture(dir); {
+	case arch == "GptOssForCausalLM":
+		err = h.gptossTensors()
+	case isHFQwen35(arch):
+		err = h.qwen35Tensors()
+	}
+	if err != nil {
+		_ = h.Close()
+		return nil, err
 	}
 	if err := h.checkExperts(); err != nil {
 		_ = h.Close()
