@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -76,5 +78,19 @@ func TestMXFP4AgainstGGML(t *testing.T) {
 		} else {
 			t.Logf("%s: %v, ggml %v (difference %g)", name, got, g.Dot, d)
 		}
+	}
+}
+
+// TestMXFP4ActQuantizer: MXFP4's activations go through the quantizer every
+// other Q8_0 partner has (the assembly one where the CPU has it), not the
+// plain-Go fallback an init order left it with. The same bytes either way
+// (TestMXFP4AgainstGGML), so the test looks at which code runs.
+func TestMXFP4ActQuantizer(t *testing.T) {
+	code := func(f func([]byte, []float32)) uintptr { return reflect.ValueOf(f).Pointer() }
+	plain := code(quant.ActQ8_0)
+	mx, q8 := code(quantKernels[kernels.MXFP4].quantize), code(quantKernels[kernels.Q8_0].quantize)
+	if (mx == plain) != (q8 == plain) {
+		t.Errorf("MXFP4 quantizes activations with %s, Q8_0 with %s",
+			runtime.FuncForPC(mx).Name(), runtime.FuncForPC(q8).Name())
 	}
 }
