@@ -160,22 +160,15 @@ func (b *block) json() map[string]any {
 	return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": input}
 }
 
-// end records how a local generation ended (complete); its cached tokens
-// never exceed its prompt, so input_tokens (the rest) is never negative.
-func (m *message) end(end stream.Ending) {
-	end.CachedTokens = min(end.CachedTokens, end.PromptTokens)
-	m.complete(end.Finish, end)
-}
-
 // complete records how a generation ended, local or an upstream's (relay
-// mode): its token counts (the whole prompt and its cached part; usage()
-// reports input_tokens without the cache reads, Anthropic's sum) and its
-// stop reason: end_turn (the model's end of turn), tool_use (it called a
-// tool), stop_sequence (naming it), max_tokens, or a reason of an
-// upstream's own that has no finish of the core's ("refusal",
-// "pause_turn") as the upstream gave it.
+// mode): its token counts (the whole prompt and its cached part, which
+// never exceeds it, so that usage() reports input_tokens without the cache
+// reads, Anthropic's sum, never below 0) and its stop reason: end_turn
+// (the model's end of turn), tool_use (it called a tool), stop_sequence
+// (naming it), max_tokens, or a reason of an upstream's own that has no
+// finish of the core's ("refusal", "pause_turn") as the upstream gave it.
 func (m *message) complete(finish string, n stream.Ending) {
-	m.InputTokens, m.OutputTokens, m.CachedTokens = n.PromptTokens, n.CompletionTokens, n.CachedTokens
+	m.InputTokens, m.OutputTokens, m.CachedTokens = n.PromptTokens, n.CompletionTokens, min(n.CachedTokens, n.PromptTokens)
 	stopSequence := n.StopSequence
 	reason := finish
 	switch {
@@ -250,8 +243,8 @@ func (e *emitter) End(end stream.Ending) {
 		}
 		return
 	}
-	e.finish()
-	e.m.end(end)
+	e.finish() // an empty reply is an empty text block
+	e.m.complete(end.Finish, end)
 	endEvents(e, e.m)
 }
 

@@ -13,10 +13,12 @@ import (
 // mode, server/relay) in the same events as a local stream; the relay's
 // stream writer (stream.PumpText) stands where Pump stands. It holds the
 // message across connections: a resumed stream ends with the same message.
-// It is the local framer (emitter: Attach, Start, Body) with the upstream's
-// ids, signatures and redacted thinking (relayEmitter) and its ending
-// (End): the input tokens are the upstream's and arrive with the end
-// (message_delta's usage, which the SDKs read into the final message).
+// It is the local framer (emitter: Attach, Start, End, Body) with the
+// upstream's ids, signatures and redacted thinking (relayEmitter). Its
+// input tokens are the upstream's and arrive with the end (message_delta's
+// usage, which the SDKs read into the final message). Anthropic counts
+// thinking in output_tokens, with no reasoning count of its own: the
+// upstream's, if any, has no place here.
 type Relayed struct{ relayEmitter }
 
 // ParseRelayed validates a Messages request as a local one is validated (one
@@ -98,21 +100,6 @@ func (e relayEmitter) ToolCall(d stream.ToolCallDelta) error {
 		d.ID = "" // opened: the local emitter only appends the input
 	}
 	return e.emitter.ToolCall(d)
-}
-
-// End writes the stream's last events: its ending, or the in-band error.
-// Anthropic counts thinking in output_tokens, with no reasoning count of
-// its own: the upstream's, if any, has no place here.
-func (r *Relayed) End(end stream.Ending) {
-	if end.Err != nil {
-		if r.sse != nil {
-			r.sse.Event("error", errorBody(end.Err))
-		}
-		return
-	}
-	r.m.complete(end.Finish, end)
-	r.finish() // an empty reply is an empty text block
-	endEvents(r.emitter, r.m)
 }
 
 // endEvents writes a finished stream's last events: the open block's stop,
