@@ -83,3 +83,45 @@ func BenchmarkSpeculativeDraft(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDraftAcceptance: the share of draft tokens SmolLM2 accepts from
+// itself cut to its first N of 30 layers, drafting K 4 every step (Fixed),
+// greedy, one stream of 64 tokens on free text and on the edit prompt.
+// Deterministic: what it measures is the draft, not the machine.
+func BenchmarkDraftAcceptance(b *testing.B) {
+	path := smolPath(b)
+	tok := smolTokenizer(b, path)
+	const gen, k = 64, 4
+	for _, layers := range []int{10, 15, 20, 25, 30} {
+		draft := path
+		if layers < 30 {
+			draft = writeFirstLayers(b, path, layers)
+		}
+		b.Run(fmt.Sprintf("layers=%d", layers), func(b *testing.B) {
+			for b.Loop() {
+				for _, w := range []struct{ name, text string }{{"free", benchFreeText}, {"edit", benchEditText}} {
+					cfg := Config{Blocks: 64, BlockSize: 16, MaxSeqs: 1, Speculate: SpecConfig{Method: "draft", K: k, Fixed: true,
+						LogitRows: 1 + k, DraftBlocks: 64, Draft: loadModel(b, draft, 2, 64, 16, 512, 1)}}
+					e := newEngineOn(b, loadModel(b, path, 2, 64, 16, 512, 1+k), cfg)
+					collect(b, submit(b, e, Request{Prompt: tok.Encode(w.text, false), MaxTokens: gen}), 0)
+					st := idleStats(b, e)
+					b.ReportMetric(float64(st.SpecAcceptedTokens)/float64(st.SpecDraftTokens), w.name+"-accept")
+					b.ReportMetric(float64(gen-1)/float64(max(st.SpecDrafts, 1)), w.name+"-tok/verify")
+				}
+			}
+		})
+	}
+}
+
+// idleStats waits for the loop to publish a snapshot with nothing running.
+func idleStats(tb testing.TB, e *Engine) *Stats {
+	tb.Helper()
+	for range 1000 {
+		if st := e.Stats(); st.Running == 0 && st.Waiting == 0 {
+			return st
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	tb.Fatal("engine never idle")
+	return nil
+}
