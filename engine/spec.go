@@ -35,14 +35,20 @@ import (
 // state: the scheduler asks no drafts of them).
 //
 // Self-tuning: a sequence keeps a decayed count of drafts tried and
-// accepted (its acceptance α), and the engine fits the cost of one more row
-// in a decode step (c, in units of one sequence's share of the step) from
-// the step times it sees. Draft i is worth proposing while α^i > c (the
-// chance it is reached and right beats its row's cost), so k = the largest
-// such i up to SpecConfig.K, and speculation is off for the sequence while
-// α ≤ c. An off sequence still proposes in the shadow: the draft's first
-// token is checked against the token the plain decode produced, so α keeps
-// tracking and speculation comes back when drafts start to hit.
+// accepted (its acceptance α), and the engine learns what a decode step of
+// r rows costs from the step times it sees (rowCost). With S sequences
+// decoding, n drafts are expected to deliver 1 + α + … + α^n tokens in a
+// step of S+n rows, so a sequence drafts the n ≤ SpecConfig.K that makes the
+// most tokens per second of step, and none while a plain step does best.
+// The cost is learned per row count, not as a line: on the CPU a step of
+// 4 or 8 rows runs whole on the 4- and 8-row dot kernels, while 3 or 7 rows
+// add 2- and 1-row passes that cost nearly as much again (on SmolLM2 at 2
+// threads, BenchmarkSpecStepRows: t3 ≈ 2.15·t1 but t4 ≈ 1.65·t1, t7 ≈ 3.2·t1
+// but t8 ≈ 2.5·t1), so a straight line priced 7 rows like 8 and drafted
+// into the expensive sizes. An off sequence still proposes in the shadow:
+// the draft's first token is checked against the token the plain decode
+// produced, so α keeps tracking and speculation comes back when drafts
+// start to hit.
 
 // SpecConfig turns on speculative decoding.
 type SpecConfig struct {
@@ -72,7 +78,7 @@ type SpecConfig struct {
 
 // Speculation defaults.
 const (
-	DefaultSpecK     = 6
+	DefaultSpecK     = 8
 	DefaultSpecNGram = 3
 	// specWindow bounds how far back a proposer looks, so its cost per
 	// step stays small beside the forward pass on long sequences.
@@ -80,8 +86,12 @@ const (
 	// DefaultSpecMinNGram is the shortest suffix matched: two tokens recur
 	// by chance in free text often enough to waste rows on wrong drafts.
 	DefaultSpecMinNGram = 3
-	// specRowCost is c before the step times have fitted it.
+	// specRowCost is the cost of a draft row (over one sequence's share
+	// of a plain step) before the step times have shown one.
 	specRowCost = 0.25
+	// specCostRows bounds the step sizes whose times are learned one by
+	// one; larger steps are priced by the straight-line fit alone.
+	specCostRows = 256
 )
 
 func (c *SpecConfig) validate() error {
@@ -123,36 +133,96 @@ func (p *specState) record(tried, hit int) {
 	p.hit = p.hit*decay + float64(hit)
 }
 
-// rowCost fits step time ≈ a + b·rows over recent all-decode steps
-// (exponentially weighted least squares) to price a draft row.
+// rowCost learns the time of an all-decode step by its row count: the
+// exponentially weighted mean of recent steps of each size, and a
+// straight-line fit a + b·rows over all of them (weighted least squares)
+// that prices a size not seen lately.
 type rowCost struct {
 	w, x, y, xx, xy float64
-	seqs            float64 // sequences in the latest fitted step
+	seqs            float64    // sequences in the latest step
+	byRows          []stepTime // [rows]
 }
 
+// stepTime is the decayed count and time sum of the steps of one size.
+type stepTime struct{ w, y float64 }
+
 func (r *rowCost) add(rows, seqs int, d time.Duration) {
-	const decay = 0.98
+	const decay = 0.98 // per step: the estimates follow the last ~50
 	x, y := float64(rows), d.Seconds()
 	r.w, r.x, r.y = r.w*decay+1, r.x*decay+x, r.y*decay+y
 	r.xx, r.xy = r.xx*decay+x*x, r.xy*decay+x*y
 	r.seqs = float64(seqs)
+	for i := range r.byRows {
+		r.byRows[i].w *= decay
+		r.byRows[i].y *= decay
+	}
+	if rows < specCostRows {
+		if rows >= len(r.byRows) {
+			r.byRows = append(r.byRows, make([]stepTime, rows+1-len(r.byRows))...)
+		}
+		r.byRows[rows].w++
+		r.byRows[rows].y += y
+	}
 }
 
-// cost is c: the time of one more row over the time of one sequence's
-// share of a plain decode step of the current size, specRowCost until the
-// fit has seen rows vary.
-func (r *rowCost) cost() float64 {
+// line is the straight-line fit's a and b; ok is false until the rows
+// have varied enough to show a slope.
+func (r *rowCost) line() (a, b float64, ok bool) {
 	den := r.w*r.xx - r.x*r.x
 	if r.w < 4 || den < 0.5*r.w*r.w { // the rows' variance is under ½: no slope to see
-		return specRowCost
+		return 0, 0, false
 	}
-	b := (r.w*r.xy - r.x*r.y) / den
-	a := (r.y - b*r.x) / r.w
-	plain := a + b*max(r.seqs, 1)
-	if plain <= 0 {
-		return specRowCost
+	b = (r.w*r.xy - r.x*r.y) / den
+	return (r.y - b*r.x) / r.w, b, true
+}
+
+// time is the expected time of an all-decode step of rows rows when plain
+// steps have seqs rows: the recent mean of that size, pulled toward the
+// straight line with the weight of one step, so a size whose one slow step
+// fell in a burst of load is tried again once its weight has decayed. In
+// units of the plain step until any step has been seen.
+func (r *rowCost) time(rows, seqs int) float64 {
+	a, b, ok := r.line()
+	var est float64
+	switch {
+	case ok && a+b*float64(seqs) > 0:
+		est = a + b*float64(rows)
+	case r.w > 0:
+		mean := r.y / r.w
+		est = mean * (1 + specRowCost*float64(rows-seqs)/float64(seqs))
+	default:
+		return 1 + specRowCost*float64(rows-seqs)/float64(seqs)
 	}
-	return min(max(b*max(r.seqs, 1)/plain, 0.01), 2)
+	if rows < len(r.byRows) {
+		t := r.byRows[rows]
+		est = (t.y + est) / (t.w + 1)
+	}
+	return max(est, 1e-9)
+}
+
+// draftLen is how many of k drafts a sequence with acceptance alpha should
+// carry: the n that makes the most expected tokens per second in a step of
+// seqs sequences (the others plain).
+func (r *rowCost) draftLen(alpha float64, k, seqs int) int {
+	seqs = max(seqs, 1)
+	best, bestRate := 0, float64(seqs)/r.time(seqs, seqs)
+	toks, p := float64(seqs), 1.0
+	for n := 1; n <= k; n++ {
+		p *= alpha
+		toks += p
+		if rate := toks / r.time(seqs+n, seqs); rate > bestRate {
+			best, bestRate = n, rate
+		}
+	}
+	return best
+}
+
+// cost is the cost of one draft row over one sequence's share of a plain
+// step of the latest size (the metric's c).
+func (r *rowCost) cost() float64 {
+	s := max(int(r.seqs), 1)
+	plain := r.time(s, s)
+	return min(max((r.time(s+1, s)-plain)*float64(s)/plain, 0.01), 2)
 }
 
 // propose is the scheduler's Config.Propose: the drafts for running
@@ -169,11 +239,7 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	if k <= 0 {
 		return nil
 	}
-	a, c := s.spec.alpha(), e.specCost.cost()
-	n := 0
-	for p := a; n < k && p > c; p *= a {
-		n++
-	}
+	n := e.specCost.draftLen(s.spec.alpha(), k, int(e.specCost.seqs))
 	if cfg.Fixed {
 		n = k
 	}

@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/kernels"
 )
 
 // benchEditText is an edit-style workload: the answer repeats long spans
@@ -73,5 +76,58 @@ func BenchmarkSpeculative(b *testing.B) {
 			}
 			b.ReportMetric(float64(st.SpecDraftTokens)/float64(max(toks[1], 1)), "draft-rows/tok")
 		})
+	}
+}
+
+// BenchmarkSpecStepRows: the time of a one-sequence decode step of 1+k rows
+// (a token and k drafts, each with its logits) over the time of a one-row
+// step, on the default model at 2 threads: what one more draft row costs,
+// which self-tuning (spec.go) learns online. The row counts take turns step
+// by step, so a load that comes and goes on a shared machine falls on all
+// of them alike.
+func BenchmarkSpecStepRows(b *testing.B) {
+	path := smolPath(b)
+	const maxRows, ctx, bs = 16, 120, 16
+	m := loadModel(b, path, 2, 64, bs, 512, maxRows)
+	table := make([]int32, (ctx+maxRows+bs-1)/bs)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	batch := func(start, n int) *kernels.Batch {
+		kb := &kernels.Batch{Seqs: []kernels.SeqRows{{End: n, ContextLen: start + n, Prompt: ctx, Blocks: table}}}
+		for i := range n {
+			pos := int32(start + i)
+			kb.Tokens = append(kb.Tokens, int32(1000+37*(start+i)%20000))
+			kb.Positions = append(kb.Positions, pos)
+			kb.Slots = append(kb.Slots, pos)
+			if start >= ctx {
+				kb.LogitRows = append(kb.LogitRows, int32(i))
+			}
+		}
+		if start < ctx {
+			kb.LogitRows = []int32{int32(n - 1)}
+		}
+		return kb
+	}
+	if _, err := m.Forward(batch(0, ctx)); err != nil { // the context the decode rows attend to
+		b.Fatal(err)
+	}
+	steps := make([]*kernels.Batch, maxRows+1)
+	for n := 1; n <= maxRows; n++ {
+		steps[n] = batch(ctx, n)
+	}
+	var dur [maxRows + 1]time.Duration
+	for b.Loop() {
+		for n := 1; n <= maxRows; n++ {
+			start := time.Now()
+			if _, err := m.Forward(steps[n]); err != nil {
+				b.Fatal(err)
+			}
+			dur[n] += time.Since(start)
+		}
+	}
+	b.ReportMetric(dur[1].Seconds()*1e3/float64(b.N), "ms/1-row-step")
+	for n := 2; n <= maxRows; n++ {
+		b.ReportMetric(float64(dur[n])/float64(dur[1]), fmt.Sprintf("t%d/t1", n))
 	}
 }

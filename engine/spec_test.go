@@ -37,6 +37,49 @@ func TestNgramDraft(t *testing.T) {
 	}
 }
 
+// stepMs is a decode step's time on the CPU by its rows, shaped as
+// BenchmarkSpecStepRows measures SmolLM2 at 2 threads: 4- and 8-row steps
+// run whole on the 4- and 8-row dot kernels, 3 and 7 rows add slower
+// 2- and 1-row passes.
+var stepMs = map[int]float64{1: 10, 2: 12.9, 3: 21.5, 4: 16.5, 5: 22, 6: 27, 7: 32.3, 8: 25.1, 9: 26}
+
+// A sequence's draft length follows the step times by row count: with the
+// times of stepMs, at α 0.5 it drafts 1 and at α 0.76 3 (2- and 4-row
+// steps, the most tokens per second), where pricing every row alike (the
+// straight line's c ≈ 0.18 here, draft i while α^i > c) drafted 2 and 6,
+// the 3- and 7-row steps that cost most per token; at α 0.95 it drafts 8. A size whose one step fell in a burst of
+// load is tried again once that step's weight has decayed.
+func TestSpecDraftLenByStepRows(t *testing.T) {
+	var r rowCost
+	for range 5 {
+		for rows := 1; rows <= 9; rows++ {
+			r.add(rows, 1, time.Duration(stepMs[rows]*float64(time.Millisecond)))
+		}
+	}
+	for _, c := range []struct {
+		alpha float64
+		want  int
+	}{{0.1, 0}, {0.5, 1}, {0.76, 3}, {0.8, 3}, {0.95, 8}} {
+		if n := r.draftLen(c.alpha, 8, 1); n != c.want {
+			t.Errorf("α %.2f, K 8: %d drafts, want %d", c.alpha, n, c.want)
+		}
+	}
+	if c := r.cost(); c < 0.2 || c > 0.35 {
+		t.Errorf("row cost %.3f, want near 0.29 (12.9/10 - 1)", c)
+	}
+	r.add(9, 1, 500*time.Millisecond) // one 9-row step in a burst of load
+	if n := r.draftLen(0.95, 8, 1); n == 8 {
+		t.Errorf("α 0.95 just after a 500 ms 9-row step: still 8 drafts")
+	}
+	for range 200 { // plain and 4-row steps only: the slow one decays away
+		r.add(1, 1, 10*time.Millisecond)
+		r.add(4, 1, 16500*time.Microsecond)
+	}
+	if n := r.draftLen(0.95, 8, 1); n < 7 {
+		t.Errorf("α 0.95, 400 steps after the slow one: %d drafts, want the long drafts tried again", n)
+	}
+}
+
 // specTraffic is TestRandomTraffic's load with speculation forced on, on a
 // 4-token vocabulary where drafts are often right: concurrent requests,
 // cancels and aborts at random points, a pool small enough to preempt.
