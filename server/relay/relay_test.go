@@ -321,9 +321,10 @@ func clientLeaves(t *testing.T, cfgs ...func(*server.Config)) (problems []string
 	if n := cancelled(); n != 1 {
 		problems = append(problems, fmt.Sprintf("cancelled upstream streams %v, want 1", n))
 	}
-	// What was in flight when the client left (socket buffers) may still be read; a relay that
-	// kept reading would count thousands here.
-	if got := counter(t, rig.reg, "sluice_relay_tokens_after_client_left_total"); got > 64 {
+	// What was in flight when the client left (socket buffers, and what arrives before a loaded
+	// machine schedules the cancellation: 65 once beside the e2e suite) may still be read; a
+	// relay that kept reading counts the whole stream, about 20,000.
+	if got := counter(t, rig.reg, "sluice_relay_tokens_after_client_left_total"); got > 2000 {
 		problems = append(problems, fmt.Sprintf("%v chunks read after the client left", got))
 	}
 	return problems
