@@ -48,6 +48,10 @@ type drafter struct {
 	collecting bool  // inside a pass: propose records wants, drafts nothing
 	wants      []draftWant
 	budget     int // most catch-up rows in one pass's first forward
+	// longBudget bounds, within budget, the rows of long catch-ups (a
+	// prompt, a rebuild after release): they stall every stream in the
+	// step as a prompt chunk does, so they get the scheduler's prefill cap.
+	longBudget int
 	batch      kernels.Batch
 	live       []*Sequence // the pass's sequences in id order (scratch)
 
@@ -204,7 +208,8 @@ func (d *drafter) release(s *Sequence) {
 // target's).
 func (d *drafter) pass(e *Engine, consecutive bool) {
 	if d.budget == 0 {
-		d.budget = e.sched.Config().MaxBatchTokens
+		sc := e.sched.Config()
+		d.budget, d.longBudget = sc.MaxBatchTokens, sc.MaxPrefillTokensWithDecodes
 	}
 	d.live = d.live[:0]
 	for s := range e.live {
@@ -250,7 +255,7 @@ func (d *drafter) pass(e *Engine, consecutive bool) {
 func (d *drafter) draft(e *Engine) error {
 	b := &d.batch
 	resetBatch(b)
-	budget := d.budget
+	budget, long := d.budget, d.longBudget
 	var active []*draftSeq // those whose catch-up reached their end, in wants order
 	var wants []int
 	for _, w := range d.wants {
@@ -275,6 +280,10 @@ func (d *drafter) draft(e *Engine) error {
 		ds.ok, ds.out, ds.at = false, ds.out[:0], l
 		d.pool.Truncate(&ds.table, ds.computed)
 		n := min(l-ds.computed, budget)
+		if n > draftProbeEvery+2 { // past a probe's or an accepted run's catch-up
+			n = min(n, long)
+			long -= n
+		}
 		if n <= 0 || l > d.ctx {
 			continue
 		}

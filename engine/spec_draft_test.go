@@ -281,3 +281,28 @@ func TestDraftWorth(t *testing.T) {
 		t.Fatalf("before any timing: %d drafts, fewer than %d", n, want)
 	}
 }
+
+// A prompt goes through the draft in chunks of at most the scheduler's
+// prefill cap per step, as it goes through the target beside decoding
+// streams, so a new sequence never stalls the others for a whole prompt.
+func TestDraftPromptChunked(t *testing.T) {
+	m, dm := newHashModel(5, 1024, 64, 8), newHashModel(5, 1024, 64, 8)
+	const cap = 16
+	e := newTestEngine(t, m, Config{MaxBatchTokens: 256, MaxPrefillTokensWithDecodes: cap, MaxSeqs: 2,
+		Speculate: SpecConfig{Method: "draft", K: 3, Fixed: true, Draft: dm, DraftBlocks: 64, LogitRows: 8}})
+	most := 0
+	dm.onForward = func(b *kernels.Batch) error {
+		for _, sr := range b.Seqs {
+			most = max(most, sr.End-sr.Start)
+		}
+		return nil
+	}
+	p := prompt(100, 3, 5)
+	got, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 30}), 0)
+	if want := m.reference(p, 30); !slices.Equal(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	if st := waitIdle(t, e); most > cap || st.SpecAcceptedTokens == 0 {
+		t.Fatalf("largest draft chunk %d rows (cap %d), %d drafts accepted", most, cap, st.SpecAcceptedTokens)
+	}
+}
