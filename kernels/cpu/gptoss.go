@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/sluicehq/sluice/kernels"
 )
@@ -61,7 +62,11 @@ func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore,
 		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
 		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 	}
-	rowSeq := make([]int, n)
+	c := sinkPool.Get().(*sinkCall)
+	defer sinkPool.Put(c)
+	c.rowSeq = slices.Grow(c.rowSeq[:0], n)[:n]
+	rowSeq, ctxSum := c.rowSeq, 0
+	clear(rowSeq)
 	for si, sq := range batch.Seqs {
 		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
 			return fmt.Errorf("cpu backend: SinkAttention: sequence %d rows [%d,%d) outside the batch", si, sq.Start, sq.End)
@@ -80,40 +85,79 @@ func (b *Backend) SinkAttention(out, q, k, v kernels.Tensor, kv kernels.KVStore,
 					return fmt.Errorf("cpu backend: SinkAttention: block %d out of range [0,%d)", blk, cfg.Blocks)
 				}
 			}
-			rowSeq[r] = si
+			rowSeq[r] = int32(si)
+			ctxSum += attended(p, window)
 		}
 	}
-	hd, bs, group := cfg.HeadDim, cfg.BlockSize, heads/cfg.KVHeads
-	b.parallelFor(n*heads, 1, func(lo, hi int) {
-		var scores []float32
-		for item := lo; item < hi; item++ {
-			r, h := item/heads, item%heads
-			sq := &batch.Seqs[rowSeq[r]]
-			pos := int(batch.Positions[r])
-			ctx := attended(pos, window)
-			first := pos + 1 - ctx
-			scores = slices.Grow(scores[:0], ctx)[:ctx]
-			qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
-			off := (h / group) * hd
-			mx := sk[h]
-			for i := range ctx {
-				p := first + i
-				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				scores[i] = dotHalfF32(kc[slot*kvCols+off:slot*kvCols+off+hd], qv) * scale
-				mx = max(mx, scores[i])
-			}
-			sum := expF32(scores, scores, mx) + float32(math.Exp(float64(sk[h]-mx)))
-			o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
-			clear(o)
-			inv := 1 / sum
-			for i, e := range scores {
-				p := first + i
-				slot := int(sq.Blocks[p/bs])*bs + p%bs
-				axpyHalf(o, e*inv, vc[slot*kvCols+off:slot*kvCols+off+hd])
-			}
-		}
-	})
+	// An item (row, head) costs its context times the head size, as in
+	// Attention: early decode steps are too little work to share.
+	grain := 1
+	if perItem := ctxSum * cfg.HeadDim / max(n, 1); perItem > 0 {
+		grain = max(1, attentionGrain/perItem)
+	}
+	c.os, c.qs, c.sk, c.kc, c.vc, c.batch = os, qs, sk, store.k[layer], store.v[layer], batch
+	c.heads, c.group, c.qCols, c.kvCols, c.hd, c.bs = heads, heads/cfg.KVHeads, qCols, kvCols, cfg.HeadDim, cfg.BlockSize
+	c.scale, c.window = scale, window
+	b.parallelFor(n*heads, grain, c.fn)
+	c.os, c.qs, c.sk, c.kc, c.vc, c.batch = nil, nil, nil, nil, nil, nil // do not pin the caller's buffers
 	return nil
+}
+
+// sinkCall is one SinkAttention call's state, pooled so that a steady-state
+// call allocates nothing: the row→sequence map and the one closure handed
+// to parallelFor, bound to the call (attnScratch's reasons; this file keeps
+// its own so as not to widen Backend).
+type sinkCall struct {
+	rowSeq                              []int32
+	os, qs, sk                          []float32
+	kc, vc                              []uint16
+	batch                               *kernels.Batch
+	heads, group, qCols, kvCols, hd, bs int
+	scale                               float32
+	window                              int
+	fn                                  func(lo, hi int)
+}
+
+var sinkPool = sync.Pool{New: func() any {
+	c := new(sinkCall)
+	c.fn = c.run
+	return c
+}}
+
+// run computes the (row, head) items [lo, hi): softmax over the row's
+// scores and the head's sink, then the weighted sum of V.
+func (c *sinkCall) run(lo, hi int) {
+	os, qs, sk, kc, vc, batch, rowSeq := c.os, c.qs, c.sk, c.kc, c.vc, c.batch, c.rowSeq
+	heads, group, qCols, kvCols, hd, bs := c.heads, c.group, c.qCols, c.kvCols, c.hd, c.bs
+	sp := scorePool.Get().(*[]float32)
+	defer scorePool.Put(sp)
+	for item := lo; item < hi; item++ {
+		r, h := item/heads, item%heads
+		sq := &batch.Seqs[rowSeq[r]]
+		pos := int(batch.Positions[r])
+		ctx := attended(pos, c.window)
+		first := pos + 1 - ctx
+		*sp = slices.Grow((*sp)[:0], ctx)
+		scores := (*sp)[:ctx]
+		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
+		off := (h / group) * hd
+		mx := sk[h]
+		for i := range ctx {
+			p := first + i
+			slot := int(sq.Blocks[p/bs])*bs + p%bs
+			scores[i] = dotHalfF32(kc[slot*kvCols+off:slot*kvCols+off+hd], qv) * c.scale
+			mx = max(mx, scores[i])
+		}
+		sum := expF32(scores, scores, mx) + float32(math.Exp(float64(sk[h]-mx)))
+		o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
+		clear(o)
+		inv := 1 / sum
+		for i, e := range scores {
+			p := first + i
+			slot := int(sq.Blocks[p/bs])*bs + p%bs
+			axpyHalf(o, e*inv, vc[slot*kvCols+off:slot*kvCols+off+hd])
+		}
+	}
 }
 
 // OAIMoEFFN: for each of the first n rows of x, its top k experts by router

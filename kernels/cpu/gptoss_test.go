@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
 )
 
 // TestOAISwiGLU: gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: the gate
@@ -173,4 +174,93 @@ func oaiMoEReference(w [3][]float32, gb, ub, db, x, logits []float32, hidden, ff
 		}
 	}
 	return out
+}
+
+// TestSinkAttention checks every row of a prompt against attention with
+// sinks computed directly over its window in float64 from the F16-rounded
+// K and V the cache holds (the block table shuffled), with sinks from far
+// below the scores (no effect) to far above (the head attends to almost
+// nothing); and the call on one backend twice in a row, with a 2-row batch
+// between, gives the same bits (pooled state carries nothing over).
+func TestSinkAttention(t *testing.T) {
+	const (
+		heads, kvHeads, hd = 4, 2, 16
+		bs, blocks, n      = 4, 16, 37
+	)
+	r := rand.New(rand.NewPCG(3, 4))
+	table := make([]int32, blocks)
+	for i, p := range r.Perm(blocks) {
+		table[i] = int32(p)
+	}
+	sinkv := []float32{-30, 0.5, 2, 12}
+	for _, window := range []int{0, 1, 5, 16} {
+		b := New(2)
+		kv, err := b.NewKVStore(kernels.KVConfig{Layers: 2, Blocks: blocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		qv, kvals, vvals := randF32(r, n*heads*hd), randF32(r, n*kvHeads*hd), randF32(r, n*kvHeads*hd)
+		q, k, v := scratch(t, b, qv, n, heads*hd), scratch(t, b, kvals, n, kvHeads*hd), scratch(t, b, vvals, n, kvHeads*hd)
+		sinks := scratch(t, b, sinkv, heads)
+		batch := &kernels.Batch{Seqs: []kernels.SeqRows{{Start: 0, End: n, ContextLen: n, Blocks: table}}}
+		for p := range n {
+			batch.Tokens = append(batch.Tokens, 0)
+			batch.Positions = append(batch.Positions, int32(p))
+			batch.Slots = append(batch.Slots, table[p/bs]*bs+int32(p%bs))
+		}
+		const scale = 0.25
+		out, again := scratch(t, b, nil, n, heads*hd), scratch(t, b, nil, n, heads*hd)
+		if err := b.SinkAttention(out, q, k, v, kv, 1, batch, scale, window, sinks); err != nil {
+			t.Fatal(err)
+		}
+		small := &kernels.Batch{Tokens: []int32{0, 0}, Positions: []int32{0, 1}, Slots: []int32{0, 1},
+			Seqs: []kernels.SeqRows{{Start: 0, End: 1, ContextLen: 1, Blocks: []int32{0}}, {Start: 1, End: 2, ContextLen: 2, Blocks: []int32{0}}}}
+		if err := b.SinkAttention(scratch(t, b, nil, 2, heads*hd), q, k, v, kv, 0, small, scale, window, sinks); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SinkAttention(again, q, k, v, kv, 1, batch, scale, window, sinks); err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*tensor).f32
+		for i, g := range again.(*tensor).f32 {
+			if math.Float32bits(g) != math.Float32bits(got[i]) {
+				t.Fatalf("window %d: output %d is %g, then %g", window, i, got[i], g)
+			}
+		}
+		half := func(x float32) float64 { return float64(quant.F16ToF32(quant.F32ToF16(x))) }
+		for p := range n {
+			first := 0
+			if window > 0 {
+				first = max(0, p+1-window)
+			}
+			for h := range heads {
+				kh := h / (heads / kvHeads)
+				scores := make([]float64, p+1-first)
+				mx := float64(sinkv[h])
+				for j := range scores {
+					var s float64
+					for d := range hd {
+						s += float64(qv[p*heads*hd+h*hd+d]) * half(kvals[(first+j)*kvHeads*hd+kh*hd+d])
+					}
+					scores[j] = s * scale
+					mx = max(mx, scores[j])
+				}
+				sum := math.Exp(float64(sinkv[h]) - mx)
+				for j := range scores {
+					scores[j] = math.Exp(scores[j] - mx)
+					sum += scores[j]
+				}
+				for d := range hd {
+					var o float64
+					for j, e := range scores {
+						o += e / sum * half(vvals[(first+j)*kvHeads*hd+kh*hd+d])
+					}
+					if g := got[p*heads*hd+h*hd+d]; math.Abs(float64(g)-o) > 1e-4 {
+						t.Fatalf("window %d: position %d head %d dim %d: %g, want %g", window, p, h, d, g, o)
+					}
+				}
+			}
+		}
+		b.Close()
+	}
 }
