@@ -16,7 +16,8 @@ import (
 //	  pass 2: o [slot, hidden] = h · down_eᵀ                     units: expert × tile
 //	  dst[r] += weight · o[r's slot], experts in ascending order
 //
-// A unit runs one tile of moeTile weight rows against all of the expert's
+// A unit runs one tile of moeTile weight rows (more for experts of one to
+// three rows: moeTileRows) against all of the expert's
 // rows, in groups of 8, 4, 2 and 1 (rows8, rows4, rows2, rows), so the tile
 // is read from memory once and from L1 after that. Every kernel gives each
 // product the one-row kernel's bits, so a row's result does not depend on
@@ -40,6 +41,7 @@ type moeGroups struct {
 	acts  [2]*moeActs
 	outs  [2][]float32
 	wrb   [2]int // bytes of a weight row of each matrix
+	tile  int    // weight rows a unit takes
 	tiles int    // tiles per matrix
 	fn    func(lo, hi int)
 }
@@ -57,6 +59,19 @@ type moeActs struct {
 // moeTile: weight rows a unit takes; 16 rows of a 1024-wide Q8_0 matrix are
 // 17 KB, so they stay in L1 while the expert's rows pass over them.
 const moeTile = 16
+
+// moeTileRows is the tile for experts of at most maxM rows: moeTile, or
+// while a unit would make fewer than 4·moeTile row products (a decode
+// step's one row an expert), twice that, so the per-unit cost (the unit's
+// arithmetic and the kernel's call and setup) is spread over more rows. A
+// row's result does not depend on its tile.
+func moeTileRows(maxM int) int {
+	t := moeTile
+	for maxM*t < 4*moeTile {
+		t *= 2
+	}
+	return t
+}
 
 // group returns the rows the next kernel call takes when left rows remain:
 // the largest group the kernel has, or a padded 4 or 8.
@@ -240,7 +255,12 @@ func (g *moeGroups) runPass(w *workers, mats, out int) {
 	if g.fn == nil {
 		g.fn = g.run
 	}
-	g.tiles = (out + moeTile - 1) / moeTile
+	maxM := 1
+	for _, e := range g.active {
+		maxM = max(maxM, g.count[e])
+	}
+	g.tile = moeTileRows(maxM)
+	g.tiles = (out + g.tile - 1) / g.tile
 	for j, w := range g.mats[:mats] {
 		g.wrb[j] = w.dtype.RowBytes(w.shape[2])
 	}
@@ -261,7 +281,7 @@ func (g *moeGroups) run(lo, hi int) {
 // unit multiplies tile t of expert e's matrix of w by the expert's rows.
 func (g *moeGroups) unit(e int, w *tensor, wrb int, a *moeActs, dst []float32, t int) {
 	out := w.shape[1]
-	o0, o1 := t*moeTile, min(out, (t+1)*moeTile)
+	o0, o1 := t*g.tile, min(out, (t+1)*g.tile)
 	ws := w.raw[(e*out+o0)*wrb : (e*out+o1)*wrb]
 	k, q, rb, nb := a.k, a.q, a.rb, a.nb
 	f, m := g.first[e], g.count[e]
