@@ -86,6 +86,14 @@ var hfReferenceModels = []struct {
 	{"gptoss-mxfp4", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 64, Vocab: 300, Seed: 75, GPTOSS: true, Window: 5,
 		Experts: 4, ExpertsUsed: 4, RopeTheta: 150000, ContextLen: 16384, YaRN: &modeltest.YaRN{Factor: 4, OriginalContext: 4096},
 		ExpertsMXFP4: true}, map[string]any{"rope_scaling": gptossUntruncated}},
+	// Gemma 4 (dense): window layers 0, 1, 3, 4 of 5 tokens with heads of 16
+	// over 2 KV heads and base 10000, global layers 2 and 5 with heads of 32
+	// over 1 KV head whose V is K's projection (attention_k_eq_v) and
+	// proportional RoPE over a quarter of the pairs at base 1e6, V normed
+	// without a weight, scores unscaled, layer scalars, soft-cap 30.
+	{"gemma4", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 77, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
+		LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}, nil},
 }
 
 // gptossUntruncated is the reference gpt-oss models' rope_scaling, spelled

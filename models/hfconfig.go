@@ -150,6 +150,9 @@ var hfArchs = map[string]string{
 	// The multimodal checkpoint: its language model alone (text_config and
 	// the language_model tensors; the vision tower is not loaded).
 	"Gemma3ForConditionalGeneration": "gemma3",
+	// Gemma 4 dense (gemma4_hf.go), likewise.
+	"Gemma4ForCausalLM":              "gemma4",
+	"Gemma4ForConditionalGeneration": "gemma4",
 }
 
 // readHFConfig parses dir/config.json. has tells which (GGUF-named) tensors
@@ -168,19 +171,22 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	}
 	arch, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, SmolLM3ForCausalLM, GptOssForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM or Gemma3ForConditionalGeneration): %w",
+		return Config{}, fmt.Errorf("hf config %s: architecture %q (want LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, SmolLM3ForCausalLM, GptOssForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration, Gemma4ForCausalLM or Gemma4ForConditionalGeneration; Qwen3.5 through LoadQwen35Source): %w",
 			path, hc.Architectures[0], ErrUnsupported)
 	}
-	if arch == "gemma3" {
+	text := raw // the text model's object: text_config where there is one
+	if arch == "gemma3" || arch == "gemma4" {
 		// Again over transformers' defaults, from text_config when there is one.
-		text := raw
 		if hc.TextConfig != nil {
 			text = hc.TextConfig
-		} else if hc.Architectures[0] == "Gemma3ForConditionalGeneration" {
-			return Config{}, fmt.Errorf("hf config %s: Gemma3ForConditionalGeneration without text_config: %w", path, ErrMissingKey)
+		} else if a := hc.Architectures[0]; a == "Gemma3ForConditionalGeneration" || a == "Gemma4ForConditionalGeneration" {
+			return Config{}, fmt.Errorf("hf config %s: %s without text_config: %w", path, a, ErrMissingKey)
 		}
 		archs := hc.Architectures
 		hc = gemma3TextDefaults()
+		if arch == "gemma4" {
+			hc = gemma4TextDefaults()
+		}
 		if err := json.Unmarshal(text, &hc); err != nil {
 			return Config{}, fmt.Errorf("hf config %s: text_config: %w: %w", path, ErrMalformed, err)
 		}
@@ -198,8 +204,10 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 	if arch == "gemma3" && hc.TextConfig != nil {
 		src = hc.TextConfig
 	}
-	if err := hc.foldRopeParameters(path, src); err != nil {
-		return Config{}, err
+	if arch != "gemma4" { // one rope_parameters object per layer kind, proportional (hfConfig.gemma4)
+		if err := hc.foldRopeParameters(path, src); err != nil {
+			return Config{}, err
+		}
 	}
 	cfg := Config{
 		Arch:       arch,
@@ -255,6 +263,10 @@ func readHFConfig(path string, has func(string) bool) (Config, error) {
 		}
 	case "gpt-oss":
 		if err := hc.gptoss(&cfg, path); err != nil {
+			return Config{}, err
+		}
+	case "gemma4":
+		if err := hc.gemma4(&cfg, path, text); err != nil {
 			return Config{}, err
 		}
 	}

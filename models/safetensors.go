@@ -83,6 +83,8 @@ func OpenHF(dir string) (*HFDir, error) {
 		err = h.gptossTensors()
 	case isHFQwen35(arch):
 		err = h.qwen35Tensors()
+	case arch == "Gemma4ForCausalLM" || arch == "Gemma4ForConditionalGeneration":
+		err = h.gemma4RopeFreqs()
 	}
 	if err != nil {
 		_ = h.Close()
@@ -341,6 +343,8 @@ var hfLayerParts = map[string]string{
 	"self_attn.sinks":       "attn_sinks.weight",
 	"mlp.router.weight":     "ffn_gate_inp.weight",
 	"mlp.router.bias":       "ffn_gate_inp.bias",
+	// Gemma 4's scale of the residual stream at a layer's end.
+	"layer_scalar": "layer_output_scale.weight",
 }
 
 var hfTopNames = map[string]string{

@@ -33,6 +33,9 @@ func hfTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Te
 	if spec.GPTOSS {
 		return gptossHFTensors(spec, t, w, dtype)
 	}
+	if spec.Gemma4 {
+		return gemma4HFTensors(spec, t, w, dtype)
+	}
 	var layer int
 	var part string
 	if _, err := fmt.Sscanf(t.name, "blk.%d.%s", &layer, &part); err != nil || spec.Experts == 0 || !strings.HasPrefix(part, "ffn_") {

@@ -342,6 +342,9 @@ func hfConfig(spec Spec, dtype kernels.DType) map[string]any {
 	if spec.GPTOSS {
 		gptossHFConfig(spec, cfg)
 	}
+	if spec.Gemma4 {
+		gemma4HFConfig(spec, cfg)
+	}
 	return cfg
 }
 
