@@ -3,15 +3,15 @@
 #include "dotq_amd64.h"
 
 // MXFP4 rows against a Q8_0 activation row, in dotq_amd64.s's skeleton:
-// two rows through the block loop together, then one alone, each with the
-// same instructions, so a result depends neither on the row count nor on
-// tiling. Per block [e][qs 16]: the nibbles index ggml's doubled E2M1
+// four rows through the block loop together while four remain, then two,
+// then one alone, each with the same instructions, so a result depends
+// neither on the row count nor on tiling. Per block [e][qs 16]: the nibbles index ggml's doubled E2M1
 // values (kvalues_mxfp4) with one VPSHUFB, then the signed dot as Q4_0's;
 // the scale is 2^(e−128)·dx.
 //
 // Registers: SI pair base, R8 wstride, R9 x, R10 nb, R11 dst, R12 rows left,
 // R13 zero; AX/BX the pair's block pointers, DI x's, CX blocks left, DX the
-// exponent; Y0/Y1 the accumulators, X2 x's scale, Y5 x's 32 quants, Y8 the
+// exponent; Y0/Y1 the accumulators (Y7/Y14 too for four rows), X2 x's scale, Y5 x's 32 quants, Y8 the
 // values table in both lanes, Y9 0x0f bytes, Y10 int16 ones.
 
 // The sixteen codes' values, doubled (0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6 ×2).
@@ -40,6 +40,26 @@ GLOBL kvaluesMXFP4<>(SB), RODATA|NOPTR, $32
 	VPSHUFB uY, Y8, uY; \
 	SIGNED_DOT(accY, tY, uY, vY)
 
+// The same with the exponent and quants at memory operands e and q, so the
+// four-row loop can address rows r+1 and r+3 as (AX)(R8*1) and (BX)(R8*1).
+#define SCALE_AT(e, tX, tY) \
+	MOVBLZX      e, DX; \
+	SUBL         $1, DX; \
+	CMOVLLT      R13, DX; \
+	SHLL         $23, DX; \
+	VMOVD        DX, tX; \
+	VMULSS       tX, X2, tX; \
+	VBROADCASTSS tX, tY
+
+#define MXROW_AT(e, q, accY, tX, tY, uX, uY, vX, vY) \
+	SCALE_AT(e, tX, tY); \
+	VMOVDQU     q, uX; \
+	VPSRLW      $4, uX, vX; \
+	VINSERTI128 $1, vX, uY, uY; \
+	VPAND       Y9, uY, uY; \
+	VPSHUFB     uY, Y8, uY; \
+	SIGNED_DOT(accY, tY, uY, vY)
+
 // func dotMXFP4Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 TEXT ·dotMXFP4Q8_0Rows(SB), NOSPLIT, $0-48
 	MOVQ    w+0(FP), SI
@@ -52,6 +72,56 @@ TEXT ·dotMXFP4Q8_0Rows(SB), NOSPLIT, $0-48
 	NIBBLE_MASK(Y9, X9)
 	ONES_I16(Y10, X10)
 	VMOVDQU kvaluesMXFP4<>(SB), Y8
+
+	// Four rows at a time (AX rows r and r+1, BX rows r+2 and r+3): the x
+	// block's loads and scale shared by four rows, and the four horizontal
+	// sums done together. Each row's instructions are MXROW's, and the
+	// transposed sums add the same lanes in the same order as HSUM
+	// ((l+h) pairwise, then the pairs), so a row gets the pair loop's bits.
+mxquad:
+	CMPQ R12, $4
+	JLT  mxpair
+	MOVQ SI, AX
+	LEAQ (SI)(R8*2), BX
+	MOVQ R9, DI
+	MOVQ R10, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y7, Y7, Y7
+	VXORPS Y14, Y14, Y14
+
+mxquadblk:
+	PREFETCHT0 (AX)(R8*8)
+	PREFETCHT0 (BX)(R8*8)
+	VMOVD      (DI), X2
+	VCVTPH2PS  X2, X2
+	VMOVDQU    2(DI), Y5
+	MXROW_AT((AX), 1(AX), Y0, X3, Y3, X4, Y4, X6, Y6)
+	MXROW_AT((AX)(R8*1), 1(AX)(R8*1), Y1, X11, Y11, X12, Y12, X13, Y13)
+	MXROW_AT((BX), 1(BX), Y7, X3, Y3, X4, Y4, X6, Y6)
+	MXROW_AT((BX)(R8*1), 1(BX)(R8*1), Y14, X11, Y11, X12, Y12, X13, Y13)
+	ADDQ       $17, AX
+	ADDQ       $17, BX
+	ADDQ       $34, DI
+	DECQ       CX
+	JNZ        mxquadblk
+	VPERM2F128 $0x20, Y1, Y0, Y3   // [r lo, r+1 lo]
+	VPERM2F128 $0x31, Y1, Y0, Y4   // [r hi, r+1 hi]
+	VADDPS     Y4, Y3, Y3
+	VPERM2F128 $0x20, Y14, Y7, Y6  // [r+2 lo, r+3 lo]
+	VPERM2F128 $0x31, Y14, Y7, Y11 // [r+2 hi, r+3 hi]
+	VADDPS     Y11, Y6, Y6
+	VHADDPS    Y6, Y3, Y12         // [r, r, r+2, r+2 | r+1, r+1, r+3, r+3]
+	VHADDPS    Y12, Y12, Y12       // [r, r+2, … | r+1, r+3, …]
+	VMOVSS     X12, (R11)
+	VEXTRACTPS $1, X12, 8(R11)
+	VEXTRACTF128 $1, Y12, X12
+	VMOVSS     X12, 4(R11)
+	VEXTRACTPS $1, X12, 12(R11)
+	ADDQ       $16, R11
+	LEAQ       (SI)(R8*4), SI
+	SUBQ       $4, R12
+	JMP        mxquad
 
 mxpair:
 	CMPQ   R12, $2
