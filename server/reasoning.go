@@ -1,8 +1,6 @@
 package server
 
 import (
-	"encoding/json"
-
 	"github.com/sluicehq/sluice/server/internal/httpedge"
 	"github.com/sluicehq/sluice/server/stream"
 )
@@ -28,23 +26,8 @@ func (wr *wireRequest) reasoning(chat bool, g *stream.GenRequest) error {
 	if err := g.SetTemplateKwargs("chat_template_kwargs", wr.ChatTemplateKwargs); err != nil {
 		return err
 	}
-	if raw, ok := wr.ChatTemplateKwargs["enable_thinking"]; ok {
-		var on *bool
-		if err := json.Unmarshal(raw, &on); err != nil {
-			return stream.InvalidParam("chat_template_kwargs.enable_thinking", "chat_template_kwargs.enable_thinking must be a boolean")
-		}
-		ask.Enabled = on
-	}
-	if raw, ok := wr.ChatTemplateKwargs["reasoning_effort"]; ok {
-		const param = "chat_template_kwargs.reasoning_effort"
-		var effort string
-		if err := json.Unmarshal(raw, &effort); err != nil {
-			return stream.InvalidParam(param, "%s must be a string", param)
-		}
-		if ask.Effort != nil && *ask.Effort != effort {
-			return stream.InvalidParam(param, "%s %q differs from reasoning_effort %q", param, effort, *ask.Effort)
-		}
-		ask.Effort, ask.EffortParam = &effort, param
+	if err := stream.KwargsReasoning("chat_template_kwargs", wr.ChatTemplateKwargs, &ask); err != nil {
+		return err
 	}
 	return g.SetReasoning(ask)
 }

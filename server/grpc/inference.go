@@ -2,6 +2,7 @@ package grpcserver
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -77,8 +78,18 @@ func (x *inference) Tokenize(_ context.Context, r *sluicev1.TokenizeRequest) (*s
 		if msgs, err = chatMessages(in.Chat.GetMessages()); err != nil {
 			return nil, toStatus(err)
 		}
+		// The kwargs as Generate takes them, so the ids are the prompt a
+		// generation with the same chat is given (enable_thinking false
+		// can end it).
 		var g stream.GenRequest
+		var kwargs map[string]json.RawMessage
 		if err = g.SetMessages(msgs); err == nil {
+			kwargs, err = setTemplateKwargs(&g, in.Chat.GetChatTemplateKwargs())
+		}
+		if err == nil {
+			err = setReasoning(&g, nil, kwargs)
+		}
+		if err == nil {
 			ids, err = stream.TokenizePrompt(b, &g, false)
 		}
 	default:

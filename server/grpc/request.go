@@ -1,6 +1,7 @@
 package grpcserver
 
 import (
+	"encoding/json"
 	"fmt"
 
 	sluicev1 "github.com/sluicehq/sluice/server/grpc/proto/sluice/v1"
@@ -12,6 +13,7 @@ import (
 // values with the same messages.
 func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 	g := &stream.GenRequest{Model: r.GetModel()}
+	var kwargs map[string]json.RawMessage
 	var err error
 	switch in := r.GetInput().(type) {
 	case *sluicev1.GenerateRequest_Text:
@@ -25,6 +27,9 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 		var msgs []stream.ChatMessage
 		if msgs, err = chatMessages(in.Chat.GetMessages()); err == nil {
 			err = g.SetMessages(msgs)
+		}
+		if err == nil {
+			kwargs, err = setTemplateKwargs(g, in.Chat.GetChatTemplateKwargs()) // reasoning.go
 		}
 	default:
 		err = stream.InvalidParam("prompt", "prompt is required: text, token_ids or chat")
@@ -62,7 +67,7 @@ func genRequest(r *sluicev1.GenerateRequest) (*stream.GenRequest, error) {
 	if err := setFeatures(g, r); err != nil { // features.go
 		return nil, err
 	}
-	if err := setReasoning(g, r.GetReasoning()); err != nil { // reasoning.go
+	if err := setReasoning(g, r.GetReasoning(), kwargs); err != nil { // reasoning.go
 		return nil, err
 	}
 	g.StopTokens, err = int32s("stop_token_ids", sp.GetStopTokenIds())

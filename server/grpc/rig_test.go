@@ -121,7 +121,8 @@ type rigOptions struct {
 	apiKey   string
 	keys     []string // the keys in force, as --api-key-file gives them (instead of apiKey)
 	compat   metrics.Compat
-	ctxLen   int // caps the model's context (0: the model's own)
+	ctxLen   int    // caps the model's context (0: the model's own)
+	template string // replaces the model's chat template (empty: its own)
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -143,7 +144,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	rec := newRecorder(m)
-	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 300, ContextLen: o.ctxLen, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec})
+	model, err := loader.Load(path, loader.Options{Threads: 1, KVBlocks: 300, ContextLen: o.ctxLen, MaxSeqs: o.maxSeqs, MaxQueue: o.maxQueue, Observer: rec, ChatTemplate: o.template})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,12 @@ import (
 // ReasoningAsk is a request's reasoning fields in its API's terms; nil is
 // absent. The Param names are the wire fields, for errors.
 type ReasoningAsk struct {
-	Enabled     *bool
-	Effort      *string
-	EffortParam string
-	Budget      *int
-	BudgetParam string
+	Enabled      *bool
+	EnabledParam string
+	Effort       *string
+	EffortParam  string
+	Budget       *int
+	BudgetParam  string
 }
 
 // Reasoning is a request's validated reasoning controls.

@@ -417,6 +417,42 @@ func (g *GenRequest) SetTemplateKwargs(param string, raw map[string]json.RawMess
 	return nil
 }
 
+// KwargsReasoning folds what a request's chat_template_kwargs (param
+// names the field) ask of the reasoning into ask, which holds what the
+// API's own fields asked: enable_thinking (Qwen3's and SmolLM3's switch)
+// and reasoning_effort (gpt-oss's, which llama.cpp's and vLLM's users pass
+// there) steer it on any model, not only through a template that reads
+// them. One the API's own field also gives must agree with it: either
+// winning silently would leave the other ignored. Every API that takes
+// kwargs reads them here, so they mean the same on each.
+func KwargsReasoning(param string, raw map[string]json.RawMessage, ask *ReasoningAsk) error {
+	if v, ok := raw["enable_thinking"]; ok {
+		p := param + ".enable_thinking"
+		var on *bool
+		if err := json.Unmarshal(v, &on); err != nil {
+			return InvalidParam(p, "%s must be a boolean", p)
+		}
+		if on != nil && ask.Enabled != nil && *on != *ask.Enabled {
+			return InvalidParam(p, "%s %v differs from %s %v", p, *on, ask.EnabledParam, *ask.Enabled)
+		}
+		if on != nil && ask.Enabled == nil { // agreeing, the API's own field keeps its name
+			ask.Enabled, ask.EnabledParam = on, p
+		}
+	}
+	if v, ok := raw["reasoning_effort"]; ok {
+		p := param + ".reasoning_effort"
+		var effort string
+		if err := json.Unmarshal(v, &effort); err != nil {
+			return InvalidParam(p, "%s must be a string", p)
+		}
+		if ask.Effort != nil && *ask.Effort != effort {
+			return InvalidParam(p, "%s %q differs from %s %q", p, effort, ask.EffortParam, *ask.Effort)
+		}
+		ask.Effort, ask.EffortParam = &effort, p
+	}
+	return nil
+}
+
 // depth is how deeply v nests arrays and objects (a scalar: 0).
 func depth(v any) int {
 	d := 0

@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -928,10 +929,21 @@ func (x *TokenIds) GetIds() []uint32 {
 }
 
 type Chat struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*ChatMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*ChatMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Variables given to the model's chat template beside the messages, as
+	// the HTTP API's (and vLLM's) chat_template_kwargs: a Struct, so a client
+	// sends the same object it would put in the JSON body (protojson writes
+	// it as one). Validated by the HTTP API's rules: at most 64 keys and
+	// 64 KiB, nesting 16; a name the server sets itself (messages, tools,
+	// add_generation_prompt, bos_token, ...) or one that is not an
+	// identifier is INVALID_ARGUMENT naming chat_template_kwargs.KEY.
+	// enable_thinking and reasoning_effort also steer the reasoning, as
+	// GenerateRequest.reasoning's enabled and effort, which must then agree.
+	// Numbers are doubles on this wire: an integer past 2^53 is not exact.
+	ChatTemplateKwargs *structpb.Struct `protobuf:"bytes,2,opt,name=chat_template_kwargs,json=chatTemplateKwargs,proto3" json:"chat_template_kwargs,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Chat) Reset() {
@@ -967,6 +979,13 @@ func (*Chat) Descriptor() ([]byte, []int) {
 func (x *Chat) GetMessages() []*ChatMessage {
 	if x != nil {
 		return x.Messages
+	}
+	return nil
+}
+
+func (x *Chat) GetChatTemplateKwargs() *structpb.Struct {
+	if x != nil {
+		return x.ChatTemplateKwargs
 	}
 	return nil
 }
@@ -2269,7 +2288,7 @@ var File_sluice_v1_sluice_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\"\xb5\x05\n" +
+	"\x16sluice/v1/sluice.proto\x12\tsluice.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xb5\x05\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -2339,9 +2358,10 @@ const file_sluice_v1_sluice_proto_rawDesc = "" +
 	"\aChoices\x12\x18\n" +
 	"\achoices\x18\x01 \x03(\tR\achoices\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\rR\x03ids\":\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"\x85\x01\n" +
 	"\x04Chat\x122\n" +
-	"\bmessages\x18\x01 \x03(\v2\x16.sluice.v1.ChatMessageR\bmessages\"\x91\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x16.sluice.v1.ChatMessageR\bmessages\x12I\n" +
+	"\x14chat_template_kwargs\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x12chatTemplateKwargs\"\x91\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x122\n" +
@@ -2500,6 +2520,7 @@ var file_sluice_v1_sluice_proto_goTypes = []any{
 	(*ListModelsRequest)(nil),  // 28: sluice.v1.ListModelsRequest
 	(*ListModelsResponse)(nil), // 29: sluice.v1.ListModelsResponse
 	(*Model)(nil),              // 30: sluice.v1.Model
+	(*structpb.Struct)(nil),    // 31: google.protobuf.Struct
 }
 var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	10, // 0: sluice.v1.GenerateRequest.token_ids:type_name -> sluice.v1.TokenIds
@@ -2514,31 +2535,32 @@ var file_sluice_v1_sluice_proto_depIdxs = []int32{
 	7,  // 9: sluice.v1.ResponseFormat.json_object:type_name -> sluice.v1.JSONObjectFormat
 	9,  // 10: sluice.v1.StructuredOutputs.choice:type_name -> sluice.v1.Choices
 	12, // 11: sluice.v1.Chat.messages:type_name -> sluice.v1.ChatMessage
-	4,  // 12: sluice.v1.ChatMessage.tool_calls:type_name -> sluice.v1.ToolCall
-	15, // 13: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
-	19, // 14: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
-	21, // 15: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
-	16, // 16: sluice.v1.GenerateChunk.tool_calls:type_name -> sluice.v1.ToolCallDelta
-	17, // 17: sluice.v1.GenerateChunk.logprobs:type_name -> sluice.v1.TokenLogprob
-	18, // 18: sluice.v1.TokenLogprob.top_logprobs:type_name -> sluice.v1.TopLogprob
-	20, // 19: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
-	11, // 20: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
-	30, // 21: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
-	0,  // 22: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
-	22, // 23: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
-	24, // 24: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
-	26, // 25: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
-	28, // 26: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
-	14, // 27: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
-	23, // 28: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
-	25, // 29: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
-	27, // 30: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
-	29, // 31: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	31, // 12: sluice.v1.Chat.chat_template_kwargs:type_name -> google.protobuf.Struct
+	4,  // 13: sluice.v1.ChatMessage.tool_calls:type_name -> sluice.v1.ToolCall
+	15, // 14: sluice.v1.GenerateResponse.chunk:type_name -> sluice.v1.GenerateChunk
+	19, // 15: sluice.v1.GenerateResponse.complete:type_name -> sluice.v1.GenerateComplete
+	21, // 16: sluice.v1.GenerateResponse.error:type_name -> sluice.v1.GenerateError
+	16, // 17: sluice.v1.GenerateChunk.tool_calls:type_name -> sluice.v1.ToolCallDelta
+	17, // 18: sluice.v1.GenerateChunk.logprobs:type_name -> sluice.v1.TokenLogprob
+	18, // 19: sluice.v1.TokenLogprob.top_logprobs:type_name -> sluice.v1.TopLogprob
+	20, // 20: sluice.v1.GenerateComplete.usage:type_name -> sluice.v1.Usage
+	11, // 21: sluice.v1.TokenizeRequest.chat:type_name -> sluice.v1.Chat
+	30, // 22: sluice.v1.ListModelsResponse.models:type_name -> sluice.v1.Model
+	0,  // 23: sluice.v1.Inference.Generate:input_type -> sluice.v1.GenerateRequest
+	22, // 24: sluice.v1.Inference.Abort:input_type -> sluice.v1.AbortRequest
+	24, // 25: sluice.v1.Inference.Tokenize:input_type -> sluice.v1.TokenizeRequest
+	26, // 26: sluice.v1.Inference.Detokenize:input_type -> sluice.v1.DetokenizeRequest
+	28, // 27: sluice.v1.Inference.ListModels:input_type -> sluice.v1.ListModelsRequest
+	14, // 28: sluice.v1.Inference.Generate:output_type -> sluice.v1.GenerateResponse
+	23, // 29: sluice.v1.Inference.Abort:output_type -> sluice.v1.AbortResponse
+	25, // 30: sluice.v1.Inference.Tokenize:output_type -> sluice.v1.TokenizeResponse
+	27, // 31: sluice.v1.Inference.Detokenize:output_type -> sluice.v1.DetokenizeResponse
+	29, // 32: sluice.v1.Inference.ListModels:output_type -> sluice.v1.ListModelsResponse
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_sluice_proto_init() }
