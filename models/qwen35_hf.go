@@ -41,7 +41,12 @@ import (
 
 // isHFQwen35 says whether config.json's architecture is a Qwen3.5 one.
 func isHFQwen35(arch string) bool {
-	return arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5ForConditionalGeneration"
+	return arch == "Qwen3_5ForCausalLM" || arch == "Qwen3_5ForConditionalGeneration" || isHFQwen35MoE(arch)
+}
+
+// isHFQwen35MoE says whether it is Qwen3.5's mixture of experts (qwen35moe).
+func isHFQwen35MoE(arch string) bool {
+	return arch == "Qwen3_5MoeForCausalLM" || arch == "Qwen3_5MoeForConditionalGeneration"
 }
 
 // hfQwen35Config is the part of a Qwen3.5 config.json (or its text_config)
@@ -70,6 +75,13 @@ type hfQwen35Config struct {
 		RopeTheta           *float64 `json:"rope_theta"`
 		PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
 	} `json:"rope_parameters"`
+	// Qwen3_5MoeTextConfig: every layer's feed-forward is a renormalised
+	// top-k mixture beside a shared expert behind a sigmoid gate.
+	NumExperts                   int `json:"num_experts"`
+	NumExpertsPerTok             int `json:"num_experts_per_tok"`
+	MoEIntermediateSize          int `json:"moe_intermediate_size"`
+	SharedExpertIntermediateSize int `json:"shared_expert_intermediate_size"`
+
 	LinearConvKernelDim int `json:"linear_conv_kernel_dim"`
 	LinearKeyHeadDim    int `json:"linear_key_head_dim"`
 	LinearValueHeadDim  int `json:"linear_value_head_dim"`
@@ -84,6 +96,15 @@ func qwen35TextDefaults() hfQwen35Config {
 		NumKeyValueHeads: 4, HeadDim: 256, MaxPositionEmbeddings: 32768, RMSNormEps: 1e-6, HiddenAct: "silu",
 		LinearConvKernelDim: 4, LinearKeyHeadDim: 128, LinearValueHeadDim: 128, LinearNumKeyHeads: 16, LinearNumValueHeads: 32,
 	}
+}
+
+// qwen35MoETextDefaults is transformers' Qwen3_5MoeTextConfig with nothing
+// set (it has no dense intermediate_size).
+func qwen35MoETextDefaults() hfQwen35Config {
+	hc := qwen35TextDefaults()
+	hc.HiddenSize, hc.IntermediateSize, hc.NumHiddenLayers, hc.NumKeyValueHeads = 2048, 0, 40, 2
+	hc.NumExperts, hc.NumExpertsPerTok, hc.MoEIntermediateSize, hc.SharedExpertIntermediateSize = 256, 8, 512, 512
+	return hc
 }
 
 // readHFQwen35 reads dir/config.json over transformers' defaults, from
@@ -106,6 +127,9 @@ func readHFQwen35(dir string) (hfQwen35Config, string, error) {
 		return hfQwen35Config{}, path, fmt.Errorf("hf config %s: Qwen3_5ForConditionalGeneration without text_config: %w", path, ErrMissingKey)
 	}
 	hc := qwen35TextDefaults()
+	if len(top.Architectures) > 0 && isHFQwen35MoE(top.Architectures[0]) {
+		hc = qwen35MoETextDefaults()
+	}
 	if err := json.Unmarshal(text, &hc); err != nil {
 		return hfQwen35Config{}, path, fmt.Errorf("hf config %s: text_config: %w: %w", path, ErrMalformed, err)
 	}
@@ -127,7 +151,7 @@ func (h *HFDir) Qwen35Config() (Qwen35Config, error) {
 		return Qwen35Config{}, fmt.Errorf("hf config %s: %s: %w", path, fmt.Sprintf(format, args...), sentinel)
 	}
 	if len(hc.Architectures) == 0 || !isHFQwen35(hc.Architectures[0]) {
-		return fail(ErrUnsupported, "architectures %v is not Qwen3_5ForCausalLM or Qwen3_5ForConditionalGeneration", hc.Architectures)
+		return fail(ErrUnsupported, "architectures %v is not Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM or their ForConditionalGeneration", hc.Architectures)
 	}
 	switch {
 	case hc.HiddenAct != "silu":
@@ -168,6 +192,16 @@ func (h *HFDir) Qwen35Config() (Qwen35Config, error) {
 			KHeads: hc.LinearNumKeyHeads, VHeads: hc.LinearNumValueHeads, Eps: float32(hc.RMSNormEps)},
 		TiedEmbeddings: !h.Has("output.weight") || hc.TieWordEmbeddings != nil && *hc.TieWordEmbeddings,
 	}
+	if isHFQwen35MoE(hc.Architectures[0]) {
+		c.Arch = "qwen35moe"
+		c.Experts, c.ExpertsUsed, c.ExpertFFN, c.SharedFFN = hc.NumExperts, hc.NumExpertsPerTok, hc.MoEIntermediateSize, hc.SharedExpertIntermediateSize
+		if c.FFN <= 0 {
+			c.FFN = c.ExpertFFN // no dense feed-forward; the field only has to be positive
+		}
+		if c.ExpertFFN <= 0 {
+			return fail(ErrMalformed, "moe_intermediate_size %d", c.ExpertFFN)
+		}
+	}
 	if !(theta > 0) || !(prf > 0 && prf <= 1) {
 		return fail(ErrMalformed, "rope_theta %g, partial_rotary_factor %g", theta, prf)
 	}
@@ -200,6 +234,8 @@ func (h *HFDir) Qwen35Config() (Qwen35Config, error) {
 	}
 	return c, nil
 }
+
+var hfFusedExperts = regexp.MustCompile(`^model\.layers\.(\d+)\.mlp\.experts\.(gate_up_proj|down_proj)$`)
 
 var hfLinearAttn = regexp.MustCompile(`^model\.layers\.(\d+)\.linear_attn\.(in_proj_qkv\.weight|in_proj_z\.weight|in_proj_b\.weight|in_proj_a\.weight|out_proj\.weight|conv1d\.weight|A_log|dt_bias|norm\.weight)$`)
 
@@ -308,6 +344,40 @@ func (h *HFDir) qwen35Tensors() error {
 			})
 		case "norm.weight":
 			h.tensors[p+"ssm_norm.weight"] = e // the gated norm multiplies by w itself
+		}
+	}
+	// Experts as transformers 5 saves them: gate_up_proj [E, 2·ffn, hidden]
+	// (the gate's rows, then the up's) and down_proj [E, hidden, ffn], GGUF's
+	// layout but for the split.
+	for _, name := range sortedKeys(h.tensors) {
+		m := hfFusedExperts.FindStringSubmatch(name)
+		if m == nil {
+			continue
+		}
+		e := h.tensors[name]
+		delete(h.tensors, name)
+		p := "blk." + m[1] + "."
+		dt, ok := stDTypes[e.dtype]
+		if !ok || len(e.shape) != 3 {
+			return fmt.Errorf("safetensors %s: %q: %s %v (want F32, F16 or BF16 [experts, rows, cols]): %w", h.files[e.file], e.hfName, e.dtype, e.shape, ErrUnsupported)
+		}
+		if m[2] == "down_proj" {
+			h.tensors[p+"ffn_down_exps.weight"] = e
+			continue
+		}
+		if e.shape[1]%2 != 0 {
+			return fail(e, "shape %v (want [experts, 2·ffn, hidden])", e.shape)
+		}
+		ne, f, hidden := e.shape[0], e.shape[1]/2, e.shape[2]
+		for half, kind := range []string{"gate", "up"} {
+			h.derived[p+"ffn_"+kind+"_exps.weight"] = hfDerived{dtype: dt, shape: []int{ne, f, hidden}, from: []stEntry{e},
+				build: func(dst []byte, src [][]byte) error {
+					per := f * dt.RowBytes(hidden)
+					for x := range ne {
+						copy(dst[x*per:(x+1)*per], src[0][(2*x+half)*per:(2*x+half+1)*per])
+					}
+					return nil
+				}}
 		}
 	}
 	// The zero-centred norms, and post_attention_layernorm's GGUF name.

@@ -22,6 +22,12 @@ func loadQwen35HF(t testing.TB, dir string, spec modeltest.Qwen35Spec, dt kernel
 	if err := modeltest.WriteQwen35HF(dir, spec, dt); err != nil {
 		t.Fatal(err)
 	}
+	return openQwen35HF(t, dir, opts)
+}
+
+// openQwen35HF loads the checkpoint at dir through Open and LoadQwen35Source.
+func openQwen35HF(t testing.TB, dir string, opts Options) *Qwen35 {
+	t.Helper()
 	src, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -41,29 +47,45 @@ func loadQwen35HF(t testing.TB, dir string, spec modeltest.Qwen35Spec, dt kernel
 
 // TestQwen35HFMatchesGGUF loads the tiny Qwen3.5 (2 DeltaNet key heads over
 // 4 value heads, so the grouped-to-tiled value-head order matters; 8 of 16
-// head elements rotating) as GGUF and as the Hugging Face checkpoint of the
-// same weights and requires the same shape and logits at every position:
+// head elements rotating), and the tiny qwen35moe with its experts one
+// tensor each (Qwen's releases) or fused (transformers 5's saves), as GGUF
+// and as the Hugging Face checkpoint of the same weights and requires the
+// same shape and logits at every position:
 // equal up to the float32 rounding of the checkpoint's w − 1 norms and
 // ln(−a) decays, undone on load (measured worst 0 and 8.7e-8 of the logit
 // range).
 func TestQwen35HFMatchesGGUF(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		spec modeltest.Qwen35Spec
+		name  string
+		spec  modeltest.Qwen35Spec
+		fused bool
 	}{
-		{"interval3", qwen35Tiny},
+		{"interval3", qwen35Tiny, false},
 		{"tied-kernel2", func() modeltest.Qwen35Spec {
 			s := qwen35Tiny
 			s.Tied, s.ConvKernel, s.Interval = true, 2, 4
 			return s
-		}()},
+		}(), false},
+		{"moe", qwen35MoETiny, false},
+		{"moe-fused", qwen35MoETiny, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 16}
 			g := loadQwen35(t, tc.spec, kernels.F32, opts)
-			h := loadQwen35HF(t, filepath.Join(t.TempDir(), "hf"), tc.spec, kernels.F32, opts)
+			dir := filepath.Join(t.TempDir(), "hf")
+			write := modeltest.WriteQwen35HF
+			if tc.fused {
+				write = modeltest.WriteQwen35HFFused
+			}
+			if err := write(dir, tc.spec, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
+			h := openQwen35HF(t, dir, opts)
 			gc := g.cfg
 			gc.fullAttentionInterval = 0 // the GGUF key layer_types replaces, read only there
+			if gc.Experts > 0 {
+				gc.FFN = h.cfg.FFN // a mixture has no dense width: the GGUF file's is unused, config.json has none
+			}
 			if !reflect.DeepEqual(gc, h.cfg) {
 				t.Fatalf("configs differ:\n gguf %+v\n   hf %+v", gc, h.cfg)
 			}
@@ -87,12 +109,21 @@ func TestQwen35HFMatchesGGUF(t *testing.T) {
 // key heads over 4 value heads, full attention at 2 and 5 with 8 of 16
 // head elements rotating), run by transformers' Qwen3_5ForCausalLM.
 var hfReferenceQwen35 = []struct {
-	name string
-	spec modeltest.Qwen35Spec
+	name  string
+	spec  modeltest.Qwen35Spec
+	fused bool
 }{
 	{"qwen35", modeltest.Qwen35Spec{Layers: 6, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 2, HeadDim: 16,
-		RopeDims: 8, Interval: 3, KHeads: 2, VHeads: 4, StateSize: 16, Seed: 76}},
+		RopeDims: 8, Interval: 3, KHeads: 2, VHeads: 4, StateSize: 16, Seed: 76}, false},
+	// Qwen3_5MoeForCausalLM: 2 of 8 experts of 64 renormalised, a shared
+	// expert of 96 behind its sigmoid gate; the experts one tensor each (as
+	// Qwen releases them) or fused (as transformers 5 saves them).
+	{"qwen35moe", qwen35MoERef, false},
+	{"qwen35moe-fused", qwen35MoERef, true},
 }
+
+var qwen35MoERef = modeltest.Qwen35Spec{Layers: 4, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 2, HeadDim: 16,
+	RopeDims: 8, KHeads: 2, VHeads: 4, StateSize: 16, Seed: 78, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, SharedFFN: 96}
 
 // testHFReferenceQwen35 is TestHFReference for the Qwen3.5 checkpoints:
 // the same comparisons, on LoadQwen35Source's model, one token a step and
@@ -106,13 +137,17 @@ func testHFReferenceQwen35(t *testing.T) {
 			}
 			dir := filepath.Join(root, c.name)
 			opts := Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 16}
+			write := modeltest.WriteQwen35HF
+			if c.fused {
+				write = modeltest.WriteQwen35HFFused
+			}
+			if err := write(dir, c.spec, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
 			if *hfOut != "" {
-				if err := modeltest.WriteQwen35HF(dir, c.spec, kernels.F32); err != nil {
-					t.Fatal(err)
-				}
 				return
 			}
-			m := loadQwen35HF(t, dir, c.spec, kernels.F32, opts)
+			m := openQwen35HF(t, dir, opts)
 			ref := readHFReference(t, c.name)
 			checkHFFiles(t, dir, c.name, ref)
 			lo, hi := math.Inf(1), math.Inf(-1)

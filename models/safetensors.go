@@ -215,7 +215,7 @@ func (h *HFDir) openShard(name string, want []string) error {
 			return fmt.Errorf("safetensors %s: tensor %q listed in the index: %w", path, hfName, ErrNoTensor)
 		}
 		e.file = len(h.maps) - 1
-		if stacked, expert, ok := hfExpertName(hfName); ok {
+		if stacked, expert, ok := hfExpertName(hfLanguageModel(hfName)); ok {
 			h.addExpert(stacked, expert, e)
 			continue
 		}
@@ -353,16 +353,23 @@ var hfTopNames = map[string]string{
 	"lm_head.weight":            "output.weight",
 }
 
+// hfLanguageModel is a multimodal checkpoint's language-model tensor name
+// as the text model's: Gemma3ForConditionalGeneration (and Gemma 4's,
+// Qwen3.5's) nest it, language_model.model.* before transformers 4.52,
+// model.language_model.* since. The vision tower keeps its own names and is
+// never loaded.
+func hfLanguageModel(name string) string {
+	if rest, ok := strings.CutPrefix(name, "model.language_model."); ok {
+		return "model." + rest
+	} else if rest, ok := strings.CutPrefix(name, "language_model."); ok {
+		return rest
+	}
+	return name
+}
+
 // hfToGGUF renames a checkpoint tensor; names it does not know keep their own.
 func hfToGGUF(name string) string {
-	// Gemma3ForConditionalGeneration nests the language model:
-	// language_model.model.* before transformers 4.52, model.language_model.*
-	// since. Its vision tower keeps its own names and is never loaded.
-	if rest, ok := strings.CutPrefix(name, "model.language_model."); ok {
-		name = "model." + rest
-	} else if rest, ok := strings.CutPrefix(name, "language_model."); ok {
-		name = rest
-	}
+	name = hfLanguageModel(name)
 	if g, ok := hfTopNames[name]; ok {
 		return g
 	}

@@ -18,12 +18,21 @@ import (
 // convert_hf_to_gguf does it: the zero-centred norms as w − 1 (the gated
 // norm as is), ssm_a as A_log = ln(−a), the convolution [C, 1, K], and the
 // value heads in transformers' grouped order (GGUF head j·Hk + k is
-// checkpoint head k·(Hv/Hk) + j). Dense specs only.
+// checkpoint head k·(Hv/Hk) + j). A mixture (Qwen3_5MoeForCausalLM) is
+// written one tensor per expert, as Qwen's releases are, with
+// FusedExperts as transformers 5 saves it (mlp.experts.gate_up_proj
+// [E, 2·ffn, hidden], gate rows first, and down_proj [E, hidden, ffn]).
 func WriteQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType) error {
+	return writeQwen35HF(dir, spec, dtype, false)
+}
+
+// WriteQwen35HFFused is WriteQwen35HF with a mixture's experts fused.
+func WriteQwen35HFFused(dir string, spec Qwen35Spec, dtype kernels.DType) error {
+	return writeQwen35HF(dir, spec, dtype, true)
+}
+
+func writeQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType, fused bool) error {
 	s := spec.withDefaults()
-	if s.Experts > 0 {
-		return fmt.Errorf("modeltest: WriteQwen35HF writes dense Qwen3.5 only")
-	}
 	if _, ok := hfDTypes[dtype]; !ok || dtype == u8 {
 		return fmt.Errorf("modeltest: safetensors dtype %v (want F32, F16 or BF16)", dtype)
 	}
@@ -53,10 +62,56 @@ func WriteQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType) error {
 		"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight", "attn_v.weight": "self_attn.v_proj.weight",
 		"attn_output.weight": "self_attn.o_proj.weight", "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
 		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+		"ffn_gate_inp.weight": "mlp.gate.weight", "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+		"ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight", "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+		"ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
 	}
 	var tensors []Tensor
+	add := func(name string, shape []int, w []float32) error {
+		data, err := quant.Quantize(dtype, w)
+		if err != nil {
+			return fmt.Errorf("modeltest: %s: %w", name, err)
+		}
+		tensors = append(tensors, Tensor{Name: name, DType: dtype, Shape: shape, Data: data})
+		return nil
+	}
 	for _, ts := range qwen35Tensors(s) {
 		w, shape := qwen35Weight(s, ts), ts.shape
+		if kind, ok := strings.CutSuffix(ts.name, "_exps.weight"); ok {
+			var layer int
+			var proj string
+			if _, err := fmt.Sscanf(kind, "blk.%d.ffn_%s", &layer, &proj); err != nil {
+				return fmt.Errorf("modeltest: %s: %w", ts.name, err)
+			}
+			p := fmt.Sprintf("model.layers.%d.mlp.experts.", layer)
+			switch {
+			case fused && proj == "gate":
+				up := qwen35Weight(s, tensorShape{strings.Replace(ts.name, "gate_exps", "up_exps", 1), ts.shape})
+				per := len(w) / s.Experts
+				var gu []float32
+				for e := range s.Experts {
+					gu = append(append(gu, w[e*per:(e+1)*per]...), up[e*per:(e+1)*per]...)
+				}
+				if err := add(p+"gate_up_proj", []int{s.Experts, 2 * ts.shape[1], ts.shape[2]}, gu); err != nil {
+					return err
+				}
+			case fused && proj == "down":
+				if err := add(p+"down_proj", ts.shape, w); err != nil {
+					return err
+				}
+			case !fused:
+				per := len(w) / s.Experts
+				for e := range s.Experts {
+					if err := add(fmt.Sprintf("%s%d.%s_proj.weight", p, e, proj), ts.shape[1:], w[e*per:(e+1)*per]); err != nil {
+						return err
+					}
+				}
+			}
+			continue
+		}
+		if strings.HasSuffix(ts.name, "ffn_gate_inp_shexp.weight") {
+			shape = []int{1, ts.shape[0]} // a Linear(hidden, 1)
+		}
 		var name string
 		switch ts.name {
 		case "token_embd.weight":
@@ -105,11 +160,9 @@ func WriteQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType) error {
 			}
 			w = shifted
 		}
-		data, err := quant.Quantize(dtype, w)
-		if err != nil {
-			return fmt.Errorf("modeltest: %s: %w", name, err)
+		if err := add(name, shape, w); err != nil {
+			return err
 		}
-		tensors = append(tensors, Tensor{Name: name, DType: dtype, Shape: shape, Data: data})
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("modeltest: %w", err)
@@ -140,6 +193,12 @@ func WriteQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType) error {
 		},
 		"torch_dtype":  map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype],
 		"bos_token_id": BOSID, "eos_token_id": EOSID,
+	}
+	if s.Experts > 0 {
+		delete(cfg, "intermediate_size")
+		cfg["architectures"], cfg["model_type"] = []string{"Qwen3_5MoeForCausalLM"}, "qwen3_5_moe_text"
+		cfg["num_experts"], cfg["num_experts_per_tok"] = s.Experts, s.ExpertsUsed
+		cfg["moe_intermediate_size"], cfg["shared_expert_intermediate_size"] = s.ExpertFFN, s.SharedFFN
 	}
 	raw, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
