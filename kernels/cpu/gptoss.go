@@ -124,28 +124,47 @@ var sinkPool = sync.Pool{New: func() any {
 	return c
 }}
 
+// sinkSlots holds a worker's cache slots of the current row's context.
+var sinkSlots = sync.Pool{New: func() any { return new([]int32) }}
+
 // run computes the (row, head) items [lo, hi): softmax over the row's
-// scores and the head's sink, then the weighted sum of V.
+// scores and the head's sink, then the weighted sum of V. A row's slots are
+// found once for all its heads (items are row-major), walking the block
+// table instead of dividing each position by the block size.
 func (c *sinkCall) run(lo, hi int) {
 	os, qs, sk, kc, vc, batch, rowSeq := c.os, c.qs, c.sk, c.kc, c.vc, c.batch, c.rowSeq
 	heads, group, qCols, kvCols, hd, bs := c.heads, c.group, c.qCols, c.kvCols, c.hd, c.bs
-	sp := scorePool.Get().(*[]float32)
+	sp, slp := scorePool.Get().(*[]float32), sinkSlots.Get().(*[]int32)
 	defer scorePool.Put(sp)
+	defer sinkSlots.Put(slp)
+	row := -1
+	var slots []int32
 	for item := lo; item < hi; item++ {
 		r, h := item/heads, item%heads
-		sq := &batch.Seqs[rowSeq[r]]
-		pos := int(batch.Positions[r])
-		ctx := attended(pos, c.window)
-		first := pos + 1 - ctx
-		*sp = slices.Grow((*sp)[:0], ctx)
-		scores := (*sp)[:ctx]
+		if r != row {
+			row = r
+			blocks := batch.Seqs[rowSeq[r]].Blocks
+			pos := int(batch.Positions[r])
+			ctx := attended(pos, c.window)
+			first := pos + 1 - ctx
+			*slp = slices.Grow((*slp)[:0], ctx)
+			slots = (*slp)[:ctx]
+			b, off := first/bs, first%bs
+			for i := range slots {
+				slots[i] = blocks[b]*int32(bs) + int32(off)
+				if off++; off == bs {
+					b, off = b+1, 0
+				}
+			}
+			*sp = slices.Grow((*sp)[:0], ctx)
+		}
+		scores := (*sp)[:len(slots)]
 		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		off := (h / group) * hd
 		mx := sk[h]
-		for i := range ctx {
-			p := first + i
-			slot := int(sq.Blocks[p/bs])*bs + p%bs
-			scores[i] = dotHalfF32(kc[slot*kvCols+off:slot*kvCols+off+hd], qv) * c.scale
+		for i, slot := range slots {
+			at := int(slot)*kvCols + off
+			scores[i] = dotHalfF32(kc[at:at+hd], qv) * c.scale
 			mx = max(mx, scores[i])
 		}
 		sum := expF32(scores, scores, mx) + float32(math.Exp(float64(sk[h]-mx)))
@@ -153,9 +172,8 @@ func (c *sinkCall) run(lo, hi int) {
 		clear(o)
 		inv := 1 / sum
 		for i, e := range scores {
-			p := first + i
-			slot := int(sq.Blocks[p/bs])*bs + p%bs
-			axpyHalf(o, e*inv, vc[slot*kvCols+off:slot*kvCols+off+hd])
+			at := int(slots[i])*kvCols + off
+			axpyHalf(o, e*inv, vc[at:at+hd])
 		}
 	}
 }
