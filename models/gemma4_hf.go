@@ -22,9 +22,10 @@ import (
 // "proportional" (their first partial_rotary_factor of the pairs turn at
 // base^(−2i/global_head_dim), the rest not at all), which HFDir exposes as
 // GGUF's rope_freqs.weight (divisor 1 or 1e30 per pair). The norms are plain
-// weights, as in GGUF; layer_scalar is layer_output_scale.weight. What the
-// small models (E2B/E4B: per-layer inputs, shared K/V, double-wide MLPs) and
-// the 26B-A4B (enable_moe_block) add is refused by name.
+// weights, as in GGUF; layer_scalar is layer_output_scale.weight. The small
+// models' (E2B/E4B) per-layer inputs, shared K/V and double-wide MLPs are
+// read as gemma4_small.go reads them from GGUF; the 26B-A4B's experts
+// (enable_moe_block) are refused by name.
 
 // gemma4TextDefaults is transformers' Gemma4TextConfig with nothing set.
 func gemma4TextDefaults() hfConfig {
@@ -41,6 +42,7 @@ func gemma4TextDefaults() hfConfig {
 // Gemma4TextConfig's defaults.
 type hfGemma4Extra struct {
 	GlobalHeadDim           int    `json:"global_head_dim"`
+	VocabSizePerLayerInput  *int   `json:"vocab_size_per_layer_input"`
 	NumGlobalKeyValueHeads  *int   `json:"num_global_key_value_heads"`
 	AttentionKEqV           bool   `json:"attention_k_eq_v"`
 	HiddenSizePerLayerInput int    `json:"hidden_size_per_layer_input"`
@@ -69,10 +71,12 @@ func (hc *hfConfig) gemma4(cfg *Config, path string, src []byte) error {
 	switch {
 	case hc.HiddenActivation != "gelu_pytorch_tanh":
 		return fail(ErrUnsupported, "hidden_activation %q (Gemma's feed-forward is gelu_pytorch_tanh)", hc.HiddenActivation)
-	case x.HiddenSizePerLayerInput != 0:
-		return fail(ErrUnsupported, "hidden_size_per_layer_input %d (E2B/E4B's per-layer inputs are read from GGUF only)", x.HiddenSizePerLayerInput)
-	case x.NumKVSharedLayers != 0 || x.UseDoubleWideMLP:
-		return fail(ErrUnsupported, "num_kv_shared_layers %d, use_double_wide_mlp %v (E2B/E4B's shared K/V is read from GGUF only)", x.NumKVSharedLayers, x.UseDoubleWideMLP)
+	case x.HiddenSizePerLayerInput < 0 || x.NumKVSharedLayers < 0 || x.NumKVSharedLayers >= cfg.Layers:
+		return fail(ErrMalformed, "hidden_size_per_layer_input %d, num_kv_shared_layers %d of %d layers", x.HiddenSizePerLayerInput, x.NumKVSharedLayers, cfg.Layers)
+	case x.HiddenSizePerLayerInput > 0 && x.VocabSizePerLayerInput != nil && *x.VocabSizePerLayerInput != cfg.Vocab:
+		return fail(ErrUnsupported, "vocab_size_per_layer_input %d ≠ vocab_size %d (the per-layer table is read per token)", *x.VocabSizePerLayerInput, cfg.Vocab)
+	case x.UseDoubleWideMLP && x.NumKVSharedLayers == 0:
+		return fail(ErrUnsupported, "use_double_wide_mlp without shared-K/V layers (it widens those)")
 	case x.EnableMoEBlock:
 		return fail(ErrUnsupported, "enable_moe_block (the 26B-A4B's experts are read from GGUF only)")
 	case x.AttentionBias:
@@ -120,6 +124,29 @@ func (hc *hfConfig) gemma4(cfg *Config, path string, src []byte) error {
 	}
 	if hc.TieWordEmbeddings == nil || *hc.TieWordEmbeddings {
 		cfg.TiedEmbeddings = true // Gemma4TextConfig's default
+	}
+	// E2B/E4B: per-layer inputs, the last num_kv_shared_layers layers
+	// reading the K/V of the last earlier layer of their kind (transformers'
+	// kv_sharing_modes; llama.cpp's from−2 and from−1, checked as the GGUF
+	// reader checks them), those layers' feed-forward twice as wide with
+	// use_double_wide_mlp.
+	cfg.PerLayerEmbd = x.HiddenSizePerLayerInput
+	if n := x.NumKVSharedLayers; n > 0 {
+		from := cfg.Layers - n
+		if from < 2 || !cfg.WindowLayers[from-2] || cfg.WindowLayers[from-1] {
+			return fail(ErrUnsupported, "%d shared-K/V layers of %d: the two before them must be a window and a global layer", n, cfg.Layers)
+		}
+		cfg.KVSharedFrom = from
+		if x.UseDoubleWideMLP {
+			cfg.LayerFFN = make([]int, cfg.Layers)
+			for i := range cfg.LayerFFN {
+				cfg.LayerFFN[i] = cfg.FFN
+				if i >= from {
+					cfg.LayerFFN[i] = 2 * cfg.FFN
+				}
+			}
+			cfg.FFN *= 2
+		}
 	}
 	cfg.RopeThetaLocal, cfg.RopeTheta = 10000, 1e6
 	if rp := x.RopeParameters; rp != nil {

@@ -32,7 +32,15 @@ var gemma4HFSpecs = []struct {
 		LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}},
 	{"plain", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 45, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2, RopeTheta: 1e6, FinalSoftcap: 20}},
+	// E2B/E4B's additions (the llama.cpp golden's gemma4e-f32): per-layer
+	// inputs 32 wide, layers 3–5 reading the K/V of layers 1 (window) and
+	// 2 (global) with twice the feed-forward width.
+	{"e2b", gemma4ESpec},
 }
+
+var gemma4ESpec = modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 46, RMSEps: 1e-6,
+	Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
+	PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true, FinalSoftcap: 30}
 
 // TestGemma4HFMatchesGGUF loads each dense Gemma 4 as GGUF and as the
 // Gemma4ForCausalLM checkpoint of the same weights and requires the same
@@ -72,7 +80,8 @@ func TestGemma4HFMatchesGGUF(t *testing.T) {
 // TestGemma4HFConditionalGeneration: the release layout, the text model
 // under model.language_model.* and text_config beside a vision tower, is
 // the same model as the Gemma4ForCausalLM checkpoint (bit-identical
-// logits); what the small models and the 26B-A4B add is refused by name.
+// logits); the 26B-A4B's experts, a double-wide MLP without shared layers
+// and a per-layer table of another vocabulary are refused by name.
 func TestGemma4HFConditionalGeneration(t *testing.T) {
 	spec := gemma4HFSpecs[0].spec
 	root := t.TempDir()
@@ -123,9 +132,17 @@ func TestGemma4HFConditionalGeneration(t *testing.T) {
 	if err := json.Unmarshal(text, &keys); err != nil {
 		t.Fatal(err)
 	}
-	for key, v := range map[string]any{"hidden_size_per_layer_input": 16, "num_kv_shared_layers": 2, "enable_moe_block": true, "use_double_wide_mlp": true} {
+	for _, c := range []struct {
+		key  string
+		over map[string]any
+	}{
+		{"enable_moe_block", map[string]any{"enable_moe_block": true}},
+		{"use_double_wide_mlp", map[string]any{"use_double_wide_mlp": true}},
+		{"vocab_size_per_layer_input", map[string]any{"hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 512}},
+	} {
 		bad := maps.Clone(keys)
-		bad[key] = v
+		maps.Copy(bad, c.over)
+		key, v := c.key, c.over
 		out, err := json.Marshal(bad)
 		if err != nil {
 			t.Fatal(err)

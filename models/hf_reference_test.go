@@ -94,6 +94,11 @@ var hfReferenceModels = []struct {
 	{"gemma4", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 77, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
 		LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}, nil},
+	// Gemma 4 E2B/E4B: per-layer inputs 32 wide, layers 3–5 reading the K/V
+	// of layers 1 (window) and 2 (global) with twice the feed-forward width.
+	{"gemma4e", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 79, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
+		PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true, FinalSoftcap: 30}, nil},
 }
 
 // gptossUntruncated is the reference gpt-oss models' rope_scaling, spelled

@@ -343,14 +343,22 @@ var hfLayerParts = map[string]string{
 	"self_attn.sinks":       "attn_sinks.weight",
 	"mlp.router.weight":     "ffn_gate_inp.weight",
 	"mlp.router.bias":       "ffn_gate_inp.bias",
-	// Gemma 4's scale of the residual stream at a layer's end.
-	"layer_scalar": "layer_output_scale.weight",
+	// Gemma 4's scale of the residual stream at a layer's end, and
+	// E2B/E4B's per-layer input.
+	"layer_scalar":                     "layer_output_scale.weight",
+	"per_layer_input_gate.weight":      "inp_gate.weight",
+	"per_layer_projection.weight":      "proj.weight",
+	"post_per_layer_input_norm.weight": "post_norm.weight",
 }
 
 var hfTopNames = map[string]string{
 	"model.embed_tokens.weight": "token_embd.weight",
 	"model.norm.weight":         "output_norm.weight",
 	"lm_head.weight":            "output.weight",
+	// Gemma 4 E2B/E4B's per-layer inputs.
+	"model.embed_tokens_per_layer.weight":     "per_layer_token_embd.weight",
+	"model.per_layer_model_projection.weight": "per_layer_model_proj.weight",
+	"model.per_layer_projection_norm.weight":  "per_layer_proj_norm.weight",
 }
 
 // hfLanguageModel is a multimodal checkpoint's language-model tensor name

@@ -8,7 +8,8 @@ import (
 )
 
 // A dense Gemma 4 Spec as a Hugging Face checkpoint (Gemma4ForCausalLM):
-// Gemma 3's names with layer_output_scale.weight as layer_scalar [1] and
+// Gemma 3's names with layer_output_scale.weight as layer_scalar [1], the
+// E2B/E4B per-layer inputs as transformers names them, and
 // the global layers' RoPE divisors (rope_freqs.weight) stated as
 // rope_parameters.full_attention (proportional, partial_rotary_factor).
 
@@ -28,13 +29,23 @@ var gemma4HFParts = map[string]string{
 	"ffn_down.weight":            "mlp.down_proj.weight",
 	"post_ffw_norm.weight":       "post_feedforward_layernorm.weight",
 	"layer_output_scale.weight":  "layer_scalar",
+	"inp_gate.weight":            "per_layer_input_gate.weight",
+	"proj.weight":                "per_layer_projection.weight",
+	"post_norm.weight":           "post_per_layer_input_norm.weight",
+}
+
+// gemma4HFTop names the per-layer inputs' model-level tensors.
+var gemma4HFTop = map[string]string{
+	"per_layer_token_embd.weight": "model.embed_tokens_per_layer.weight",
+	"per_layer_model_proj.weight": "model.per_layer_model_projection.weight",
+	"per_layer_proj_norm.weight":  "model.per_layer_projection_norm.weight",
 }
 
 // gemma4HFTensors is hfTensors for a Gemma 4 spec.
 func gemma4HFTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Tensor, error) {
 	switch {
-	case spec.PerLayerEmbd > 0 || spec.SharedKVLayers > 0 || spec.Experts > 0:
-		return nil, fmt.Errorf("modeltest: WriteHF writes dense Gemma 4 only (no per-layer inputs, shared K/V or experts)")
+	case spec.Experts > 0:
+		return nil, fmt.Errorf("modeltest: WriteHF writes dense Gemma 4 only (no experts)")
 	case spec.KVHeadsFull != spec.KVHeads && !spec.KEqV:
 		// Gemma4TextConfig has no other way to give the global layers their own count.
 		return nil, fmt.Errorf("modeltest: Gemma4TextConfig sets the global layers' KV heads (%d, window %d) only with attention_k_eq_v", spec.KVHeadsFull, spec.KVHeads)
@@ -47,6 +58,8 @@ func gemma4HFTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType)
 	switch _, err := fmt.Sscanf(t.name, "blk.%d.%s", &layer, &part); {
 	case t.name == "rope_freqs.weight":
 		return nil, nil // config.json's rope_parameters (gemma4HFConfig)
+	case gemma4HFTop[t.name] != "":
+		name = gemma4HFTop[t.name]
 	case err == nil:
 		hf, ok := gemma4HFParts[part]
 		if !ok {
@@ -98,7 +111,8 @@ func gemma4HFConfig(spec Spec, cfg map[string]any) {
 	if spec.FinalSoftcap > 0 {
 		cfg["final_logit_softcapping"] = jsonFloat(spec.FinalSoftcap)
 	}
-	cfg["hidden_size_per_layer_input"], cfg["num_kv_shared_layers"] = 0, 0
-	cfg["enable_moe_block"], cfg["use_double_wide_mlp"] = false, false
+	cfg["hidden_size_per_layer_input"], cfg["vocab_size_per_layer_input"] = spec.PerLayerEmbd, spec.Vocab
+	cfg["num_kv_shared_layers"], cfg["use_double_wide_mlp"] = spec.SharedKVLayers, spec.DoubleWideMLP
+	cfg["enable_moe_block"] = false
 	cfg["tie_word_embeddings"] = true
 }
