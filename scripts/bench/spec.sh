@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Speculative decoding against llama.cpp's own, in the same run (issue 26):
+# one stream at a time of BenchmarkSpeculative's two workloads (the edit
+# prompt, whose answer repeats it, and free text; read from
+# engine/spec_bench_test.go, so both measure the same text), greedy, 96
+# tokens with the end-of-generation token ignored (as the benchmark's engine
+# has none), against
+#
+#   sluice          sluice serve
+#   sluice-ngram    sluice serve --speculate ngram
+#   llama           llama-server (v0.5.0, .build/llamacpp-newest)
+#   llama-<type>    llama-server --spec-type <type>, for each of SPEC_TYPES
+#                   (default ngram-simple ngram-mod ngram-map-k, llama.cpp's
+#                   own settings for each)
+#
+# all at THREADS threads with OMP_WAIT_POLICY=PASSIVE. Each round measures
+# every server in turn (the order rotating from round to round), each
+# workload on a server started afresh and warmed with prompts of its own:
+# llama.cpp's ngram-mod keeps its n-gram table across requests, and a
+# second request of the same prompt drafts the first one's answer whole
+# (71 of 71 accepted, where the first drafted 7), which no client repeating
+# nothing would see. The texts differ between the servers: the prompts are
+# the same tokens, but near-tied greedy choices fall differently (the free
+# prompt's first token: Sluice " a" -1.259 over " there" -1.329, llama.cpp
+# " there" -1.247 over " a" -1.281), so each speculates on its own greedy
+# answer; the first 60 characters of each answer are in the raw file.
+# Decode tok/s is measured the same way for all, by the client: the
+# completion's tokens after the first over the time from the first streamed
+# token to the last. Acceptance is each server's own: Sluice's
+# sluice_spec_decode_* counters (/metrics, before and after the request),
+# llama-server's timings.draft_n and draft_n_accepted. On a machine other
+# jobs load, the load average is recorded with every round; compare ratios
+# within a round, whose servers ran minutes apart.
+#
+#   scripts/bench/spec.sh [ROUNDS]   (default 5)
+#
+# Prints a table (medians over all requests, and each server's ratio to
+# plain Sluice and sluice-ngram's to it, medians of the per-round ratios of
+# per-round medians); the raw figures go to $LOGS/spec.tsv.
+set -euo pipefail
+export OMP_WAIT_POLICY=PASSIVE
+SLOTS=${SLOTS:-1}
+CTX_TOKENS=${CTX_TOKENS:-2048}
+LLAMA_SERVER=${LLAMA_SERVER:-.build/llamacpp-newest/build/bin/llama-server}
+source "$(dirname "$0")/lib.sh"
+# lib.sh's trap stops the servers; a signal must also end the rounds.
+trap 'cleanup; exit 130' INT TERM
+ROUNDS=${1:-5}
+PORT=${PORT:-18191}
+SPEC_TYPES=${SPEC_TYPES:-ngram-simple ngram-mod ngram-map-k}
+MAX_TOKENS=${MAX_TOKENS:-96}
+RAW=$LOGS/spec.tsv
+[[ -x $LLAMA_SERVER ]] || {
+	echo "$LLAMA_SERVER is missing: scripts/llamacpp/build-newest.sh builds it" >&2
+	exit 2
+}
+header
+echo "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true))"
+
+# measure KIND NAME WORKLOAD ROUND: one streamed completion; appends a line
+# to $RAW.
+measure() {
+	python3 - "$@" "http://127.0.0.1:$PORT" "$MAX_TOKENS" engine/spec_bench_test.go >>"$RAW" <<'EOF'
+import http.client, json, re, sys, time
+kind, name, workload, rnd, url, max_tokens, src = sys.argv[1:8]
+go = open(src).read()
+prompt = {"edit": re.search(r"const benchEditText = `(.*?)`", go, re.S).group(1),
+          "free": re.search(r'const benchFreeText = "(.*?)"\n', go).group(1)}[workload]
+host = url.split("//")[1]
+
+def spec_counts():
+    if kind != "sluice":
+        return None
+    c = http.client.HTTPConnection(host, timeout=60)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    got = {}
+    for key in ("num_draft_tokens_total", "num_accepted_tokens_total"):
+        m = re.search(r"^sluice_spec_decode_%s(?:\{[^}]*\})? (\S+)$" % key, text, re.M)
+        got[key] = float(m.group(1)) if m else 0.0
+    return got
+
+before = spec_counts()
+body = {"prompt": prompt, "max_tokens": int(max_tokens), "temperature": 0, "ignore_eos": True,
+        "stream": True, "stream_options": {"include_usage": True}}
+c = http.client.HTTPConnection(host, timeout=300)
+c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+r = c.getresponse()
+if r.status != 200:
+    sys.exit("%s %s: HTTP %d %s" % (name, workload, r.status, r.read()[:300]))
+first = last = None
+usage = timings = None
+text = []
+for raw in r:
+    line = raw.decode().strip()
+    if not line.startswith("data: ") or line == "data: [DONE]":
+        continue
+    ev = json.loads(line[6:])
+    now = time.perf_counter()
+    for ch in ev.get("choices") or []:
+        if ch.get("text"):
+            text.append(ch["text"])
+            first = first or now
+            last = now
+    usage = ev.get("usage") or usage
+    timings = ev.get("timings") or timings
+n = (usage or {}).get("completion_tokens") or (timings or {}).get("predicted_n")
+if not n or first is None or last <= first:
+    sys.exit("%s %s: no usable stream (tokens %r)" % (name, workload, n))
+tps = (n - 1) / (last - first)
+drafted = accepted = float("nan")
+if kind == "sluice":
+    after = spec_counts()
+    drafted = after["num_draft_tokens_total"] - before["num_draft_tokens_total"]
+    accepted = after["num_accepted_tokens_total"] - before["num_accepted_tokens_total"]
+elif timings and "draft_n" in timings:
+    drafted, accepted = timings["draft_n"], timings.get("draft_n_accepted", 0)
+load = open("/proc/loadavg").read().split()[0]
+print("\t".join(map(str, [rnd, name, workload, n, "%.2f" % tps, drafted, accepted, load,
+                          json.dumps("".join(text)[:60])])))
+EOF
+}
+
+servers=(sluice sluice-ngram llama)
+for t in $SPEC_TYPES; do
+	servers+=("llama-$t")
+done
+
+start() { # NAME
+	case $1 in
+	sluice) start_sluice "$PORT" spec-sluice ;;
+	sluice-ngram) start_sluice "$PORT" spec-sluice-ngram --speculate ngram ;;
+	llama) start_llama "$PORT" spec-llama ;;
+	llama-*) start_llama "$PORT" "spec-$1" --spec-type "${1#llama-}" ;;
+	esac
+}
+
+printf 'round\tserver\tworkload\ttokens\ttok/s\tdrafted\taccepted\tload1\ttext\n' >"$RAW"
+for ((r = 0; r < ROUNDS; r++)); do
+	echo "round $((r + 1))/$ROUNDS, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	n=${#servers[@]}
+	for ((i = 0; i < n; i++)); do
+		s=${servers[$(((i + r) % n))]}
+		kind=llama
+		[[ $s == sluice* ]] && kind=sluice
+		for w in edit free; do
+			(((i + r) % 2)) && w=$([[ $w == edit ]] && echo free || echo edit)
+			if ! start "$s"; then
+				echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
+				continue
+			fi
+			warm "http://127.0.0.1:$PORT"
+			measure "$kind" "$s" "$w" "$((r + 1))" || echo "$s $w failed" >&2
+			stop_server "$SERVER_PID"
+		done
+	done
+done
+
+python3 - "$RAW" "${servers[@]}" <<'EOF'
+import csv, math, statistics, sys
+path, servers = sys.argv[1], sys.argv[2:]
+rows = list(csv.DictReader(open(path), delimiter="\t"))
+def pick(s, w, key):
+    return [float(r[key]) for r in rows if r["server"] == s and r["workload"] == w]
+def ratios(s, base, w):
+    # per round, so each ratio compares servers that ran minutes apart
+    by = {}
+    for r in rows:
+        if r["workload"] == w and r["server"] in (s, base):
+            by.setdefault(r["round"], {}).setdefault(r["server"], []).append(float(r["tok/s"]))
+    med = statistics.median
+    v = [med(d[s]) / med(d[base]) for d in by.values() if s in d and base in d]
+    return statistics.median(v) if v else math.nan
+loads = [float(r["load1"]) for r in rows]
+print("\n%d rounds; load average (1 min) during the requests: min %.2f, median %.2f, max %.2f" %
+      (len({r["round"] for r in rows}), min(loads), statistics.median(loads), max(loads)))
+print("decode tok/s: client-side, first streamed token to last; medians over all requests; ratios: medians over rounds of the ratio of per-round medians\n")
+print("| workload | server | tok/s | × sluice | sluice-ngram × it | accepted / drafted | drafted / token |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for w in ("edit", "free"):
+    for s in servers:
+        tps = pick(s, w, "tok/s")
+        if not tps:
+            print("| %s | %s | failed | | | | |" % (w, s))
+            continue
+        d, a, n = sum(pick(s, w, "drafted")), sum(pick(s, w, "accepted")), sum(pick(s, w, "tokens"))
+        acc = "%.2f (%d / %d)" % (a / d, a, d) if d > 0 else ("0 drafted" if d == 0 else "not reported")
+        per = "%.2f" % (d / n) if not math.isnan(d) else ""
+        print("| %s | %s | %.1f | %.2f | %.2f | %s | %s |" % (w, s, statistics.median(tps), ratios(s, "sluice", w),
+              ratios("sluice-ngram", s, w), acc, per))
+EOF
