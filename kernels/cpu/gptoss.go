@@ -278,22 +278,36 @@ func (b *Backend) oaiMoEEach(d, xs []float32, n int, gt, ut, wd *tensor, gb, ub,
 // oaiSwiGLU is ggml's swiglu_oai in place over g: x = min(g, limit),
 // y = clamp(u, −limit, limit), g = x/(1 + e^(−alpha·x))·(y + 1). The
 // exponentials go through expF32 (SIMD, within 3 ulp, as SwiGLU's do) a
-// stack chunk at a time; one by one through math.Exp they were a fifth of a
-// tiny gpt-oss's decode step.
+// stack chunk at a time, between two SIMD loops (oaiSwiGLUPre, Post) with
+// the generic loops' bits; one by one through math.Exp they were a fifth of
+// a tiny gpt-oss's decode step.
 func oaiSwiGLU(g, u []float32, alpha, limit float32) {
 	var t [256]float32
 	for len(g) > 0 {
 		c := min(len(g), len(t))
-		gc, uc, tc := g[:c], u[:c], t[:c]
-		for i, gv := range gc {
-			tc[i] = alpha * -min(gv, limit)
-		}
+		tc := t[:c]
+		oaiSwiGLUPre(tc, g[:c], alpha, limit)
 		expF32(tc, tc, 0)
-		for i, gv := range gc {
-			x := min(gv, limit)
-			y := min(max(uc[i], -limit), limit)
-			gc[i] = x / (1 + tc[i]) * (y + 1)
-		}
+		oaiSwiGLUPost(g[:c], u[:c], tc, limit)
 		g, u = g[c:], u[c:]
+	}
+}
+
+// oaiSwiGLUPreGeneric sets t[i] = alpha·−min(g[i], limit).
+func oaiSwiGLUPreGeneric(t, g []float32, alpha, limit float32) {
+	t = t[:len(g)]
+	for i, gv := range g {
+		t[i] = alpha * -min(gv, limit)
+	}
+}
+
+// oaiSwiGLUPostGeneric sets g[i] = min(g[i], limit)/(1 + t[i])·(y + 1),
+// y = clamp(u[i], −limit, limit).
+func oaiSwiGLUPostGeneric(g, u, t []float32, limit float32) {
+	u, t = u[:len(g)], t[:len(g)]
+	for i, gv := range g {
+		x := min(gv, limit)
+		y := min(max(u[i], -limit), limit)
+		g[i] = x / (1 + t[i]) * (y + 1)
 	}
 }

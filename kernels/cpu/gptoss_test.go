@@ -264,3 +264,50 @@ func TestSinkAttention(t *testing.T) {
 		b.Close()
 	}
 }
+
+// TestOAISwiGLULoops: the SIMD loops around oaiSwiGLU's exponentials give
+// the generic loops' bits over every length to 40 and a long run, on
+// values at and around the limit, ±0, ±Inf and NaN (which must pass
+// through min and max as Go's do).
+func TestOAISwiGLULoops(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	special := []float32{7, -7, 7.0000005, -7.0000005, 0, float32(math.Copysign(0, -1)), inf, -inf, nan, 1e30, -1e30}
+	const alpha, limit = 1.702, 7
+	same := func(a, b float32) bool {
+		return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b
+	}
+	for _, n := range append(func() (ns []int) {
+		for n := range 41 {
+			ns = append(ns, n)
+		}
+		return
+	}(), 603) {
+		g, u, tv := make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range n {
+			g[i], u[i], tv[i] = float32(r.NormFloat64()*8), float32(r.NormFloat64()*8), float32(r.ExpFloat64()*3)
+			if r.IntN(4) == 0 {
+				g[i] = special[r.IntN(len(special))]
+			}
+			if r.IntN(4) == 0 {
+				u[i] = special[r.IntN(len(special))]
+			}
+		}
+		t1, t2 := make([]float32, n), make([]float32, n)
+		oaiSwiGLUPre(t1, g, alpha, limit)
+		oaiSwiGLUPreGeneric(t2, g, alpha, limit)
+		for i := range n {
+			if !same(t1[i], t2[i]) {
+				t.Fatalf("n %d: pre of g %g: %g, generic %g", n, g[i], t1[i], t2[i])
+			}
+		}
+		g1, g2 := slices.Clone(g), slices.Clone(g)
+		oaiSwiGLUPost(g1, u, tv, limit)
+		oaiSwiGLUPostGeneric(g2, u, tv, limit)
+		for i := range n {
+			if !same(g1[i], g2[i]) {
+				t.Fatalf("n %d: post of g %g, u %g, t %g: %g, generic %g", n, g[i], u[i], tv[i], g1[i], g2[i])
+			}
+		}
+	}
+}
