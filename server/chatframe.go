@@ -12,10 +12,10 @@ import (
 
 // chatAPI is OpenAI's chat (or completions) as the HTTP driver serves it
 // (httpedge.Env.Serve): ParseRequest is its parser, chatFramer its framer,
-// and several choices go to generateChoices (choices.go). Chat and
-// completions are one API to a resume, whose id names either.
+// and several choices are choicesSource and choicesFramer (choices.go).
+// Chat and completions are one API to a resume, whose id names either.
 func (s *Server) chatAPI(chat bool) *httpedge.API {
-	api := &httpedge.API{Name: "openai", Prefix: "cmpl-", Refuse: writeError, EventIDs: true, Choices: s.generateChoices}
+	api := &httpedge.API{Name: "openai", Prefix: "cmpl-", Refuse: writeError, EventIDs: true, Choices: s.newChoices}
 	if chat {
 		api.Prefix = "chatcmpl-"
 	}

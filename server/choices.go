@@ -1,8 +1,9 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
+	"errors"
 	"strconv"
 	"time"
 
@@ -11,75 +12,260 @@ import (
 	"github.com/sluicehq/sluice/server/stream"
 )
 
-// generateChoices serves a request for several choices: n > 1, or a
-// completions list of prompts, or both (choice index = prompt*n + j, as
-// OpenAI numbers them). The stream core prefills each prompt once for its
-// n choices and pumps them all at once (stream/choices.go); this adapter
-// only frames them. A stream is retained for a resume as a single choice's
-// is (choicesState, resume.go).
-func (s *Server) generateChoices(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest) {
+// choicesSource and choicesFramer serve a request for several choices (n
+// > 1, or a completions list of prompts, or both: choice index = prompt*n
+// + j, as OpenAI numbers them) through the HTTP driver (httpedge.Env.Serve,
+// API.Choices), like a single choice's: the driver starts, streams,
+// retains for a resume and ends it; the source submits the choices (the
+// stream core prefills each prompt once for its n choices,
+// stream.SubmitChoices) and pumps them all at once (stream.PumpChoices);
+// the framer frames every choice under its index and the stream's end.
+// Both share one choices, which lasts the response, a resume included.
+type choices struct {
+	s       *Server
+	b       *stream.Backend
+	g       *stream.GenRequest
+	reqs    []engine.Request
+	formats []chunkFormat
+	cs      []stream.ChoiceStream // Text and Tools last the response; Gen, Out and End one connection
+	ended   []bool                // the choice's finish (or error) is settled
+	errs    []error
+	finish  []string          // a whole response's finish reasons
+	cols    []choiceCollector // a whole response's choices
+	cached  []int             // prompt tokens the first submission found in the prefix cache
+	pending []int             // choices a resume found fully produced, whose finish is still to write
+	sw      *sseWriter        // the connection's writer; nil: a whole response
+	body    []byte
+}
+
+// newChoices prepares g's choices on b as response id: the driver's
+// API.Choices.
+func (s *Server) newChoices(b *stream.Backend, g *stream.GenRequest, id string) (httpedge.Source, httpedge.Framer, error) {
 	reqs, err := stream.PrepareChoices(b, g)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, nil, err
 	}
-	id := responseID(g.Chat)
 	for i := range reqs {
 		reqs[i].ID = id
 	}
-	if g.Stream {
-		s.streamChoices(w, r, b, g, id, reqs)
-		return
-	}
-	gens, err := b.SubmitChoices(r.Context(), reqs, max(g.N, 1))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	cs := make([]stream.ChoiceStream, len(gens))
-	for i, gen := range gens {
-		cs[i] = stream.NewChoiceStream(b, g, reqs[i].Prompt)
-		cs[i].Gen = gen
-	}
-	s.completeChoices(w, b, g, id, reqs, cs)
-}
-
-// streamChoices streams every choice's chunks interleaved as they come, each
-// choice's finish chunk when it ends; then the usage chunk, if asked, and
-// [DONE] once all have. Every event goes through the stream's log, so a
-// client cut mid-stream can resume it (resumeChoices).
-func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request) {
-	retain := 0
-	if s.store != nil {
-		retain = s.cfg.ResumeStreamBytes
-	}
-	st := newChoicesState(id, g, reqs, newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix()), b, httpedge.NewEventLog(retain))
-	if g.ContinuousUsage {
-		// vLLM's per-choice figures: the choice's prompt and its tokens so far.
-		for i := range st.formats {
-			st.formats[i].soFar = func() Usage {
-				p, c := len(reqs[i].Prompt), len(st.cs[i].Text.IDs())
-				return Usage{PromptTokens: p, CompletionTokens: c, TotalTokens: p + c}
+	n := len(reqs)
+	c := &choices{s: s, b: b, g: g, reqs: reqs, formats: make([]chunkFormat, n), cs: make([]stream.ChoiceStream, n),
+		ended: make([]bool, n), errs: make([]error, n), finish: make([]string, n), cols: make([]choiceCollector, n), cached: make([]int, n)}
+	base := newChunkFormat(g.Chat, id, s.modelName(g.Model), time.Now().Unix())
+	for i := range reqs {
+		c.formats[i] = base.withIndex(i)
+		c.formats[i].lp = newLogprobFormat(b.Tokenizer, g)
+		c.cs[i] = stream.NewChoiceStream(b, g, reqs[i].Prompt)
+		if g.ContinuousUsage {
+			// vLLM's per-choice figures: the choice's prompt and its tokens so far.
+			c.formats[i].soFar = func() Usage {
+				p, n := len(reqs[i].Prompt), len(c.cs[i].Text.IDs())
+				return Usage{PromptTokens: p, CompletionTokens: n, TotalTokens: p + n}
 			}
 		}
 	}
-	ctx, release, err := st.Acquire(r.Context())
+	return choicesSource{c}, &choicesFramer{c}, nil
+}
+
+// choicesSource is the choices' httpedge.Source.
+type choicesSource struct{ *choices }
+
+func (c choicesSource) Start(ctx context.Context) (httpedge.Generation, error) {
+	gens, err := c.b.SubmitChoices(ctx, c.reqs, max(c.g.N, 1))
 	if err != nil {
-		return // the client left before we started
+		return nil, err
 	}
-	defer release()
-	gens, err := b.SubmitChoices(ctx, reqs, max(g.N, 1))
+	return &choicesGen{c.choices, gens, true}, nil
+}
+
+// Continue goes on with every choice the cut left unfinished from its own
+// tokens (stream.ContinueChoices: its seed, its sampler position, its stop
+// and tool state), so the joined stream equals an uninterrupted one; a
+// choice whose every token was produced before the cut only gets its
+// ending (pending, written once the connection is attached). Nothing is
+// generated twice.
+func (c choicesSource) Continue(ctx context.Context) (httpedge.Generation, error) {
+	b, err := c.s.env.LoadBackend()
 	if err != nil {
-		writeError(w, err)
+		return nil, err
+	}
+	produced, live := make([][]int32, len(c.cs)), make([]bool, len(c.cs))
+	for i := range c.cs {
+		live[i], produced[i] = !c.ended[i], c.cs[i].Text.IDs()
+	}
+	gens, err := stream.ContinueChoices(ctx, b, c.g, c.reqs, produced, live)
+	if err != nil {
+		return nil, err
+	}
+	c.pending, c.b = c.pending[:0], b
+	running := false
+	for i, gen := range gens {
+		running = running || gen != nil
+		if live[i] && gen == nil {
+			c.pending = append(c.pending, i)
+		}
+	}
+	if !running {
+		return nil, nil // only endings are missing: Rest
+	}
+	return &choicesGen{c.choices, gens, false}, nil
+}
+
+// Rest writes the endings of the choices a resume found fully produced
+// when none had tokens left to generate.
+func (c choicesSource) Rest(httpedge.Framer) stream.Ending {
+	c.endPending()
+	return stream.Ending{Err: firstError(c.errs)}
+}
+
+func (c choicesSource) Keeps() int { return c.g.RetainedBytes(c.reqs...) }
+
+// endPending writes the finish of every choice a resume found with all its
+// tokens produced before the cut.
+func (c *choices) endPending() {
+	for _, i := range c.pending {
+		cw := c.writer(i)
+		cw.finish(c.cs[i].EndProduced(cw).Finish)
+		c.ended[i] = true
+	}
+	c.pending = c.pending[:0]
+}
+
+func (c *choices) writer(i int) *choiceWriter { return &choiceWriter{sw: c.sw, f: &c.formats[i]} }
+
+// firstError is the first choice's error in index order.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usage sums the choices' completion tokens; each prompt counts once,
+// however many choices it had, with the cached tokens of its first
+// submission.
+func (c *choices) usage() Usage {
+	var u Usage
+	n := max(c.g.N, 1)
+	for i := range c.cs {
+		if i%n == 0 {
+			u.PromptTokens += len(c.reqs[i].Prompt)
+			u.CachedTokens += c.cached[i]
+		}
+		u.CompletionTokens += len(c.cs[i].Text.IDs())
+		u.ReasoningTokens += c.cs[i].ReasoningTokens()
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
+}
+
+// choicesGen is one connection's submission of the choices (nil: a choice
+// not running on it). first: the response's first, whose outcomes give the
+// cached prompt tokens.
+type choicesGen struct {
+	*choices
+	gens  []*stream.Generation
+	first bool
+}
+
+// Context is the one every choice of the submission shares.
+func (g *choicesGen) Context() context.Context {
+	for _, gen := range g.gens {
+		if gen != nil {
+			return gen.Context()
+		}
+	}
+	return context.Background() // unreachable: Start and Continue hand out a running one
+}
+
+// Pump pumps the running choices into f, each finishing when it ends (a
+// stream's finish chunk), and says how the response ended: cut short when
+// the client's leaving cut any choice short (the rest then stay resumable),
+// else with the first choice's error.
+func (g *choicesGen) Pump(f httpedge.Framer, cfg stream.PumpConfig, drain <-chan struct{}) stream.Ending {
+	if cf, ok := f.(*choicesFramer); !ok || cf.choices != g.choices {
+		return stream.Ending{Err: errors.New("choices pumped into another response's framer")} // a driver bug: a 500
+	}
+	g.endPending()
+	var cs []stream.ChoiceStream
+	var idx []int
+	for i, gen := range g.gens {
+		if gen == nil {
+			continue
+		}
+		c := &g.cs[i]
+		c.Gen = gen
+		c.Out, c.End = g.emitter(i)
+		cs, idx = append(cs, *c), append(idx, i)
+	}
+	outs := stream.PumpChoices(cs, cfg, drain)
+	var end stream.Ending
+	for k, out := range outs {
+		if g.first {
+			g.cached[idx[k]] = out.Result.CachedTokens
+		}
+		end.CutShort = end.CutShort || out.CutShort
+		end.ClientGone = end.ClientGone || out.ClientGone
+	}
+	if !end.CutShort {
+		end.Err = firstError(g.errs)
+	}
+	return end
+}
+
+// emitter is choice i's emitter on this connection and what settles it
+// when it ends: on a stream, its finish chunk, unless the client's leaving
+// cut it short (it goes on where it stopped on a resume); in a whole
+// response, its collector and finish reason.
+func (c *choices) emitter(i int) (stream.ToolEmitter, func(stream.Outcome)) {
+	if c.sw == nil {
+		return &c.cols[i], func(out stream.Outcome) {
+			c.finish[i], c.errs[i], c.ended[i] = out.Finish, out.Err, true
+		}
+	}
+	cw := c.writer(i)
+	if g := c.g; g.Echo && g.Logprobs && !g.Chat {
+		n := max(g.N, 1)
+		cw.echo = &choiceEcho{text: echoText(c.b, c.reqs[i]), prompt: c.reqs[i].Prompt,
+			pl: c.reqs[i-i%n].PromptLogprobs, ts: c.cs[i].Text}
+	}
+	return cw, func(out stream.Outcome) {
+		if out.CutShort {
+			return
+		}
+		if out.Err == nil {
+			cw.echoDue()
+			cw.finish(out.Finish)
+		}
+		c.ended[i], c.errs[i] = true, out.Err
+		_ = c.sw.Flush()
+	}
+}
+
+// choicesFramer is the choices' httpedge.Framer. As an emitter it is
+// choice 0's (the driver writes no text itself; the source writes each
+// choice through its own).
+type choicesFramer struct{ *choices }
+
+// Attach implements httpedge.Framer.
+func (f *choicesFramer) Attach(sse *httpedge.SSE) {
+	f.sw = nil
+	if sse != nil {
+		f.sw = &sseWriter{SSE: sse, ctx: sse.Context(), format: &f.formats[0]}
+	}
+}
+
+// Start implements httpedge.Framer: every choice's role chunk (chat) or
+// echoed prompt (completions), so the client knows it was accepted.
+func (f *choicesFramer) Start() {
+	if f.sw == nil {
 		return
 	}
-	if s.store != nil {
-		s.store.Add(st)
-	}
-	setSSEHeaders(w, id)
-	sw := newSSEWriter(gens[0].Context(), w, st.Log, &st.formats[0], s.cfg.WriteTimeout, 0)
-	for i := range st.cs {
-		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
+	g := f.g
+	for i := range f.cs {
+		cw := f.writer(i)
 		switch {
 		case g.Chat:
 			cw.role()
@@ -88,132 +274,85 @@ func (s *Server) streamChoices(w http.ResponseWriter, r *http.Request, b *stream
 			}
 		case g.Echo && g.Logprobs: // with the prompt's logprobs, due with the choice's first token (choiceWriter.echo)
 		case g.Echo:
-			_ = cw.Text(echoText(b, reqs[i]), nil)
+			_ = cw.Text(echoText(f.b, f.reqs[i]), nil)
 		}
 	}
-	_ = sw.Flush() // headers and roles now: the client knows it was accepted
-	s.pumpChoices(st, gens, sw, true)
 }
 
-// pumpChoices pumps the choices gens holds (nil: not running) into sw and,
-// once every choice has ended, ends the stream; a choice the client's
-// leaving cut short leaves the stream resumable instead. first is the
-// stream's first connection, whose outcomes give the cached prompt tokens.
-func (s *Server) pumpChoices(st *choicesState, gens []*stream.Generation, sw *sseWriter, first bool) {
-	var cs []stream.ChoiceStream
-	var idx []int
-	for i, gen := range gens {
-		if gen == nil {
-			continue
-		}
-		c := &st.cs[i]
-		c.Gen = gen
-		cw := &choiceWriter{sw: sw, f: &st.formats[i]}
-		if g := st.gen; g.Echo && g.Logprobs && !g.Chat {
-			n := max(g.N, 1)
-			cw.echo = &choiceEcho{text: echoText(s.backend.Load(), st.reqs[i]), prompt: st.reqs[i].Prompt,
-				pl: st.reqs[i-i%n].PromptLogprobs, ts: c.Text}
-		}
-		c.Out = cw
-		c.End = func(out stream.Outcome) {
-			if out.CutShort {
-				return // resumable: the choice goes on where it stopped
-			}
-			if out.Err == nil {
-				cw.echoDue()
-				cw.finish(out.Finish)
-			}
-			st.ended[i], st.errs[i] = true, out.Err
-			_ = sw.Flush()
-		}
-		cs, idx = append(cs, *c), append(idx, i)
-	}
-	outs := stream.PumpChoices(cs, s.pumpConfig(true), s.drain)
-	for k, out := range outs {
-		if first {
-			st.cached[idx[k]] = out.Result.CachedTokens
-		}
-		if out.CutShort {
-			return // every choice has ended and freed its blocks; nobody reads on
-		}
-	}
-	for _, ended := range st.ended {
-		if !ended {
-			return
-		}
-	}
-	if err := firstError(outsOf(st.errs)); err != nil {
-		sw.error(err)
-	} else if st.gen.IncludeUsage {
-		sw.usage(st.usage())
-	}
-	sw.done()
-	st.done = true
-	_ = sw.Flush()
-}
-
-func outsOf(errs []error) []stream.Outcome {
-	outs := make([]stream.Outcome, len(errs))
-	for i, err := range errs {
-		outs[i].Err = err
-	}
-	return outs
-}
-
-// completeChoices answers with every choice once all have ended.
-func (s *Server) completeChoices(w http.ResponseWriter, b *stream.Backend, g *stream.GenRequest, id string, reqs []engine.Request, cs []stream.ChoiceStream) {
-	cols := make([]choiceCollector, len(cs))
-	for i := range cs {
-		cs[i].Out = &cols[i]
-	}
-	outs := stream.PumpChoices(cs, s.pumpConfig(false), s.drain)
-	for _, out := range outs {
-		if out.ClientGone {
-			return
-		}
-	}
-	if err := firstError(outs); err != nil {
-		writeError(w, err)
+// End implements httpedge.Framer: a stream's usage chunk, if asked, or its
+// in-band error, then [DONE], once every choice has finished; a whole
+// response's completion object.
+func (f *choicesFramer) End(end stream.Ending) {
+	if f.sw == nil {
+		f.body = f.wholeBody()
 		return
 	}
+	if end.Err != nil {
+		f.sw.error(end.Err)
+	} else if f.g.IncludeUsage {
+		f.sw.usage(f.usage())
+	}
+	f.sw.done()
+}
+
+// Body implements httpedge.Framer.
+func (f *choicesFramer) Body() []byte { return f.body }
+
+func (f *choicesFramer) emitter0() stream.ToolEmitter {
+	if f.sw == nil {
+		return &f.cols[0]
+	}
+	return f.writer(0)
+}
+
+func (f *choicesFramer) Text(text string, ids []int32) error   { return f.emitter0().Text(text, ids) }
+func (f *choicesFramer) ToolCall(d stream.ToolCallDelta) error { return f.emitter0().ToolCall(d) }
+func (f *choicesFramer) KeepAlive() error                      { return f.emitter0().KeepAlive() }
+func (f *choicesFramer) Flush() error                          { return f.emitter0().Flush() }
+
+// wholeBody is the completion object once every choice has ended.
+func (c *choices) wholeBody() []byte {
+	g, b := c.g, c.b
 	n := max(g.N, 1)
+	id := c.reqs[0].ID
 	var body *completionResponse
 	var promptLPs []json.RawMessage // completions': one per choice, its prompt's
-	for i := range cs {
-		text := string(cols[i].text)
+	for i := range c.cs {
+		text := string(c.cols[i].text)
 		switch {
 		case g.Echo && g.Chat:
 			text = chatEcho(g) + text
 		case g.Echo:
-			text = echoText(b, reqs[i]) + text
+			text = echoText(b, c.reqs[i]) + text
 		}
 		// The prompt's logprobs were computed once, by its first choice
 		// (the group's leader); every choice of the prompt reports them.
-		plps := promptLogprobsOf(reqs[i-i%n])
-		one := cols[i].withToolCalls(completionBody(g.Chat, id, s.modelName(g.Model), text, outs[i].Finish, Usage{}))
-		c := one.Choices[0]
-		c.Index = i
-		if m := c.Message; m != nil {
-			m.ReasoningContent, m.Reasoning = string(cols[i].reasoning), string(cols[i].reasoning)
+		plps := promptLogprobsOf(c.reqs[i-i%n])
+		one := c.cols[i].withToolCalls(completionBody(g.Chat, id, c.s.modelName(g.Model), text, c.finish[i], Usage{}))
+		ch := one.Choices[0]
+		ch.Index = i
+		if m := ch.Message; m != nil {
+			m.ReasoningContent, m.Reasoning = string(c.cols[i].reasoning), string(c.cols[i].reasoning)
 		}
 		lf := newLogprobFormat(b.Tokenizer, g) // its own: text_offset counts from the choice's start
-		if ids := cs[i].Text.IDs(); g.Echo && !g.Chat && lf != nil && plps != nil {
-			k := min(len(ids), len(cols[i].lps))
-			c.Logprobs = json.RawMessage(lf.appendEchoed(nil, reqs[i].Prompt, plps, ids[:k], cols[i].lps[:k]))
+		if ids := c.cs[i].Text.IDs(); g.Echo && !g.Chat && lf != nil && plps != nil {
+			k := min(len(ids), len(c.cols[i].lps))
+			ch.Logprobs = json.RawMessage(lf.appendEchoed(nil, c.reqs[i].Prompt, plps, ids[:k], c.cols[i].lps[:k]))
 		} else {
-			c.Logprobs = cols[i].logprobsJSON(lf, ids)
+			ch.Logprobs = c.cols[i].logprobsJSON(lf, ids)
 		}
 		if g.PromptLogprobs && (!g.Chat || i == 0) {
-			promptLPs = append(promptLPs, promptLogprobsJSON(b, g, reqs[i].Prompt, plps))
+			promptLPs = append(promptLPs, promptLogprobsJSON(b, g, c.reqs[i].Prompt, plps))
 		}
 		if body == nil {
 			body = one
 			body.Choices = body.Choices[:0]
 		}
-		body.Choices = append(body.Choices, c)
+		body.Choices = append(body.Choices, ch)
 	}
-	body.Usage = choicesUsage(g, reqs, cs, outs)
-	writeJSON(w, withChoicesPromptLogprobs(g, body, promptLPs))
+	body.Usage = c.usage()
+	out, _ := json.Marshal(withChoicesPromptLogprobs(g, body, promptLPs)) // always marshals
+	return out
 }
 
 // promptLogprobsOf is the prompt logprobs req asked for, nil when it asked
@@ -267,32 +406,6 @@ func withChoicesPromptLogprobs(g *stream.GenRequest, body *completionResponse, l
 		*completionResponse
 		Choices []choiceWith `json:"choices"` // shadows the embedded choices
 	}{body, cs}
-}
-
-// choicesUsage sums the choices' completion tokens; each prompt counts once,
-// however many choices it had.
-func choicesUsage(g *stream.GenRequest, reqs []engine.Request, cs []stream.ChoiceStream, outs []stream.Outcome) Usage {
-	var u Usage
-	n := max(g.N, 1)
-	for i := range cs {
-		if i%n == 0 {
-			u.PromptTokens += len(reqs[i].Prompt)
-			u.CachedTokens += outs[i].Result.CachedTokens
-		}
-		u.CompletionTokens += len(cs[i].Text.IDs())
-		u.ReasoningTokens += cs[i].ReasoningTokens()
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return u
-}
-
-func firstError(outs []stream.Outcome) error {
-	for _, out := range outs {
-		if out.Err != nil {
-			return out.Err
-		}
-	}
-	return nil
 }
 
 // choiceCollector is one choice's Emitter in a whole response: its

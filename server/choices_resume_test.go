@@ -92,3 +92,32 @@ func TestChoicesResume(t *testing.T) {
 		})
 	}
 }
+
+// TestChoicesResumeAfterLastToken: every choice's disconnect raced its last
+// token (all of max_tokens produced, yet the engine reports the abort). A
+// resume then only adds each choice's ending, the usage and [DONE];
+// nothing is submitted again.
+func TestChoicesResumeAfterLastToken(t *testing.T) {
+	rig := newRig(t, []string{"a", "b", "c"}, time.Millisecond, nil)
+	rig.eng.Finish, rig.eng.Cause = engine.FinishAbort, engine.CauseClientDisconnect
+	resp := rig.post(t, "/v1/completions", `{"prompt":"x","max_tokens":3,"n":2,"stream":true,"stream_options":{"include_usage":true}}`)
+	id := resp.Header.Get(streamIDHeader)
+	first := ssetest.Read(t, bufio.NewReader(resp.Body), 0) // ends without [DONE]: the stream was cut short
+	if len(first) == 0 || first[len(first)-1].Data == "[DONE]" {
+		t.Fatalf("first connection got %v", first)
+	}
+	again := resumeChat(t, rig, "", id, first[len(first)-1].ID, true)
+	rest := ssetest.Read(t, bufio.NewReader(again.Body), 0)
+	text, _, finish, usage := choicesOfEvents(t, append(first, rest...))
+	for i := range 2 {
+		if text[i] != "abc" || finish[i] != "length" {
+			t.Errorf("choice %d: %q (%s), want \"abc\" (length)", i, text[i], finish[i])
+		}
+	}
+	if usage == nil || usage.CompletionTokens != 6 {
+		t.Errorf("usage %+v, want 6 completion tokens", usage)
+	}
+	if n := len(rig.eng.Submits()); n != 2 {
+		t.Errorf("%d submits, want the 2 choices' only", n)
+	}
+}

@@ -33,16 +33,9 @@ func (s *Server) handleStreamGet(w http.ResponseWriter, r *http.Request) {
 }
 
 // resume replays the events after Last-Event-ID and, when the generation was
-// cut short by a disconnect, continues it from the tokens already produced:
-// a multi-choice stream here (resumeChoices), a single choice's through the
-// driver.
+// cut short by a disconnect, continues it from the tokens already produced
+// (the driver's Resume, for one choice or several).
 func (s *Server) resume(w http.ResponseWriter, r *http.Request, id string) {
-	if s.store != nil {
-		if _, ok := s.store.Get(id).(*choicesState); ok {
-			s.resumeChoices(w, r, id) // resume.go
-			return
-		}
-	}
 	s.env.Resume(w, r, s.chatAPI(true), id)
 }
 

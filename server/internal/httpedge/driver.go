@@ -18,9 +18,10 @@ import (
 //	Env.Serve(w, r, api)
 //	    X-Sluice-Stream-Id + Last-Event-ID → Env.Resume
 //	    read: LoadBackend, ReadBody, api.Parse, CheckModel      (api.Refuse answers each failure)
-//	    local: several choices → api.Choices (OpenAI's n and prompt lists)
-//	           stream.Prepare → req (id api.Prefix…) → the local Source
-//	    the api's Framer for the response's Head
+//	    local: stream.Prepare → req (id api.Prefix…) → the local Source;
+//	           the api's Framer for the response's Head
+//	           several choices (OpenAI's n and prompt lists): api.Choices
+//	           → a Source submitting them all and a Framer of every choice
 //	    whole:  Source.Start → Generation.Pump into the Framer (no writer) → Framer.End → Framer.Body
 //	    stream: lease → Source.Start → kept for a resume → headers → Framer.Start
 //	            → Pump → Framer.End (the ending, or the error in-band), unless the client's
@@ -57,9 +58,12 @@ type API struct {
 	// EventIDs: a stream's events carry ids, and its headers its stream id,
 	// even when the server keeps no streams (OpenAI's SSE contract here).
 	EventIDs bool
-	// Choices, when set, serves a request for several choices (n > 1, a
-	// list of prompts); without it the parser refuses them.
-	Choices func(w http.ResponseWriter, r *http.Request, b *stream.Backend, g *stream.GenRequest)
+	// Choices, when set, prepares a request for several choices (n > 1, a
+	// list of prompts) on the local engine as response id: the Source that
+	// generates them all and the Framer of the response, which the driver
+	// then serves as it does one choice's. Without it the parser refuses
+	// them.
+	Choices func(b *stream.Backend, g *stream.GenRequest, id string) (Source, Framer, error)
 }
 
 // Parsed is a request as an API's parser leaves it: the generation request,
@@ -201,17 +205,22 @@ func (e *Env) Serve(w http.ResponseWriter, r *http.Request, api *API) {
 	}
 	g := p.Gen
 	src, h := p.Source, Head{ID: stream.NewID(api.Prefix), Model: g.Model}
-	if src == nil {
-		if api.Choices != nil && g.NumChoices() > 1 {
-			api.Choices(w, r, b, g)
-			return
-		}
-		if src, h, err = e.local(b, g, h.ID); err != nil {
-			api.Refuse(w, err)
-			return
-		}
+	var f Framer
+	switch {
+	case src != nil:
+	case api.Choices != nil && g.NumChoices() > 1:
+		src, f, err = api.Choices(b, g, h.ID)
+	default:
+		src, h, err = e.local(b, g, h.ID)
 	}
-	st := &run{api: api, src: src, f: p.Frame(h)}
+	if err != nil {
+		api.Refuse(w, err)
+		return
+	}
+	if f == nil {
+		f = p.Frame(h)
+	}
+	st := &run{api: api, src: src, f: f}
 	if g.Stream {
 		st.Retained = e.NewRetainedFor(h.ID)
 		st.Retained.Keeps(src.Keeps())
