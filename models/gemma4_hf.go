@@ -24,8 +24,10 @@ import (
 // GGUF's rope_freqs.weight (divisor 1 or 1e30 per pair). The norms are plain
 // weights, as in GGUF; layer_scalar is layer_output_scale.weight. The small
 // models' (E2B/E4B) per-layer inputs, shared K/V and double-wide MLPs are
-// read as gemma4_small.go reads them from GGUF; the 26B-A4B's experts
-// (enable_moe_block) are refused by name.
+// read as gemma4_small.go reads them from GGUF, and the 26B-A4B's mixture
+// (enable_moe_block) as gemma4_moe.go reads it: router.proj, router.scale and
+// router.per_expert_scale, experts.gate_up_proj (GGUF's fused layout) and
+// experts.down_proj, the three branch norms.
 
 // gemma4TextDefaults is transformers' Gemma4TextConfig with nothing set.
 func gemma4TextDefaults() hfConfig {
@@ -48,6 +50,9 @@ type hfGemma4Extra struct {
 	HiddenSizePerLayerInput int    `json:"hidden_size_per_layer_input"`
 	NumKVSharedLayers       int    `json:"num_kv_shared_layers"`
 	EnableMoEBlock          bool   `json:"enable_moe_block"`
+	NumExperts              int    `json:"num_experts"`
+	TopKExperts             int    `json:"top_k_experts"`
+	MoEIntermediateSize     int    `json:"moe_intermediate_size"`
 	UseDoubleWideMLP        bool   `json:"use_double_wide_mlp"`
 	AttentionBias           bool   `json:"attention_bias"`
 	UseBidirectional        string `json:"use_bidirectional_attention"`
@@ -77,8 +82,8 @@ func (hc *hfConfig) gemma4(cfg *Config, path string, src []byte) error {
 		return fail(ErrUnsupported, "vocab_size_per_layer_input %d ≠ vocab_size %d (the per-layer table is read per token)", *x.VocabSizePerLayerInput, cfg.Vocab)
 	case x.UseDoubleWideMLP && x.NumKVSharedLayers == 0:
 		return fail(ErrUnsupported, "use_double_wide_mlp without shared-K/V layers (it widens those)")
-	case x.EnableMoEBlock:
-		return fail(ErrUnsupported, "enable_moe_block (the 26B-A4B's experts are read from GGUF only)")
+	case x.EnableMoEBlock && (x.NumExperts <= 0 || x.TopKExperts <= 0 || x.TopKExperts > x.NumExperts || x.MoEIntermediateSize <= 0):
+		return fail(ErrMalformed, "enable_moe_block with %d experts, top %d, %d wide", x.NumExperts, x.TopKExperts, x.MoEIntermediateSize)
 	case x.AttentionBias:
 		return fail(ErrUnsupported, "attention_bias true (Gemma 4's projections have no biases)")
 	case x.UseBidirectional == "all":
@@ -87,6 +92,10 @@ func (hc *hfConfig) gemma4(cfg *Config, path string, src []byte) error {
 		return fail(ErrUnsupported, "sliding_window %v (the window layers need one)", hc.SlidingWindow)
 	case x.GlobalHeadDim <= 0 || x.GlobalHeadDim%2 != 0:
 		return fail(ErrMalformed, "global_head_dim %d", x.GlobalHeadDim)
+	}
+	if x.EnableMoEBlock {
+		// The router's top k renormalised, as GGUF's experts are read.
+		cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm = x.NumExperts, x.TopKExperts, x.MoEIntermediateSize, true
 	}
 	cfg.QKNorm, cfg.QueryScale = true, 1
 	cfg.HeadDimSWA, cfg.HeadDim = cfg.HeadDim, x.GlobalHeadDim

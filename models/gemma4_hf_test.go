@@ -36,6 +36,12 @@ var gemma4HFSpecs = []struct {
 	// inputs 32 wide, layers 3–5 reading the K/V of layers 1 (window) and
 	// 2 (global) with twice the feed-forward width.
 	{"e2b", gemma4ESpec},
+	// The 26B-A4B's mixture beside the dense FFN (the llama.cpp golden's
+	// gemma4moe shape): 8 experts of 64, top 2, router and per-expert
+	// scales, the GGUF file's experts fused as the checkpoint's are.
+	{"moe", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 51, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
+		FinalSoftcap: 30, RopeTheta: 1e6, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64, FusedGateUpExps: true}},
 }
 
 var gemma4ESpec = modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 46, RMSEps: 1e-6,
@@ -80,8 +86,8 @@ func TestGemma4HFMatchesGGUF(t *testing.T) {
 // TestGemma4HFConditionalGeneration: the release layout, the text model
 // under model.language_model.* and text_config beside a vision tower, is
 // the same model as the Gemma4ForCausalLM checkpoint (bit-identical
-// logits); the 26B-A4B's experts, a double-wide MLP without shared layers
-// and a per-layer table of another vocabulary are refused by name.
+// logits); a mixture without experts, a double-wide MLP without shared
+// layers and a per-layer table of another vocabulary are refused by name.
 func TestGemma4HFConditionalGeneration(t *testing.T) {
 	spec := gemma4HFSpecs[0].spec
 	root := t.TempDir()
@@ -136,7 +142,7 @@ func TestGemma4HFConditionalGeneration(t *testing.T) {
 		key  string
 		over map[string]any
 	}{
-		{"enable_moe_block", map[string]any{"enable_moe_block": true}},
+		{"enable_moe_block", map[string]any{"enable_moe_block": true, "num_experts": 0}},
 		{"use_double_wide_mlp", map[string]any{"use_double_wide_mlp": true}},
 		{"vocab_size_per_layer_input", map[string]any{"hidden_size_per_layer_input": 16, "vocab_size_per_layer_input": 512}},
 	} {
@@ -154,7 +160,7 @@ func TestGemma4HFConditionalGeneration(t *testing.T) {
 		}
 		_, err = src.Config()
 		src.Close()
-		if !errors.Is(err, ErrUnsupported) || !strings.Contains(fmt.Sprint(err), key) {
+		if !(errors.Is(err, ErrUnsupported) || errors.Is(err, ErrMalformed)) || !strings.Contains(fmt.Sprint(err), key) {
 			t.Errorf("%s = %v: error %v, want unsupported naming it", key, v, err)
 		}
 	}

@@ -99,6 +99,11 @@ var hfReferenceModels = []struct {
 	{"gemma4e", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 79, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
 		PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true, FinalSoftcap: 30}, nil},
+	// Gemma 4 26B-A4B: beside each layer's dense FFN, 2 of 8 GeGLU experts
+	// of 64 behind a router with its input scale and per-expert scales.
+	{"gemma4moe", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 80, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
+		FinalSoftcap: 30, RopeTheta: 1e6, Experts: 8, ExpertsUsed: 2, ExpertFFN: 64}, nil},
 }
 
 // gptossUntruncated is the reference gpt-oss models' rope_scaling, spelled

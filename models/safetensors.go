@@ -349,6 +349,18 @@ var hfLayerParts = map[string]string{
 	"per_layer_input_gate.weight":      "inp_gate.weight",
 	"per_layer_projection.weight":      "proj.weight",
 	"post_per_layer_input_norm.weight": "post_norm.weight",
+	// Gemma 4 26B-A4B's mixture beside the dense FFN: the router (its
+	// input scale and per-expert output scales), the experts fused as
+	// transformers keeps them ([E, 2·ffn, hidden], each expert's gate rows
+	// then its up rows, as GGUF's ffn_gate_up_exps) and the branch norms.
+	"router.proj.weight":                  "ffn_gate_inp.weight",
+	"router.scale":                        "ffn_gate_inp.scale",
+	"router.per_expert_scale":             "ffn_down_exps.scale",
+	"experts.gate_up_proj":                "ffn_gate_up_exps.weight",
+	"experts.down_proj":                   "ffn_down_exps.weight",
+	"pre_feedforward_layernorm_2.weight":  "pre_ffw_norm_2.weight",
+	"post_feedforward_layernorm_1.weight": "post_ffw_norm_1.weight",
+	"post_feedforward_layernorm_2.weight": "post_ffw_norm_2.weight",
 }
 
 var hfTopNames = map[string]string{

@@ -9,7 +9,8 @@ import (
 
 // A dense Gemma 4 Spec as a Hugging Face checkpoint (Gemma4ForCausalLM):
 // Gemma 3's names with layer_output_scale.weight as layer_scalar [1], the
-// E2B/E4B per-layer inputs as transformers names them, and
+// E2B/E4B per-layer inputs and the 26B-A4B's router and fused experts as
+// transformers names them, and
 // the global layers' RoPE divisors (rope_freqs.weight) stated as
 // rope_parameters.full_attention (proportional, partial_rotary_factor).
 
@@ -32,6 +33,14 @@ var gemma4HFParts = map[string]string{
 	"inp_gate.weight":            "per_layer_input_gate.weight",
 	"proj.weight":                "per_layer_projection.weight",
 	"post_norm.weight":           "post_per_layer_input_norm.weight",
+	"ffn_gate_inp.weight":        "router.proj.weight",
+	"ffn_gate_inp.scale":         "router.scale",
+	"ffn_down_exps.scale":        "router.per_expert_scale",
+	"ffn_gate_up_exps.weight":    "experts.gate_up_proj",
+	"ffn_down_exps.weight":       "experts.down_proj",
+	"pre_ffw_norm_2.weight":      "pre_feedforward_layernorm_2.weight",
+	"post_ffw_norm_1.weight":     "post_feedforward_layernorm_1.weight",
+	"post_ffw_norm_2.weight":     "post_feedforward_layernorm_2.weight",
 }
 
 // gemma4HFTop names the per-layer inputs' model-level tensors.
@@ -44,8 +53,6 @@ var gemma4HFTop = map[string]string{
 // gemma4HFTensors is hfTensors for a Gemma 4 spec.
 func gemma4HFTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType) ([]Tensor, error) {
 	switch {
-	case spec.Experts > 0:
-		return nil, fmt.Errorf("modeltest: WriteHF writes dense Gemma 4 only (no experts)")
 	case spec.KVHeadsFull != spec.KVHeads && !spec.KEqV:
 		// Gemma4TextConfig has no other way to give the global layers their own count.
 		return nil, fmt.Errorf("modeltest: Gemma4TextConfig sets the global layers' KV heads (%d, window %d) only with attention_k_eq_v", spec.KVHeadsFull, spec.KVHeads)
@@ -60,6 +67,18 @@ func gemma4HFTensors(spec Spec, t tensorShape, w []float32, dtype kernels.DType)
 		return nil, nil // config.json's rope_parameters (gemma4HFConfig)
 	case gemma4HFTop[t.name] != "":
 		name = gemma4HFTop[t.name]
+	case err == nil && part == "ffn_up_exps.weight":
+		return nil, nil // in experts.gate_up_proj with the gate's
+	case err == nil && part == "ffn_gate_exps.weight":
+		// transformers keeps each expert's gate rows then its up rows in one tensor.
+		up := Weights(spec)[fmt.Sprintf("blk.%d.ffn_up_exps.weight", layer)]
+		per := len(w) / spec.Experts
+		var gu []float32
+		for e := range spec.Experts {
+			gu = append(append(gu, w[e*per:(e+1)*per]...), up[e*per:(e+1)*per]...)
+		}
+		w, name = gu, fmt.Sprintf("model.layers.%d.experts.gate_up_proj", layer)
+		t.shape = []int{spec.Experts, 2 * t.shape[1], t.shape[2]}
 	case err == nil:
 		hf, ok := gemma4HFParts[part]
 		if !ok {
@@ -113,6 +132,10 @@ func gemma4HFConfig(spec Spec, cfg map[string]any) {
 	}
 	cfg["hidden_size_per_layer_input"], cfg["vocab_size_per_layer_input"] = spec.PerLayerEmbd, spec.Vocab
 	cfg["num_kv_shared_layers"], cfg["use_double_wide_mlp"] = spec.SharedKVLayers, spec.DoubleWideMLP
-	cfg["enable_moe_block"] = false
+	cfg["enable_moe_block"] = spec.Experts > 0
+	delete(cfg, "num_experts_per_tok") // Gemma4TextConfig's is top_k_experts
+	if spec.Experts > 0 {
+		cfg["num_experts"], cfg["top_k_experts"], cfg["moe_intermediate_size"] = spec.Experts, spec.ExpertsUsed, spec.ExpertFFN
+	}
 	cfg["tie_word_embeddings"] = true
 }
