@@ -320,6 +320,9 @@ func (hc *hfConfig) gptoss(cfg *Config, path string) error {
 		return fail(ErrMalformed, "num_local_experts and num_experts_per_tok must be positive")
 	case hc.SlidingWindow == nil || *hc.SlidingWindow <= 0:
 		return fail(ErrUnsupported, "sliding_window null or %v (the window layers need one)", hc.SlidingWindow)
+	case hc.QuantizationConfig != nil && hc.QuantizationConfig.QuantMethod != "mxfp4":
+		// Other methods' tensors (GPTQ's qweight, AWQ's, …) are not read.
+		return fail(ErrUnsupported, "quantization_config.quant_method %q (want mxfp4, the release's, or none)", hc.QuantizationConfig.QuantMethod)
 	}
 	cfg.Experts, cfg.ExpertsUsed, cfg.ExpertFFN, cfg.ExpertNorm = *hc.NumLocalExperts, *hc.NumExpertsPerTok, cfg.FFN, true
 	cfg.QKVBias = true

@@ -1,7 +1,9 @@
 package models
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,6 +128,7 @@ func TestGPTOSSHFRefusals(t *testing.T) {
 		{map[string]any{"attention_bias": false}, "attention_bias"},
 		{map[string]any{"rope_scaling": map[string]any{"rope_type": "longrope", "factor": 4.0}}, "longrope"},
 		{map[string]any{"layer_types": []string{"sliding_attention"}}, "layer_types"},
+		{map[string]any{"quantization_config": map[string]any{"quant_method": "gptq"}}, "quant_method"},
 	} {
 		raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
 		if err != nil {
@@ -144,5 +147,59 @@ func TestGPTOSSHFRefusals(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestGPTOSSHFReleaseConfig reads openai/gpt-oss-20b's config.json as
+// released (its keys and values, the quantization_config included) into
+// the Config the GGUF reader makes of the converted file, but for YaRN's
+// truncate false: 24 layers of 64 heads of 64 over 8 KV heads, 32 experts
+// 2880 wide, top 4, a window of 128 on the even layers, YaRN 32x from 4096
+// with the attention factor 1 + 0.1 ln 32 folded into the query scale.
+func TestGPTOSSHFReleaseConfig(t *testing.T) {
+	dir := t.TempDir()
+	types := make([]string, 24)
+	for i := range types {
+		types[i] = map[bool]string{true: "sliding_attention", false: "full_attention"}[i%2 == 0]
+	}
+	cfg := map[string]any{
+		"architectures": []string{"GptOssForCausalLM"}, "attention_bias": true, "attention_dropout": 0.0, "eos_token_id": 200002,
+		"experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880, "initial_context_length": 4096,
+		"initializer_range": 0.02, "intermediate_size": 2880, "layer_types": types, "max_position_embeddings": 131072,
+		"model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+		"num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": false, "pad_token_id": 199999,
+		"quantization_config": map[string]any{"modules_to_not_convert": []string{"model.layers.*.self_attn", "model.layers.*.mlp.router",
+			"model.embed_tokens", "lm_head"}, "quant_method": "mxfp4"},
+		"rms_norm_eps": 1e-05, "rope_scaling": map[string]any{"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+			"original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false},
+		"rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+		"tie_word_embeddings": false, "transformers_version": "4.55.0.dev0", "use_cache": true, "vocab_size": 201088,
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := readHFConfig(path, func(name string) bool { return name == "output.weight" || name == "blk.0.attn_q.bias" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := float32(1 + 0.1*math.Log(32))
+	want := Config{Arch: "gpt-oss", Layers: 24, Hidden: 2880, FFN: 2880, Heads: 64, KVHeads: 8, HeadDim: 64, Vocab: 201088,
+		ContextLen: 131072, RMSEps: 1e-5, RopeTheta: 150000, RopeStyle: kernels.RoPEHalves, QKVBias: true,
+		Experts: 32, ExpertsUsed: 4, ExpertFFN: 2880, ExpertNorm: true, Window: 128, WindowLayers: make([]bool, 24), RopeThetaLocal: 150000,
+		RopeScaling: &RopeScaling{YaRN: true, Factor: 32, OriginalContext: 4096, BetaFast: 32, BetaSlow: 1, YaRNUntruncated: true}}
+	for i := range want.WindowLayers {
+		want.WindowLayers[i] = i%2 == 0
+	}
+	if d := math.Abs(float64(c.QueryScale/(ms*ms/8)) - 1); d > 1e-6 {
+		t.Errorf("query scale %g, want %g", c.QueryScale, ms*ms/8)
+	}
+	c.QueryScale = 0
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("config\n got %+v\nwant %+v", c, want)
 	}
 }

@@ -66,6 +66,10 @@ type hfConfig struct {
 	SwigluLimit   *float64 `json:"swiglu_limit"`
 	SwigluAlpha   *float64 `json:"swiglu_alpha"`
 	AttentionBias *bool    `json:"attention_bias"`
+	// QuantizationConfig: gpt-oss's release names mxfp4 here.
+	QuantizationConfig *struct {
+		QuantMethod string `json:"quant_method"`
+	} `json:"quantization_config"`
 }
 
 // gemma3TextDefaults is transformers' Gemma3TextConfig with nothing set: the
