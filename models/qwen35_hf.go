@@ -278,8 +278,14 @@ func (h *HFDir) qwen35Tensors() error {
 		if len(e.shape) > 0 {
 			rowBytes = dt.RowBytes(e.shape[len(e.shape)-1])
 		}
-		// rows: permute whole rows, lead bytes first kept (Q and K of in_proj_qkv).
+		// rows: permute whole rows, lead bytes first kept (Q and K of
+		// in_proj_qkv); with as many value heads as key heads the order is
+		// already the kernels', and the mapped tensor is used as it lies.
 		rows := func(gguf string, lead, unit int) {
+			if hv == hk {
+				h.tensors[p+gguf] = e
+				return
+			}
 			h.derived[p+gguf] = hfDerived{dtype: dt, shape: append([]int(nil), e.shape...), from: []stEntry{e},
 				build: func(dst []byte, src [][]byte) error {
 					permuteHeads(dst, src[0], lead, perm, unit)
@@ -305,6 +311,10 @@ func (h *HFDir) qwen35Tensors() error {
 		case "out_proj.weight":
 			if len(e.shape) != 2 || e.shape[1] != hv*S {
 				return fail(e, "shape %v (want [hidden, %d])", e.shape, hv*S)
+			}
+			if hv == hk {
+				h.tensors[p+"ssm_out.weight"] = e
+				continue
 			}
 			h.derived[p+"ssm_out.weight"] = hfDerived{dtype: dt, shape: append([]int(nil), e.shape...), from: []stEntry{e},
 				build: func(dst []byte, src [][]byte) error {

@@ -66,6 +66,11 @@ func TestQwen35HFMatchesGGUF(t *testing.T) {
 			s.Tied, s.ConvKernel, s.Interval = true, 2, 4
 			return s
 		}(), false},
+		{"equal-heads", func() modeltest.Qwen35Spec {
+			s := qwen35Tiny
+			s.KHeads = 4 // value heads in the kernels' order already: the mapped tensors as they lie
+			return s
+		}(), false},
 		{"moe", qwen35MoETiny, false},
 		{"moe-fused", qwen35MoETiny, true},
 	} {
