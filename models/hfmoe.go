@@ -231,7 +231,7 @@ func releasePages(m []byte, begin, end uint64) {
 func (h *HFDir) expertSource() string {
 	if d, ok := h.derived["blk.0.ffn_gate_exps.weight"]; ok {
 		fused := strings.Replace(d.from[0].hfName, "model.layers.0.", "model.layers.N.", 1)
-		return fmt.Sprintf("split at load from the fused %s (gpt-oss), one copy per tensor", fused)
+		return fmt.Sprintf("split at load from the fused %s, one copy per tensor", fused)
 	}
 	parts, ok := h.experts["blk.0.ffn_gate_exps.weight"]
 	if !ok {
