@@ -5,11 +5,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/models"
 )
 
 // BenchmarkSpeculativeDraft: decode tokens/s on the default model with a
-// draft model (self-tuned, K 6) against plain decoding, single stream and
-// a batch of 4, on free text and the edit prompt. Drafts: SmolLM2 itself
+// draft model on its backend (self-tuned, K DefaultSpecK) against plain
+// decoding, single stream and a batch of 4, on free text and the edit
+// prompt. Drafts: SmolLM2 itself
 // (another instance: acceptance ~1 under greedy, but each draft token
 // costs a full forward) and SmolLM2 cut to its first 20 and 10 of 30
 // layers (writeFirstLayers). Each iteration generates once plainly and
@@ -26,13 +30,13 @@ func BenchmarkSpeculativeDraft(b *testing.B) {
 				p := tok.Encode(w.text, false)
 				mk := func(draft string) *Engine {
 					cfg := Config{Blocks: 64, BlockSize: 16, MaxSeqs: seqs}
-					rows := seqs
-					if draft != "" {
-						rows = seqs * (1 + k)
-						cfg.Speculate = SpecConfig{Method: "draft", K: k, LogitRows: rows, DraftBlocks: 64,
-							Draft: loadModel(b, draft, 2, 64, 16, 512, seqs)}
+					if draft == "" {
+						return newEngineOn(b, loadModel(b, path, 2, 64, 16, 512, seqs), cfg)
 					}
-					return newEngineOn(b, loadModel(b, path, 2, 64, 16, 512, rows), cfg)
+					rows := seqs * (1 + k)
+					target, dm := loadWithDraft(b, path, draft, rows, seqs)
+					cfg.Speculate = SpecConfig{Method: "draft", K: k, LogitRows: rows, DraftBlocks: 64, Draft: dm}
+					return newEngineOn(b, target, cfg)
 				}
 				engines := []*Engine{mk("")}
 				for _, d := range drafts {
@@ -78,6 +82,8 @@ func BenchmarkSpeculativeDraft(b *testing.B) {
 						b.ReportMetric(float64(st.SpecAcceptedTokens)/float64(st.SpecDraftTokens), d.name+"-accept")
 					}
 					b.ReportMetric(float64(e.draft.forwards)/float64(max(toks[i+1], 1)), d.name+"-draftfwd/tok")
+					// Rows include each prompt's: every token goes through the draft once.
+					b.ReportMetric(float64(e.draft.rows)/float64(max(toks[i+1], 1)), d.name+"-draftrows/tok")
 				}
 			})
 		}
@@ -100,9 +106,10 @@ func BenchmarkDraftAcceptance(b *testing.B) {
 		b.Run(fmt.Sprintf("layers=%d", layers), func(b *testing.B) {
 			for b.Loop() {
 				for _, w := range []struct{ name, text string }{{"free", benchFreeText}, {"edit", benchEditText}} {
+					target, dm := loadWithDraft(b, path, draft, 1+k, 1)
 					cfg := Config{Blocks: 64, BlockSize: 16, MaxSeqs: 1, Speculate: SpecConfig{Method: "draft", K: k, Fixed: true,
-						LogitRows: 1 + k, DraftBlocks: 64, Draft: loadModel(b, draft, 2, 64, 16, 512, 1)}}
-					e := newEngineOn(b, loadModel(b, path, 2, 64, 16, 512, 1+k), cfg)
+						LogitRows: 1 + k, DraftBlocks: 64, Draft: dm}}
+					e := newEngineOn(b, target, cfg)
 					collect(b, submit(b, e, Request{Prompt: tok.Encode(w.text, false), MaxTokens: gen}), 0)
 					st := idleStats(b, e)
 					b.ReportMetric(float64(st.SpecAcceptedTokens)/float64(st.SpecDraftTokens), w.name+"-accept")
@@ -111,6 +118,29 @@ func BenchmarkDraftAcceptance(b *testing.B) {
 			}
 		})
 	}
+}
+
+// loadWithDraft loads a target (rows logit rows) and its draft (seqs) on
+// one CPU backend of 2 threads, as the loader does: two backends would
+// each keep their helpers spinning while the other computes (cpu
+// parallel.go), which on 2 cores costs the one running a core.
+func loadWithDraft(tb testing.TB, target, draft string, rows, seqs int) (Model, Model) {
+	tb.Helper()
+	be := cpu.New(2)
+	tb.Cleanup(func() { be.Close() })
+	load := func(path string, seqs int) Model {
+		src, err := models.Open(path)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { src.Close() })
+		m, err := models.Load(src, be, models.Options{KVBlocks: 64, BlockSize: 16, MaxBatchTokens: 512, MaxSeqs: seqs})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	}
+	return load(target, rows), load(draft, seqs)
 }
 
 // idleStats waits for the loop to publish a snapshot with nothing running.
