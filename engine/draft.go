@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -245,6 +246,9 @@ func (d *drafter) pass(e *Engine, consecutive bool) {
 		// Drafts only speed the target up: a failing draft model costs this
 		// step its drafts, and the KV it may have half written.
 		d.failures++
+		if d.failures&(d.failures-1) == 0 { // the 1st, 2nd, 4th, …: seen, never a flood
+			slog.Warn("engine: draft model failed; its steps go without drafts", "err", err, "failures", d.failures)
+		}
 		for s := range d.seqs {
 			d.release(s)
 		}
