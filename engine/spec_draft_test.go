@@ -306,3 +306,41 @@ func TestDraftPromptChunked(t *testing.T) {
 		t.Fatalf("largest draft chunk %d rows (cap %d), %d drafts accepted", most, cap, st.SpecAcceptedTokens)
 	}
 }
+
+// Sampled output with a draft model is the output without, seed for seed,
+// for single requests and for a group's choices (forked after the shared
+// prompt, each drafting from a draft KV of its own): a greedy draft is a
+// point mass, so verification draws the same numbers in the same order.
+func TestDraftSeededAndChoices(t *testing.T) {
+	m, dm := newHashModel(4, 1024, 128, 8), &skewModel{newHashModel(4, 1024, 128, 8), 5}
+	e := newTestEngine(t, m, Config{MaxSeqs: 4,
+		Speculate: SpecConfig{Method: "draft", K: 4, Fixed: true, Draft: dm, DraftBlocks: 128, LogitRows: 20}})
+	plain := newTestEngine(t, newHashModel(4, 1024, 128, 8), Config{MaxSeqs: 4})
+	for _, sp := range []SamplingParams{
+		{Seed: seed(42)},
+		{Temperature: specTemp, Seed: seed(42)},
+		{Temperature: 2, TopK: 3, MinP: 0.05, FrequencyPenalty: 0.3, Seed: seed(7)},
+	} {
+		req := Request{Prompt: deBruijn4, MaxTokens: 40, Sampling: sp}
+		got, _ := collect(t, submit(t, e, req), 0)
+		want, _ := collect(t, submit(t, plain, req), 0)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%+v: with a draft model %v, without %v", sp, got, want)
+		}
+		gs, ps := submitGroup(t, e, bg, choices(3, req)), submitGroup(t, plain, bg, choices(3, req))
+		for i := range gs {
+			got, _ := collect(t, gs[i], 0)
+			want, _ := collect(t, ps[i], 0)
+			if !slices.Equal(got, want) {
+				t.Fatalf("%+v choice %d: with a draft model %v, without %v", sp, i, got, want)
+			}
+		}
+	}
+	st := waitIdle(t, e)
+	if st.SpecAcceptedTokens == 0 || st.SpecAcceptedTokens == st.SpecDraftTokens {
+		t.Fatalf("%d draft tokens, %d accepted: not both accepted and rejected", st.SpecDraftTokens, st.SpecAcceptedTokens)
+	}
+	if u := e.draft.pool.Usage(); u.Used != 0 || len(e.draft.seqs) != 0 {
+		t.Fatalf("draft pool after all sequences: %+v, %d sequences held", u, len(e.draft.seqs))
+	}
+}
