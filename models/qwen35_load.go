@@ -127,6 +127,17 @@ func IsQwen35(src WeightSource) bool {
 	return false
 }
 
+// Qwen35ConfigOf reads a Qwen3.5 model's shape from either format.
+func Qwen35ConfigOf(src WeightSource) (Qwen35Config, error) {
+	switch s := src.(type) {
+	case *GGUFFile:
+		return s.Qwen35Config()
+	case *HFDir:
+		return s.Qwen35Config()
+	}
+	return Qwen35Config{}, fmt.Errorf("%s: a Qwen3.5 model from a %T: %w", src.Path(), src, ErrUnsupported)
+}
+
 // LoadQwen35Source is LoadQwen35 for a GGUF file or a Hugging Face directory.
 func LoadQwen35Source(src WeightSource, be kernels.Backend, opts Options) (*Qwen35, error) {
 	switch s := src.(type) {

@@ -43,21 +43,19 @@ func inspect(out io.Writer, args []string) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	// The hybrid Qwen3.5 files have a config of their own (Config refuses
 	// them: their layers are not all attention layers).
-	if g, ok := src.(*models.GGUFFile); ok {
-		if arch, _ := g.String("general.architecture"); arch == "qwen35" || arch == "qwen35moe" {
-			c, err := g.Qwen35Config()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "file\t%s\narchitecture\t%s\n", src.Path(), c.Arch)
-			fmt.Fprintf(w, "hidden\t%d\nffn\t%d\nvocab\t%d\ncontext\t%d\n", c.Hidden, c.FFN, c.Vocab, c.ContextLen)
-			fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\n", c.RMSEps, c.TiedEmbeddings)
-			for _, f := range models.DescribeQwen35(c) {
-				fmt.Fprintf(w, "%s\t%s\n", f.Key, f.Value)
-			}
-			weightLines(w, g, *tensors)
-			return w.Flush()
+	if g, ok := src.(tensorLister); ok && models.IsQwen35(src) {
+		c, err := models.Qwen35ConfigOf(src)
+		if err != nil {
+			return err
 		}
+		fmt.Fprintf(w, "file\t%s\narchitecture\t%s\n", src.Path(), c.Arch)
+		fmt.Fprintf(w, "hidden\t%d\nffn\t%d\nvocab\t%d\ncontext\t%d\n", c.Hidden, c.FFN, c.Vocab, c.ContextLen)
+		fmt.Fprintf(w, "rms eps\t%g\ntied embeddings\t%v\n", c.RMSEps, c.TiedEmbeddings)
+		for _, f := range models.DescribeQwen35(c) {
+			fmt.Fprintf(w, "%s\t%s\n", f.Key, f.Value)
+		}
+		weightLines(w, g, *tensors)
+		return w.Flush()
 	}
 	cfg, err := src.Config()
 	if err != nil {
