@@ -27,7 +27,7 @@ import (
 // rejection) is dropped (Truncate), and the tokens the draft has not seen
 // yet (the verified ones, the bonus token, or the whole prompt the first
 // time) are fed in. A sequence that ends gives its draft blocks back in
-// finish; a preempted one at the next pass.
+// finish, a preempted one in the step that preempts it.
 //
 // Proposals are made for all of a step's decoding sequences at once, on
 // the scheduler's first Propose call of the step (which comes once the
@@ -191,6 +191,18 @@ func (d *drafter) timeStep(last, pass time.Duration) {
 		d.forwardTime = d.forwardTime*decay + t*(1-decay)
 	}
 	d.passTime = pass
+}
+
+// dropPreempted gives back the draft blocks of the sequences the step's
+// plan preempted: they recompute from scratch, and until then the blocks
+// would only crowd the running ones out of the draft pool. Nil-safe.
+func (d *drafter) dropPreempted(plan *scheduler.Plan) {
+	if d == nil {
+		return
+	}
+	for _, q := range plan.Preempted {
+		d.release(owner(q))
+	}
 }
 
 // release gives s's draft blocks back; nil-safe.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kvcache"
+	"github.com/sluicehq/sluice/scheduler"
 )
 
 // skewModel is a hash model as a draft that is wrong on purpose wherever
@@ -46,6 +47,9 @@ func checkDraftKV(d *drafter, m *hashModel) error {
 	for s, ds := range d.seqs {
 		if s.finished {
 			return fmt.Errorf("sequence %d finished but holds %d draft blocks", s.id, ds.table.Len())
+		}
+		if st := s.sq.State(); st != scheduler.StateRunning && ds.table.Len() > 0 {
+			return fmt.Errorf("sequence %d is %v but holds %d draft blocks", s.id, st, ds.table.Len())
 		}
 		tables = append(tables, &ds.table)
 		prev := uint64(kvRoot)

@@ -13,6 +13,7 @@ import (
 func (e *Engine) step() {
 	start := time.Now()
 	plan := e.sched.Schedule()
+	e.draft.dropPreempted(plan)
 	for _, q := range plan.Unfit { // the length limit makes this unreachable; never spin on it
 		e.finish(owner(q), Result{Finish: FinishError, Err: fmt.Errorf("engine: sequence of %d tokens cannot fit the KV pool", len(q.Tokens))})
 	}
