@@ -14,8 +14,9 @@ import (
 
 // TestMXFP4RowsVNNI: the AVX-512 VNNI kernel gives the AVX2 kernel's bits
 // for every row, over 1 to 11 rows (its four-row, pair and single loops),
-// 1 to 90 blocks, a row stride past the blocks, and all 256 exponents
-// against activations small enough that no sum overflows (TestMXFP4Rows
+// 1 to 90 blocks, a row stride past the blocks, and random exponents over
+// all 256 (255 included: the kernels read it as 2^127, not as NaN) against
+// small activations; a sum that overflows must overflow alike (TestMXFP4Rows
 // checks the values against the plain-Go reference).
 func TestMXFP4RowsVNNI(t *testing.T) {
 	if !useVNNI512 {
@@ -49,7 +50,8 @@ func TestMXFP4RowsVNNI(t *testing.T) {
 
 // TestMXFP4Rows4VNNI: the four-activation-row kernel, and rows4 (which takes
 // it from 8 blocks a row), give every product the one-row kernel's bits, over 1 to 11 weight rows (its pairs and a lone last
-// row), 1 to 90 blocks, row strides past the blocks, all 256 exponents.
+// row), 1 to 90 blocks, row strides past the blocks, random exponents over
+// all 256.
 func TestMXFP4Rows4VNNI(t *testing.T) {
 	if !useVNNI512 {
 		t.Skip("no AVX-512 VNNI")
