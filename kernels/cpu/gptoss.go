@@ -161,20 +161,34 @@ func (c *sinkCall) run(lo, hi int) {
 		scores := (*sp)[:len(slots)]
 		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		off := (h / group) * hd
+		sinkScores(scores, kc, slots, kvCols, off, qv, c.scale)
 		mx := sk[h]
-		for i, slot := range slots {
-			at := int(slot)*kvCols + off
-			scores[i] = dotHalfF32(kc[at:at+hd], qv) * c.scale
-			mx = max(mx, scores[i])
+		for _, sc := range scores {
+			mx = max(mx, sc)
 		}
 		sum := expF32(scores, scores, mx) + float32(math.Exp(float64(sk[h]-mx)))
 		o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		clear(o)
-		inv := 1 / sum
-		for i, e := range scores {
-			at := int(slots[i])*kvCols + off
-			axpyHalf(o, e*inv, vc[at:at+hd])
-		}
+		sinkValues(o, vc, slots, kvCols, off, scores, 1/sum)
+	}
+}
+
+// sinkScoresGeneric sets scores[i] = q·K[slots[i]]·scale, K's row at
+// slot·kvCols + off.
+func sinkScoresGeneric(scores []float32, kc []uint16, slots []int32, kvCols, off int, q []float32, scale float32) {
+	hd := len(q)
+	for i, slot := range slots {
+		at := int(slot)*kvCols + off
+		scores[i] = dotHalfF32(kc[at:at+hd], q) * scale
+	}
+}
+
+// sinkValuesGeneric adds (e[i]·inv)·V[slots[i]] to o in order.
+func sinkValuesGeneric(o []float32, vc []uint16, slots []int32, kvCols, off int, e []float32, inv float32) {
+	hd := len(o)
+	for i, slot := range slots {
+		at := int(slot)*kvCols + off
+		axpyHalf(o, e[i]*inv, vc[at:at+hd])
 	}
 }
 

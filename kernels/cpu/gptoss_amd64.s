@@ -76,3 +76,121 @@ postloop:
 postdone:
 	VZEROUPPER
 	RET
+
+// func sinkScoresAVX2(dst *float32, k *uint16, slots *int32, n int, stride int, q *float32, hd int, scale float32)
+// dst[i] = (Σ_j f16(k[slots[i]·stride + j])·q[j])·scale for i < n, hd a
+// multiple of 8: per position, dotF16F32AVX2's loops and reduction in its
+// order, then the scale, so the scores are the per-call loop's.
+TEXT ·sinkScoresAVX2(SB), NOSPLIT, $0-60
+	MOVQ dst+0(FP), R8
+	MOVQ k+8(FP), R9
+	MOVQ slots+16(FP), R10
+	MOVQ n+24(FP), R11
+	MOVQ stride+32(FP), R12
+	MOVQ q+40(FP), R13
+	MOVQ hd+48(FP), R14
+
+scpos:
+	TESTQ   R11, R11
+	JEQ     scdone
+	MOVLQSX (R10), AX
+	IMULQ   R12, AX
+	LEAQ    (R9)(AX*2), SI
+	MOVQ    R13, DI
+	MOVQ    R14, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+
+sc32:
+	CMPQ        CX, $32
+	JLT         sc8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         sc32
+
+sc8:
+	CMPQ        CX, $8
+	JLT         scsum
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         sc8
+
+scsum:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	VMULSS       scale+56(FP), X0, X0
+	VMOVSS       X0, (R8)
+	ADDQ         $4, R8
+	ADDQ         $4, R10
+	DECQ         R11
+	JMP          scpos
+
+scdone:
+	VZEROUPPER
+	RET
+
+// func sinkValuesAVX2(o *float32, v *uint16, slots *int32, e *float32, n int, stride int, hd int, inv float32)
+// o[j] += (e[i]·inv)·f16(v[slots[i]·stride + j]) for i < n in order, hd a
+// multiple of 8: axpyF16AVX2 per position, so the sums are the per-call
+// loop's.
+TEXT ·sinkValuesAVX2(SB), NOSPLIT, $0-60
+	MOVQ o+0(FP), R8
+	MOVQ v+8(FP), R9
+	MOVQ slots+16(FP), R10
+	MOVQ e+24(FP), R11
+	MOVQ n+32(FP), R12
+	MOVQ stride+40(FP), R13
+	MOVQ hd+48(FP), R14
+
+vapos:
+	TESTQ        R12, R12
+	JEQ          vadone
+	VMOVSS       (R11), X0
+	VMULSS       inv+56(FP), X0, X0
+	VBROADCASTSS X0, Y0
+	MOVLQSX      (R10), AX
+	IMULQ        R13, AX
+	LEAQ         (R9)(AX*2), SI
+	MOVQ         R8, DI
+	MOVQ         R14, CX
+
+va8:
+	CMPQ        CX, $8
+	JLT         vanext
+	VCVTPH2PS   (SI), Y1
+	VMOVUPS     (DI), Y2
+	VFMADD231PS Y1, Y0, Y2
+	VMOVUPS     Y2, (DI)
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         va8
+
+vanext:
+	ADDQ $4, R10
+	ADDQ $4, R11
+	DECQ R12
+	JMP  vapos
+
+vadone:
+	VZEROUPPER
+	RET

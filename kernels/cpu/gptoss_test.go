@@ -311,3 +311,43 @@ func TestOAISwiGLULoops(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkScoresValues: the one-call score and value loops give the
+// per-position calls' bits (sinkScoresGeneric, sinkValuesGeneric) for head
+// sizes 8 to 72 (the 32- and 8-wide loops of the dot), a head at an offset
+// inside the cache row, and slots in any order.
+func TestSinkScoresValues(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, hd := range []int{8, 16, 24, 64, 72, 12} {
+		kvCols, slotsN := 3*hd, 40
+		off := hd
+		cache := make([]uint16, slotsN*kvCols)
+		for i := range cache {
+			cache[i] = quant.F32ToF16(float32(r.NormFloat64()))
+		}
+		for _, n := range []int{1, 7, 33} {
+			slots := make([]int32, n)
+			for i := range slots {
+				slots[i] = int32(r.IntN(slotsN))
+			}
+			q := randF32(r, hd)
+			got, want := make([]float32, n), make([]float32, n)
+			sinkScores(got, cache, slots, kvCols, off, q, 0.3)
+			sinkScoresGeneric(want, cache, slots, kvCols, off, q, 0.3)
+			for i := range n {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("hd %d n %d: score %d %g, per position %g", hd, n, i, got[i], want[i])
+				}
+			}
+			o1, o2 := randF32(r, hd), make([]float32, hd)
+			copy(o2, o1)
+			sinkValues(o1, cache, slots, kvCols, off, want, 0.7)
+			sinkValuesGeneric(o2, cache, slots, kvCols, off, want, 0.7)
+			for j := range hd {
+				if math.Float32bits(o1[j]) != math.Float32bits(o2[j]) {
+					t.Fatalf("hd %d n %d: output %d %g, per position %g", hd, n, j, o1[j], o2[j])
+				}
+			}
+		}
+	}
+}
