@@ -12,7 +12,9 @@ import (
 // gpt-oss's kernels (models/gptoss.go's gptossOps): attention whose softmax
 // has a learned sink logit per head, and the expert feed-forward with
 // per-expert biases and the clamped SwiGLU. Quantized experts take
-// moe_group.go's grouped path; the attention is its own plain loop.
+// moe_group.go's grouped path; the attention is Attention's loop with the
+// sink, its per-position dots and sums one assembly call a head
+// (gptoss_amd64.s).
 
 // SinkAttention writes k and v into layer's cache at b.Slots, then for each
 // row and head computes softmax over [q·K·scale…, sink_h] and the weighted
