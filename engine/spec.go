@@ -42,10 +42,10 @@ import (
 // most tokens per second of step, and none while a plain step does best.
 // The cost is learned per row count, not as a line: on the CPU a step of
 // 4 or 8 rows runs whole on the 4- and 8-row dot kernels, while 3 or 7 rows
-// add 2- and 1-row passes that cost nearly as much again (on SmolLM2 at 2
-// threads, BenchmarkSpecStepRows: t3 ≈ 2.15·t1 but t4 ≈ 1.65·t1, t7 ≈ 3.2·t1
-// but t8 ≈ 2.5·t1), so a straight line priced 7 rows like 8 and drafted
-// into the expensive sizes. An off sequence still proposes in the shadow:
+// add 2- and 1-row passes (SmolLM2 at 2 threads, BenchmarkSpecStepRows on
+// a quiet machine: t3 1.63·t1, t4 1.66, t7 3.00, t8 2.89, t11 4.31, t12
+// 4.33; under load the gaps were wider: t3 2.15, t4 1.65), so a straight
+// line priced 7 rows below 8 and drafted into the dearer sizes. An off sequence still proposes in the shadow:
 // the draft's first token is checked against the token the plain decode
 // produced, so α keeps tracking and speculation comes back when drafts
 // start to hit.

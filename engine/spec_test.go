@@ -38,9 +38,9 @@ func TestNgramDraft(t *testing.T) {
 }
 
 // stepMs is a decode step's time on the CPU by its rows, shaped as
-// BenchmarkSpecStepRows measures SmolLM2 at 2 threads: 4- and 8-row steps
-// run whole on the 4- and 8-row dot kernels, 3 and 7 rows add slower
-// 2- and 1-row passes.
+// BenchmarkSpecStepRows measured SmolLM2 at 2 threads on a loaded machine:
+// 4- and 8-row steps run whole on the 4- and 8-row dot kernels, 3 and 7
+// rows add slower 2- and 1-row passes.
 var stepMs = map[int]float64{1: 10, 2: 12.9, 3: 21.5, 4: 16.5, 5: 22, 6: 27, 7: 32.3, 8: 25.1, 9: 26}
 
 // A sequence's draft length follows the step times by row count: with the
