@@ -45,10 +45,10 @@ import (
 // add 2- and 1-row passes (SmolLM2 at 2 threads, BenchmarkSpecStepRows on
 // a quiet machine: t3 1.63·t1, t4 1.66, t7 3.00, t8 2.89, t11 4.31, t12
 // 4.33; under load the gaps were wider: t3 2.15, t4 1.65), so a straight
-// line priced 7 rows below 8 and drafted into the dearer sizes. An off sequence still proposes in the shadow:
-// the draft's first token is checked against the token the plain decode
-// produced, so α keeps tracking and speculation comes back when drafts
-// start to hit.
+// line priced 7 rows below 8 and drafted into the dearer sizes. An off
+// sequence still proposes in the shadow: the draft's first token is
+// checked against the token the plain decode produced, so α keeps
+// tracking and speculation comes back when drafts start to hit.
 
 // SpecConfig turns on speculative decoding.
 type SpecConfig struct {
