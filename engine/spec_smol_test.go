@@ -68,7 +68,10 @@ func TestSmolLM2SpecStopsAndSchema(t *testing.T) {
 		rows := seqs
 		if spec {
 			rows = seqs * (1 + k)
-			cfg.Speculate = SpecConfig{Method: "ngram", K: k, LogitRows: rows}
+			// Fixed: every step with a match drafts k, so drafts are accepted
+			// whatever the step times; self-tuned, the edit answer leaves the
+			// prompt early and its sequences stopped drafting after one hit.
+			cfg.Speculate = SpecConfig{Method: "ngram", K: k, LogitRows: rows, Fixed: true}
 		}
 		m := loadModel(t, path, 2, 128, 16, 256, rows)
 		e := newEngineOn(t, m, cfg)
