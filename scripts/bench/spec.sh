@@ -13,8 +13,8 @@
 #                   (default ngram-simple ngram-mod ngram-map-k, llama.cpp's
 #                   own settings for each)
 #
-# all at THREADS threads with OMP_WAIT_POLICY=PASSIVE. Each round measures
-# every server in turn (the order rotating from round to round), each
+# all at THREADS threads, OMP_WAIT_POLICY=PASSIVE unless set. Each round
+# measures every server in turn (the order rotating from round to round), each
 # workload on a server started afresh and warmed with prompts of its own:
 # llama.cpp's ngram-mod keeps its n-gram table across requests, and a
 # second request of the same prompt drafts the first one's answer whole
@@ -38,7 +38,11 @@
 # plain Sluice and sluice-ngram's to it, medians of the per-round ratios of
 # per-round medians); the raw figures go to $LOGS/spec.tsv.
 set -euo pipefail
-export OMP_WAIT_POLICY=PASSIVE
+# PASSIVE keeps llama.cpp's OpenMP threads from spinning at barriers, which
+# a loaded machine needs (lib.sh); on a quiet one it costs llama-server
+# most of its speed (SmolLM2 edit, load 1.3: 20.9 tok/s), so a quiet run
+# should set OMP_WAIT_POLICY=ACTIVE, llama.cpp's own default.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 SLOTS=${SLOTS:-1}
 CTX_TOKENS=${CTX_TOKENS:-2048}
 LLAMA_SERVER=${LLAMA_SERVER:-.build/llamacpp-newest/build/bin/llama-server}
@@ -55,7 +59,7 @@ RAW=$LOGS/spec.tsv
 	exit 2
 }
 header
-echo "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true))"
+echo "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)); OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
 
 # measure KIND NAME WORKLOAD ROUND: one streamed completion; appends a line
 # to $RAW.
