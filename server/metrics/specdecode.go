@@ -11,7 +11,7 @@ var (
 	descSpecDrafts   = prometheus.NewDesc("sluice_spec_decode_num_drafts_total", "Verifications: a sequence's step that carried draft tokens.", nil, nil)
 	descSpecTokens   = prometheus.NewDesc("sluice_spec_decode_num_draft_tokens_total", "Draft tokens verified; each cost one batch row.", nil, nil)
 	descSpecAccepted = prometheus.NewDesc("sluice_spec_decode_num_accepted_tokens_total", "Draft tokens accepted (equal to the token the target sampled there).", nil, nil)
-	descSpecRowCost  = prometheus.NewDesc("sluice_spec_decode_row_cost_ratio", "Fitted cost of one draft row over one sequence's share of a decode step; a sequence drafts token i while its acceptance to the i-th power exceeds it.", nil, nil)
+	descSpecRowCost  = prometheus.NewDesc("sluice_spec_decode_row_cost_ratio", "Fitted cost of one draft row over one sequence's share of a decode step (the straight-line fit; a sequence's draft length maximises its expected tokens per second of the step times learned per row count).", nil, nil)
 )
 
 func init() {
