@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -119,22 +120,32 @@ func TestServeQwen35(t *testing.T) {
 		t.Errorf("chat: %s", raw)
 	}
 
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The reply is whole when its last token is sent; the engine gives the
+	// sequence's state slot back at its next step, so poll for it (seen at
+	// used 1 once in CI when /metrics was read straight after the reply).
+	var fams map[string]*dto.MetricFamily
 	slots := map[string]float64{}
-	for _, s := range fams["sluice_state_slots"].GetMetric() {
-		for _, l := range s.GetLabel() {
-			if l.GetName() == "state" {
-				slots[l.GetValue()] = s.GetGauge().GetValue()
+	for poll := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err = parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(slots)
+		for _, s := range fams["sluice_state_slots"].GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "state" {
+					slots[l.GetValue()] = s.GetGauge().GetValue()
+				}
 			}
+		}
+		if slots["used"] == 0 || time.Now().After(poll) {
+			break
 		}
 	}
 	// 2 sequences: a slot each and half as many again (models.stateSlots).
