@@ -1,0 +1,151 @@
+package models
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/models/modeltest"
+)
+
+// Decode bandwidth (issue 26): one stream's decode step reads every layer's
+// matrices and the output head once a token, so weight bytes per token
+// times tokens/s is the read rate decode reaches. kernels/cpu's
+// BenchmarkReadBandwidth measures what the machine reads over buffers of
+// each model's per-token bytes (its sizes are this file's MB/token), the
+// ceiling to divide by.
+
+// decodeBWSpec is a Llama past this machine's L3 (480 MiB): 14 layers of
+// 2048 wide with a 5632-wide FFN, 45 M weights a layer; in Q8_0 640 MiB
+// read a token (the 512-token head adds 1 MiB). Written in ~30 s, using
+// ~3.5 GB while it is (modeltest builds every f32 weight first).
+var decodeBWSpec = modeltest.Spec{Layers: 14, Hidden: 2048, Heads: 16, KVHeads: 4, FFN: 5632, Vocab: 512, Seed: 26, ContextLen: 128}
+
+// BenchmarkDecodeBandwidth: one stream decoding on 1 and 2 threads, on the
+// default model (SmolLM2-135M Q4_1), Gemma 3 270M Q4_K_M and decodeBWSpec
+// in Q8_0. Each op is one decode step (one token, a row kernel for every
+// matrix: no row is a prompt row), positions cycling through 0–63 on the
+// same KV blocks after one untimed cycle, so contexts are llama-bench tg64's.
+// Metrics: MB/token (weightBytes) and GB/s = that × tokens/s. GB/s leaves
+// out the F16 KV cache (32 positions on average: 0.7 MB a token for
+// SmolLM2, 0.6 MB for Gemma 3, 0.9 MB for the synthetic model) and the
+// activations, so it is a lower bound on what a step reads.
+func BenchmarkDecodeBandwidth(b *testing.B) {
+	// Written once, into the parent's directory: both thread counts load it.
+	parent, synth := b, ""
+	synthPath := func(b *testing.B) string {
+		if synth == "" {
+			p := filepath.Join(parent.TempDir(), "decode-bw-q8_0.gguf")
+			if err := modeltest.WriteGGUF(p, decodeBWSpec, kernels.Q8_0); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC() // the writer's f32 weights
+			synth = p
+		}
+		return synth
+	}
+	opts := Options{MaxBatchTokens: 64, MaxSeqs: 1, KVBlocks: 8}
+	for _, model := range []struct {
+		name string
+		load func(b *testing.B, threads int) *Llama
+	}{
+		{"SmolLM2-135M-Q4_1", func(b *testing.B, threads int) *Llama { return loadDefault(b, threads, opts) }},
+		{"Gemma3-270M-Q4_K_M", func(b *testing.B, threads int) *Llama { return loadGemma3(b, threads, opts) }},
+		{"synthetic-640MiB-Q8_0", func(b *testing.B, threads int) *Llama {
+			return loadModel(b, synthPath(b), "", threads, opts)
+		}},
+	} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", model.name, threads), func(b *testing.B) {
+				m := model.load(b, threads)
+				perToken := weightBytes(b, m)
+				d := newDecodeLoop(m)
+				for range decodeCycle { // the weights in whatever cache holds them
+					d.step(b)
+				}
+				for b.Loop() {
+					d.step(b)
+				}
+				gbs := float64(perToken) * float64(b.N) / b.Elapsed().Seconds() / 1e9
+				b.ReportMetric(float64(perToken)/1e6, "MB/token")
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+				b.ReportMetric(gbs, "GB/s")
+			})
+		}
+	}
+}
+
+// decodeCycle is how many positions the decode loop runs before it starts
+// again at 0 on the same blocks (llama-bench's tg64).
+const decodeCycle = 64
+
+// decodeLoop feeds one token a step, each the argmax of the last step's
+// logits, with SeqRows.Prompt 0 so every row takes the row kernels a
+// generated token takes (a prompt row would take the AMX tiles and their
+// cache, another 2× the weights' bytes).
+type decodeLoop struct {
+	m      *Llama
+	pos    int
+	tok    int32
+	blocks []int32
+}
+
+func newDecodeLoop(m *Llama) *decodeLoop {
+	bs := m.opts.BlockSize
+	d := &decodeLoop{m: m, tok: 1}
+	for i := range (decodeCycle + bs - 1) / bs {
+		d.blocks = append(d.blocks, int32(i))
+	}
+	return d
+}
+
+func (d *decodeLoop) step(tb testing.TB) {
+	p := int32(d.pos)
+	b := &kernels.Batch{
+		Tokens: []int32{d.tok}, Positions: []int32{p}, Slots: []int32{p},
+		Seqs:      []kernels.SeqRows{{Start: 0, End: 1, ContextLen: d.pos + 1, Blocks: d.blocks}},
+		LogitRows: []int32{0},
+	}
+	out, err := d.m.Forward(b)
+	if err != nil {
+		tb.Fatalf("decode at position %d: %v", d.pos, err)
+	}
+	d.tok = argmax(out)
+	d.pos = (d.pos + 1) % decodeCycle
+}
+
+// weightBytes is what one decode step of m reads of its weights: every
+// tensor of every layer, the final norm and the output head whole, and one
+// row of the token embedding (none more when the head is the embedding).
+func weightBytes(tb testing.TB, m *Llama) int64 {
+	tb.Helper()
+	if m.cfg.Experts > 0 || m.gemma4 != nil || m.gptoss != nil {
+		tb.Fatalf("%s: weightBytes counts dense Llama and Gemma 2/3 layers only", m.cfg.Arch)
+	}
+	var n int64
+	for _, l := range m.layers {
+		for _, t := range []kernels.Tensor{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv,
+			l.wGate, l.wUp, l.wDown, l.qNorm, l.kNorm, l.postAttnNorm, l.postFFNNorm} {
+			n += tensorBytes(t)
+		}
+	}
+	n += tensorBytes(m.outNorm) + tensorBytes(m.output)
+	if m.output != m.tokEmbd {
+		n += int64(m.tokEmbd.DType().RowBytes(m.cfg.Hidden))
+	}
+	return n
+}
+
+func tensorBytes(t kernels.Tensor) int64 {
+	if t == nil {
+		return 0
+	}
+	s := t.Shape()
+	rows := int64(1)
+	for _, d := range s[:len(s)-1] {
+		rows *= int64(d)
+	}
+	return rows * int64(t.DType().RowBytes(s[len(s)-1]))
+}
