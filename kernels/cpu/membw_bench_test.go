@@ -15,7 +15,7 @@ import (
 // reads are held to (issue 26; models' BenchmarkDecodeBandwidth is the
 // other side). Each of 1 or 2 threads reads its half of a buffer once a
 // pass with the AVX2 f32 dot (a buffer dotted with itself: one load and
-// an FMA per 32 bytes, 85 GB/s a core from L2, so memory sets the pace).
+// an FMA per 32 bytes: ~60 GB/s a core from L2, so memory sets the pace).
 //
 // Why streams: a core reads DRAM and far L3 only as fast as it keeps
 // misses in flight. One sequential stream leaves that to the hardware
