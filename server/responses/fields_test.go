@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -15,39 +14,39 @@ import (
 // parsed request, or, as "!" + value, one that must be refused naming it.
 // Fields Create honours after parsing (stores, echoes) are marked "echo":
 // their value must reach the response through the parsed wire.
-var responsesSamples = map[string]struct{ value, needs string }{
-	"model":                  {value: `"other"`},
-	"input":                  {value: `"bye"`},
-	"instructions":           {value: `"be brief"`},
-	"max_output_tokens":      {value: `20`},
-	"temperature":            {value: `0.5`},
-	"top_p":                  {value: `0.5`},
-	"stream":                 {value: `true`},
-	"store":                  {value: `false`},
-	"previous_response_id":   {value: `"resp_1"`},
-	"metadata":               {value: `{"k":"v"}`},
-	"user":                   {value: `"u"`},
-	"safety_identifier":      {value: `"s"`},
-	"reasoning":              {value: `{"effort":"low"}`},
-	"parallel_tool_calls":    {value: `false`, needs: `"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
-	"tool_choice":            {value: `"required"`, needs: `"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
-	"tools":                  {value: `[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
-	"include":                {value: `["reasoning.encrypted_content"]`},
-	"top_logprobs":           {value: `!2`},
-	"background":             {value: `!true`},
-	"stream_options":         {value: `!{"include_obfuscation":true}`},
-	"text":                   {value: `{"format":{"type":"json_object"}}`},
-	"access_programs":        {value: `![1]`},
-	"background_options":     {value: `!{"a":1}`},
-	"context_management":     {value: `![{"type":"compaction"}]`},
-	"conversation":           {value: `!"conv_1"`},
-	"image":                  {value: `!{"a":1}`},
-	"max_tool_calls":         {value: `!3`},
-	"moderation":             {value: `!{"a":1}`},
-	"prompt":                 {value: `!{"id":"p"}`},
-	"prompt_cache_options":   {value: `!{"a":1}`},
-	"prompt_cache_retention": {value: `!"24h"`},
-	"allow_special_tokens":   {value: `true`},
+var responsesSamples = map[string]wirefields.Sample{
+	"model":                  {Value: `"other"`},
+	"input":                  {Value: `"bye"`},
+	"instructions":           {Value: `"be brief"`},
+	"max_output_tokens":      {Value: `20`},
+	"temperature":            {Value: `0.5`},
+	"top_p":                  {Value: `0.5`},
+	"stream":                 {Value: `true`},
+	"store":                  {Value: `false`},
+	"previous_response_id":   {Value: `"resp_1"`},
+	"metadata":               {Value: `{"k":"v"}`},
+	"user":                   {Value: `"u"`},
+	"safety_identifier":      {Value: `"s"`},
+	"reasoning":              {Value: `{"effort":"low"}`},
+	"parallel_tool_calls":    {Value: `false`, Needs: `"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
+	"tool_choice":            {Value: `"required"`, Needs: `"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
+	"tools":                  {Value: `[{"type":"function","name":"f","parameters":{"type":"object"}}]`},
+	"include":                {Value: `["reasoning.encrypted_content"]`},
+	"top_logprobs":           {Value: `!2`},
+	"background":             {Value: `!true`},
+	"stream_options":         {Value: `!{"include_obfuscation":true}`},
+	"text":                   {Value: `{"format":{"type":"json_object"}}`},
+	"access_programs":        {Value: `![1]`},
+	"background_options":     {Value: `!{"a":1}`},
+	"context_management":     {Value: `![{"type":"compaction"}]`},
+	"conversation":           {Value: `!"conv_1"`},
+	"image":                  {Value: `!{"a":1}`},
+	"max_tool_calls":         {Value: `!3`},
+	"moderation":             {Value: `!{"a":1}`},
+	"prompt":                 {Value: `!{"id":"p"}`},
+	"prompt_cache_options":   {Value: `!{"a":1}`},
+	"prompt_cache_retention": {Value: `!"24h"`},
+	"allow_special_tokens":   {Value: `true`},
 }
 
 // echoed are the fields Create acts on after parsing, from the parsed
@@ -64,43 +63,29 @@ func TestResponsesFieldsNotDropped(t *testing.T) {
 	history := func(id string) ([]stream.ChatMessage, bool) {
 		return []stream.ChatMessage{{Role: "user", Content: "before"}, {Role: "assistant", Content: "ok"}}, id == "resp_1"
 	}
-	for name := range KnownFields() {
-		if wirefields.IsHint(wirefields.Responses, name) {
-			continue
-		}
-		s, ok := responsesSamples[name]
-		if !ok {
-			t.Errorf("%s: no sample value: add one that changes the parsed request, or list the field in wirefields.Hints", name)
-			continue
-		}
-		base := `"model":"m","input":"hi"`
-		if s.needs != "" {
-			base += "," + s.needs
-		}
-		without := "{" + base + "}"
-		p0, err := parse([]byte(without), history)
+	cases, missing := wirefields.Walk(wirefields.Responses, KnownFields(), responsesSamples, `"model":"m","input":"hi"`)
+	for _, name := range missing {
+		t.Errorf("%s: no sample value: add one that changes the parsed request, or list the field in wirefields.Hints", name)
+	}
+	for _, c := range cases {
+		p0, err := parse(c.Without, history)
 		if err != nil {
-			t.Fatalf("%s without it: %v", name, err)
+			t.Fatalf("%s without it: %v", c.Name, err)
 		}
-		value, wantRefused := strings.CutPrefix(s.value, "!")
-		var m map[string]json.RawMessage
-		_ = json.Unmarshal([]byte(without), &m)
-		m[name] = json.RawMessage(value)
-		with, _ := json.Marshal(m)
-		p1, err := parse(with, history)
+		p1, err := parse(c.With, history)
 		var pe *stream.ParamError
 		switch {
-		case wantRefused && (!errors.As(err, &pe) || !strings.HasPrefix(pe.Param, name)):
-			t.Errorf("%s=%s: %v, want refused naming it", name, value, err)
-		case wantRefused:
+		case c.Refused && (!errors.As(err, &pe) || !strings.HasPrefix(pe.Param, c.Name)):
+			t.Errorf("%s=%s: %v, want refused naming it", c.Name, c.Value, err)
+		case c.Refused:
 		case err != nil:
-			t.Errorf("%s=%s: refused (%v), want honoured", name, value, err)
-		case echoed[name]:
+			t.Errorf("%s=%s: refused (%v), want honoured", c.Name, c.Value, err)
+		case echoed[c.Name]:
 			if reflect.DeepEqual(p0.wire, p1.wire) {
-				t.Errorf("%s=%s: not in the parsed wire Create reads", name, value)
+				t.Errorf("%s=%s: not in the parsed wire Create reads", c.Name, c.Value)
 			}
 		case reflect.DeepEqual(p0.gen, p1.gen) && reflect.DeepEqual(p0.conv, p1.conv) && reflect.DeepEqual(p0.tools, p1.tools):
-			t.Errorf("%s=%s: the parsed request is the same as without it: the field is dropped", name, value)
+			t.Errorf("%s=%s: the parsed request is the same as without it: the field is dropped", c.Name, c.Value)
 		}
 	}
 }
