@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -127,46 +126,7 @@ func TestDraftRandomTraffic(t *testing.T) {
 	dm := &skewModel{newHashModel(4, 4096, 24, 8), 3}
 	e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 8, MaxQueue: 64,
 		Speculate: SpecConfig{Method: "draft", K: 5, Fixed: true, Draft: dm, DraftBlocks: 24}})
-	const clients, perClient = 6, 25
-	var invErr error
-	var longs sync.WaitGroup
-	longs.Add(clients)
-	first := true
-	m.onForward = func(*kernels.Batch) error {
-		if first {
-			first = false
-			longs.Wait()
-		}
-		if err := errors.Join(e.sched.CheckInvariants(), checkDraftKV(e.draft, dm.hashModel)); err != nil && invErr == nil {
-			invErr = err
-		}
-		return nil
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for c := range clients {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(c), 11))
-			for i := range perClient {
-				var submitted func()
-				if i == 0 {
-					submitted = longs.Done
-				}
-				if err := specRequest(e, m, r, submitted); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	if invErr != nil {
-		t.Fatal(invErr)
-	}
+	runSpecTraffic(t, e, m, 11, func() error { return errors.Join(e.sched.CheckInvariants(), checkDraftKV(e.draft, dm.hashModel)) })
 	st := waitIdle(t, e)
 	if st.KV.Used != 0 {
 		t.Fatalf("target pool after all sequences: %+v", st.KV)

@@ -92,6 +92,24 @@ func TestSpecRandomTrafficGreedy(t *testing.T) {
 	m := newHashModel(4, 4096, 12, 8)
 	e := newTestEngine(t, m, Config{MaxBatchTokens: 32, MaxSeqs: 8, MaxQueue: 64,
 		Speculate: SpecConfig{Method: "ngram", K: 5, MinNGram: 2, Fixed: true}})
+	runSpecTraffic(t, e, m, 9, e.sched.CheckInvariants)
+	st := waitIdle(t, e)
+	if st.KV.Used != 0 || st.KV.Free+st.KV.Cached != st.KV.Total {
+		t.Fatalf("after all sequences: %+v", st.KV)
+	}
+	if st.SpecAcceptedTokens == 0 || st.SpecAcceptedTokens == st.SpecDraftTokens || st.Preemptions == 0 {
+		t.Fatalf("drafts %d, accepted %d, preemptions %d: the run did not exercise accept, reject and preempt",
+			st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
+	}
+	t.Logf("drafts %d tokens %d accepted %d preemptions %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
+}
+
+// runSpecTraffic runs specTraffic's load on e: 6 clients of 25 requests each
+// (specRequest, seeded from seed and the client), the first step held until
+// every client's first, long request is in, and check run inside every
+// Forward; it fails t on a request's error or check's first.
+func runSpecTraffic(t *testing.T, e *Engine, m *hashModel, seed uint64, check func() error) {
+	t.Helper()
 	const clients, perClient = 6, 25
 	var invErr error
 	var longs sync.WaitGroup // the first step waits for every client's long request
@@ -102,7 +120,7 @@ func TestSpecRandomTrafficGreedy(t *testing.T) {
 			first = false
 			longs.Wait()
 		}
-		if err := e.sched.CheckInvariants(); err != nil && invErr == nil {
+		if err := check(); err != nil && invErr == nil {
 			invErr = err
 		}
 		return nil
@@ -111,7 +129,7 @@ func TestSpecRandomTrafficGreedy(t *testing.T) {
 	errs := make(chan error, clients)
 	for c := range clients {
 		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(c), 9))
+			r := rand.New(rand.NewPCG(uint64(c), seed))
 			for i := range perClient {
 				var submitted func()
 				if i == 0 {
@@ -132,15 +150,6 @@ func TestSpecRandomTrafficGreedy(t *testing.T) {
 	if invErr != nil {
 		t.Fatal(invErr)
 	}
-	st := waitIdle(t, e)
-	if st.KV.Used != 0 || st.KV.Free+st.KV.Cached != st.KV.Total {
-		t.Fatalf("after all sequences: %+v", st.KV)
-	}
-	if st.SpecAcceptedTokens == 0 || st.SpecAcceptedTokens == st.SpecDraftTokens || st.Preemptions == 0 {
-		t.Fatalf("drafts %d, accepted %d, preemptions %d: the run did not exercise accept, reject and preempt",
-			st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
-	}
-	t.Logf("drafts %d tokens %d accepted %d preemptions %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
 }
 
 // specRequest runs one request of TestSpecRandomTrafficGreedy; a long one
