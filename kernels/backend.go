@@ -61,6 +61,12 @@ type SeqRows struct {
 	// written to its own, as always.
 	Seeded bool
 	Seed   int32
+	// Drafts is how many of the sequence's last rows are draft tokens that
+	// verification may reject (speculative decoding). A recurrent-state
+	// store that implements StateRollBack keeps the state after each row
+	// before them aside for the step, so that the state after a verified
+	// prefix can be put back in slot State; the other layers ignore it.
+	Drafts int
 }
 
 // Batch is one step's work: every scheduled token of every sequence, one row

@@ -21,6 +21,42 @@ type stateStore struct {
 	// allocates nothing.
 	args                   deltaArgs
 	convFn, normFn, headFn func(lo, hi int)
+	spec                   specKeep
+}
+
+// specKeep is what a step with draft rows keeps for kernels.StateRollBack.
+//
+// Why per-row states and not a snapshot: the alternative, copying each
+// speculating sequence's state before the step and, on a rejection,
+// restoring it and running the accepted rows' updates again, costs one
+// state copy per step instead of one per draft row, but it must also keep
+// every layer's convolved q, k, v and gates of those rows (the scratch the
+// next layer overwrites) and run a second recurrence pass after
+// verification. A copy of a head's state (S² floats, already in cache from
+// the update) is about the work of the update itself, and the row's matrix
+// products, which every draft row pays anyway, cost far more (Qwen3.5-0.8B
+// class, 2 threads: ~1.5 GFLOP of products per row against ~0.3 MFLOP of
+// recurrence per layer), so keeping each row's state keeps the cost near
+// that of the rows themselves and the code to the one pass. Memory: one
+// slot's worth (StateConfig.SlotBytes) per draft row of the largest step
+// seen, i.e. K states per speculating sequence besides its own slot,
+// allocated when a step first needs it and kept for the next.
+type specKeep struct {
+	lanes []specLane  // the latest pass's speculating sequences, in batch order
+	off   []int       // [sequence of the batch] its first kept state, −1 when it has no drafts
+	rows  int         // kept states of the pass: Σ Drafts
+	conv  [][]float32 // [layer][kept·Conv]
+	ssm   [][]float32 // [layer][kept·SSM]
+	pass  uint64      // bumped when a step's first DeltaNet call starts over at a layer ≤ the last one
+	ran   []uint64    // [layer] the pass in which the layer last kept its states
+	last  int         // the latest call's layer, −1 none
+}
+
+// specLane is one speculating sequence of the latest pass.
+type specLane struct {
+	slot   int32 // its State; −1 once rolled back
+	drafts int
+	off    int
 }
 
 func (s *stateStore) Config() kernels.StateConfig { return s.cfg }
@@ -31,6 +67,7 @@ func (b *Backend) NewStateStore(cfg kernels.StateConfig) (kernels.StateStore, er
 		return nil, fmt.Errorf("cpu backend: invalid state config %+v", cfg)
 	}
 	s := &stateStore{cfg: cfg, conv: make([][]float32, cfg.Layers), ssm: make([][]float32, cfg.Layers)}
+	s.spec = specKeep{conv: make([][]float32, cfg.Layers), ssm: make([][]float32, cfg.Layers), ran: make([]uint64, cfg.Layers), last: -1}
 	for l := range cfg.Layers {
 		s.conv[l] = make([]float32, cfg.Slots*cfg.Conv)
 		s.ssm[l] = make([]float32, cfg.Slots*cfg.SSM)
@@ -123,6 +160,8 @@ type deltaArgs struct {
 	conv, dtBias, a    []float32
 	norm               []float32
 	convSt, ssmSt      []float32 // this layer's slots
+	keepOff            []int     // specKeep.off
+	keptConv, keptSSM  []float32 // this layer's kept states (specKeep)
 	cfg                kernels.StateConfig
 	b                  *kernels.Batch
 }
@@ -149,6 +188,9 @@ func (b *Backend) DeltaNet(out, qkv, z, beta, alpha kernels.Tensor, w kernels.De
 	b.parallelFor(nSeq*sh.Channels(), 64, s.convFn)
 	b.parallelFor(bt.Seqs[nSeq-1].End, 8, s.normFn)
 	b.parallelFor(nSeq*sh.VHeads, 1, s.headFn)
+	if s.spec.rows > 0 {
+		s.spec.ran[layer] = s.spec.pass
+	}
 	return nil
 }
 
@@ -197,10 +239,102 @@ func (a *deltaArgs) set(s *stateStore, out, qkv, z, beta, alpha kernels.Tensor, 
 			return fmt.Errorf("cpu backend: DeltaNet: sequence rows [%d, %d) after %d, state slot %d, checkpoint slot %d, of %d",
 				q.Start, q.End, prev, q.State, q.Checkpoint, s.cfg.Slots)
 		}
+		if q.Drafts < 0 || q.Drafts >= q.End-q.Start {
+			return fmt.Errorf("cpu backend: DeltaNet: %d draft rows of a sequence of %d", q.Drafts, q.End-q.Start)
+		}
+		// A checkpoint is what forks and the prefix cache resume from: it
+		// must never hold a row verification may still reject.
+		if verified := bt.Positions[q.End-1-q.Drafts] + 1; q.Drafts > 0 && q.CheckpointAt > verified && q.CheckpointAt <= bt.Positions[q.End-1]+1 {
+			return fmt.Errorf("cpu backend: DeltaNet: checkpoint at %d past the verified rows (up to %d)", q.CheckpointAt, verified)
+		}
 		prev = q.End
 	}
 	a.convSt, a.ssmSt = s.conv[layer], s.ssm[layer]
+	if err := s.spec.start(s.cfg, layer, bt); err != nil {
+		return err
+	}
+	if s.spec.rows > 0 {
+		a.keepOff, a.keptConv, a.keptSSM = s.spec.off, s.spec.conv[layer], s.spec.ssm[layer]
+	}
 	return nil
+}
+
+// start lays out, for layer's call over bt, where each speculating
+// sequence keeps its states: a call at a layer no later than the last one
+// begins a new pass (a new step) and lays them out afresh; a later layer of
+// the same pass must see the same sequences.
+func (k *specKeep) start(cfg kernels.StateConfig, layer int, bt *kernels.Batch) error {
+	if k.last < 0 || layer <= k.last {
+		k.pass++
+		k.lanes, k.off, k.rows = k.lanes[:0], k.off[:0], 0
+		for _, q := range bt.Seqs {
+			if q.Drafts == 0 {
+				k.off = append(k.off, -1)
+				continue
+			}
+			k.off = append(k.off, k.rows)
+			k.lanes = append(k.lanes, specLane{slot: q.State, drafts: q.Drafts, off: k.rows})
+			k.rows += q.Drafts
+		}
+	} else {
+		same := len(k.off) == len(bt.Seqs)
+		j := 0
+		for i, q := range bt.Seqs {
+			if !same {
+				break
+			}
+			if q.Drafts > 0 {
+				same = k.off[i] >= 0 && j < len(k.lanes) && k.lanes[j].slot == q.State && k.lanes[j].drafts == q.Drafts
+				j++
+			} else {
+				same = k.off[i] < 0
+			}
+		}
+		if !same {
+			return fmt.Errorf("cpu backend: DeltaNet: layer %d's draft rows differ from the step's earlier layers'", layer)
+		}
+	}
+	k.last = layer
+	if k.rows == 0 {
+		return nil
+	}
+	if n := k.rows * cfg.Conv; len(k.conv[layer]) < n {
+		k.conv[layer] = make([]float32, n)
+	}
+	if n := k.rows * cfg.SSM; len(k.ssm[layer]) < n {
+		k.ssm[layer] = make([]float32, n)
+	}
+	return nil
+}
+
+// RollBack puts the state slot's sequence had after kept of its latest
+// step's drafts back in its slot (kernels.StateRollBack), every layer that
+// step ran.
+func (s *stateStore) RollBack(slot int32, kept int) error {
+	k := &s.spec
+	for i := range k.lanes {
+		l := &k.lanes[i]
+		if l.slot != slot {
+			continue
+		}
+		if kept < 0 || kept > l.drafts {
+			return fmt.Errorf("cpu backend: RollBack: %d of %d drafts kept", kept, l.drafts)
+		}
+		c := s.cfg
+		if kept < l.drafts {
+			at := l.off + kept
+			for layer := range c.Layers {
+				if k.ran[layer] != k.pass {
+					continue // not run this step: its state never moved
+				}
+				copy(s.conv[layer][int(slot)*c.Conv:][:c.Conv], k.conv[layer][at*c.Conv:][:c.Conv])
+				copy(s.ssm[layer][int(slot)*c.SSM:][:c.SSM], k.ssm[layer][at*c.SSM:][:c.SSM])
+			}
+		}
+		l.slot = -1
+		return nil
+	}
+	return fmt.Errorf("cpu backend: RollBack: slot %d had no draft rows in the latest step", slot)
 }
 
 // fresh reports whether sequence i starts this step at position 0: its slot
@@ -246,6 +380,7 @@ func (a *deltaArgs) convChannel(i, c int) {
 			cs[j*ch+c] = v
 		}
 	}
+	first, kept := a.keptRows(i) // the window after each of rows [first, End−1) is kept
 	for r := sq.Start; r < sq.End; r++ {
 		if r == ck {
 			keep()
@@ -261,6 +396,12 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[len(h)-1] = x
 		}
 		a.qkv[r*ch+c] = silu(y)
+		if r >= first && r < sq.End-1 {
+			ks := kept[(r-first)*a.cfg.Conv:]
+			for j, v := range h {
+				ks[j*ch+c] = v
+			}
+		}
 	}
 	if ck == sq.End {
 		keep()
@@ -268,6 +409,17 @@ func (a *deltaArgs) convChannel(i, c int) {
 	for j, v := range h {
 		st[j*ch+c] = v
 	}
+}
+
+// keptRows is the first row of sequence i whose state is kept for a
+// rollback and the sequence's first kept state in this layer (each next
+// row's a state further on); End, nil when it has no drafts.
+func (a *deltaArgs) keptRows(i int) (first int, conv []float32) {
+	sq := a.b.Seqs[i]
+	if sq.Drafts == 0 {
+		return sq.End, nil
+	}
+	return sq.End - 1 - sq.Drafts, a.keptConv[a.keepOff[i]*a.cfg.Conv:]
 }
 
 // l2normRow scales each q and k head of row r to unit length: x/√(Σx²+eps).
@@ -305,6 +457,7 @@ func (a *deltaArgs) recurHead(i, h int) {
 	}
 	scale := float32(1 / math.Sqrt(float64(S)))
 	ck := a.checkpointRow(i)
+	first, _ := a.keptRows(i)
 	keep := func() { copy(a.ssmSt[int(sq.Checkpoint)*a.cfg.SSM+h*S*S:][:S*S], m) }
 	for r := sq.Start; r < sq.End; r++ {
 		if r == ck {
@@ -321,6 +474,9 @@ func (a *deltaArgs) recurHead(i, h int) {
 			mj := m[j*S : (j+1)*S]
 			d := (v[j] - deltaScaleDot(mj, k, decay)) * beta
 			o[j] = deltaAxpyDot(mj, k, q, d) * scale
+		}
+		if r >= first && r < sq.End-1 {
+			copy(a.keptSSM[(a.keepOff[i]+r-first)*a.cfg.SSM+h*S*S:][:S*S], m)
 		}
 		rmsNormRow(o, o, a.norm, sh.Eps)
 		z := a.z[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
