@@ -31,6 +31,8 @@ type stateSlots struct {
 	cache  bool    // checkpoints may become cached states
 	cached map[uint64]*cachedState
 	tick   uint64 // LRU clock
+	// rollBack: the owner puts a truncated table's state back (Truncate).
+	rollBack bool
 }
 
 func newStateSlots(n int, cache bool) *stateSlots {

@@ -5,13 +5,14 @@ package kvcache
 // that verification rejected, and their slots must not outlive the step.
 // Only blocks past those n tokens go, so none of them is indexed (Commit
 // indexes only complete blocks of computed tokens) or shared (a fork shares
-// only its parent's computed prefix); a table with a window group or a
-// recurrent-state slot cannot roll back (its window blocks and its state
-// have moved on) and reports false, changing nothing. A block that keeps
-// some of the n tokens stays whole: the slots past n are overwritten when
-// those positions are computed again.
+// only its parent's computed prefix). A table with a window group cannot
+// roll back (its window blocks have moved on), nor one with a recurrent-state
+// slot unless the owner puts its state back (SetStateRollBack): either
+// reports false, changing nothing. A block that keeps some of the n tokens
+// stays whole: the slots past n are overwritten when those positions are
+// computed again.
 func (p *Pool) Truncate(t *Table, n int) bool {
-	if p.win != nil || t.hasState() {
+	if p.win != nil || t.hasState() && !p.states.rollBack {
 		return false
 	}
 	keep := p.BlocksFor(max(n, 0))
@@ -28,5 +29,18 @@ func (p *Pool) Truncate(t *Table, n int) bool {
 }
 
 // CanRollBack reports whether Truncate can shrink this pool's tables: no
-// window group, no recurrent-state slots.
-func (p *Pool) CanRollBack() bool { return p.win == nil && p.states == nil }
+// window group, and no recurrent-state slots unless their owner rolls the
+// states back.
+func (p *Pool) CanRollBack() bool { return p.win == nil && (p.states == nil || p.states.rollBack) }
+
+// SetStateRollBack says whether the owner of a pool with state slots puts a
+// table's recurrent state back to its first n tokens whenever it truncates
+// it to them (the engine does so for a model whose backend keeps the state
+// after each draft row: kernels.StateRollBack). The slots themselves do not
+// change hands: the table keeps its slot, and its checkpoint, which holds a
+// verified position only (kernels.SeqRows.Drafts), stays valid.
+func (p *Pool) SetStateRollBack(ok bool) {
+	if p.states != nil {
+		p.states.rollBack = ok
+	}
+}
