@@ -35,3 +35,13 @@ type SoftCapOps interface {
 	// before the softmax; cap ≤ 0 leaves the scores as they are.
 	CappedAttention(out, q, k, v Tensor, kv KVStore, layer int, b *Batch, scale float32, window int, cap float32) error
 }
+
+// QueryAttentionOps attend with queries alone over K/V that another pass
+// wrote: a Gemma 4 assistant drafter reads its target's cache and must
+// never change it.
+type QueryAttentionOps interface {
+	// QueryAttention is SlidingAttention without k and v: nothing is written,
+	// each row reads the positions (p−window, p] of its block table as the
+	// store holds them.
+	QueryAttention(out, q Tensor, kv KVStore, layer int, b *Batch, scale float32, window int) error
+}

@@ -50,6 +50,12 @@ func (b *Backend) CappedAttention(out, q, k, v kernels.Tensor, kv kernels.KVStor
 	return b.attention(out, q, k, v, kv, layer, batch, scale, max(window, 0), max(cap, 0))
 }
 
+// QueryAttention is kernels.QueryAttentionOps's: SlidingAttention over the
+// store as another pass left it, writing nothing.
+func (b *Backend) QueryAttention(out, q kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int) error {
+	return b.attention(out, q, nil, nil, kv, layer, batch, scale, max(window, 0), 0)
+}
+
 func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, layer int, batch *kernels.Batch, scale float32, window int, softcap float32) error {
 	os, ot, err := f32Of(out, "Attention out")
 	if err != nil {
@@ -59,13 +65,16 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	if err != nil {
 		return err
 	}
-	ks, kt, err := f32Of(k, "Attention k")
-	if err != nil {
-		return err
-	}
-	vs, _, err := f32Of(v, "Attention v")
-	if err != nil {
-		return err
+	// k and v nil: QueryAttention, which reads the store as it is.
+	var ks, vs []float32
+	var kt *tensor
+	if k != nil || v != nil {
+		if ks, kt, err = f32Of(k, "Attention k"); err != nil {
+			return err
+		}
+		if vs, _, err = f32Of(v, "Attention v"); err != nil {
+			return err
+		}
 	}
 	store, ok := kv.(*kvStore)
 	if !ok {
@@ -78,8 +87,12 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	kvCols := cfg.KVHeads * cfg.HeadDim
 	qCols := qt.cols()
 	n := len(batch.Tokens)
-	if kt.cols() != kvCols || qCols%cfg.HeadDim != 0 || ot.cols() != qCols || n*qCols > len(qs) || n*kvCols > len(ks) || n*qCols > len(os) {
-		return fmt.Errorf("cpu backend: Attention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kt.shape, ot.shape, cfg, n)
+	if kt != nil && (kt.cols() != kvCols || n*kvCols > len(ks)) || qCols%cfg.HeadDim != 0 || ot.cols() != qCols || n*qCols > len(qs) || n*qCols > len(os) {
+		var kShape []int
+		if kt != nil {
+			kShape = kt.shape
+		}
+		return fmt.Errorf("cpu backend: Attention: q %v k %v out %v do not fit KV %+v with %d rows", qt.shape, kShape, ot.shape, cfg, n)
 	}
 	heads := qCols / cfg.HeadDim
 	if heads%cfg.KVHeads != 0 {
@@ -87,12 +100,14 @@ func (b *Backend) attention(out, q, k, v kernels.Tensor, kv kernels.KVStore, lay
 	}
 	slots := cfg.Blocks * cfg.BlockSize
 	kc, vc := store.k[layer], store.v[layer]
-	for r, s := range batch.Slots[:n] {
-		if s < 0 || int(s) >= slots {
-			return fmt.Errorf("cpu backend: Attention: slot %d out of range [0,%d)", s, slots)
+	if ks != nil {
+		for r, s := range batch.Slots[:n] {
+			if s < 0 || int(s) >= slots {
+				return fmt.Errorf("cpu backend: Attention: slot %d out of range [0,%d)", s, slots)
+			}
+			toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
+			toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 		}
-		toHalf(kc[int(s)*kvCols:(int(s)+1)*kvCols], ks[r*kvCols:(r+1)*kvCols])
-		toHalf(vc[int(s)*kvCols:(int(s)+1)*kvCols], vs[r*kvCols:(r+1)*kvCols])
 	}
 	a := &b.attn
 	if cap(a.rowSeq) < n {

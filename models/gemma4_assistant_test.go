@@ -1,0 +1,365 @@
+package models
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/kernels/quant"
+	"github.com/sluicehq/sluice/models/modeltest"
+)
+
+// assistantTarget is the tiny Gemma 4 the assistant golden drafts for:
+// window layers 0 and 2 (5 tokens, heads of 16, 2 KV heads), global layers
+// 1 and 3 (heads of 32, one KV head, V from K's projection, a quarter of
+// the pairs rotating), layer scales and the final soft-cap.
+var assistantTarget = modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 61, RMSEps: 1e-6,
+	Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
+	LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}
+
+// assistantSpec is a gemma4-assistant for assistantTarget: 32 wide, a
+// window layer reading the target's layer 2 and a global one reading its
+// layer 3, 4 query heads each, feed-forward 64.
+type assistantSpec struct {
+	hidden, layers, heads, ffn int
+	window                     []bool
+	seed                       uint64
+}
+
+var tinyAssistant = assistantSpec{hidden: 32, layers: 2, heads: 4, ffn: 64, window: []bool{true, false}, seed: 62}
+
+// writeAssistantGGUF writes s for target t as convert_hf_to_gguf.py's
+// Gemma4AssistantModel would (random F32 weights, plain norms), with the
+// target file's tokenizer.
+func writeAssistantGGUF(path, targetPath string, s assistantSpec, t modeltest.Spec) error {
+	tg, err := OpenGGUF(targetPath)
+	if err != nil {
+		return err
+	}
+	defer tg.Close()
+	r := rand.New(rand.NewPCG(s.seed, s.seed^0x5eed))
+	hdSWA, hd := t.Hidden/t.Heads, t.HeadDimFull
+	var tensors []modeltest.Tensor
+	add := func(name string, scale, base float32, shape ...int) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = base + scale*float32(r.NormFloat64())
+		}
+		data, _ := quant.Quantize(kernels.F32, v)
+		tensors = append(tensors, modeltest.Tensor{Name: name, DType: kernels.F32, Shape: shape, Data: data})
+	}
+	mat := func(name string, rows, cols int) { add(name, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
+	norm := func(name string, n int) { add(name, 0.1, 1, n) }
+	mat("token_embd.weight", t.Vocab, s.hidden)
+	norm("output_norm.weight", s.hidden)
+	mat("nextn.pre_projection.weight", s.hidden, 2*t.Hidden)
+	mat("nextn.post_projection.weight", t.Hidden, s.hidden)
+	kvHeads := make([]int32, s.layers)
+	for l := range s.layers {
+		p, h := fmt.Sprintf("blk.%d.", l), hd
+		kvHeads[l] = int32(t.KVHeadsFull)
+		if s.window[l] {
+			h, kvHeads[l] = hdSWA, int32(t.KVHeads)
+		}
+		norm(p+"attn_norm.weight", s.hidden)
+		mat(p+"attn_q.weight", s.heads*h, s.hidden)
+		norm(p+"attn_q_norm.weight", h)
+		mat(p+"attn_output.weight", s.hidden, s.heads*h)
+		norm(p+"post_attention_norm.weight", s.hidden)
+		norm(p+"ffn_norm.weight", s.hidden)
+		mat(p+"ffn_gate.weight", s.ffn, s.hidden)
+		mat(p+"ffn_up.weight", s.ffn, s.hidden)
+		mat(p+"ffn_down.weight", s.hidden, s.ffn)
+		norm(p+"post_ffw_norm.weight", s.hidden)
+		add(p+"layer_output_scale.weight", 0.1, 0.8, 1)
+	}
+	divs := make([]float32, hd/2) // proportional RoPE: the first quarter of the pairs turn
+	for i := range divs {
+		divs[i] = 1
+		if i >= hd/8 {
+			divs[i] = 1e30
+		}
+	}
+	data, _ := quant.Quantize(kernels.F32, divs)
+	tensors = append(tensors, modeltest.Tensor{Name: "rope_freqs.weight", DType: kernels.F32, Shape: []int{hd / 2}, Data: data})
+	a := gemma4AssistantArch + "."
+	meta := []modeltest.KV{
+		{Key: "general.architecture", Value: gemma4AssistantArch},
+		{Key: "general.name", Value: "modeltest-assistant"},
+		{Key: a + "block_count", Value: uint32(s.layers)},
+		{Key: a + "nextn_predict_layers", Value: uint32(s.layers)},
+		{Key: a + "context_length", Value: uint32(256)},
+		{Key: a + "embedding_length", Value: uint32(s.hidden)},
+		{Key: a + "embedding_length_out", Value: uint32(t.Hidden)},
+		{Key: a + "feed_forward_length", Value: uint32(s.ffn)},
+		{Key: a + "attention.head_count", Value: uint32(s.heads)},
+		{Key: a + "attention.head_count_kv", Value: kvHeads},
+		{Key: a + "attention.key_length", Value: uint32(hd)},
+		{Key: a + "attention.value_length", Value: uint32(hd)},
+		{Key: a + "attention.key_length_swa", Value: uint32(hdSWA)},
+		{Key: a + "attention.value_length_swa", Value: uint32(hdSWA)},
+		{Key: a + "rope.dimension_count", Value: uint32(hd)},
+		{Key: a + "rope.dimension_count_swa", Value: uint32(hdSWA)},
+		{Key: a + "rope.freq_base", Value: float32(1e6)},
+		{Key: a + "rope.freq_base_swa", Value: float32(10000)},
+		{Key: a + "attention.sliding_window", Value: uint32(t.Window)},
+		{Key: a + "attention.sliding_window_pattern", Value: s.window},
+		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(1e-6)},
+	}
+	for _, k := range tg.Keys() {
+		if strings.HasPrefix(k, "tokenizer.") {
+			v, _ := tg.Meta(k)
+			meta = append(meta, modeltest.KV{Key: k, Value: v})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := modeltest.EncodeGGUF(f, meta, tensors, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// assistantGolden is what make_assistant_golden.py writes: the target's
+// tokens (prompt, then greedy), and every assistant row llama.cpp v0.5.0
+// ran: its position, the token fed and the logits.
+type assistantGolden struct {
+	TargetSHA256    string  `json:"target_sha256"`
+	AssistantSHA256 string  `json:"assistant_sha256"`
+	PromptLen       int     `json:"prompt_len"`
+	Draft           int     `json:"n_draft"`
+	Tokens          []int32 `json:"tokens"`
+	Drafts          []struct {
+		Pos    int       `json:"pos"`
+		Token  int32     `json:"token"`
+		Logits []float64 `json:"logits"`
+	} `json:"drafts"`
+}
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// writeAssistantPair writes the target and assistant GGUFs into dir.
+func writeAssistantPair(t *testing.T, dir string) (target, assistant string) {
+	t.Helper()
+	target, assistant = filepath.Join(dir, "gemma4-assistant-target.gguf"), filepath.Join(dir, "gemma4-assistant.gguf")
+	if err := modeltest.WriteGGUF(target, assistantTarget, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeAssistantGGUF(assistant, target, tinyAssistant, assistantTarget); err != nil {
+		t.Fatal(err)
+	}
+	return target, assistant
+}
+
+func loadAssistantPair(t *testing.T, target, assistant string, rows int) (*Llama, *Gemma4Assistant) {
+	t.Helper()
+	src, err := Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	be := cpu.New(1)
+	t.Cleanup(func() { be.Close() })
+	m, err := Load(src, be, Options{MaxBatchTokens: 32, MaxSeqs: 4, BlockSize: 4, KVBlocks: 64, ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asrc, err := Open(assistant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { asrc.Close() })
+	if !IsGemma4Assistant(asrc) {
+		t.Fatal("IsGemma4Assistant: false for a gemma4-assistant file")
+	}
+	a, err := LoadGemma4Assistant(asrc, m, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, a
+}
+
+// TestGemma4AssistantGolden runs the assistant as llama.cpp v0.5.0's
+// draft-mtp driver does beside a tiny Gemma 4 target (assistant_logits.cpp):
+// after every target position, a chain of drafts at the next position, the
+// first fed the target's post-norm hidden row and each next one the
+// assistant's own h_next, reading the target's K/V below that position (20
+// prompt tokens and 12 generated: past the window of 5). Every draft row's
+// logits must match llama.cpp's; the drafts are teacher-forced (llama.cpp's
+// tokens fed), and Sluice's greedy draft must be llama.cpp's wherever its
+// top-2 margin allows. The target's K/V must be untouched by the drafts:
+// the target's logits after them are compared with a run without drafts.
+func TestGemma4AssistantGolden(t *testing.T) {
+	dir := *tinyOut
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	target, assistant := writeAssistantPair(t, dir)
+	if *tinyOut != "" {
+		return
+	}
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", "gemma4-assistant.json"))
+	if err != nil {
+		t.Skipf("no golden data (%v): scripts/golden/make_assistant_golden.py", err)
+	}
+	var g assistantGolden
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	if sha256File(t, target) != g.TargetSHA256 || sha256File(t, assistant) != g.AssistantSHA256 {
+		t.Fatal("the tiny target or assistant differs from the files llama.cpp ran: run scripts/golden/make_assistant_golden.py")
+	}
+	m, a := loadAssistantPair(t, target, assistant, 1)
+	r := newSoloRunner(m)
+	plain := newSoloRunner(mustLoadAgain(t, target))
+	scale := 0.0
+	for _, d := range g.Drafts {
+		for _, v := range d.Logits {
+			scale = math.Max(scale, math.Abs(v))
+		}
+	}
+	// The F32 tolerance against v0.5.0 (tiny_newest_test.go); measured
+	// worst 0.0012 of 3.92 (3.1e-4).
+	const rel = tinyNewestF32Tol
+	tol := rel * scale
+	worst, agree, steps, di := 0.0, 0, 0, 0
+	for p := g.PromptLen; p <= len(g.Tokens); p++ {
+		var logits []float32
+		if p == g.PromptLen {
+			logits = r.feed(t, g.Tokens[:p])
+			plain.feed(t, g.Tokens[:p])
+		} else {
+			logits = r.feed(t, g.Tokens[p-1:p])
+			want := plain.feed(t, g.Tokens[p-1:p])
+			for i := range want {
+				if logits[i] != want[i] {
+					t.Fatalf("position %d: the target's logit %d is %g after drafts, %g without: the assistant changed its K/V", p-1, i, logits[i], want[i])
+				}
+			}
+		}
+		if p == len(g.Tokens) {
+			break
+		}
+		if next := argmax(logits); next != g.Tokens[p] {
+			t.Fatalf("position %d: the target picks %d, llama.cpp %d", p, next, g.Tokens[p])
+		}
+		h, hRow := m.FinalHidden(), int32(0)
+		for k := 0; k < g.Draft; k, di = k+1, di+1 {
+			d := g.Drafts[di]
+			if d.Pos != p {
+				t.Fatalf("golden draft %d at position %d, want %d", di, d.Pos, p)
+			}
+			b := &kernels.Batch{Tokens: []int32{d.Token}, Positions: []int32{int32(p)},
+				Seqs: []kernels.SeqRows{{Start: 0, End: 1, ContextLen: p, Blocks: r.blocks}}}
+			got, err := a.Forward(b, h, []int32{hRow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range d.Logits {
+				worst = math.Max(worst, math.Abs(float64(got[i])-want))
+			}
+			if k+1 < g.Draft {
+				steps++
+				if argmax(got) == g.Drafts[di+1].Token {
+					agree++
+				} else if top2MarginF64(d.Logits) > 2*tol {
+					t.Errorf("position %d draft %d: greedy %d, llama.cpp %d (its top-2 margin %.3g)", p, k, argmax(got), g.Drafts[di+1].Token, top2MarginF64(d.Logits))
+				}
+			}
+			h = a.HNext()
+		}
+	}
+	if di != len(g.Drafts) {
+		t.Fatalf("ran %d of the golden's %d drafts", di, len(g.Drafts))
+	}
+	t.Logf("%d draft rows × %d logits: worst |Δ| %.2g of %.3g (%.2g); greedy drafts %d/%d", di, a.VocabSize(), worst, scale, worst/scale, agree, steps)
+	if worst > tol {
+		t.Errorf("worst |Δlogit| %.3g exceeds %.2g", worst, tol)
+	}
+}
+
+func mustLoadAgain(t *testing.T, path string) *Llama {
+	t.Helper()
+	src, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	be := cpu.New(1)
+	t.Cleanup(func() { be.Close() })
+	m, err := Load(src, be, Options{MaxBatchTokens: 32, MaxSeqs: 4, BlockSize: 4, KVBlocks: 64, ContextLen: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestGemma4AssistantRefusesTarget: an assistant loads only beside the
+// Gemma 4 it was made for.
+func TestGemma4AssistantRefusesTarget(t *testing.T) {
+	dir := t.TempDir()
+	target, assistant := writeAssistantPair(t, dir)
+	other := assistantTarget
+	other.Hidden, other.Seed = 128, 63 // another width
+	otherPath := filepath.Join(dir, "other.gguf")
+	if err := modeltest.WriteGGUF(otherPath, other, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	llama := modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 64}
+	llamaPath := filepath.Join(dir, "llama.gguf")
+	if err := modeltest.WriteGGUF(llamaPath, llama, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{otherPath, "hidden size 64"},
+		{llamaPath, "not llama"},
+	} {
+		m := mustLoadAgain(t, c.path)
+		src, err := Open(assistant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = LoadGemma4Assistant(src, m, 1)
+		src.Close()
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrUnsupported naming %q", filepath.Base(c.path), err, c.want)
+		}
+	}
+	// The target file itself is no assistant.
+	src, err := Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if IsGemma4Assistant(src) {
+		t.Error("IsGemma4Assistant: true for a gemma4 target")
+	}
+	if _, err := LoadGemma4Assistant(src, mustLoadAgain(t, target), 1); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("a gemma4 file loaded as an assistant: %v", err)
+	}
+}
