@@ -53,6 +53,14 @@ type Qwen35 struct {
 	host        []float32
 	rowHost     []float32 // RowLogits' read-back (rowlogits.go), nil until used
 	promptRows  []bool
+
+	// The MTP head (qwen35_mtp.go), nil without one; once it is readied
+	// (hiddenOut), every forward also writes the batch's final-normed rows
+	// to hid for it.
+	mtp       *qwen35MTP
+	hiddenOut bool
+	hid       kernels.Tensor // [MaxBatchTokens+1, hidden], the last row zero
+	hidZero   int32
 }
 
 // Qwen35Config is the hybrid model's shape from its GGUF metadata.
@@ -66,6 +74,9 @@ type Qwen35Config struct {
 	Recurrent                  []bool // [Layers] true for a DeltaNet layer
 	DeltaNet                   kernels.DeltaNetShape
 	TiedEmbeddings             bool
+	// MTPLayers is nextn_predict_layers: multi-token-prediction blocks
+	// after the Layers trunk layers (qwen35_mtp.go).
+	MTPLayers int
 	// qwen35moe: every layer's feed-forward is a top-ExpertsUsed mixture,
 	// renormalised, plus a shared expert behind a sigmoid gate.
 	Experts, ExpertsUsed, ExpertFFN, SharedFFN int
@@ -100,8 +111,14 @@ func (m *Qwen35) Options() Options     { return m.opts }
 
 // StateSlots is the number of recurrent-state slots (stateSlots): the
 // engine's pool hands them out to running sequences, checkpoints and cached
-// prefix states (the engine's RecurrentModel).
-func (m *Qwen35) StateSlots() int { return m.states.Config().Slots }
+// prefix states (the engine's RecurrentModel). A model without DeltaNet
+// layers has no state to hand out: 0.
+func (m *Qwen35) StateSlots() int {
+	if m.cfg.recurrentLayers == 0 {
+		return 0
+	}
+	return m.states.Config().Slots
+}
 
 // StateSlotBytes is one slot's memory, every DeltaNet layer.
 func (m *Qwen35) StateSlotBytes() int64 { return m.states.Config().SlotBytes() }
@@ -142,7 +159,7 @@ func (m *Qwen35) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 	}
 	slots := int32(m.states.Config().Slots)
 	for _, s := range b.Seqs {
-		if s.State < 0 || s.State >= slots {
+		if m.cfg.recurrentLayers > 0 && (s.State < 0 || s.State >= slots) {
 			return nil, fmt.Errorf("%s: recurrent state slot %d of %d", m.cfg.Arch, s.State, slots)
 		}
 	}
@@ -176,6 +193,9 @@ func (m *Qwen35) ForwardDevice(b *kernels.Batch) (kernels.Tensor, error) {
 	if promptRows != nil {
 		promptRows.SetPromptRows(nil)
 	}
+	if err == nil && m.hiddenOut {
+		err = m.hiddenRows(n)
+	}
 	if err == nil && nl > 0 {
 		err = firstErr(
 			be.GetRows(m.sel, m.x, b.LogitRows),
@@ -206,6 +226,11 @@ func (m *Qwen35) deltaNet(l *qwen35Layer, b *kernels.Batch, n int) error {
 
 // attention is a gated full-attention layer: m.h in, m.o out.
 func (m *Qwen35) attention(l *qwen35Layer, b *kernels.Batch, n int) error {
+	return m.attentionKV(l, b, n, m.kv)
+}
+
+// attentionKV is attention over kv (the MTP head's own, or the trunk's).
+func (m *Qwen35) attentionKV(l *qwen35Layer, b *kernels.Batch, n int, kv kernels.KVStore) error {
 	c, be := &m.cfg, m.be
 	pos := b.Positions[:n]
 	return firstErr(
@@ -217,7 +242,7 @@ func (m *Qwen35) attention(l *qwen35Layer, b *kernels.Batch, n int) error {
 		m.hn.HeadRMSNorm(m.k, l.kNorm, n, c.KVHeads, c.RMSEps),
 		be.RoPE(m.q, m.invFreq, pos, c.Heads, kernels.RoPEInterleaved),
 		be.RoPE(m.k, m.invFreq, pos, c.KVHeads, kernels.RoPEInterleaved),
-		be.Attention(m.att, m.q, m.k, m.v, m.kv, l.ord, b, 1/sqrt32(float32(c.HeadDim))),
+		be.Attention(m.att, m.q, m.k, m.v, kv, l.ord, b, 1/sqrt32(float32(c.HeadDim))),
 		m.dn.SigmoidMul(m.att, m.qGate, n),
 		be.MatMul(m.o, m.att, l.wo, nil, n),
 	)

@@ -17,6 +17,7 @@ import (
 //	ssm.inner_size        Hv·S
 //	full_attention_interval  layer i is full attention when (i+1) % it == 0 (default 4);
 //	                      attention.recurrent_layers, when present, says it per layer
+//	nextn_predict_layers  the last this many of block_count are MTP blocks (default 0)
 func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 	arch, _ := g.String("general.architecture")
 	if arch != "qwen35" && arch != "qwen35moe" {
@@ -50,9 +51,14 @@ func (g *GGUFFile) Qwen35Config() (Qwen35Config, error) {
 		c.SharedFFN = m.intOr("expert_shared_feed_forward_length", c.FFN)
 	}
 	c.Vocab = m.intOr("vocab_size", 0)
+	c.MTPLayers = m.intOr("nextn_predict_layers", 0)
 	if m.err != nil {
 		return Qwen35Config{}, m.err
 	}
+	if c.MTPLayers < 0 || c.MTPLayers >= c.Layers {
+		return Qwen35Config{}, fmt.Errorf("gguf %s: %d nextn layers of a block count of %d: %w", g.path, c.MTPLayers, c.Layers, ErrMalformed)
+	}
+	c.Layers -= c.MTPLayers
 	if c.Vocab == 0 {
 		c.Vocab = g.vocabFallback()
 	}
@@ -210,6 +216,9 @@ func buildQwen35(g WeightSource, c Qwen35Config, be kernels.Backend, opts Option
 		l.wGate = w.load(p+"ffn_gate.weight", c.FFN, c.Hidden)
 		l.wUp = w.load(p+"ffn_up.weight", c.FFN, c.Hidden)
 		l.wDown = w.load(p+"ffn_down.weight", c.Hidden, c.FFN)
+	}
+	if c.MTPLayers == 1 { // llama.cpp's qwen35 runs one; NewMTP refuses more
+		w.loadMTP(m, c)
 	}
 	if w.err != nil {
 		return nil, w.err

@@ -31,6 +31,10 @@ type Qwen35Spec struct {
 	// feed-forward is the top-ExpertsUsed mixture of Experts SwiGLU experts
 	// of ExpertFFN plus a shared expert of SharedFFN behind a sigmoid gate.
 	Experts, ExpertsUsed, ExpertFFN, SharedFFN int
+	// MTP adds a multi-token-prediction block (nextn_predict_layers 1) as
+	// blk.<Layers>: a full-attention layer with its feed-forward, and
+	// nextn.eh_proj, enorm, hnorm and shared_head_norm.
+	MTP bool
 }
 
 // Arch is the GGUF architecture the spec writes.
@@ -61,6 +65,13 @@ func (s Qwen35Spec) withDefaults() Qwen35Spec {
 		s.RMSEps = 1e-6
 	}
 	return s
+}
+
+func (s Qwen35Spec) mtpLayers() int {
+	if s.MTP {
+		return 1
+	}
+	return 0
 }
 
 // Recurrent says whether layer i is a DeltaNet layer.
@@ -114,7 +125,29 @@ func qwen35Tensors(s Qwen35Spec) []tensorShape {
 		add(p+"ffn_up.weight", s.FFN, s.Hidden)
 		add(p+"ffn_down.weight", s.Hidden, s.FFN)
 	}
+	if s.MTP {
+		out = append(out, qwen35MTPTensors(s)...)
+	}
 	return out
+}
+
+// qwen35MTPTensors is the MTP block's tensors, as convert_hf_to_gguf
+// names Qwen3.5's mtp.* (the trunk layers' own, and nextn.*).
+func qwen35MTPTensors(s Qwen35Spec) []tensorShape {
+	t := s
+	t.Layers, t.MTP, t.Interval, t.Tied = 1, false, 1, true // one full-attention layer, no output
+	var out []tensorShape
+	p := fmt.Sprintf("blk.%d.", s.Layers)
+	for _, ts := range qwen35Tensors(t) {
+		if after, ok := strings.CutPrefix(ts.name, "blk.0."); ok {
+			out = append(out, tensorShape{p + after, ts.shape})
+		}
+	}
+	return append(out,
+		tensorShape{p + "nextn.eh_proj.weight", []int{s.Hidden, 2 * s.Hidden}},
+		tensorShape{p + "nextn.enorm.weight", []int{s.Hidden}},
+		tensorShape{p + "nextn.hnorm.weight", []int{s.Hidden}},
+		tensorShape{p + "nextn.shared_head_norm.weight", []int{s.Hidden}})
 }
 
 // qwen35Weight draws one tensor from its own stream seeded by (Seed, name).
@@ -179,7 +212,7 @@ func WriteQwen35GGUF(path string, spec Qwen35Spec, dtype kernels.DType) error {
 	meta := []KV{
 		{"general.architecture", s.Arch()},
 		{"general.name", "modeltest"},
-		{a + "block_count", uint32(s.Layers)},
+		{a + "block_count", uint32(s.Layers + s.mtpLayers())},
 		{a + "context_length", uint32(s.ContextLen)},
 		{a + "embedding_length", uint32(s.Hidden)},
 		{a + "feed_forward_length", uint32(s.FFN)},
@@ -202,6 +235,9 @@ func WriteQwen35GGUF(path string, spec Qwen35Spec, dtype kernels.DType) error {
 	if s.Experts > 0 {
 		meta = append(meta, KV{a + "expert_count", uint32(s.Experts)}, KV{a + "expert_used_count", uint32(s.ExpertsUsed)},
 			KV{a + "expert_feed_forward_length", uint32(s.ExpertFFN)}, KV{a + "expert_shared_feed_forward_length", uint32(s.SharedFFN)})
+	}
+	if s.MTP {
+		meta = append(meta, KV{a + "nextn_predict_layers", uint32(1)})
 	}
 	meta = append(meta, ggufVocab(s.Vocab)...)
 	f, err := os.Create(path)
