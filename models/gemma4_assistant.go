@@ -425,23 +425,17 @@ func (a *Gemma4Assistant) VocabSize() int { return a.cfg.Vocab }
 // MaxRows is the most rows one Forward takes.
 func (a *Gemma4Assistant) MaxRows() int { return a.maxRows }
 
-// HNext is the h_next rows of the last Forward ([MaxRows, Backbone], its
-// rows in batch order): the h of each row's next draft.
-func (a *Gemma4Assistant) HNext() kernels.Tensor { return a.hNext }
-
-// FinalHidden is the hidden state after the output norm of the last
-// forward's logit rows ([MaxSeqs, Hidden], in LogitRows order), valid until
-// the next forward: the h a Gemma 4 assistant's first draft reads.
-func (m *Llama) FinalHidden() kernels.Tensor { return m.sel }
-
 // Forward runs one draft step: row r is token b.Tokens[r] at position
-// b.Positions[r] with hidden row hRows[r] of h (the target's FinalHidden,
-// or the assistant's own HNext). Each sequence's Blocks are its table in
+// b.Positions[r] with hidden row hRows[r]: with fromTarget, row hRows[r]
+// of the target's last forward batch, normed by the target's output norm
+// as its logits are (its residual stream stays the target's until its next
+// forward, whatever else reads its logits); else row hRows[r] of HNext,
+// the assistant's own last h_next. Each sequence's Blocks are its table in
 // the target's KV and its ContextLen the position its rows sit at (they
 // read the positions below it). Nothing is written to the target's K/V.
 // It returns the rows' logits ([n, vocab], valid until the next call) and
 // leaves their h_next in HNext.
-func (a *Gemma4Assistant) Forward(b *kernels.Batch, h kernels.Tensor, hRows []int32) ([]float32, error) {
+func (a *Gemma4Assistant) Forward(b *kernels.Batch, fromTarget bool, hRows []int32) ([]float32, error) {
 	c, be, ops := &a.cfg, a.be, a.ops
 	n := len(b.Tokens)
 	if n == 0 || n > a.maxRows || len(b.Positions) != n || len(hRows) != n {
@@ -469,7 +463,7 @@ func (a *Gemma4Assistant) Forward(b *kernels.Batch, h kernels.Tensor, hRows []in
 	err := firstErr(
 		be.GetRows(a.emb, a.target.tokEmbd, b.Tokens),
 		ops.Scale(a.emb, n, a.sqrtBackbone),
-		be.GetRows(a.hin, h, hRows),
+		a.hiddenIn(fromTarget, hRows, n),
 		be.MatMul(a.x, a.emb, a.preX, nil, n),
 		be.MatMul(a.o, a.hin, a.preH, nil, n),
 		be.Add(a.x, a.o, n),
@@ -515,4 +509,21 @@ func (a *Gemma4Assistant) Forward(b *kernels.Batch, h kernels.Tensor, hRows []in
 		return nil, fmt.Errorf("gemma4 assistant forward: %w", err)
 	}
 	return a.host[:n*c.Vocab], nil
+}
+
+// hiddenIn gathers the rows' h into a.hin.
+func (a *Gemma4Assistant) hiddenIn(fromTarget bool, rows []int32, n int) error {
+	if !fromTarget {
+		return a.be.GetRows(a.hin, a.hNext, rows)
+	}
+	t := a.target
+	for _, r := range rows {
+		if r < 0 || int(r) >= t.opts.MaxBatchTokens {
+			return fmt.Errorf("target row %d outside its batch of %d", r, t.opts.MaxBatchTokens)
+		}
+	}
+	return firstErr(
+		a.be.GetRows(a.hin, t.x, rows),
+		a.be.RMSNorm(a.hin, a.hin, t.outNorm, n, t.cfg.RMSEps),
+	)
 }

@@ -5,9 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/cpu"
-	"github.com/sluicehq/sluice/kernels/quant"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
 
@@ -27,115 +24,10 @@ var assistantTarget = modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2
 	Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 1, KEqV: true, PartialRotaryFull: 0.25,
 	LayerScale: true, FinalSoftcap: 30, RopeTheta: 1e6}
 
-// assistantSpec is a gemma4-assistant for assistantTarget: 32 wide, a
-// window layer reading the target's layer 2 and a global one reading its
-// layer 3, 4 query heads each, feed-forward 64.
-type assistantSpec struct {
-	hidden, layers, heads, ffn int
-	window                     []bool
-	seed                       uint64
-}
-
-var tinyAssistant = assistantSpec{hidden: 32, layers: 2, heads: 4, ffn: 64, window: []bool{true, false}, seed: 62}
-
-// writeAssistantGGUF writes s for target t as convert_hf_to_gguf.py's
-// Gemma4AssistantModel would (random F32 weights, plain norms), with the
-// target file's tokenizer.
-func writeAssistantGGUF(path, targetPath string, s assistantSpec, t modeltest.Spec) error {
-	tg, err := OpenGGUF(targetPath)
-	if err != nil {
-		return err
-	}
-	defer tg.Close()
-	r := rand.New(rand.NewPCG(s.seed, s.seed^0x5eed))
-	hdSWA, hd := t.Hidden/t.Heads, t.HeadDimFull
-	var tensors []modeltest.Tensor
-	add := func(name string, scale, base float32, shape ...int) {
-		n := 1
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = base + scale*float32(r.NormFloat64())
-		}
-		data, _ := quant.Quantize(kernels.F32, v)
-		tensors = append(tensors, modeltest.Tensor{Name: name, DType: kernels.F32, Shape: shape, Data: data})
-	}
-	mat := func(name string, rows, cols int) { add(name, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
-	norm := func(name string, n int) { add(name, 0.1, 1, n) }
-	mat("token_embd.weight", t.Vocab, s.hidden)
-	norm("output_norm.weight", s.hidden)
-	mat("nextn.pre_projection.weight", s.hidden, 2*t.Hidden)
-	mat("nextn.post_projection.weight", t.Hidden, s.hidden)
-	kvHeads := make([]int32, s.layers)
-	for l := range s.layers {
-		p, h := fmt.Sprintf("blk.%d.", l), hd
-		kvHeads[l] = int32(t.KVHeadsFull)
-		if s.window[l] {
-			h, kvHeads[l] = hdSWA, int32(t.KVHeads)
-		}
-		norm(p+"attn_norm.weight", s.hidden)
-		mat(p+"attn_q.weight", s.heads*h, s.hidden)
-		norm(p+"attn_q_norm.weight", h)
-		mat(p+"attn_output.weight", s.hidden, s.heads*h)
-		norm(p+"post_attention_norm.weight", s.hidden)
-		norm(p+"ffn_norm.weight", s.hidden)
-		mat(p+"ffn_gate.weight", s.ffn, s.hidden)
-		mat(p+"ffn_up.weight", s.ffn, s.hidden)
-		mat(p+"ffn_down.weight", s.hidden, s.ffn)
-		norm(p+"post_ffw_norm.weight", s.hidden)
-		add(p+"layer_output_scale.weight", 0.1, 0.8, 1)
-	}
-	divs := make([]float32, hd/2) // proportional RoPE: the first quarter of the pairs turn
-	for i := range divs {
-		divs[i] = 1
-		if i >= hd/8 {
-			divs[i] = 1e30
-		}
-	}
-	data, _ := quant.Quantize(kernels.F32, divs)
-	tensors = append(tensors, modeltest.Tensor{Name: "rope_freqs.weight", DType: kernels.F32, Shape: []int{hd / 2}, Data: data})
-	a := gemma4AssistantArch + "."
-	meta := []modeltest.KV{
-		{Key: "general.architecture", Value: gemma4AssistantArch},
-		{Key: "general.name", Value: "modeltest-assistant"},
-		{Key: a + "block_count", Value: uint32(s.layers)},
-		{Key: a + "nextn_predict_layers", Value: uint32(s.layers)},
-		{Key: a + "context_length", Value: uint32(256)},
-		{Key: a + "embedding_length", Value: uint32(s.hidden)},
-		{Key: a + "embedding_length_out", Value: uint32(t.Hidden)},
-		{Key: a + "feed_forward_length", Value: uint32(s.ffn)},
-		{Key: a + "attention.head_count", Value: uint32(s.heads)},
-		{Key: a + "attention.head_count_kv", Value: kvHeads},
-		{Key: a + "attention.key_length", Value: uint32(hd)},
-		{Key: a + "attention.value_length", Value: uint32(hd)},
-		{Key: a + "attention.key_length_swa", Value: uint32(hdSWA)},
-		{Key: a + "attention.value_length_swa", Value: uint32(hdSWA)},
-		{Key: a + "rope.dimension_count", Value: uint32(hd)},
-		{Key: a + "rope.dimension_count_swa", Value: uint32(hdSWA)},
-		{Key: a + "rope.freq_base", Value: float32(1e6)},
-		{Key: a + "rope.freq_base_swa", Value: float32(10000)},
-		{Key: a + "attention.sliding_window", Value: uint32(t.Window)},
-		{Key: a + "attention.sliding_window_pattern", Value: s.window},
-		{Key: a + "attention.layer_norm_rms_epsilon", Value: float32(1e-6)},
-	}
-	for _, k := range tg.Keys() {
-		if strings.HasPrefix(k, "tokenizer.") {
-			v, _ := tg.Meta(k)
-			meta = append(meta, modeltest.KV{Key: k, Value: v})
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := modeltest.EncodeGGUF(f, meta, tensors, 0); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
+// tinyAssistant drafts for assistantTarget: 32 wide, a window layer reading
+// the target's layer 2 and a global one reading its layer 3, 4 query heads
+// each, feed-forward 64.
+var tinyAssistant = modeltest.AssistantSpec{Hidden: 32, Layers: 2, Heads: 4, FFN: 64, Window: []bool{true, false}, Seed: 62}
 
 // assistantGolden is what make_assistant_golden.py writes: the target's
 // tokens (prompt, then greedy), and every assistant row llama.cpp v0.5.0
@@ -170,7 +62,7 @@ func writeAssistantPair(t *testing.T, dir string) (target, assistant string) {
 	if err := modeltest.WriteGGUF(target, assistantTarget, kernels.F32); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAssistantGGUF(assistant, target, tinyAssistant, assistantTarget); err != nil {
+	if err := modeltest.WriteGemma4Assistant(assistant, tinyAssistant, assistantTarget); err != nil {
 		t.Fatal(err)
 	}
 	return target, assistant
@@ -268,7 +160,10 @@ func TestGemma4AssistantGolden(t *testing.T) {
 		if next := argmax(logits); next != g.Tokens[p] {
 			t.Fatalf("position %d: the target picks %d, llama.cpp %d", p, next, g.Tokens[p])
 		}
-		h, hRow := m.FinalHidden(), int32(0)
+		fromTarget, hRow := true, int32(0) // the prompt's last row, or the one row fed
+		if p == g.PromptLen {
+			hRow = int32(p - 1)
+		}
 		for k := 0; k < g.Draft; k, di = k+1, di+1 {
 			d := g.Drafts[di]
 			if d.Pos != p {
@@ -276,7 +171,7 @@ func TestGemma4AssistantGolden(t *testing.T) {
 			}
 			b := &kernels.Batch{Tokens: []int32{d.Token}, Positions: []int32{int32(p)},
 				Seqs: []kernels.SeqRows{{Start: 0, End: 1, ContextLen: p, Blocks: r.blocks}}}
-			got, err := a.Forward(b, h, []int32{hRow})
+			got, err := a.Forward(b, fromTarget, []int32{hRow})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +186,7 @@ func TestGemma4AssistantGolden(t *testing.T) {
 					t.Errorf("position %d draft %d: greedy %d, llama.cpp %d (its top-2 margin %.3g)", p, k, argmax(got), g.Drafts[di+1].Token, top2MarginF64(d.Logits))
 				}
 			}
-			h = a.HNext()
+			fromTarget, hRow = false, 0
 		}
 	}
 	if di != len(g.Drafts) {

@@ -1,0 +1,117 @@
+package modeltest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// AssistantSpec is a tiny Gemma 4 assistant drafter (GGUF architecture
+// gemma4-assistant) for a Gemma 4 Spec: Layers layers of width Hidden,
+// each a window layer or a global one as Window says, with Heads query
+// heads at the target's head size of that kind and feed-forward FFN.
+type AssistantSpec struct {
+	Hidden, Layers, Heads, FFN int
+	Window                     []bool // [Layers]
+	Seed                       uint64
+}
+
+// WriteGemma4Assistant writes a for target as convert_hf_to_gguf.py's
+// Gemma4AssistantModel would: random F32 weights, plain norms (Gemma 4's
+// converter adds no 1), embedding_length_out = the target's hidden size,
+// the target's KV head counts per layer kind, proportional RoPE divisors
+// turning the first quarter of the global heads' pairs, and the tiny
+// vocabulary.
+func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
+	t := target.withDefaults()
+	if !t.Gemma4 || len(a.Window) != a.Layers || a.Layers <= 0 {
+		return fmt.Errorf("modeltest: assistant of %d layers (%d kinds) for a target that is not Gemma 4 (%v)", a.Layers, len(a.Window), t.Gemma4)
+	}
+	r := rand.New(rand.NewPCG(a.Seed, a.Seed^0x5eed))
+	hdSWA, hd := t.HeadDim(), t.HeadDimFull
+	var tensors []Tensor
+	add := func(name string, scale, base float32, shape ...int) {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = base + scale*float32(r.NormFloat64())
+		}
+		data, _ := quant.Quantize(kernels.F32, v)
+		tensors = append(tensors, Tensor{Name: name, DType: kernels.F32, Shape: shape, Data: data})
+	}
+	mat := func(name string, rows, cols int) { add(name, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
+	norm := func(name string, n int) { add(name, 0.1, 1, n) }
+	mat("token_embd.weight", t.Vocab, a.Hidden)
+	norm("output_norm.weight", a.Hidden)
+	mat("nextn.pre_projection.weight", a.Hidden, 2*t.Hidden)
+	mat("nextn.post_projection.weight", t.Hidden, a.Hidden)
+	kvHeads := make([]int32, a.Layers)
+	for l := range a.Layers {
+		p, h := fmt.Sprintf("blk.%d.", l), hd
+		kvHeads[l] = int32(t.KVHeadsFull)
+		if a.Window[l] {
+			h, kvHeads[l] = hdSWA, int32(t.KVHeads)
+		}
+		norm(p+"attn_norm.weight", a.Hidden)
+		mat(p+"attn_q.weight", a.Heads*h, a.Hidden)
+		norm(p+"attn_q_norm.weight", h)
+		mat(p+"attn_output.weight", a.Hidden, a.Heads*h)
+		norm(p+"post_attention_norm.weight", a.Hidden)
+		norm(p+"ffn_norm.weight", a.Hidden)
+		mat(p+"ffn_gate.weight", a.FFN, a.Hidden)
+		mat(p+"ffn_up.weight", a.FFN, a.Hidden)
+		mat(p+"ffn_down.weight", a.Hidden, a.FFN)
+		norm(p+"post_ffw_norm.weight", a.Hidden)
+		add(p+"layer_output_scale.weight", 0.1, 0.8, 1)
+	}
+	divs := make([]float32, hd/2)
+	for i := range divs {
+		divs[i] = 1
+		if i >= hd/8 {
+			divs[i] = 1e30
+		}
+	}
+	data, _ := quant.Quantize(kernels.F32, divs)
+	tensors = append(tensors, Tensor{Name: "rope_freqs.weight", DType: kernels.F32, Shape: []int{hd / 2}, Data: data})
+	p := "gemma4-assistant."
+	meta := []KV{
+		{"general.architecture", "gemma4-assistant"},
+		{"general.name", "modeltest-assistant"},
+		{p + "block_count", uint32(a.Layers)},
+		{p + "nextn_predict_layers", uint32(a.Layers)},
+		{p + "context_length", uint32(t.ContextLen)},
+		{p + "embedding_length", uint32(a.Hidden)},
+		{p + "embedding_length_out", uint32(t.Hidden)},
+		{p + "feed_forward_length", uint32(a.FFN)},
+		{p + "attention.head_count", uint32(a.Heads)},
+		{p + "attention.head_count_kv", kvHeads},
+		{p + "attention.key_length", uint32(hd)},
+		{p + "attention.value_length", uint32(hd)},
+		{p + "attention.key_length_swa", uint32(hdSWA)},
+		{p + "attention.value_length_swa", uint32(hdSWA)},
+		{p + "rope.dimension_count", uint32(hd)},
+		{p + "rope.dimension_count_swa", uint32(hdSWA)},
+		{p + "rope.freq_base", t.RopeTheta},
+		{p + "rope.freq_base_swa", float32(10000)},
+		{p + "attention.sliding_window", uint32(t.Window)},
+		{p + "attention.sliding_window_pattern", a.Window},
+		{p + "attention.layer_norm_rms_epsilon", t.RMSEps},
+	}
+	meta = append(meta, ggufVocab(t.Vocab)...)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("modeltest: %w", err)
+	}
+	if err := EncodeGGUF(f, meta, tensors, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("modeltest: write %s: %w", path, err)
+	}
+	return f.Close()
+}
