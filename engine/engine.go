@@ -63,6 +63,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	pool.SetStateRollBack(canRollBackState(model)) // state.go: speculation on hybrid models
 	shares := newQueueShares(cfg.MaxQueue)
 	sc := cfg.schedulerConfig()
 	sc.OnAdmit = func(q *scheduler.Seq) { shares.leave(owner(q).req.Tenant) }

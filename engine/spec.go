@@ -32,7 +32,8 @@ import (
 // (its mask is computed for one row per step), a group leader not yet
 // forked, a device-sampled engine (devsample.go maps one logit row per
 // sequence), and pools that cannot roll back (window layers, recurrent
-// state: the scheduler asks no drafts of them).
+// state where the backend cannot put it back: state.go; the scheduler asks
+// no drafts of them).
 //
 // Self-tuning: a sequence keeps a decayed count of drafts tried and
 // accepted (its acceptance α), and the engine learns what a decode step of
@@ -315,6 +316,7 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 	e.st.SpecDraftTokens += int64(len(it.Draft))
 	e.st.SpecAcceptedTokens += int64(kept)
 	e.sched.Accept(it.Seq, kept)
+	e.rollBackState(s, it, kept) // state.go: a hybrid model's recurrent state
 }
 
 // shadow checks a plain decode's token against the draft its step did not

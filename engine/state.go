@@ -25,6 +25,24 @@ type RecurrentModel interface {
 	CopyState(dst, src int32) error
 }
 
+// stateRollBacker is a RecurrentModel that can speculate: its backend keeps
+// a sequence's state after each draft row of a step (kernels.SeqRows.Drafts)
+// and RollBackState puts the one after the kept drafts back in its slot,
+// which verify does after the scheduler's Accept has truncated the rejected
+// drafts' KV (rollBackState). The pool rolls back only for such a model
+// (kvcache SetStateRollBack), so no other hybrid model is asked for drafts.
+type stateRollBacker interface {
+	CanRollBackState() bool
+	RollBackState(slot int32, kept int) error
+}
+
+// canRollBackState reports whether m's recurrent state can follow a
+// speculative step's verification.
+func canRollBackState(m Model) bool {
+	r, ok := m.(stateRollBacker)
+	return ok && r.CanRollBackState()
+}
+
 // stateSlots is the pool's slot count for m: 0 for a model without state.
 func stateSlots(m Model) (slots int, bytes int64) {
 	if r, ok := m.(RecurrentModel); ok {
@@ -38,8 +56,13 @@ func stateSlots(m Model) (slots int, bytes int64) {
 // prompt's last block boundary (the deepest point a later lookup of the
 // same prompt, or a fork of its choices, can resume from) for a sequence
 // whose step has not passed it. No slot free: no checkpoint, and the
-// choices compute the prompt themselves, the cache keeps nothing.
+// choices compute the prompt themselves, the cache keeps nothing. A step
+// with drafts has the backend keep the state after each row up to the last
+// draft (kernels.SeqRows.Drafts), and never writes a checkpoint past its
+// verified row: forks and the prefix cache resume only from tokens that
+// are the sequence's.
 func (e *Engine) stateRows(rows *kernels.SeqRows, it scheduler.Item) {
+	rows.Drafts = len(it.Draft)
 	if seed := it.Seq.Seed(); seed >= 0 {
 		rows.Seeded, rows.Seed = true, seed
 	}
@@ -55,10 +78,14 @@ func (e *Engine) stateRows(rows *kernels.SeqRows, it scheduler.Item) {
 		}
 		slot, ckAt, written = it.Seq.Checkpoint()
 	}
-	if !written {
+	if !written && ckAt <= verifiedEnd(it) {
 		rows.Checkpoint, rows.CheckpointAt = slot, int32(ckAt)
 	}
 }
+
+// verifiedEnd is the position after the last row of item it that is not a
+// draft: as far as its state is the sequence's whatever verification says.
+func verifiedEnd(it scheduler.Item) int { return it.Start + it.N - len(it.Draft) }
 
 // afterStateStep settles, after a successful step, what item's rows did to
 // the state slots: a seed read, a checkpoint written.
@@ -66,8 +93,26 @@ func (e *Engine) afterStateStep(it scheduler.Item) {
 	if it.Seq.Seed() >= 0 {
 		e.sched.Seeded(it.Seq)
 	}
-	if slot, at, written := it.Seq.Checkpoint(); slot >= 0 && !written && it.Start <= at && at <= it.Start+it.N {
+	if slot, at, written := it.Seq.Checkpoint(); slot >= 0 && !written && it.Start <= at && at <= verifiedEnd(it) {
 		e.sched.CheckpointWritten(it.Seq)
+	}
+}
+
+// rollBackState puts, after verification kept kept of item it's drafts
+// (and the scheduler's Accept kept their KV), the sequence's state back to
+// the one after them: the step left it after its last draft. A sequence
+// that verification ended has no slot to set. It ends s on the backend's
+// error.
+func (e *Engine) rollBackState(s *Sequence, it scheduler.Item, kept int) {
+	if len(it.Draft) == 0 || it.Seq.State() != scheduler.StateRunning || it.Seq.StateSlot() < 0 {
+		return
+	}
+	r, ok := e.model.(stateRollBacker)
+	if !ok {
+		return // no state: the pool rolled the KV back on its own
+	}
+	if err := r.RollBackState(it.Seq.StateSlot(), kept); err != nil {
+		e.end(s, Result{Finish: FinishError, Err: fmt.Errorf("engine: speculation: %w", err)})
 	}
 }
 

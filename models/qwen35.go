@@ -126,6 +126,25 @@ func (m *Qwen35) StateSlotBytes() int64 { return m.states.Config().SlotBytes() }
 // CopyState copies slot src's recurrent state to slot dst (a fork).
 func (m *Qwen35) CopyState(dst, src int32) error { return m.dn.CopyState(m.states, dst, src) }
 
+// CanRollBackState reports whether the backend keeps a speculating
+// sequence's state after each of its draft rows (kernels.SeqRows.Drafts),
+// which RollBackState needs: the CPU backend does, the CUDA one does not
+// (its engine samples on the device and never speculates).
+func (m *Qwen35) CanRollBackState() bool {
+	_, ok := m.states.(kernels.StateRollBack)
+	return ok
+}
+
+// RollBackState puts slot's state back to the one after kept of the
+// drafts its sequence carried in the latest step, every DeltaNet layer.
+func (m *Qwen35) RollBackState(slot int32, kept int) error {
+	r, ok := m.states.(kernels.StateRollBack)
+	if !ok {
+		return fmt.Errorf("%s: the backend's state store cannot roll back", m.cfg.Arch)
+	}
+	return r.RollBack(slot, kept)
+}
+
 // Forward runs one step and reads the logits of b.LogitRows back.
 func (m *Qwen35) Forward(b *kernels.Batch) ([]float32, error) {
 	logits, err := m.ForwardDevice(b)
