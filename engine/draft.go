@@ -90,6 +90,9 @@ type draftSeq struct {
 // pool; nil when cfg does not ask for one.
 func newDrafter(target Model, cfg *Config) (*drafter, error) {
 	sc := &cfg.Speculate
+	if sc.Assistant != nil {
+		return nil, nil // assistant.go's
+	}
 	if sc.Method != "draft" {
 		if sc.Draft != nil || sc.DraftBlocks != 0 {
 			return nil, fmt.Errorf("%w: a draft model is given but the speculative method is %q, not draft", ErrConfig, sc.Method)

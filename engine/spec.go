@@ -60,6 +60,10 @@ type SpecConfig struct {
 	// store of its own of DraftBlocks blocks of the engine's BlockSize.
 	Draft       Model
 	DraftBlocks int
+	// Assistant is method draft's drafter when the draft model is an
+	// assistant that runs on the target's own state (a Gemma 4 assistant,
+	// assistant.go) instead of a Draft: no KV store of its own.
+	Assistant Assistant
 	// K is the most draft tokens per sequence per step (0 = DefaultSpecK).
 	K int
 	// NGram and MinNGram are the longest and shortest suffixes matched,
@@ -247,6 +251,8 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	var d []int32
 	if e.draft != nil {
 		d = e.draft.propose(e, s, n)
+	} else if e.assist != nil {
+		d = e.assist.propose(e, s, n)
 	} else {
 		d = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
 	}
