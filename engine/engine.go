@@ -45,6 +45,7 @@ type Engine struct {
 	dev      *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
 	specCost rowCost         // the price of a draft row (spec.go)
 	draft    *drafter        // speculative method draft's model and KV (draft.go)
+	mtp      *mtpDrafter     // speculative method mtp's head and KV (mtp.go)
 	assist   *assistDrafter  // method draft with an assistant drafter (assistant.go)
 	plRows   []int32         // promptLogprobs' scratch (logprobs.go)
 	plDsts   []plDst
@@ -80,6 +81,10 @@ func New(model Model, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	mtp, err := newMTPDrafter(model, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	assist, err := newAssistDrafter(model, &cfg)
 	if err != nil {
 		return nil, err
@@ -107,6 +112,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 		broken: newBrokenState(),
 		dev:    newDeviceSampling(model),
 		draft:  draft,
+		mtp:    mtp,
 		assist: assist,
 	}
 	e.st.StateSlotBytes = stateBytes
@@ -396,6 +402,7 @@ func (e *Engine) finish(s *Sequence, r Result) {
 	delete(e.live, s)
 	e.releaseGroup(s) // group.go
 	e.draft.release(s)
+	e.mtp.release(s)
 	e.assist.release(s)
 	if !s.started {
 		e.queued.Add(-1)

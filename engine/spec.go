@@ -53,13 +53,17 @@ import (
 
 // SpecConfig turns on speculative decoding.
 type SpecConfig struct {
-	// Method is the proposer: "" (off), "ngram" or "draft" (Draft's
-	// greedy guesses, draft.go).
+	// Method is the proposer: "" (off), "ngram", "draft" (Draft's
+	// greedy guesses, draft.go) or "mtp" (the target's own
+	// multi-token-prediction head MTP, mtp.go).
 	Method string
 	// Draft is method draft's model, of the target's vocabulary, with a KV
 	// store of its own of DraftBlocks blocks of the engine's BlockSize.
 	Draft       Model
 	DraftBlocks int
+	// MTP is method mtp's head, bound to the target model, with its own
+	// KV store of the engine's BlockSize.
+	MTP MTPHead
 	// Assistant is method draft's drafter when the draft model is an
 	// assistant that runs on the target's own state (a Gemma 4 assistant,
 	// assistant.go) instead of a Draft: no KV store of its own.
@@ -103,9 +107,9 @@ func (c *SpecConfig) validate() error {
 	switch c.Method {
 	case "":
 		return nil
-	case "ngram", "draft":
+	case "ngram", "draft", "mtp":
 	default:
-		return fmt.Errorf("%w: speculative method %q (want ngram or draft)", ErrConfig, c.Method)
+		return fmt.Errorf("%w: speculative method %q (want ngram, draft or mtp)", ErrConfig, c.Method)
 	}
 	if c.K == 0 {
 		c.K = DefaultSpecK
@@ -249,7 +253,9 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 		n = k
 	}
 	var d []int32
-	if e.draft != nil {
+	if e.mtp != nil {
+		d = e.mtp.propose(e, s, n)
+	} else if e.draft != nil {
 		d = e.draft.propose(e, s, n)
 	} else if e.assist != nil {
 		d = e.assist.propose(e, s, n)

@@ -14,6 +14,7 @@ func (e *Engine) step() {
 	start := time.Now()
 	plan := e.sched.Schedule()
 	e.draft.dropPreempted(plan)
+	e.mtp.dropPreempted(plan)
 	for _, q := range plan.Unfit { // the length limit makes this unreachable; never spin on it
 		e.finish(owner(q), Result{Finish: FinishError, Err: fmt.Errorf("engine: sequence of %d tokens cannot fit the KV pool", len(q.Tokens))})
 	}
@@ -38,7 +39,10 @@ func (e *Engine) step() {
 		err = fmt.Errorf("engine: forward: %w", err)
 	}
 	if err != nil {
+		e.mtp.stepFailed()
 		e.stepFailed(plan, err)
+	} else {
+		e.mtp.process(e, plan, b) // mtp.go: the head's KV of this step's rows
 	}
 	masks.release()
 	for _, it := range plan.Items { // after delivery: see Sequence.Steps

@@ -106,7 +106,7 @@ type Qwen35MTP struct {
 	kv   kernels.KVStore
 	rows int // most rows a Forward may carry: the trunk's MaxBatchTokens
 	// out holds the latest forward's head-normed rows of b.LogitRows (the
-	// next forward's chained h when it asks for FromHead), prev the ones
+	// next forward's chained h when it asks fromHead), prev the ones
 	// before: a forward reads one and writes the other.
 	out, prev  kernels.Tensor // [MaxSeqs, hidden]
 	logits     kernels.Tensor // [MaxSeqs, vocab]
@@ -114,17 +114,6 @@ type Qwen35MTP struct {
 	idx        []int32
 	blocks, bs int
 }
-
-// MTPSource says where an MTP forward's h rows come from.
-type MTPSource int
-
-const (
-	// FromTrunk reads rows of the trunk's latest forward, by batch row;
-	// a negative index is a zero row (position 0, or an h not kept).
-	FromTrunk MTPSource = iota
-	// FromHead reads rows of the head's own latest forward, by logit row.
-	FromHead
-)
 
 // NewMTP readies the model's MTP head with a KV store of blocks blocks of
 // the model's block size, and turns on the trunk's hidden-row output
@@ -182,11 +171,13 @@ func (h *Qwen35MTP) KVBlocks() int  { return h.blocks }
 func (h *Qwen35MTP) BlockSize() int { return h.bs }
 
 // Forward runs the head over b (slots in the head's own KV store), row i
-// pairing token b.Tokens[i] with the h row hidden[i] of src, and returns
-// the logits of b.LogitRows, [len(b.LogitRows), vocab], valid until the next
-// call. Those rows' head-normed states become what the next Forward reads
-// FromHead.
-func (h *Qwen35MTP) Forward(b *kernels.Batch, hidden []int32, src MTPSource) ([]float32, error) {
+// pairing token b.Tokens[i] with h row hidden[i], and returns the logits of
+// b.LogitRows, [len(b.LogitRows), vocab], valid until the next call. The h
+// rows are the trunk's latest forward's, by batch row (a negative index
+// reads a zero row: position 0, or an h not kept), or with fromHead the
+// head-normed states of the previous Forward's logit rows, by logit row,
+// which is how drafts chain.
+func (h *Qwen35MTP) Forward(b *kernels.Batch, hidden []int32, fromHead bool) ([]float32, error) {
 	m, c, be := h.m, &h.m.cfg, h.m.be
 	n, nl := len(b.Tokens), len(b.LogitRows)
 	if n == 0 || n > h.rows || len(b.Positions) != n || len(b.Slots) != n || len(hidden) != n || nl > m.opts.MaxSeqs {
@@ -199,14 +190,14 @@ func (h *Qwen35MTP) Forward(b *kernels.Batch, hidden []int32, src MTPSource) ([]
 		}
 	}
 	from, limit := m.hid, int32(h.rows)
-	if src == FromHead {
+	if fromHead {
 		h.out, h.prev = h.prev, h.out
 		from, limit = h.prev, int32(m.opts.MaxSeqs)
 	}
 	h.idx = h.idx[:0]
 	for _, r := range hidden {
 		switch {
-		case r < 0 && src == FromTrunk:
+		case r < 0 && !fromHead:
 			r = m.hidZero
 		case r < 0 || r >= limit:
 			return nil, fmt.Errorf("%s MTP: h row %d of %d", c.Arch, r, limit)

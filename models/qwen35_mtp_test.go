@@ -89,7 +89,7 @@ func TestQwen35MTPLlamaCpp(t *testing.T) {
 						hidden[i] = int32(i) // a forward of one row: h of from−1 is its row 0
 					}
 				}
-				logits, err := h.Forward(b, hidden, FromTrunk)
+				logits, err := h.Forward(b, hidden, false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -119,7 +119,7 @@ func TestQwen35MTPLlamaCpp(t *testing.T) {
 				seq := append(append([]int32(nil), toks...), make([]int32, i+1)...)
 				seq[n+i] = c.Token
 				b := q35Batch(bs, q35Seq{toks: seq, start: n + i, n: 1})
-				logits, err := h.Forward(b, []int32{0}, FromHead)
+				logits, err := h.Forward(b, []int32{0}, true)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -35,6 +35,12 @@ type Qwen35Spec struct {
 	// blk.<Layers>: a full-attention layer with its feed-forward, and
 	// nextn.eh_proj, enorm, hnorm and shared_head_norm.
 	MTP bool
+	// MTPEcho makes that block pass the trunk's state through beside its
+	// attention (eh_proj's hidden half the identity, its embedding half and
+	// the feed-forward's down projections zero), so that the head often
+	// guesses what the trunk guessed a position before: right where the
+	// output repeats a token, as random models' greedy output may.
+	MTPEcho bool
 }
 
 // Arch is the GGUF architecture the spec writes.
@@ -155,6 +161,18 @@ func qwen35Weight(s Qwen35Spec, ts tensorShape) []float32 {
 	n := 1
 	for _, d := range ts.shape {
 		n *= d
+	}
+	if after, ok := strings.CutPrefix(ts.name, fmt.Sprintf("blk.%d.", s.Layers)); ok && s.MTP && s.MTPEcho {
+		switch {
+		case after == "nextn.eh_proj.weight":
+			w := make([]float32, n)
+			for r := range s.Hidden {
+				w[r*2*s.Hidden+s.Hidden+r] = 1
+			}
+			return w
+		case strings.HasPrefix(after, "ffn_down"):
+			return make([]float32, n)
+		}
 	}
 	h := fnv.New64a()
 	h.Write([]byte(ts.name))

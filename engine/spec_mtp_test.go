@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/cpu"
+	"github.com/sluicehq/sluice/models"
+	"github.com/sluicehq/sluice/models/modeltest"
+)
+
+// Speculation with the target's MTP head (mtp.go) on a tiny synthetic
+// Qwen3.5 whose every layer is full attention (no recurrent state to roll
+// back) and which carries a nextn block written by modeltest, made to echo
+// the trunk (modeltest.Qwen35Spec.MTPEcho) so that its guesses are right
+// where the greedy output repeats a token (11 of 92 tokens with seed 63):
+// drafts are both accepted and rejected.
+
+var mtpAttnSpec = modeltest.Qwen35Spec{Layers: 3, Hidden: 64, FFN: 128, Vocab: 300, Heads: 4, KVHeads: 2, HeadDim: 16,
+	RopeDims: 8, Interval: 1, KHeads: 2, VHeads: 4, StateSize: 16, ContextLen: 1024, Seed: 63, MTP: true, MTPEcho: true}
+
+const mtpK = 3
+
+// loadMTPModel loads spec (F32) with rows logit rows and readies its head
+// with headBlocks KV blocks.
+func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, headBlocks int) (*hooked, *models.Qwen35, *models.Qwen35MTP) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "qwen35-mtp.gguf")
+	if err := modeltest.WriteQwen35GGUF(path, spec, kernels.F32); err != nil {
+		t.Fatal(err)
+	}
+	g, err := models.OpenGGUF(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := cpu.New(1)
+	m, err := models.LoadQwen35(g, be, models.Options{KVBlocks: blocks, BlockSize: 16, MaxBatchTokens: batch, MaxSeqs: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close(); g.Close() })
+	h, err := m.NewMTP(headBlocks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &hooked{Model: m}, m, h
+}
+
+func mtpEngine(t testing.TB, m Model, h MTPHead, seqs int) *Engine {
+	sc := SpecConfig{K: mtpK, Fixed: true, LogitRows: seqs * (1 + mtpK)}
+	if h != nil {
+		sc.Method, sc.MTP = "mtp", h
+	}
+	return newEngineOn(t, m, Config{Blocks: 96, BlockSize: 16, MaxBatchTokens: 64, MaxSeqs: seqs, MaxQueue: 64, Speculate: sc})
+}
+
+// mtpReference is the head's greedy chain of k drafts after toks, computed
+// from scratch: the trunk over toks[:n−1] in one forward, the head over
+// every position pairing token p with the trunk's h(p−1) (a zero h at 0),
+// then chained on its own state. Beside each draft, the top-2 margin of
+// its logits.
+func mtpReference(t *testing.T, m *models.Qwen35, h *models.Qwen35MTP, toks []int32, k int) (drafts []int32, margins []float32) {
+	t.Helper()
+	n := len(toks)
+	batch := func(from int, seq []int32, logits bool) *kernels.Batch {
+		b := &kernels.Batch{}
+		var table []int32
+		for i := range (len(seq)+15)/16 + 1 {
+			table = append(table, int32(i))
+		}
+		for p := from; p < len(seq); p++ {
+			if logits {
+				b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)))
+			}
+			b.Tokens = append(b.Tokens, seq[p])
+			b.Positions = append(b.Positions, int32(p))
+			b.Slots = append(b.Slots, int32(p))
+		}
+		b.Seqs = []kernels.SeqRows{{Start: 0, End: len(b.Tokens), ContextLen: len(seq), Prompt: len(seq), Blocks: table}}
+		return b
+	}
+	if _, err := m.Forward(batch(0, toks[:n-1], false)); err != nil {
+		t.Fatal(err)
+	}
+	hidden := make([]int32, n)
+	for i := range hidden {
+		hidden[i] = int32(i) - 1
+	}
+	b := batch(0, toks, false)
+	b.LogitRows = []int32{int32(n - 1)}
+	seq := slices.Clone(toks)
+	logits, err := h.Forward(b, hidden, false)
+	for i := 0; ; i++ {
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := argmax(logits)
+		drafts, margins = append(drafts, d), append(margins, top2Margin(logits))
+		if i == k-1 {
+			return drafts, margins
+		}
+		seq = append(seq, d)
+		logits, err = h.Forward(batch(len(seq)-1, seq, true), []int32{0}, true)
+	}
+}
+
+// TestMTPSpecGreedy: greedy output with MTP speculation equals the output
+// without it, token for token, each prompt alone and all together in one
+// batch, and every draft the engine verified is the head's chain computed
+// from scratch over the sequence's tokens (up to a draft whose reference
+// top-2 margin is within rounding): the head's KV rows pair each token
+// with the trunk's state at the position before, across prompt chunks,
+// verified and rejected drafts. Afterwards no block of either pool is held.
+func TestMTPSpecGreedy(t *testing.T) {
+	const n, seqs = 24, 4
+	prompts := vocabPrompts(seqs, mtpAttnSpec.Vocab)
+	prompts[3] = append(prompts[3], prompts[2]...) // longer than a step's prompt budget with the others
+	plainM, _, _ := loadMTPModel(t, mtpAttnSpec, 96, 64, seqs*(1+mtpK), 8)
+	plain := mtpEngine(t, plainM, nil, seqs)
+	want := make([][]int32, len(prompts))
+	for i, p := range prompts {
+		want[i], _ = collect(t, submit(t, plain, Request{Prompt: p, MaxTokens: n}), 0)
+	}
+
+	hm, _, head := loadMTPModel(t, mtpAttnSpec, 96, 64, seqs*(1+mtpK), 96)
+	_, refM, refHead := loadMTPModel(t, mtpAttnSpec, 8, 64, 8, 8)
+	e := mtpEngine(t, hm, head, seqs)
+	type verified struct {
+		at     int // the decode row's position
+		drafts []int32
+	}
+	var steps []verified
+	hm.hook = func(b *kernels.Batch) error {
+		for _, s := range b.Seqs {
+			if s.End-s.Start > 1 && int(b.Positions[s.Start]) >= s.Prompt {
+				steps = append(steps, verified{int(b.Positions[s.Start]), slices.Clone(b.Tokens[s.Start+1 : s.End])})
+			}
+		}
+		return nil
+	}
+	checked, close := 0, 0
+	for i, p := range prompts {
+		steps = steps[:0]
+		got, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: n}), 0)
+		if !slices.Equal(got, want[i]) {
+			t.Fatalf("alone: prompt %d: with MTP speculation %v, without %v", i, got, want[i])
+		}
+		all := append(slices.Clone(p), got...)
+		for _, v := range steps {
+			ref, margins := mtpReference(t, refM, refHead, all[:v.at+1], len(v.drafts))
+			for j, d := range v.drafts {
+				if d != ref[j] {
+					if margins[j] > 1e-3 {
+						t.Fatalf("prompt %d, step at %d: drafts %v, the head from scratch %v (margin %.3g at %d)", i, v.at, v.drafts, ref, margins[j], j)
+					}
+					close++
+					break
+				}
+				checked++
+			}
+		}
+	}
+	aloneSt := *e.Stats()
+	if checked < 20 {
+		t.Fatalf("only %d drafts checked against the head (%d within rounding)", checked, close)
+	}
+	hm.hook = nil
+	together := runAtOnce(t, e, func(h func(*kernels.Batch) error) { hm.hook = h }, prompts, n)
+	for i := range prompts {
+		if !slices.Equal(together[i], want[i]) {
+			t.Fatalf("together: prompt %d: with MTP speculation %v, without %v", i, together[i], want[i])
+		}
+	}
+	st := waitIdle(t, e)
+	t.Logf("alone: drafts %d, draft tokens %d, accepted %d (%d checked against the head from scratch, %d stopped at a rounding tie); in all: %d, %d, %d; head forwards %d of %d rows",
+		aloneSt.SpecDrafts, aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, checked, close, st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, e.mtp.forwards, e.mtp.rows)
+	if st.SpecDrafts == aloneSt.SpecDrafts || aloneSt.SpecAcceptedTokens == 0 || aloneSt.SpecAcceptedTokens == aloneSt.SpecDraftTokens {
+		t.Fatalf("alone %d draft tokens, %d accepted; in all %d drafts: the runs did not both accept and reject, together", aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, st.SpecDrafts)
+	}
+	if st.KV.Used != 0 || len(e.mtp.seqs) != 0 || e.mtp.pool.Usage().Used != 0 {
+		t.Fatalf("after all sequences: KV %+v, head sequences %d, head KV %+v", st.KV, len(e.mtp.seqs), e.mtp.pool.Usage())
+	}
+}
+
+// TestMTPConfigRefused: method mtp without a head, a head under another
+// method, and a head of another block size are configuration errors.
+func TestMTPConfigRefused(t *testing.T) {
+	hm, _, head := loadMTPModel(t, mtpAttnSpec, 32, 32, 8, 8)
+	for _, tc := range []struct {
+		name string
+		sc   SpecConfig
+		bs   int
+	}{
+		{"no head", SpecConfig{Method: "mtp"}, 16},
+		{"head under ngram", SpecConfig{Method: "ngram", MTP: head}, 16},
+		{"block size", SpecConfig{Method: "mtp", MTP: head}, 32},
+	} {
+		_, err := New(hm, Config{Blocks: 32, BlockSize: tc.bs, Speculate: tc.sc})
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
+		}
+	}
+}
