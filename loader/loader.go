@@ -147,6 +147,9 @@ func (m *Model) load(o Options) error {
 		MaxBatchTokens: o.MaxBatchTokens, MaxSeqs: o.MaxSeqs, KVBlocks: o.KVBlocks, ContextLen: o.ContextLen,
 		WindowKV: true, // window layers keep only their window's KV (kvcache window.go)
 	}
+	if m.assistantDraft(o) { // speculate.go: it reads every position of the target's window layers
+		mo.WindowKV = false
+	}
 	seqs := o.MaxSeqs
 	if seqs <= 0 {
 		seqs = scheduler.DefaultMaxSeqs

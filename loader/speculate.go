@@ -23,19 +23,55 @@ func resolveDraft(o *Options) error {
 	return nil
 }
 
+// openDraft opens o.DraftModel once (m.draftSrc); nil without one.
+func (m *Model) openDraft(o Options) (models.WeightSource, error) {
+	if o.DraftModel == "" {
+		return nil, nil
+	}
+	if m.draftSrc == nil {
+		src, err := models.Open(o.DraftModel)
+		if err != nil {
+			return nil, fmt.Errorf("loader: draft model: %w", err)
+		}
+		m.draftSrc = src
+	}
+	return m.draftSrc, nil
+}
+
+// assistantDraft reports whether o's draft model is a Gemma 4 assistant,
+// which drafts from the target's own K/V: the target's window layers must
+// then keep every position in the global store (WindowKV off), where the
+// assistant reads them and whence verification rolls back.
+func (m *Model) assistantDraft(o Options) bool {
+	src, err := m.openDraft(o)
+	return err == nil && src != nil && models.IsGemma4Assistant(src)
+}
+
 // loadDraft loads o.DraftModel on the target's backend, with as many KV
 // blocks as the target's pool (mo, after defaults) so that whatever fits
 // the target fits its draft, and a logit row per sequence (a draft forward
-// asks one row of each sequence), into spec.
+// asks one row of each sequence), into spec. A Gemma 4 assistant is bound
+// to the target instead (spec.Assistant), a row per sequence, no KV.
 func (m *Model) loadDraft(o Options, mo models.Options, seqs int, spec *engine.SpecConfig) error {
-	if o.DraftModel == "" {
+	src, err := m.openDraft(o)
+	if err != nil || src == nil {
+		return err
+	}
+	if models.IsGemma4Assistant(src) {
+		if err := sameVocab(m.Tokenizer, src); err != nil {
+			return fmt.Errorf("loader: draft model %s: %w", o.DraftModel, err)
+		}
+		target, ok := m.Net.(*models.Llama)
+		if !ok {
+			return fmt.Errorf("loader: draft model %s is a Gemma 4 assistant, which drafts only for a Gemma 4 target", o.DraftModel)
+		}
+		a, err := models.LoadGemma4Assistant(src, target, seqs)
+		if err != nil {
+			return fmt.Errorf("loader: draft model: %w", err)
+		}
+		spec.Assistant = a
 		return nil
 	}
-	src, err := models.Open(o.DraftModel)
-	if err != nil {
-		return fmt.Errorf("loader: draft model: %w", err)
-	}
-	m.draftSrc = src
 	if models.IsQwen35(src) {
 		return fmt.Errorf("loader: draft model %s is a hybrid (recurrent) model, whose state cannot be rolled back to the verified tokens", o.DraftModel)
 	}

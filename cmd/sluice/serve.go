@@ -71,7 +71,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 		scheduler.DefaultMaxPrefillTokensWithDecodes))
 	fs.IntVar(&lo.MaxQueue, "max-queue", 0, "sequences waiting before 429 (0 = default)")
 	fs.StringVar(&lo.Speculate.Method, "speculate", "", "speculative decoding: ngram (drafts from earlier text of the prompt and reply, verified in the same step; each sequence tunes its draft length and stops drafting where it does not pay), draft (a draft model's greedy guesses, --draft-model) or empty for off")
-	fs.StringVar(&lo.DraftModel, "draft-model", "", "a smaller model of the same vocabulary whose greedy guesses are verified in the same step (turns on --speculate draft; its own KV pool of as many blocks as the model's)")
+	fs.StringVar(&lo.DraftModel, "draft-model", "", "a smaller model of the same vocabulary whose greedy guesses are verified in the same step (turns on --speculate draft; its own KV pool of as many blocks as the model's), or a Gemma 4 assistant (GGUF gemma4-assistant, as llama.cpp's draft-mtp takes one) for its Gemma 4 target: it drafts from the target's own hidden state and K/V, keeps no KV, and the target's window layers then keep every position")
 	fs.IntVar(&lo.Speculate.K, "speculate-k", 0, fmt.Sprintf("most draft tokens per sequence per step with --speculate (0 = %d)", engine.DefaultSpecK))
 	fs.DurationVar(&cfg.FlushInterval, "flush-interval", cfg.FlushInterval, "group tokens into one write per interval (0 = every token)")
 	fs.DurationVar(&cfg.KeepAlive, "keepalive", cfg.KeepAlive, "keep-alive comment after this much silence (0 = off)")
