@@ -24,9 +24,19 @@ var mtpAttnSpec = modeltest.Qwen35Spec{Layers: 3, Hidden: 64, FFN: 128, Vocab: 3
 
 const mtpK = 3
 
+// mtpHybridSpec is the hybrid case: DeltaNet layers with full attention
+// every second, whose recurrent state the engine rolls back after a
+// verification (state.go) while the head's KV is truncated.
+var mtpHybridSpec = func() modeltest.Qwen35Spec {
+	s := mtpAttnSpec
+	s.Layers, s.Interval = 4, 2
+	return s
+}()
+
 // loadMTPModel loads spec (F32) with rows logit rows and readies its head
-// with headBlocks KV blocks.
-func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, headBlocks int) (*hooked, *models.Qwen35, *models.Qwen35MTP) {
+// with headBlocks KV blocks. The engine's model is hooked, or for a hybrid
+// the model with its state slots and rollback (spec_hybrid_test.go).
+func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, headBlocks int) (*hooked, Model, *models.Qwen35, *models.Qwen35MTP) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "qwen35-mtp.gguf")
 	if err := modeltest.WriteQwen35GGUF(path, spec, kernels.F32); err != nil {
@@ -46,7 +56,11 @@ func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &hooked{Model: m}, m, h
+	hk := &hooked{Model: m}
+	if m.StateSlots() == 0 {
+		return hk, hk, m, h
+	}
+	return hk, &rollHybrid{hookedHybrid: &hookedHybrid{hooked: hk, r: m}, q: m, drafts: map[int32]int{}}, m, h
 }
 
 func mtpEngine(t testing.TB, m Model, h MTPHead, seqs int) *Engine {
@@ -107,27 +121,31 @@ func mtpReference(t *testing.T, m *models.Qwen35, h *models.Qwen35MTP, toks []in
 	}
 }
 
-// TestMTPSpecGreedy: greedy output with MTP speculation equals the output
+func TestMTPSpecGreedy(t *testing.T)       { testMTPSpecGreedy(t, mtpAttnSpec) }
+func TestMTPSpecGreedyHybrid(t *testing.T) { testMTPSpecGreedy(t, mtpHybridSpec) }
+
+// testMTPSpecGreedy: greedy output with MTP speculation equals the output
 // without it, token for token, each prompt alone and all together in one
 // batch, and every draft the engine verified is the head's chain computed
 // from scratch over the sequence's tokens (up to a draft whose reference
 // top-2 margin is within rounding): the head's KV rows pair each token
 // with the trunk's state at the position before, across prompt chunks,
-// verified and rejected drafts. Afterwards no block of either pool is held.
-func TestMTPSpecGreedy(t *testing.T) {
+// verified and rejected drafts (and, on the hybrid, the recurrent state
+// rolled back). Afterwards no block of either pool, nor state slot, is held.
+func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 	const n, seqs = 24, 4
-	prompts := vocabPrompts(seqs, mtpAttnSpec.Vocab)
+	prompts := vocabPrompts(seqs, spec.Vocab)
 	prompts[3] = append(prompts[3], prompts[2]...) // longer than a step's prompt budget with the others
-	plainM, _, _ := loadMTPModel(t, mtpAttnSpec, 96, 64, seqs*(1+mtpK), 8)
+	_, plainM, _, _ := loadMTPModel(t, spec, 96, 64, seqs*(1+mtpK), 8)
 	plain := mtpEngine(t, plainM, nil, seqs)
 	want := make([][]int32, len(prompts))
 	for i, p := range prompts {
 		want[i], _ = collect(t, submit(t, plain, Request{Prompt: p, MaxTokens: n}), 0)
 	}
 
-	hm, _, head := loadMTPModel(t, mtpAttnSpec, 96, 64, seqs*(1+mtpK), 96)
-	_, refM, refHead := loadMTPModel(t, mtpAttnSpec, 8, 64, 8, 8)
-	e := mtpEngine(t, hm, head, seqs)
+	hm, em, _, head := loadMTPModel(t, spec, 96, 64, seqs*(1+mtpK), 96)
+	_, _, refM, refHead := loadMTPModel(t, spec, 8, 64, 8, 8)
+	e := mtpEngine(t, em, head, seqs)
 	type verified struct {
 		at     int // the decode row's position
 		drafts []int32
@@ -180,7 +198,7 @@ func TestMTPSpecGreedy(t *testing.T) {
 	if st.SpecDrafts == aloneSt.SpecDrafts || aloneSt.SpecAcceptedTokens == 0 || aloneSt.SpecAcceptedTokens == aloneSt.SpecDraftTokens {
 		t.Fatalf("alone %d draft tokens, %d accepted; in all %d drafts: the runs did not both accept and reject, together", aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, st.SpecDrafts)
 	}
-	if st.KV.Used != 0 || len(e.mtp.seqs) != 0 || e.mtp.pool.Usage().Used != 0 {
+	if st.KV.Used != 0 || st.KV.StatesUsed != 0 || len(e.mtp.seqs) != 0 || e.mtp.pool.Usage().Used != 0 {
 		t.Fatalf("after all sequences: KV %+v, head sequences %d, head KV %+v", st.KV, len(e.mtp.seqs), e.mtp.pool.Usage())
 	}
 }
@@ -188,7 +206,7 @@ func TestMTPSpecGreedy(t *testing.T) {
 // TestMTPConfigRefused: method mtp without a head, a head under another
 // method, and a head of another block size are configuration errors.
 func TestMTPConfigRefused(t *testing.T) {
-	hm, _, head := loadMTPModel(t, mtpAttnSpec, 32, 32, 8, 8)
+	hm, _, _, head := loadMTPModel(t, mtpAttnSpec, 32, 32, 8, 8)
 	for _, tc := range []struct {
 		name string
 		sc   SpecConfig

@@ -208,6 +208,9 @@ func (m *Model) load(o Options) error {
 	if err := m.loadDraft(o, mo, seqs, &spec); err != nil {
 		return err
 	}
+	if err := m.loadMTP(mo, &spec); err != nil { // mtp.go
+		return err
+	}
 	m.Engine, err = engine.New(run, engine.Config{
 		Blocks: mo.KVBlocks, BlockSize: mo.BlockSize, MaxBatchTokens: mo.MaxBatchTokens, MaxSeqs: mo.MaxSeqs, Speculate: spec,
 		Window: window, WindowBlocks: windowBlocks,
