@@ -120,8 +120,9 @@ func (n *nudgedAssistant) Forward(b *kernels.Batch, fromTarget bool, rows []int3
 }
 
 // TestAssistantGreedy: with the assistant drafting (K 3, fixed, so every
-// decode drafts), greedy output equals the plain engine's token for token,
-// alone and for 4 sequences at once, and drafts were verified and kept.
+// decode drafts, and self-tuned), greedy output equals the plain engine's
+// token for token, alone and for 4 sequences at once, and fixed drafts
+// were verified and kept.
 func TestAssistantGreedy(t *testing.T) {
 	const seqs, k, n = 4, 3, 24
 	target, assistant := assistPair(t)
@@ -136,24 +137,30 @@ func TestAssistantGreedy(t *testing.T) {
 	for i := range prompts {
 		known[i] = append(slices.Clone(prompts[i]), solo[i]...)
 	}
-	m, a := loadAssisted(t, target, assistant, 96, 4, 64, seqs*(1+k), seqs)
-	na := &nudgedAssistant{Assistant: a, known: known}
-	cfg := plainCfg
-	cfg.Speculate = SpecConfig{Method: "draft", Assistant: na, K: k, Fixed: true, LogitRows: seqs * (1 + k)}
-	e := newEngineOn(t, m, cfg)
-	got, _ := collect(t, submit(t, e, Request{Prompt: prompts[0], MaxTokens: n}), 0)
-	sameGreedy(t, "alone", got, solo[0], margins[0])
-	together := runConcurrent(t, e, prompts, n)
-	for i := range prompts {
-		sameGreedy(t, fmt.Sprintf("batched %d", i), together[i], solo[i], margins[i])
-	}
-	st := e.Stats()
-	t.Logf("drafts %d, draft tokens %d, accepted %d; assistant forwards %d, rows %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, e.assist.forwards, e.assist.rowsRun)
-	if st.SpecDraftTokens == 0 || st.SpecAcceptedTokens == 0 {
-		t.Fatal("no draft verified and kept: the assistant path was not exercised")
-	}
-	if e.assist.failures > 0 {
-		t.Fatalf("%d assistant passes failed", e.assist.failures)
+	for _, fixed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fixed=%v", fixed), func(t *testing.T) {
+			m, a := loadAssisted(t, target, assistant, 96, 4, 64, seqs*(1+k), seqs)
+			na := &nudgedAssistant{Assistant: a, known: known}
+			cfg := plainCfg
+			cfg.Speculate = SpecConfig{Method: "draft", Assistant: na, K: k, Fixed: fixed, LogitRows: seqs * (1 + k)}
+			e := newEngineOn(t, m, cfg)
+			got, _ := collect(t, submit(t, e, Request{Prompt: prompts[0], MaxTokens: n}), 0)
+			sameGreedy(t, "alone", got, solo[0], margins[0])
+			together := runConcurrent(t, e, prompts, n)
+			for i := range prompts {
+				sameGreedy(t, fmt.Sprintf("batched %d", i), together[i], solo[i], margins[i])
+			}
+			st := e.Stats()
+			t.Logf("drafts %d, draft tokens %d, accepted %d; assistant forwards %d, rows %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, e.assist.forwards, e.assist.rowsRun)
+			// Self-tuned, the random assistant may rightly stop drafting
+			// (its drafts are the nudged ones alone): only fixed must draft.
+			if fixed && (st.SpecDraftTokens == 0 || st.SpecAcceptedTokens == 0) {
+				t.Fatal("no draft verified and kept: the assistant path was not exercised")
+			}
+			if e.assist.failures > 0 {
+				t.Fatalf("%d assistant passes failed", e.assist.failures)
+			}
+		})
 	}
 }
 
