@@ -55,14 +55,34 @@ func sha256File(t *testing.T, path string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// writeAssistantPair writes the target and assistant GGUFs into dir.
-func writeAssistantPair(t *testing.T, dir string) (target, assistant string) {
+// assistantPair is a tiny target and assistant with a golden of their own.
+type assistantPair struct {
+	name      string
+	target    modeltest.Spec
+	assistant modeltest.AssistantSpec
+}
+
+var assistantPairs = []assistantPair{
+	{"gemma4-assistant", assistantTarget, tinyAssistant},
+	// An E2B-like target: per-layer inputs, layers 3-5 reading the K/V of
+	// layers 1 (window) and 2 (global), so the assistant's layers read
+	// through the target's sharing (layer 4 is 1's, 5 is 2's), and twice
+	// the feed-forward width there. Its assistant has three layers, two of
+	// them window layers.
+	{"gemma4e-assistant", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 65, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
+		PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true},
+		modeltest.AssistantSpec{Hidden: 32, Layers: 3, Heads: 8, FFN: 96, Window: []bool{true, false, true}, Seed: 66}},
+}
+
+// writeAssistantPair writes p's target and assistant GGUFs into dir.
+func writeAssistantPair(t *testing.T, dir string, p assistantPair) (target, assistant string) {
 	t.Helper()
-	target, assistant = filepath.Join(dir, "gemma4-assistant-target.gguf"), filepath.Join(dir, "gemma4-assistant.gguf")
-	if err := modeltest.WriteGGUF(target, assistantTarget, kernels.F32); err != nil {
+	target, assistant = filepath.Join(dir, p.name+"-target.gguf"), filepath.Join(dir, p.name+".gguf")
+	if err := modeltest.WriteGGUF(target, p.target, kernels.F32); err != nil {
 		t.Fatal(err)
 	}
-	if err := modeltest.WriteGemma4Assistant(assistant, tinyAssistant, assistantTarget); err != nil {
+	if err := modeltest.WriteGemma4Assistant(assistant, p.assistant, p.target); err != nil {
 		t.Fatal(err)
 	}
 	return target, assistant
@@ -111,11 +131,20 @@ func TestGemma4AssistantGolden(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	target, assistant := writeAssistantPair(t, dir)
-	if *tinyOut != "" {
-		return
+	for _, pair := range assistantPairs {
+		t.Run(pair.name, func(t *testing.T) {
+			target, assistant := writeAssistantPair(t, dir, pair)
+			if *tinyOut != "" {
+				return
+			}
+			runAssistantGolden(t, pair.name, target, assistant)
+		})
 	}
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", "gemma4-assistant.json"))
+}
+
+// runAssistantGolden compares the pair with its golden file.
+func runAssistantGolden(t *testing.T, name, target, assistant string) {
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", name+".json"))
 	if err != nil {
 		t.Skipf("no golden data (%v): scripts/golden/make_assistant_golden.py", err)
 	}
@@ -218,7 +247,7 @@ func mustLoadAgain(t *testing.T, path string) *Llama {
 // Gemma 4 it was made for.
 func TestGemma4AssistantRefusesTarget(t *testing.T) {
 	dir := t.TempDir()
-	target, assistant := writeAssistantPair(t, dir)
+	target, assistant := writeAssistantPair(t, dir, assistantPairs[0])
 	other := assistantTarget
 	other.Hidden, other.Seed = 128, 63 // another width
 	otherPath := filepath.Join(dir, "other.gguf")
