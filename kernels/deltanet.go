@@ -27,11 +27,12 @@ type StateStore interface {
 
 // StateRollBack is implemented by a StateStore that can take a speculating
 // sequence's state back to a verified row. For each sequence of the latest
-// DeltaNet step with Drafts > 0 the store keeps the state after each of its
-// rows End−1−Drafts … End−2 (after its verified row and each draft but the
-// last); RollBack(slot, kept) puts the one after kept drafts (0 ≤ kept ≤
-// Drafts, kept = Drafts a no-op) in the sequence's slot State = slot, every
-// layer. The kept states are good until the next DeltaNet step.
+// DeltaNet step with Drafts > 0 the store keeps what it needs to give the
+// state after any of its rows End−1−Drafts … End−1 (its verified row and
+// each draft); RollBack(slot, kept) puts the one after kept drafts (0 ≤
+// kept ≤ Drafts, kept = Drafts a no-op) in the sequence's slot State =
+// slot, every layer, once. What it keeps is good until the next DeltaNet
+// step.
 type StateRollBack interface {
 	RollBack(slot int32, kept int) error
 }

@@ -22,41 +22,55 @@ type stateStore struct {
 	args                   deltaArgs
 	convFn, normFn, headFn func(lo, hi int)
 	spec                   specKeep
+	replayFn               func(lo, hi int)
+	be                     *Backend
 }
 
-// specKeep is what a step with draft rows keeps for kernels.StateRollBack.
+// specKeep is what a step with draft rows keeps for kernels.StateRollBack:
+// each speculating sequence's state as the step found it (a snapshot, one
+// slot's worth per sequence) and, for its verified row and each draft but
+// the last, the row's inputs to the recurrence (the q, k, v row before and
+// after the convolution, β and the decay of each value head: Channels·2 +
+// 2·VHeads floats a row, a layer). A rollback to kept drafts restores the
+// snapshot and runs those rows' updates again (replayHead), with the same
+// code as the step (deltaRow), so the state matches bit for bit. Memory,
+// grown to the largest step seen and kept: a slot's worth per speculating
+// sequence and (2·Channels + 2·VHeads)·4 bytes per draft row per layer
+// (Qwen3.5's shape: 1 MiB and 48 KiB a layer).
 //
-// Why per-row states and not a snapshot: the alternative, copying each
-// speculating sequence's state before the step and, on a rejection,
-// restoring it and running the accepted rows' updates again, costs one
-// state copy per step instead of one per draft row, but it must also keep
-// every layer's convolved q, k, v and gates of those rows (the scratch the
-// next layer overwrites) and run a second recurrence pass after
-// verification. A copy of a head's state (S² floats, already in cache from
-// the update) is about the work of the update itself, and the row's matrix
-// products, which every draft row pays anyway, cost far more (Qwen3.5-0.8B
-// class, 2 threads: ~1.5 GFLOP of products per row against ~0.3 MFLOP of
-// recurrence per layer), so keeping each row's state keeps the cost near
-// that of the rows themselves and the code to the one pass. Memory: one
-// slot's worth (StateConfig.SlotBytes) per draft row of the largest step
-// seen, i.e. K states per speculating sequence besides its own slot,
-// allocated when a step first needs it and kept for the next.
+// Why not a copy of the state after every draft row (the way vLLM and
+// llama.cpp keep intermediate states): on the CPU each copy writes the
+// whole state to memory, once per draft row, and that dominated. On a
+// synthetic hybrid of Qwen3.5's DeltaNet shape (16 value heads of 128: 1 MiB
+// of state a layer, 6 such layers; BenchmarkHybridSpecStep, 2 threads, a
+// 7-row step rolled back to its verified row), per-row copies made the step
+// 1.18-1.20x the same rows without drafts (3 runs); the snapshot and replay
+// 1.04-1.10x (5 runs, alternated with those at load ~6). The snapshot is
+// one copy a step, and a replay touches each head's state (64 KiB, in
+// cache) once per replayed row; a step whose drafts are all kept replays
+// nothing.
 type specKeep struct {
-	lanes []specLane  // the latest pass's speculating sequences, in batch order
-	off   []int       // [sequence of the batch] its first kept state, −1 when it has no drafts
-	rows  int         // kept states of the pass: Σ Drafts
-	conv  [][]float32 // [layer][kept·Conv]
-	ssm   [][]float32 // [layer][kept·SSM]
-	pass  uint64      // bumped when a step's first DeltaNet call starts over at a layer ≤ the last one
-	ran   []uint64    // [layer] the pass in which the layer last kept its states
-	last  int         // the latest call's layer, −1 none
+	lanes []specLane // the latest pass's speculating sequences, in batch order
+	lane  []int      // [sequence of the batch] its index in lanes, −1 when it has no drafts
+	rows  int        // rows kept per layer: Σ Drafts
+	sh    kernels.DeltaNetShape
+	// By layer: snapshots [lane·Conv], [lane·SSM]; rows [row·Channels] before
+	// and after the convolution; [row·2·VHeads] β then the decay.
+	snapConv, snapSSM [][]float32
+	raw, qkv, gates   [][]float32
+	pass              uint64   // bumped when a call starts over at a layer ≤ the last one: a new step
+	ran               []uint64 // [layer] the pass in which the layer last kept its rows
+	last              int      // the latest call's layer, −1 none
+	// The rollback in progress, for replayFn.
+	slot     int32
+	at, kept int // the lane, and the drafts it keeps
 }
 
 // specLane is one speculating sequence of the latest pass.
 type specLane struct {
 	slot   int32 // its State; −1 once rolled back
 	drafts int
-	off    int
+	off    int // its first row among the kept rows
 }
 
 func (s *stateStore) Config() kernels.StateConfig { return s.cfg }
@@ -67,7 +81,9 @@ func (b *Backend) NewStateStore(cfg kernels.StateConfig) (kernels.StateStore, er
 		return nil, fmt.Errorf("cpu backend: invalid state config %+v", cfg)
 	}
 	s := &stateStore{cfg: cfg, conv: make([][]float32, cfg.Layers), ssm: make([][]float32, cfg.Layers)}
-	s.spec = specKeep{conv: make([][]float32, cfg.Layers), ssm: make([][]float32, cfg.Layers), ran: make([]uint64, cfg.Layers), last: -1}
+	mk := func() [][]float32 { return make([][]float32, cfg.Layers) }
+	s.spec = specKeep{snapConv: mk(), snapSSM: mk(), raw: mk(), qkv: mk(), gates: mk(), ran: make([]uint64, cfg.Layers), last: -1}
+	s.be = b
 	for l := range cfg.Layers {
 		s.conv[l] = make([]float32, cfg.Slots*cfg.Conv)
 		s.ssm[l] = make([]float32, cfg.Slots*cfg.SSM)
@@ -87,6 +103,11 @@ func (b *Backend) NewStateStore(cfg kernels.StateConfig) (kernels.StateStore, er
 	s.headFn = func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			a.recurHead(i/a.sh.VHeads, i%a.sh.VHeads)
+		}
+	}
+	s.replayFn = func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			s.replayHead(i/s.spec.sh.VHeads, i%s.spec.sh.VHeads)
 		}
 	}
 	return s, nil
@@ -160,8 +181,8 @@ type deltaArgs struct {
 	conv, dtBias, a    []float32
 	norm               []float32
 	convSt, ssmSt      []float32 // this layer's slots
-	keepOff            []int     // specKeep.off
-	keptConv, keptSSM  []float32 // this layer's kept states (specKeep)
+	spec               *specKeep
+	layer              int
 	cfg                kernels.StateConfig
 	b                  *kernels.Batch
 }
@@ -185,8 +206,10 @@ func (b *Backend) DeltaNet(out, qkv, z, beta, alpha kernels.Tensor, w kernels.De
 	// The convolution: each channel of each sequence on its own; then q and
 	// k to unit length, per head, before any value head reads them; then the
 	// recurrence and the gated norm, each value head of each sequence.
+	s.spec.keepRows(s.spec.raw[layer], s.args.qkv, bt, sh.Channels()) // before the convolution
 	b.parallelFor(nSeq*sh.Channels(), 64, s.convFn)
 	b.parallelFor(bt.Seqs[nSeq-1].End, 8, s.normFn)
+	s.spec.keepRows(s.spec.qkv[layer], s.args.qkv, bt, sh.Channels()) // after it and the norms
 	b.parallelFor(nSeq*sh.VHeads, 1, s.headFn)
 	if s.spec.rows > 0 {
 		s.spec.ran[layer] = s.spec.pass
@@ -250,44 +273,40 @@ func (a *deltaArgs) set(s *stateStore, out, qkv, z, beta, alpha kernels.Tensor, 
 		prev = q.End
 	}
 	a.convSt, a.ssmSt = s.conv[layer], s.ssm[layer]
-	if err := s.spec.start(s.cfg, layer, bt); err != nil {
+	if err := s.spec.start(s.cfg, sh, layer, bt); err != nil {
 		return err
 	}
-	if s.spec.rows > 0 {
-		a.keepOff, a.keptConv, a.keptSSM = s.spec.off, s.spec.conv[layer], s.spec.ssm[layer]
-	}
+	a.spec, a.layer = &s.spec, layer
 	return nil
 }
 
-// start lays out, for layer's call over bt, where each speculating
-// sequence keeps its states: a call at a layer no later than the last one
-// begins a new pass (a new step) and lays them out afresh; a later layer of
-// the same pass must see the same sequences.
-func (k *specKeep) start(cfg kernels.StateConfig, layer int, bt *kernels.Batch) error {
+// start lays out, for layer's call over bt, what each speculating sequence
+// keeps: a call at a layer no later than the last one begins a new pass (a
+// new step) and lays it out afresh; a later layer of the same pass must see
+// the same sequences.
+func (k *specKeep) start(cfg kernels.StateConfig, sh kernels.DeltaNetShape, layer int, bt *kernels.Batch) error {
 	if k.last < 0 || layer <= k.last {
 		k.pass++
-		k.lanes, k.off, k.rows = k.lanes[:0], k.off[:0], 0
+		k.lanes, k.lane, k.rows, k.sh = k.lanes[:0], k.lane[:0], 0, sh
 		for _, q := range bt.Seqs {
 			if q.Drafts == 0 {
-				k.off = append(k.off, -1)
+				k.lane = append(k.lane, -1)
 				continue
 			}
-			k.off = append(k.off, k.rows)
+			k.lane = append(k.lane, len(k.lanes))
 			k.lanes = append(k.lanes, specLane{slot: q.State, drafts: q.Drafts, off: k.rows})
 			k.rows += q.Drafts
 		}
 	} else {
-		same := len(k.off) == len(bt.Seqs)
-		j := 0
+		same := len(k.lane) == len(bt.Seqs) && k.sh == sh
 		for i, q := range bt.Seqs {
 			if !same {
 				break
 			}
-			if q.Drafts > 0 {
-				same = k.off[i] >= 0 && j < len(k.lanes) && k.lanes[j].slot == q.State && k.lanes[j].drafts == q.Drafts
-				j++
+			if l := k.lane[i]; l >= 0 {
+				same = k.lanes[l].slot == q.State && k.lanes[l].drafts == q.Drafts
 			} else {
-				same = k.off[i] < 0
+				same = q.Drafts == 0
 			}
 		}
 		if !same {
@@ -298,18 +317,50 @@ func (k *specKeep) start(cfg kernels.StateConfig, layer int, bt *kernels.Batch) 
 	if k.rows == 0 {
 		return nil
 	}
-	if n := k.rows * cfg.Conv; len(k.conv[layer]) < n {
-		k.conv[layer] = make([]float32, n)
+	grow := func(v *[]float32, n int) {
+		if len(*v) < n {
+			*v = make([]float32, n)
+		}
 	}
-	if n := k.rows * cfg.SSM; len(k.ssm[layer]) < n {
-		k.ssm[layer] = make([]float32, n)
-	}
+	grow(&k.snapConv[layer], len(k.lanes)*cfg.Conv)
+	grow(&k.snapSSM[layer], len(k.lanes)*cfg.SSM)
+	grow(&k.raw[layer], k.rows*sh.Channels())
+	grow(&k.qkv[layer], k.rows*sh.Channels())
+	grow(&k.gates[layer], k.rows*2*sh.VHeads)
 	return nil
 }
 
+// keepRows copies each speculating sequence's kept rows of src (its rows
+// but the last draft, cols wide) to dst.
+func (k *specKeep) keepRows(dst, src []float32, bt *kernels.Batch, cols int) {
+	if k.rows == 0 {
+		return
+	}
+	for i, q := range bt.Seqs {
+		if l := k.lane[i]; l >= 0 {
+			first := q.End - 1 - q.Drafts
+			copy(dst[k.lanes[l].off*cols:][:q.Drafts*cols], src[first*cols:])
+		}
+	}
+}
+
+// keptRow is where sequence i keeps row r's values in this layer: its index
+// among the kept rows and its lane, or −1, −1 when the row is not kept.
+func (a *deltaArgs) keptRow(i, r int) (row, lane int) {
+	if a.spec == nil || a.spec.rows == 0 {
+		return -1, -1
+	}
+	l, sq := a.spec.lane[i], a.b.Seqs[i]
+	if first := sq.End - 1 - sq.Drafts; l < 0 || r < first || r >= sq.End-1 {
+		return -1, l
+	}
+	return a.spec.lanes[l].off + r - (sq.End - 1 - sq.Drafts), l
+}
+
 // RollBack puts the state slot's sequence had after kept of its latest
-// step's drafts back in its slot (kernels.StateRollBack), every layer that
-// step ran.
+// step's drafts back in its slot (kernels.StateRollBack), in every layer
+// that step ran: the snapshot, and the updates of its verified row and the
+// kept drafts run again.
 func (s *stateStore) RollBack(slot int32, kept int) error {
 	k := &s.spec
 	for i := range k.lanes {
@@ -320,21 +371,51 @@ func (s *stateStore) RollBack(slot int32, kept int) error {
 		if kept < 0 || kept > l.drafts {
 			return fmt.Errorf("cpu backend: RollBack: %d of %d drafts kept", kept, l.drafts)
 		}
-		c := s.cfg
 		if kept < l.drafts {
-			at := l.off + kept
+			c, ch, w := s.cfg, k.sh.Channels(), k.sh.Kernel-1
 			for layer := range c.Layers {
 				if k.ran[layer] != k.pass {
 					continue // not run this step: its state never moved
 				}
-				copy(s.conv[layer][int(slot)*c.Conv:][:c.Conv], k.conv[layer][at*c.Conv:][:c.Conv])
-				copy(s.ssm[layer][int(slot)*c.SSM:][:c.SSM], k.ssm[layer][at*c.SSM:][:c.SSM])
+				// The window after row kept: the last w of the snapshot's
+				// w inputs and the kept+1 rows' own, oldest first.
+				dst, snap, raw := s.conv[layer][int(slot)*c.Conv:][:c.Conv], k.snapConv[layer][i*c.Conv:][:c.Conv], k.raw[layer][l.off*ch:]
+				for j := range w {
+					if src := kept + 1 + j; src < w {
+						copy(dst[j*ch:][:ch], snap[src*ch:])
+					} else {
+						copy(dst[j*ch:][:ch], raw[(src-w)*ch:])
+					}
+				}
 			}
+			k.slot, k.at, k.kept = slot, i, kept
+			s.be.parallelFor(c.Layers*k.sh.VHeads, 1, s.replayFn)
 		}
 		l.slot = -1
 		return nil
 	}
 	return fmt.Errorf("cpu backend: RollBack: slot %d had no draft rows in the latest step", slot)
+}
+
+// replayHead puts value head h of layer's rollback slot back to the
+// snapshot and runs the update of each kept row again.
+func (s *stateStore) replayHead(layer, h int) {
+	k, c := &s.spec, s.cfg
+	if k.ran[layer] != k.pass {
+		return
+	}
+	sh := k.sh
+	S, ch, vh := sh.HeadDim, sh.Channels(), sh.VHeads
+	kh := h % sh.KHeads
+	l := k.lanes[k.at]
+	m := s.ssm[layer][int(k.slot)*c.SSM+h*S*S:][:S*S]
+	copy(m, k.snapSSM[layer][k.at*c.SSM+h*S*S:][:S*S])
+	for j := 0; j <= k.kept; j++ {
+		row := k.qkv[layer][(l.off+j)*ch:][:ch]
+		g := k.gates[layer][(l.off+j)*2*vh:]
+		deltaRow(m, S, row[kh*S:(kh+1)*S], row[(sh.KHeads+kh)*S:(sh.KHeads+kh+1)*S], row[(2*sh.KHeads+h)*S:(2*sh.KHeads+h+1)*S],
+			g[h], g[vh+h], 0, nil)
+	}
 }
 
 // fresh reports whether sequence i starts this step at position 0: its slot
@@ -373,6 +454,12 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[j] = src[j*ch+c]
 		}
 	}
+	if _, l := a.keptRow(i, sq.Start); l >= 0 { // the window as the step found it
+		snap := a.spec.snapConv[a.layer][l*a.cfg.Conv:]
+		for j, v := range h {
+			snap[j*ch+c] = v
+		}
+	}
 	ck := a.checkpointRow(i)
 	keep := func() {
 		cs := a.convSt[int(sq.Checkpoint)*a.cfg.Conv:]
@@ -380,7 +467,6 @@ func (a *deltaArgs) convChannel(i, c int) {
 			cs[j*ch+c] = v
 		}
 	}
-	first, kept := a.keptRows(i) // the window after each of rows [first, End−1) is kept
 	for r := sq.Start; r < sq.End; r++ {
 		if r == ck {
 			keep()
@@ -396,12 +482,6 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[len(h)-1] = x
 		}
 		a.qkv[r*ch+c] = silu(y)
-		if r >= first && r < sq.End-1 {
-			ks := kept[(r-first)*a.cfg.Conv:]
-			for j, v := range h {
-				ks[j*ch+c] = v
-			}
-		}
 	}
 	if ck == sq.End {
 		keep()
@@ -409,17 +489,6 @@ func (a *deltaArgs) convChannel(i, c int) {
 	for j, v := range h {
 		st[j*ch+c] = v
 	}
-}
-
-// keptRows is the first row of sequence i whose state is kept for a
-// rollback and the sequence's first kept state in this layer (each next
-// row's a state further on); End, nil when it has no drafts.
-func (a *deltaArgs) keptRows(i int) (first int, conv []float32) {
-	sq := a.b.Seqs[i]
-	if sq.Drafts == 0 {
-		return sq.End, nil
-	}
-	return sq.End - 1 - sq.Drafts, a.keptConv[a.keepOff[i]*a.cfg.Conv:]
 }
 
 // l2normRow scales each q and k head of row r to unit length: x/√(Σx²+eps).
@@ -455,9 +524,11 @@ func (a *deltaArgs) recurHead(i, h int) {
 	case sq.Seeded:
 		copy(m, a.ssmSt[int(sq.Seed)*a.cfg.SSM+h*S*S:][:S*S])
 	}
+	if _, l := a.keptRow(i, sq.Start); l >= 0 { // the state as the step found it
+		copy(a.spec.snapSSM[a.layer][l*a.cfg.SSM+h*S*S:][:S*S], m)
+	}
 	scale := float32(1 / math.Sqrt(float64(S)))
 	ck := a.checkpointRow(i)
-	first, _ := a.keptRows(i)
 	keep := func() { copy(a.ssmSt[int(sq.Checkpoint)*a.cfg.SSM+h*S*S:][:S*S], m) }
 	for r := sq.Start; r < sq.End; r++ {
 		if r == ck {
@@ -470,14 +541,11 @@ func (a *deltaArgs) recurHead(i, h int) {
 		beta := sigmoid(a.beta[r*sh.VHeads+h])
 		decay := float32(math.Exp(float64(softplus(a.alph[r*sh.VHeads+h]+a.dtBias[h]) * a.a[h])))
 		o := a.out[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
-		for j := range S {
-			mj := m[j*S : (j+1)*S]
-			d := (v[j] - deltaScaleDot(mj, k, decay)) * beta
-			o[j] = deltaAxpyDot(mj, k, q, d) * scale
+		if kr, _ := a.keptRow(i, r); kr >= 0 { // for a rollback's replay
+			g := a.spec.gates[a.layer][kr*2*sh.VHeads:]
+			g[h], g[sh.VHeads+h] = beta, decay
 		}
-		if r >= first && r < sq.End-1 {
-			copy(a.keptSSM[(a.keepOff[i]+r-first)*a.cfg.SSM+h*S*S:][:S*S], m)
-		}
+		deltaRow(m, S, q, k, v, beta, decay, scale, o)
 		rmsNormRow(o, o, a.norm, sh.Eps)
 		z := a.z[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
 		for j := range o {
@@ -486,6 +554,21 @@ func (a *deltaArgs) recurHead(i, h int) {
 	}
 	if ck == sq.End {
 		keep()
+	}
+}
+
+// deltaRow is one row's update of a value head's state M = Sᵀ (S rows of
+// S) from its q, k, v, β and decay, writing o = Mᵀq·scale when o is not
+// nil: the one code both a step and a rollback's replay run, so that they
+// leave the same state bit for bit.
+func deltaRow(m []float32, S int, q, k, v []float32, beta, decay, scale float32, o []float32) {
+	for j := range S {
+		mj := m[j*S : (j+1)*S]
+		d := (v[j] - deltaScaleDot(mj, k, decay)) * beta
+		r := deltaAxpyDot(mj, k, q, d)
+		if o != nil {
+			o[j] = r * scale
+		}
 	}
 }
 

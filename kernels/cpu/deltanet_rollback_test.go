@@ -46,9 +46,15 @@ func (r *deltaRig) runSeqs(seqs ...rigSeq) error {
 // sequence beside it in the batch (its own states, at its own offset) and
 // a plain one (left alone). Misuse is refused: a slot without drafts, more
 // kept than drafted, a second rollback, drafts filling the whole step, a
-// checkpoint past the verified row.
+// checkpoint past the verified row. On one thread and on three (the
+// replay runs head by head in parallel).
 func TestDeltaNetRollBack(t *testing.T) {
-	r := newDeltaRigShape(t, 24, kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 8, Kernel: 4, Eps: 1e-6})
+	for _, threads := range []int{1, 3} {
+		testDeltaNetRollBack(t, newDeltaRigOn(t, 24, kernels.DeltaNetShape{KHeads: 2, VHeads: 4, HeadDim: 16, Kernel: 4, Eps: 1e-6}, threads))
+	}
+}
+
+func testDeltaNetRollBack(t *testing.T, r *deltaRig) {
 	st := r.st.(*stateStore)
 	// the state after positions [0, n) of a plain run, in slot 3
 	want := func(n int) []float32 {

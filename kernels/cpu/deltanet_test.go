@@ -27,7 +27,13 @@ func newDeltaRig(t testing.TB, rows int) *deltaRig {
 
 func newDeltaRigShape(t testing.TB, rows int, sh kernels.DeltaNetShape) *deltaRig {
 	t.Helper()
-	r := &deltaRig{b: New(1), sh: sh, seed: -1}
+	return newDeltaRigOn(t, rows, sh, 1)
+}
+
+// newDeltaRigOn is newDeltaRigShape on a backend of threads threads.
+func newDeltaRigOn(t testing.TB, rows int, sh kernels.DeltaNetShape, threads int) *deltaRig {
+	t.Helper()
+	r := &deltaRig{b: New(threads), sh: sh, seed: -1}
 	t.Cleanup(func() { r.b.Close() })
 	rng := rand.New(rand.NewPCG(1, 2))
 	vec := func(n int, scale, off float64) []float32 {
