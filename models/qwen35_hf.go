@@ -18,7 +18,7 @@ import (
 
 // Qwen3.5 from a Hugging Face checkpoint (Qwen3_5ForCausalLM, or the text
 // model of Qwen3_5ForConditionalGeneration under model.language_model.*,
-// its vision tower and MTP layers not loaded), exposed as the tensors
+// its vision tower not loaded), exposed as the tensors
 // llama.cpp's convert_hf_to_gguf writes for GGUF qwen35, so LoadQwen35's
 // forward pass is shared:
 //
@@ -37,7 +37,13 @@ import (
 // head j·Hk + k is checkpoint head k·(Hv/Hk) + j, in every tensor with a
 // row, column or entry per value head (the V rows of in_proj_qkv and of the
 // convolution, in_proj_z, in_proj_b, in_proj_a, A_log, dt_bias and the
-// columns of out_proj).
+// columns of out_proj). The MTP block (mtp.*, mtp_num_hidden_layers) is
+// renamed as convert_hf_to_gguf renames it, to block blk.<num_hidden_layers>:
+//
+//	mtp.layers.0.*          → the layer's own names, as model.layers.<n>.*
+//	mtp.fc                  → nextn.eh_proj
+//	mtp.pre_fc_norm_embedding, mtp.pre_fc_norm_hidden, mtp.norm
+//	                        → nextn.enorm, nextn.hnorm, nextn.shared_head_norm (1 + w)
 
 // isHFQwen35 says whether config.json's architecture is a Qwen3.5 one.
 func isHFQwen35(arch string) bool {
@@ -87,6 +93,8 @@ type hfQwen35Config struct {
 	LinearValueHeadDim  int `json:"linear_value_head_dim"`
 	LinearNumKeyHeads   int `json:"linear_num_key_heads"`
 	LinearNumValueHeads int `json:"linear_num_value_heads"`
+
+	MTPNumHiddenLayers int `json:"mtp_num_hidden_layers"`
 }
 
 // qwen35TextDefaults is transformers' Qwen3_5TextConfig with nothing set.
@@ -232,6 +240,9 @@ func (h *HFDir) Qwen35Config() (Qwen35Config, error) {
 	if err := c.finish(); err != nil {
 		return Qwen35Config{}, fmt.Errorf("hf config %s: %w", path, err)
 	}
+	if hc.MTPNumHiddenLayers > 0 && h.Has(fmt.Sprintf("blk.%d.nextn.eh_proj.weight", c.Layers)) {
+		c.MTPLayers = hc.MTPNumHiddenLayers // a checkpoint may ship without the head's tensors: then none
+	}
 	return c, nil
 }
 
@@ -246,6 +257,7 @@ func (h *HFDir) qwen35Tensors() error {
 	if err != nil {
 		return nil // Config reports it
 	}
+	h.qwen35MTPTensors(hc.NumHiddenLayers)
 	hk, hv, S := hc.LinearNumKeyHeads, hc.LinearNumValueHeads, hc.LinearValueHeadDim
 	if hk <= 0 || hv <= 0 || hv%hk != 0 || S <= 0 {
 		return nil // Qwen35Config refuses the shape
@@ -415,6 +427,53 @@ func (h *HFDir) qwen35Tensors() error {
 		})
 	}
 	return nil
+}
+
+// qwen35MTPTensors renames the MTP block's mtp.* (or model.mtp.*) tensors
+// to blk.<layers>'s (see the comment at the top); its layer's go through
+// the trunk layers' renaming, experts included, so that the renames below
+// (DeltaNet, fused experts, the zero-centred norms) see them as a layer's.
+func (h *HFDir) qwen35MTPTensors(layers int) {
+	nextn := map[string]string{"fc.weight": "nextn.eh_proj.weight", "pre_fc_norm_embedding.weight": "nextn.enorm.weight",
+		"pre_fc_norm_hidden.weight": "nextn.hnorm.weight", "norm.weight": "nextn.shared_head_norm.weight"}
+	for _, name := range sortedKeys(h.tensors) {
+		rest, ok := strings.CutPrefix(strings.TrimPrefix(name, "model."), "mtp.")
+		if !ok {
+			continue
+		}
+		e := h.tensors[name]
+		delete(h.tensors, name)
+		if part, ok := nextn[rest]; ok {
+			g := fmt.Sprintf("blk.%d.%s", layers, part)
+			if strings.HasSuffix(part, "norm.weight") {
+				if dt, ok := stDTypes[e.dtype]; ok {
+					h.derived[g] = f32Derived(e, dt, e.shape, func(v []float32) []float32 {
+						for i := range v {
+							v[i]++
+						}
+						return v
+					})
+					continue
+				}
+			}
+			h.tensors[g] = e
+			continue
+		}
+		var n int
+		var tail string
+		if _, err := fmt.Sscanf(rest, "layers.%d.%s", &n, &tail); err != nil {
+			h.tensors[name] = e // not the head's: left as it was
+			continue
+		}
+		hfName := fmt.Sprintf("model.layers.%d.%s", layers+n, tail)
+		if stacked, expert, ok := hfExpertName(hfName); ok {
+			h.addExpert(stacked, expert, e)
+			continue
+		}
+		g := hfToGGUF(hfName)
+		sharedGateShape(g, &e)
+		h.tensors[g] = e
+	}
 }
 
 // permuteHeads copies src to dst keeping its first lead bytes and then

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -215,5 +216,85 @@ func TestQwen35MTPRefusals(t *testing.T) {
 	}
 	if _, err := mm.NewMTP(0); err == nil {
 		t.Fatal("NewMTP(0 blocks): no error")
+	}
+}
+
+// TestQwen35MTPHFMatchesGGUF: the MTP head of a Hugging Face checkpoint
+// (mtp.* renamed as convert_hf_to_gguf does, its norms 1 + w), dense and
+// qwen35moe with its experts one tensor each and fused, gives the logits
+// of the GGUF of the same weights at every position of a prompt and along
+// a chain, up to the float32 rounding of the checkpoint's w − 1 norms.
+func TestQwen35MTPHFMatchesGGUF(t *testing.T) {
+	moe := qwen35MoETiny
+	moe.MTP = true
+	dense := qwen35Tiny
+	dense.MTP = true
+	for _, tc := range []struct {
+		name  string
+		spec  modeltest.Qwen35Spec
+		fused bool
+	}{{"dense", dense, false}, {"moe", moe, false}, {"moe-fused", moe, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := Options{MaxBatchTokens: 32, MaxSeqs: 32, KVBlocks: 8}
+			dir := t.TempDir()
+			write := modeltest.WriteQwen35HF
+			if tc.fused {
+				write = modeltest.WriteQwen35HFFused
+			}
+			if err := write(dir, tc.spec, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
+			hf := openQwen35HF(t, dir, opts)
+			gg := loadQwen35(t, tc.spec, kernels.F32, opts)
+			if hf.cfg.MTPLayers != 1 || !hf.HasMTP() {
+				t.Fatalf("checkpoint read with %d MTP layers, head loaded %v", hf.cfg.MTPLayers, hf.HasMTP())
+			}
+			toks := qwen35MTPPrompt
+			rows := func(m *Qwen35) [][]float32 {
+				h, err := m.NewMTP(4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := m.Forward(q35Batch(16, q35Seq{toks: toks, start: 0, n: len(toks) - 1})); err != nil {
+					t.Fatal(err)
+				}
+				hidden := make([]int32, len(toks))
+				for i := range hidden {
+					hidden[i] = int32(i) - 1
+				}
+				var out [][]float32
+				logits, err := h.Forward(q35Batch(16, q35Seq{toks: toks, start: 0, n: len(toks)}), hidden, false)
+				for i := 0; ; i++ {
+					if err != nil {
+						t.Fatal(err)
+					}
+					for r := 0; r < len(logits); r += m.cfg.Vocab {
+						out = append(out, slices.Clone(logits[r:r+m.cfg.Vocab]))
+					}
+					if i == 2 {
+						return out
+					}
+					seq := append(slices.Clone(toks), make([]int32, i+1)...)
+					seq[len(seq)-1] = int32(argmax(out[len(out)-1]))
+					last := int32(len(toks) - 1) // the first forward's logit row of the last position; then the one row
+					if i > 0 {
+						last = 0
+					}
+					logits, err = h.Forward(q35Batch(16, q35Seq{toks: seq, start: len(seq) - 1, n: 1}), []int32{last}, true)
+				}
+			}
+			want, got := rows(gg), rows(hf)
+			var worst float64
+			for p := range want {
+				lo, hi := slices.Min(want[p]), slices.Max(want[p])
+				for i := range want[p] {
+					worst = max(worst, math.Abs(float64(got[p][i]-want[p][i]))/float64(hi-lo))
+				}
+			}
+			t.Logf("%d rows: worst |Δ| %.2g of the logit range", len(want), worst)
+			if worst > 1e-5 {
+				t.Fatalf("HF head's logits differ from the GGUF's by %.3g of the range", worst)
+			}
+		})
 	}
 }

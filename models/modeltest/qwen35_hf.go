@@ -1,6 +1,7 @@
 package modeltest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -22,6 +23,10 @@ import (
 // written one tensor per expert, as Qwen's releases are, with
 // FusedExperts as transformers 5 saves it (mlp.experts.gate_up_proj
 // [E, 2·ffn, hidden], gate rows first, and down_proj [E, hidden, ffn]).
+// The MTP block (spec.MTP) is written as Qwen's mtp.*: its layer as
+// mtp.layers.0.*, nextn.eh_proj as mtp.fc, enorm and hnorm as
+// mtp.pre_fc_norm_embedding and _hidden, shared_head_norm as mtp.norm, and
+// config.json's mtp_num_hidden_layers.
 func WriteQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType) error {
 	return writeQwen35HF(dir, spec, dtype, false)
 }
@@ -84,6 +89,9 @@ func writeQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType, fused bool)
 				return fmt.Errorf("modeltest: %s: %w", ts.name, err)
 			}
 			p := fmt.Sprintf("model.layers.%d.mlp.experts.", layer)
+			if layer == s.Layers {
+				p = "mtp.layers.0.mlp.experts."
+			}
 			switch {
 			case fused && proj == "gate":
 				up := qwen35Weight(s, tensorShape{strings.Replace(ts.name, "gate_exps", "up_exps", 1), ts.shape})
@@ -123,10 +131,15 @@ func writeQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType, fused bool)
 		default:
 			var layer int
 			var part string
-			if _, err := fmt.Sscanf(ts.name, "blk.%d.%s", &layer, &part); err != nil || names[part] == "" {
+			mtp := map[string]string{"nextn.eh_proj.weight": "mtp.fc.weight", "nextn.enorm.weight": "mtp.pre_fc_norm_embedding.weight",
+				"nextn.hnorm.weight": "mtp.pre_fc_norm_hidden.weight", "nextn.shared_head_norm.weight": "mtp.norm.weight"}
+			if _, err := fmt.Sscanf(ts.name, "blk.%d.%s", &layer, &part); err != nil || names[part] == "" && mtp[part] == "" {
 				return fmt.Errorf("modeltest: qwen35 tensor %s has no Hugging Face name", ts.name)
 			}
 			name = fmt.Sprintf("model.layers.%d.%s", layer, names[part])
+			if layer == s.Layers {
+				name = cmp.Or(mtp[part], "mtp.layers.0."+names[part])
+			}
 			cols := ts.shape[len(ts.shape)-1]
 			switch part {
 			case "attn_qkv.weight":
@@ -193,6 +206,9 @@ func writeQwen35HF(dir string, spec Qwen35Spec, dtype kernels.DType, fused bool)
 		},
 		"torch_dtype":  map[kernels.DType]string{kernels.F32: "float32", kernels.F16: "float16", kernels.BF16: "bfloat16"}[dtype],
 		"bos_token_id": BOSID, "eos_token_id": EOSID,
+	}
+	if s.MTP {
+		cfg["mtp_num_hidden_layers"] = 1
 	}
 	if s.Experts > 0 {
 		delete(cfg, "intermediate_size")
