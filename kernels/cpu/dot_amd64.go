@@ -84,6 +84,9 @@ func dotBF16F32Fast(w []byte, x []float32) float32 {
 func dotQ4_1Q8_1Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
 //go:noescape
+func dotQ4_1Q8_1RowsVNNI(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
+
+//go:noescape
 func dotQ8_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 
 //go:noescape
@@ -316,6 +319,10 @@ func init() {
 		return
 	}
 	quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1Rows, 20, 36)
+	if useVNNI512 {
+		// Decode's kernel: the same bits at about twice the AVX2 rate.
+		quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1RowsVNNI, 20, 36)
+	}
 	quantKernels[kernels.Q4_1].rows2 = asmRows2(dotQ4_1Q8_1Rows2, quantKernels[kernels.Q4_1].rows, 20, 36)
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
 	quantKernels[kernels.Q4_1].rows4 = asmRowsM(dotQ4_1Q8_1Rows4, 4, 20, 36)

@@ -1,0 +1,144 @@
+//go:build amd64 && !noasm
+
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// TestQ4_1RowsVNNI checks the AVX-512 VNNI single-row Q4_1 kernel against
+// the AVX2 kernel bit for bit (rows2/rows4/rows8 are bit-identical to the
+// AVX2 rows, so the new rows must be too), and both against a float64 dot
+// of the same blocks within f32 rounding, as the pure-Go reference is. Sizes
+// cover one block, odd block counts and every remainder of the four-row
+// groups; the blocks include all-zero and all-fifteen levels, negative and
+// subnormal f16 scales, and activations at ±127.
+func TestQ4_1RowsVNNI(t *testing.T) {
+	if !useVNNI512 {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	k := quantKernels[kernels.Q4_1]
+	avx2 := asmRows(dotQ4_1Q8_1Rows, 20, 36)
+	vnni := asmRows(dotQ4_1Q8_1RowsVNNI, 20, 36)
+	r := rand.New(rand.NewPCG(26, 41))
+	for _, in := range []int{32, 96, 576, 1536, 2560} {
+		for _, rows := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19} {
+			t.Run(fmt.Sprintf("in%d/rows%d", in, rows), func(t *testing.T) {
+				nb := in / 32
+				wb := kernels.Q4_1.RowBytes(in)
+				w := mustQuantize(t, kernels.Q4_1, randVec(r, rows*in))
+				for b := 0; b < rows*nb; b++ {
+					blk := w[b*20 : b*20+20]
+					switch b % 7 {
+					case 1: // all levels 15
+						for j := 4; j < 20; j++ {
+							blk[j] = 0xff
+						}
+					case 2: // all levels 0
+						clear(blk[4:])
+					case 3: // random nibbles, negative scale, subnormal min
+						for j := 4; j < 20; j++ {
+							blk[j] = byte(r.Uint32())
+						}
+						binary.LittleEndian.PutUint16(blk, quant.F32ToF16(-0.03))
+						binary.LittleEndian.PutUint16(blk[2:], 0x0003) // 3·2⁻²⁴
+					case 4: // subnormal d
+						binary.LittleEndian.PutUint16(blk, 0x8001)
+					}
+				}
+				x := randVec(r, in)
+				x[r.IntN(in)] = 50 // an outlier: that block's quants reach ±127
+				for i := 0; i < in; i += 64 {
+					x[i] = -x[i+1] * 1e3 // and quants at -127 elsewhere
+				}
+				xq := make([]byte, nb*36)
+				k.quantize(xq, x)
+				// Results past the last row must stay untouched: NaN guards.
+				want, got := nanSlice(rows+3), nanSlice(rows+3)
+				avx2(want[:rows], w, wb, xq, nb)
+				vnni(got[:rows], w, wb, xq, nb)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("row %d: VNNI %v (%#08x), AVX2 %v (%#08x)", i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+				for i := range rows {
+					ref, tol := q41Ref(w[i*wb:], xq, nb)
+					if g := got[i]; math.Abs(float64(g)-ref) > tol {
+						t.Errorf("row %d: VNNI %v, float64 %v (tolerance %g)", i, g, ref, tol)
+					}
+					if g := k.generic(w[i*wb:], xq, nb); math.Abs(float64(g)-ref) > tol {
+						t.Errorf("row %d: generic %v, float64 %v (tolerance %g)", i, g, ref, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+func nanSlice(n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(math.NaN())
+	}
+	return s
+}
+
+// q41Ref is one Q4_1 row against a Q8_1 row in float64, as the kernels
+// define it (the min term as m·s, s the activation block's stored sum), and
+// a bound on f32 rounding: each block's product and each running sum add at
+// most 2⁻²⁴ relative error, so (nb+8)·2⁻²³ of Σ|terms| covers both kernels.
+func q41Ref(w, xq []byte, nb int) (ref, tol float64) {
+	f16 := func(b []byte) float64 { return float64(quant.F16ToF32(binary.LittleEndian.Uint16(b))) }
+	var mag float64
+	for b := range nb {
+		wb, xb := w[b*20:], xq[b*36:]
+		var isum int64
+		for j := range 16 {
+			isum += int64(wb[4+j]&0xf)*int64(int8(xb[4+j])) + int64(wb[4+j]>>4)*int64(int8(xb[20+j]))
+		}
+		dot := f16(wb) * f16(xb) * float64(isum)
+		ms := f16(wb[2:]) * f16(xb[2:])
+		ref += dot + ms
+		mag += math.Abs(dot) + math.Abs(ms)
+	}
+	return ref, float64(nb+8) * 0x1p-23 * mag
+}
+
+// BenchmarkQ4_1Rows: the single-row Q4_1 kernels over one L2-resident
+// matrix (1536 rows of 576, SmolLM2's FFN up: 1.7 MB), GB/s of weights.
+func BenchmarkQ4_1Rows(b *testing.B) {
+	r := rand.New(rand.NewPCG(26, 42))
+	const rows, in = 1536, 576
+	w := randomBlocks(r, kernels.Q4_1, rows, in)
+	nb := in / 32
+	xq := make([]byte, nb*36)
+	quantKernels[kernels.Q4_1].quantize(xq, randVec(r, in))
+	dst := make([]float32, rows)
+	forms := []struct {
+		name string
+		rows rowsDot
+		ok   bool
+	}{
+		{"avx2", asmRows(dotQ4_1Q8_1Rows, 20, 36), useAVX2},
+		{"vnni512", asmRows(dotQ4_1Q8_1RowsVNNI, 20, 36), useVNNI512},
+	}
+	for _, f := range forms {
+		if !f.ok {
+			continue
+		}
+		b.Run(f.name, func(b *testing.B) {
+			for b.Loop() {
+				f.rows(dst, w.raw, kernels.Q4_1.RowBytes(in), xq, nb)
+			}
+			b.ReportMetric(float64(len(w.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
+}
