@@ -60,10 +60,14 @@ type assistantPair struct {
 	name      string
 	target    modeltest.Spec
 	assistant modeltest.AssistantSpec
+	dtype     kernels.DType // the target's matrices' (the assistant's are its spec's)
+	tol       float64       // worst |Δlogit| allowed over the largest |logit|
 }
 
 var assistantPairs = []assistantPair{
-	{"gemma4-assistant", assistantTarget, tinyAssistant},
+	// The F32 tolerance against v0.5.0 (tiny_newest_test.go); measured
+	// worst 0.0012 of 3.92 (3.1e-4).
+	{"gemma4-assistant", assistantTarget, tinyAssistant, kernels.F32, tinyNewestF32Tol},
 	// An E2B-like target: per-layer inputs, layers 3-5 reading the K/V of
 	// layers 1 (window) and 2 (global), so the assistant's layers read
 	// through the target's sharing (layer 4 is 1's, 5 is 2's), and twice
@@ -72,14 +76,22 @@ var assistantPairs = []assistantPair{
 	{"gemma4e-assistant", modeltest.Spec{Layers: 6, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 65, RMSEps: 1e-6,
 		Gemma4: true, Window: 5, WindowPattern: 3, HeadDimFull: 32, KVHeadsFull: 2, PartialRotaryFull: 0.25, RopeTheta: 1e6,
 		PerLayerEmbd: 32, SharedKVLayers: 3, DoubleWideMLP: true},
-		modeltest.AssistantSpec{Hidden: 32, Layers: 3, Heads: 8, FFN: 96, Window: []bool{true, false, true}, Seed: 66}},
+		modeltest.AssistantSpec{Hidden: 32, Layers: 3, Heads: 8, FFN: 96, Window: []bool{true, false, true}, Seed: 66},
+		kernels.F32, tinyNewestF32Tol},
+	// Both models' matrices Q8_0, as the released GGUFs come: the
+	// pre-projection is cut into its column halves a block at a time, and
+	// both sides quantize the activations to 8 bits before each matrix.
+	{"gemma4-assistant-q8_0", modeltest.Spec{Layers: 4, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 67, RMSEps: 1e-6,
+		Gemma4: true, Window: 5, WindowPattern: 2, HeadDimFull: 32, KVHeadsFull: 2, RopeTheta: 1e6},
+		modeltest.AssistantSpec{Hidden: 32, Layers: 2, Heads: 4, FFN: 64, Window: []bool{true, false}, Seed: 68, DType: kernels.Q8_0},
+		kernels.Q8_0, tinyQuantTol},
 }
 
 // writeAssistantPair writes p's target and assistant GGUFs into dir.
 func writeAssistantPair(t *testing.T, dir string, p assistantPair) (target, assistant string) {
 	t.Helper()
 	target, assistant = filepath.Join(dir, p.name+"-target.gguf"), filepath.Join(dir, p.name+".gguf")
-	if err := modeltest.WriteGGUF(target, p.target, kernels.F32); err != nil {
+	if err := modeltest.WriteGGUF(target, p.target, p.dtype); err != nil {
 		t.Fatal(err)
 	}
 	if err := modeltest.WriteGemma4Assistant(assistant, p.assistant, p.target); err != nil {
@@ -137,13 +149,13 @@ func TestGemma4AssistantGolden(t *testing.T) {
 			if *tinyOut != "" {
 				return
 			}
-			runAssistantGolden(t, pair.name, target, assistant)
+			runAssistantGolden(t, pair.name, target, assistant, pair.tol)
 		})
 	}
 }
 
 // runAssistantGolden compares the pair with its golden file.
-func runAssistantGolden(t *testing.T, name, target, assistant string) {
+func runAssistantGolden(t *testing.T, name, target, assistant string, rel float64) {
 	raw, err := os.ReadFile(filepath.Join("..", "testdata", "golden", "tiny", name+".json"))
 	if err != nil {
 		t.Skipf("no golden data (%v): scripts/golden/make_assistant_golden.py", err)
@@ -164,9 +176,6 @@ func runAssistantGolden(t *testing.T, name, target, assistant string) {
 			scale = math.Max(scale, math.Abs(v))
 		}
 	}
-	// The F32 tolerance against v0.5.0 (tiny_newest_test.go); measured
-	// worst 0.0012 of 3.92 (3.1e-4).
-	const rel = tinyNewestF32Tol
 	tol := rel * scale
 	worst, agree, steps, di := 0.0, 0, 0, 0
 	for p := g.PromptLen; p <= len(g.Tokens); p++ {

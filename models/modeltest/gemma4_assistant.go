@@ -18,10 +18,14 @@ type AssistantSpec struct {
 	Hidden, Layers, Heads, FFN int
 	Window                     []bool // [Layers]
 	Seed                       uint64
+	// DType is the matrices' type (the zero value F32); norms, the layer
+	// scales and the RoPE divisors are F32 whatever it is, as the
+	// converter writes them.
+	DType kernels.DType
 }
 
 // WriteGemma4Assistant writes a for target as convert_hf_to_gguf.py's
-// Gemma4AssistantModel would: random F32 weights, plain norms (Gemma 4's
+// Gemma4AssistantModel would: random weights (matrices in a.DType), plain norms (Gemma 4's
 // converter adds no 1), embedding_length_out = the target's hidden size,
 // the target's KV head counts per layer kind, proportional RoPE divisors
 // turning the first quarter of the global heads' pairs, and the tiny
@@ -34,7 +38,8 @@ func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
 	r := rand.New(rand.NewPCG(a.Seed, a.Seed^0x5eed))
 	hdSWA, hd := t.HeadDim(), t.HeadDimFull
 	var tensors []Tensor
-	add := func(name string, scale, base float32, shape ...int) {
+	var err error
+	add := func(name string, dt kernels.DType, scale, base float32, shape ...int) {
 		n := 1
 		for _, d := range shape {
 			n *= d
@@ -43,11 +48,14 @@ func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
 		for i := range v {
 			v[i] = base + scale*float32(r.NormFloat64())
 		}
-		data, _ := quant.Quantize(kernels.F32, v)
-		tensors = append(tensors, Tensor{Name: name, DType: kernels.F32, Shape: shape, Data: data})
+		data, qerr := quant.Quantize(dt, v)
+		if err == nil && qerr != nil {
+			err = fmt.Errorf("modeltest: %s %v as %v: %w", name, shape, dt, qerr)
+		}
+		tensors = append(tensors, Tensor{Name: name, DType: dt, Shape: shape, Data: data})
 	}
-	mat := func(name string, rows, cols int) { add(name, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
-	norm := func(name string, n int) { add(name, 0.1, 1, n) }
+	mat := func(name string, rows, cols int) { add(name, a.DType, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
+	norm := func(name string, n int) { add(name, kernels.F32, 0.1, 1, n) }
 	mat("token_embd.weight", t.Vocab, a.Hidden)
 	norm("output_norm.weight", a.Hidden)
 	mat("nextn.pre_projection.weight", a.Hidden, 2*t.Hidden)
@@ -69,7 +77,7 @@ func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
 		mat(p+"ffn_up.weight", a.FFN, a.Hidden)
 		mat(p+"ffn_down.weight", a.Hidden, a.FFN)
 		norm(p+"post_ffw_norm.weight", a.Hidden)
-		add(p+"layer_output_scale.weight", 0.1, 0.8, 1)
+		add(p+"layer_output_scale.weight", kernels.F32, 0.1, 0.8, 1)
 	}
 	divs := make([]float32, hd/2)
 	for i := range divs {
@@ -77,6 +85,9 @@ func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
 		if i >= hd/8 {
 			divs[i] = 1e30
 		}
+	}
+	if err != nil {
+		return err
 	}
 	data, _ := quant.Quantize(kernels.F32, divs)
 	tensors = append(tensors, Tensor{Name: "rope_freqs.weight", DType: kernels.F32, Shape: []int{hd / 2}, Data: data})
