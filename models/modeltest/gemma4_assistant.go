@@ -54,7 +54,9 @@ func WriteGemma4Assistant(path string, a AssistantSpec, target Spec) error {
 		}
 		tensors = append(tensors, Tensor{Name: name, DType: dt, Shape: shape, Data: data})
 	}
-	mat := func(name string, rows, cols int) { add(name, a.DType, float32(1/math.Sqrt(float64(cols))), 0, rows, cols) }
+	mat := func(name string, rows, cols int) {
+		add(name, a.DType, float32(1/math.Sqrt(float64(cols))), 0, rows, cols)
+	}
 	norm := func(name string, n int) { add(name, kernels.F32, 0.1, 1, n) }
 	mat("token_embd.weight", t.Vocab, a.Hidden)
 	norm("output_norm.weight", a.Hidden)
