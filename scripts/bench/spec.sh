@@ -11,7 +11,18 @@
 #   llama           llama-server (v0.5.0, .build/llamacpp-newest)
 #   llama-<type>    llama-server --spec-type <type>, for each of SPEC_TYPES
 #                   (default ngram-simple ngram-mod ngram-map-k, llama.cpp's
-#                   own settings for each)
+#                   own settings for each; SPEC_TYPES= for none)
+#   sluice-draft    sluice serve --draft-model DRAFT
+#   llama-draft     llama-server --model-draft DRAFT --spec-type draft-simple
+#                   (v0.5.0 loads a --model-draft alone but drafts nothing
+#                   with it: no draft_n in its timings)
+#
+# DRAFT (default: MODEL itself; DRAFT= leaves both draft servers out) is one
+# file for both, a model of MODEL's tokenizer: no smaller model sharing
+# SmolLM2's is on this machine, so by default SmolLM2 drafts for itself,
+# which accepts every draft and shows what drafting costs each server, not
+# what a real draft gains. llama-server drafts with its defaults (up to 3
+# tokens a step, --spec-draft-n-max); Sluice self-tunes up to K 8.
 #
 # all at THREADS threads, OMP_WAIT_POLICY=PASSIVE unless set. Each round
 # measures every server in turn (the order rotating from round to round), each
@@ -35,8 +46,9 @@
 #   scripts/bench/spec.sh [ROUNDS]   (default 5)
 #
 # Prints a table (medians over all requests, and each server's ratio to
-# plain Sluice and sluice-ngram's to it, medians of the per-round ratios of
-# per-round medians); the raw figures go to $LOGS/spec.tsv.
+# plain Sluice and sluice-ngram's and sluice-draft's to it, medians of the
+# per-round ratios of per-round medians); the raw figures go to
+# $LOGS/spec.tsv.
 set -euo pipefail
 # PASSIVE keeps llama.cpp's OpenMP threads from spinning at barriers, which
 # a loaded machine needs (lib.sh); on a quiet one it costs llama-server
@@ -51,7 +63,8 @@ source "$(dirname "$0")/lib.sh"
 trap 'cleanup; exit 130' INT TERM
 ROUNDS=${1:-5}
 PORT=${PORT:-18191}
-SPEC_TYPES=${SPEC_TYPES:-ngram-simple ngram-mod ngram-map-k}
+SPEC_TYPES=${SPEC_TYPES-ngram-simple ngram-mod ngram-map-k}
+DRAFT=${DRAFT-$MODEL}
 MAX_TOKENS=${MAX_TOKENS:-96}
 RAW=$LOGS/spec.tsv
 [[ -x $LLAMA_SERVER ]] || {
@@ -60,6 +73,7 @@ RAW=$LOGS/spec.tsv
 }
 header
 echo "llama-server: $LLAMA_SERVER ($("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)); OMP_WAIT_POLICY=$OMP_WAIT_POLICY"
+echo "draft model: ${DRAFT:-none}"
 
 # measure KIND NAME WORKLOAD ROUND: one streamed completion; appends a line
 # to $RAW.
@@ -129,12 +143,21 @@ servers=(sluice sluice-ngram llama)
 for t in $SPEC_TYPES; do
 	servers+=("llama-$t")
 done
+if [[ -n $DRAFT ]]; then
+	[[ -f $DRAFT ]] || {
+		echo "draft model $DRAFT is missing" >&2
+		exit 2
+	}
+	servers+=(sluice-draft llama-draft)
+fi
 
 start() { # NAME
 	case $1 in
 	sluice) start_sluice "$PORT" spec-sluice ;;
 	sluice-ngram) start_sluice "$PORT" spec-sluice-ngram --speculate ngram ;;
+	sluice-draft) start_sluice "$PORT" spec-sluice-draft --draft-model "$DRAFT" ;;
 	llama) start_llama "$PORT" spec-llama ;;
+	llama-draft) start_llama "$PORT" spec-llama-draft --model-draft "$DRAFT" --spec-type draft-simple ;;
 	llama-*) start_llama "$PORT" "spec-$1" --spec-type "${1#llama-}" ;;
 	esac
 }
@@ -179,17 +202,18 @@ loads = [float(r["load1"]) for r in rows]
 print("\n%d rounds; load average (1 min) during the requests: min %.2f, median %.2f, max %.2f" %
       (len({r["round"] for r in rows}), min(loads), statistics.median(loads), max(loads)))
 print("decode tok/s: client-side, first streamed token to last; medians over all requests; ratios: medians over rounds of the ratio of per-round medians\n")
-print("| workload | server | tok/s | × sluice | sluice-ngram × it | accepted / drafted | drafted / token |")
-print("|---|---|---:|---:|---:|---:|---:|")
+mine = [s for s in ("sluice-ngram", "sluice-draft") if s in servers]
+print("| workload | server | tok/s | × sluice | %s | accepted / drafted | drafted / token |" % " | ".join("%s × it" % m for m in mine))
+print("|---|---|---:|---:|%s---:|---:|" % ("---:|" * len(mine)))
 for w in ("edit", "free"):
     for s in servers:
         tps = pick(s, w, "tok/s")
         if not tps:
-            print("| %s | %s | failed | | | | |" % (w, s))
+            print("| %s | %s | failed | |%s | |" % (w, s, " |" * len(mine)))
             continue
         d, a, n = sum(pick(s, w, "drafted")), sum(pick(s, w, "accepted")), sum(pick(s, w, "tokens"))
         acc = "%.2f (%d / %d)" % (a / d, a, d) if d > 0 else ("0 drafted" if d == 0 else "not reported")
         per = "%.2f" % (d / n) if not math.isnan(d) else ""
-        print("| %s | %s | %.1f | %.2f | %.2f | %s | %s |" % (w, s, statistics.median(tps), ratios(s, "sluice", w),
-              ratios("sluice-ngram", s, w), acc, per))
+        print("| %s | %s | %.1f | %.2f | %s | %s | %s |" % (w, s, statistics.median(tps), ratios(s, "sluice", w),
+              " | ".join("%.2f" % ratios(m, s, w) for m in mine), acc, per))
 EOF
