@@ -429,12 +429,12 @@ func (a *Gemma4Assistant) MaxRows() int { return a.maxRows }
 // b.Positions[r] with hidden row hRows[r]: with fromTarget, row hRows[r]
 // of the target's last forward batch, normed by the target's output norm
 // as its logits are (its residual stream stays the target's until its next
-// forward, whatever else reads its logits); else row hRows[r] of HNext,
-// the assistant's own last h_next. Each sequence's Blocks are its table in
+// forward, whatever else reads its logits); else the h_next of row
+// hRows[r] of the previous call. Each sequence's Blocks are its table in
 // the target's KV and its ContextLen the position its rows sit at (they
 // read the positions below it). Nothing is written to the target's K/V.
 // It returns the rows' logits ([n, vocab], valid until the next call) and
-// leaves their h_next in HNext.
+// keeps their h_next for the next call.
 func (a *Gemma4Assistant) Forward(b *kernels.Batch, fromTarget bool, hRows []int32) ([]float32, error) {
 	c, be, ops := &a.cfg, a.be, a.ops
 	n := len(b.Tokens)
@@ -449,7 +449,10 @@ func (a *Gemma4Assistant) Forward(b *kernels.Batch, fromTarget bool, hRows []int
 	ab := &a.attnBatch
 	ab.Tokens, ab.Positions, ab.Slots, ab.Seqs = b.Tokens, ab.Positions[:0], nil, b.Seqs
 	for _, sq := range b.Seqs {
-		for r := sq.Start; r < sq.End && r >= 0 && r < n; r++ {
+		if sq.Start < 0 || sq.End > n || sq.Start > sq.End {
+			return nil, fmt.Errorf("gemma4 assistant: sequence rows [%d,%d) outside the batch of %d", sq.Start, sq.End, n)
+		}
+		for r := sq.Start; r < sq.End; r++ {
 			if p := int(b.Positions[r]); p < 1 || p != sq.ContextLen {
 				return nil, fmt.Errorf("gemma4 assistant: row %d at position %d of a sequence whose target K/V holds %d positions (a draft sits just past them)", r, p, sq.ContextLen)
 			}
