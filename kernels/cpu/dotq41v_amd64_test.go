@@ -83,6 +83,76 @@ func TestQ4_1RowsVNNI(t *testing.T) {
 	}
 }
 
+// TestQ8_0RowsVNNI1 checks the AVX-512 VNNI single-row Q8_0 kernel (eight
+// rows a group, the rest through the AVX2 kernel) against the AVX2 kernel
+// bit for bit, and both against float64, on weights at −128, 0 and 127,
+// activations at ±127, one block to 80, and rows around multiples of 8.
+func TestQ8_0RowsVNNI1(t *testing.T) {
+	if !useVNNI512 {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	k := quantKernels[kernels.Q8_0]
+	avx2 := asmRows(dotQ8_0Q8_0Rows, 34, 34)
+	vnni := asmRows(dotQ8_0Q8_0RowsVNNI, 34, 34)
+	r := rand.New(rand.NewPCG(26, 80))
+	for _, in := range []int{32, 96, 576, 2560} {
+		for _, rows := range []int{1, 7, 8, 9, 15, 16, 17, 24, 31} {
+			t.Run(fmt.Sprintf("in%d/rows%d", in, rows), func(t *testing.T) {
+				nb := in / 32
+				wb := kernels.Q8_0.RowBytes(in)
+				w := mustQuantize(t, kernels.Q8_0, randVec(r, rows*in))
+				for b := 0; b < rows*nb; b++ {
+					q := w[b*34+2 : b*34+34]
+					q[r.IntN(32)] = 0x80 // −128
+					q[r.IntN(32)] = 0
+					q[r.IntN(32)] = 127
+					if b%5 == 3 {
+						binary.LittleEndian.PutUint16(w[b*34:], 0x8002) // subnormal, negative
+					}
+				}
+				x := randVec(r, in)
+				x[r.IntN(in)] = 50
+				for i := 0; i < in; i += 64 {
+					x[i] = -x[i+1] * 1e3
+				}
+				xq := make([]byte, nb*34)
+				k.quantize(xq, x)
+				want, got := nanSlice(rows+3), nanSlice(rows+3)
+				avx2(want[:rows], w, wb, xq, nb)
+				vnni(got[:rows], w, wb, xq, nb)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("row %d: VNNI %v (%#08x), AVX2 %v (%#08x)", i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+				for i := range rows {
+					ref, tol := q80Ref(w[i*wb:], xq, nb)
+					if g := got[i]; math.Abs(float64(g)-ref) > tol {
+						t.Errorf("row %d: VNNI %v, float64 %v (tolerance %g)", i, g, ref, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
+// q80Ref is q41Ref for a Q8_0 row against a Q8_0 activation row.
+func q80Ref(w, xq []byte, nb int) (ref, tol float64) {
+	f16 := func(b []byte) float64 { return float64(quant.F16ToF32(binary.LittleEndian.Uint16(b))) }
+	var mag float64
+	for b := range nb {
+		wb, xb := w[b*34:], xq[b*34:]
+		var isum int64
+		for j := range 32 {
+			isum += int64(int8(wb[2+j])) * int64(int8(xb[2+j]))
+		}
+		dot := f16(wb) * f16(xb) * float64(isum)
+		ref += dot
+		mag += math.Abs(dot)
+	}
+	return ref, float64(nb+8) * 0x1p-23 * mag
+}
+
 func nanSlice(n int) []float32 {
 	s := make([]float32, n)
 	for i := range s {
@@ -112,33 +182,44 @@ func q41Ref(w, xq []byte, nb int) (ref, tol float64) {
 	return ref, float64(nb+8) * 0x1p-23 * mag
 }
 
-// BenchmarkQ4_1Rows: the single-row Q4_1 kernels over one L2-resident
-// matrix (1536 rows of 576, SmolLM2's FFN up: 1.7 MB), GB/s of weights.
-func BenchmarkQ4_1Rows(b *testing.B) {
+// BenchmarkSingleRowKernels: the AVX2 and AVX-512 single-row kernels
+// over one L2-resident matrix of 576 columns (Q4_1: SmolLM2's FFN up, 1536
+// rows, 1.7 MB; Q8_0: 2048 rows of its output head, 1.2 MB), GB/s of
+// weights read.
+func BenchmarkSingleRowKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(26, 42))
-	const rows, in = 1536, 576
-	w := randomBlocks(r, kernels.Q4_1, rows, in)
-	nb := in / 32
-	xq := make([]byte, nb*36)
-	quantKernels[kernels.Q4_1].quantize(xq, randVec(r, in))
-	dst := make([]float32, rows)
-	forms := []struct {
-		name string
-		rows rowsDot
-		ok   bool
+	const in = 576
+	for _, c := range []struct {
+		dt         kernels.DType
+		rows       int
+		avx2, vnni func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 	}{
-		{"avx2", asmRows(dotQ4_1Q8_1Rows, 20, 36), useAVX2},
-		{"vnni512", asmRows(dotQ4_1Q8_1RowsVNNI, 20, 36), useVNNI512},
-	}
-	for _, f := range forms {
-		if !f.ok {
-			continue
-		}
-		b.Run(f.name, func(b *testing.B) {
-			for b.Loop() {
-				f.rows(dst, w.raw, kernels.Q4_1.RowBytes(in), xq, nb)
+		{kernels.Q4_1, 1536, dotQ4_1Q8_1Rows, dotQ4_1Q8_1RowsVNNI},
+		{kernels.Q8_0, 2048, dotQ8_0Q8_0Rows, dotQ8_0Q8_0RowsVNNI},
+	} {
+		k := quantKernels[c.dt]
+		w := randomBlocks(r, c.dt, c.rows, in)
+		nb := in / 32
+		xq := make([]byte, nb*k.actBlockBytes)
+		k.quantize(xq, randVec(r, in))
+		dst := make([]float32, c.rows)
+		for _, f := range []struct {
+			name string
+			rows rowsDot
+			ok   bool
+		}{
+			{"avx2", asmRows(c.avx2, c.dt.BlockBytes(), k.actBlockBytes), useAVX2},
+			{"vnni512", asmRows(c.vnni, c.dt.BlockBytes(), k.actBlockBytes), useVNNI512},
+		} {
+			if !f.ok {
+				continue
 			}
-			b.ReportMetric(float64(len(w.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-		})
+			b.Run(c.dt.String()+"/"+f.name, func(b *testing.B) {
+				for b.Loop() {
+					f.rows(dst, w.raw, c.dt.RowBytes(in), xq, nb)
+				}
+				b.ReportMetric(float64(len(w.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			})
+		}
 	}
 }
