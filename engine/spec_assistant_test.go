@@ -221,7 +221,9 @@ func TestAssistantDraftsMatchReference(t *testing.T) {
 			if all[p] != c.tokens[0] {
 				t.Fatalf("a first draft at %d fed %d, the sequence has %d", p, c.tokens[0], all[p])
 			}
-			b := &kernels.Batch{Tokens: all[:p], Seqs: []kernels.SeqRows{{Start: 0, End: p, ContextLen: p, Blocks: table, Prompt: p}},
+			// The prompt's rows as the engine flags them: a backend may
+			// pick another kernel for a prompt row (kernels.PromptRows).
+			b := &kernels.Batch{Tokens: all[:p], Seqs: []kernels.SeqRows{{Start: 0, End: p, ContextLen: p, Blocks: table, Prompt: len(p0)}},
 				LogitRows: []int32{int32(p - 1)}}
 			for i := range p {
 				b.Positions, b.Slots = append(b.Positions, int32(i)), append(b.Slots, int32(i))
