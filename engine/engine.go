@@ -117,6 +117,7 @@ func New(model Model, cfg Config) (*Engine, error) {
 	}
 	e.st.StateSlotBytes = stateBytes
 	e.st.Speculating = cfg.Speculate.Method != ""
+	e.st.SpecMethod = cfg.Speculate.Method
 	e.status.init()
 	e.publish()
 	go e.loop()

@@ -101,6 +101,9 @@ func TestSpecRandomTrafficGreedy(t *testing.T) {
 		t.Fatalf("drafts %d, accepted %d, preemptions %d: the run did not exercise accept, reject and preempt",
 			st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
 	}
+	if !st.Speculating || st.SpecMethod != "ngram" {
+		t.Errorf("stats say speculating %v, proposer %q: want ngram, the metrics' proposer label", st.Speculating, st.SpecMethod)
+	}
 	t.Logf("drafts %d tokens %d accepted %d preemptions %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
 }
 

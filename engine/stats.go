@@ -42,8 +42,10 @@ type Stats struct {
 	// the fitted cost of a draft row relative to a sequence's share of a
 	// decode step (vLLM's spec_decode counters).
 	// Speculating says speculation is configured (the counters mean
-	// something).
+	// something); SpecMethod is its proposer (SpecConfig.Method: ngram,
+	// draft or mtp), whose drafts all the counters count.
 	Speculating                                     bool
+	SpecMethod                                      string
 	SpecDrafts, SpecDraftTokens, SpecAcceptedTokens int64
 	SpecRowCost                                     float64
 
