@@ -27,9 +27,9 @@ type stateStore struct {
 }
 
 // specKeep is what a step with draft rows keeps for kernels.StateRollBack:
-// each speculating sequence's state as the step found it (a snapshot, one
-// slot's worth per sequence) and, for its verified row and each draft but
-// the last, the row's inputs to the recurrence (the q, k, v row before and
+// each speculating sequence's state before its last verified row (a
+// snapshot, one slot's worth per sequence) and, for that row and each
+// draft but the last, the row's inputs to the recurrence (the q, k, v row before and
 // after the convolution, β and the decay of each value head: Channels·2 +
 // 2·VHeads floats a row, a layer). A rollback to kept drafts restores the
 // snapshot and runs those rows' updates again (replayHead), with the same
@@ -454,12 +454,6 @@ func (a *deltaArgs) convChannel(i, c int) {
 			h[j] = src[j*ch+c]
 		}
 	}
-	if _, l := a.keptRow(i, sq.Start); l >= 0 { // the window as the step found it
-		snap := a.spec.snapConv[a.layer][l*a.cfg.Conv:]
-		for j, v := range h {
-			snap[j*ch+c] = v
-		}
-	}
 	ck := a.checkpointRow(i)
 	keep := func() {
 		cs := a.convSt[int(sq.Checkpoint)*a.cfg.Conv:]
@@ -470,6 +464,12 @@ func (a *deltaArgs) convChannel(i, c int) {
 	for r := sq.Start; r < sq.End; r++ {
 		if r == ck {
 			keep()
+		}
+		if kr, l := a.keptRow(i, r); kr >= 0 && kr == a.spec.lanes[l].off { // the window before the first kept row
+			snap := a.spec.snapConv[a.layer][l*a.cfg.Conv:]
+			for j, v := range h {
+				snap[j*ch+c] = v
+			}
 		}
 		x := a.qkv[r*ch+c]
 		var y float32
@@ -524,9 +524,6 @@ func (a *deltaArgs) recurHead(i, h int) {
 	case sq.Seeded:
 		copy(m, a.ssmSt[int(sq.Seed)*a.cfg.SSM+h*S*S:][:S*S])
 	}
-	if _, l := a.keptRow(i, sq.Start); l >= 0 { // the state as the step found it
-		copy(a.spec.snapSSM[a.layer][l*a.cfg.SSM+h*S*S:][:S*S], m)
-	}
 	scale := float32(1 / math.Sqrt(float64(S)))
 	ck := a.checkpointRow(i)
 	keep := func() { copy(a.ssmSt[int(sq.Checkpoint)*a.cfg.SSM+h*S*S:][:S*S], m) }
@@ -541,7 +538,10 @@ func (a *deltaArgs) recurHead(i, h int) {
 		beta := sigmoid(a.beta[r*sh.VHeads+h])
 		decay := float32(math.Exp(float64(softplus(a.alph[r*sh.VHeads+h]+a.dtBias[h]) * a.a[h])))
 		o := a.out[r*sh.VHeads*S+h*S : r*sh.VHeads*S+(h+1)*S]
-		if kr, _ := a.keptRow(i, r); kr >= 0 { // for a rollback's replay
+		if kr, l := a.keptRow(i, r); kr >= 0 { // for a rollback's replay: the state before, the row's gates
+			if kr == a.spec.lanes[l].off {
+				copy(a.spec.snapSSM[a.layer][l*a.cfg.SSM+h*S*S:][:S*S], m)
+			}
 			g := a.spec.gates[a.layer][kr*2*sh.VHeads:]
 			g[h], g[sh.VHeads+h] = beta, decay
 		}

@@ -44,7 +44,8 @@ func (r *deltaRig) runSeqs(seqs ...rigSeq) error {
 // verified row and those kept drafts leaves it (conv window and delta-rule
 // state), for every kept from 0 to all, with a second speculating
 // sequence beside it in the batch (its own states, at its own offset) and
-// a plain one (left alone). Misuse is refused: a slot without drafts, more
+// a plain one (left alone), and after a step of several verified rows
+// before its drafts. Misuse is refused: a slot without drafts, more
 // kept than drafted, a second rollback, drafts filling the whole step, a
 // checkpoint past the verified row. On one thread and on three (the
 // replay runs head by head in parallel).
@@ -92,6 +93,21 @@ func testDeltaNetRollBack(t *testing.T, r *deltaRig) {
 		}
 		if w := want(10); !slices.Equal(plainAfter, w) {
 			t.Fatal("the plain sequence beside the drafts differs from a run alone")
+		}
+		// Several verified rows before the drafts (5-9, then 10-12 drafts).
+		k2 := min(kept, 3)
+		if err := r.runSeqs(rigSeq{from: 0, to: 5, slot: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.runSeqs(rigSeq{from: 5, to: 13, slot: 0, drafts: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RollBack(0, k2); err != nil {
+			t.Fatal(err)
+		}
+		got0 = r.slot(0)
+		if w := want(10 + k2); !slices.Equal(got0, w) {
+			t.Fatalf("5 verified rows, kept %d of 3: the state differs from a plain run over %d positions", k2, 10+k2)
 		}
 	}
 
