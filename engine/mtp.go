@@ -23,20 +23,22 @@ import (
 //
 // The head has a one-layer KV of its own, paged by a kvcache.Pool of its
 // own, one table per sequence; its row at position p holds the pair
-// (h(p−1), token p). Those pairs exist only right after the target's
-// forward that computed h(p−1), so they are written eagerly: after every
-// target step (process), for each item of the step, the positions from
-// the head's last valid one through the one after the item's last
-// verified row, h from that step's rows (the target keeps them on the
-// device for it). What the target did not compute there (a prefix-cache
-// hit's cached prompt, a sequence's first row) pairs with a zero h, as
-// llama.cpp's first pending row: the head sees the tokens alone. The
-// drafts of a pass (propose, on the step's first call, as draft.go's) start
-// at the sequence's newest token, paired with h of the one before from the
-// latest target step, and chain; the KV they write past the sequence's
-// tokens is not counted (computed stays at its length) and is overwritten
-// by the next step's process. A sequence whose newest token's h is not in
-// the latest step (it was not scheduled) drafts nothing that step.
+// (h(p−1), token p). Those pairs can be made only while the target's
+// forward that computed h(p−1) is its latest (it keeps the rows on the
+// device for the head), so every target step leaves, for each of its
+// items, the catch-up of the positions from the head's last valid one
+// through the one after the item's last verified row (after), and the
+// next step writes them before its own target forward: in the first
+// forward of its pass (propose, on the step's first call, as draft.go's),
+// where a sequence's last catch-up row is its newest token's and gives its
+// first draft, or else in a forward of their own (flush). What the target
+// did not compute there (a prefix-cache hit's cached prompt, a sequence's
+// first row) pairs with a zero h, as llama.cpp's first pending row: the
+// head sees the tokens alone. The drafts then chain on the head's own
+// state; the KV they write past the sequence's tokens is not counted
+// (computed stays at its length) and is overwritten by the next catch-up.
+// A sequence whose newest token's h is not in the latest step (it was not
+// scheduled) drafts nothing that step.
 
 // MTPHead is a target model's multi-token-prediction head readied to run
 // (models.Qwen35MTP), bound to the target: every target forward leaves its
@@ -63,6 +65,9 @@ type mtpDrafter struct {
 	ctx  int
 	seqs map[*Sequence]*mtpSeq
 	gen  int64 // target forwards seen: an h row is good while its gen is the latest
+	// pending are the sequences with a catch-up to write before the next
+	// target forward (after, flush).
+	pending []*Sequence
 
 	step       int64 // the scheduler step of the last pass
 	collecting bool
@@ -88,11 +93,16 @@ type mtpSeq struct {
 	computed int   // positions whose (h, token) row the head's KV holds
 	hRow     int32 // the latest target step's row of h(len(Tokens)−2); −1 none
 	hGen     int64
-	prompt   int
-	at       int     // len(Tokens) when out was drafted
-	out      []int32 // the drafts proposed at at
-	ok       bool
-	idle     int
+	// The catch-up the latest target step left: positions computed…end−1,
+	// h(p−1) its row row0+p−1−a for p−1 ≥ a, a zero row below.
+	catchA, catchEnd int
+	catchRow0        int32
+	catchGen         int64
+	prompt           int
+	at               int     // len(Tokens) when out was drafted
+	out              []int32 // the drafts proposed at at
+	ok               bool
+	idle             int
 }
 
 // newMTPDrafter checks cfg's MTP head and sizes its pool; nil when cfg does
@@ -161,23 +171,15 @@ func (d *mtpDrafter) stepFailed() {
 	}
 }
 
-// process writes, after a delivered target step b of plan, each item's
-// new (h, token) rows into the head's KV (see the comment at the top).
-func (d *mtpDrafter) process(e *Engine, plan *scheduler.Plan, b *kernels.Batch) {
+// after records, after a delivered target step b of plan, each item's
+// catch-up: its new (h, token) pairs, written by the next pass or flush.
+// Nil-safe.
+func (d *mtpDrafter) after(plan *scheduler.Plan, tb *kernels.Batch) {
 	if d == nil {
 		return
 	}
 	d.gen++
-	err := d.processRows(e, plan, b)
-	if err != nil {
-		d.fail(err)
-	}
-}
-
-func (d *mtpDrafter) processRows(e *Engine, plan *scheduler.Plan, tb *kernels.Batch) error {
-	b := &d.batch
-	resetBatch(b)
-	d.hidden = d.hidden[:0]
+	d.pending = d.pending[:0]
 	for i, it := range plan.Items {
 		s, q := owner(it.Seq), it.Seq
 		if s.finished || q.State() != scheduler.StateRunning {
@@ -189,43 +191,92 @@ func (d *mtpDrafter) processRows(e *Engine, plan *scheduler.Plan, tb *kernels.Ba
 		l, a := len(q.Tokens), it.Start
 		row0 := int32(tb.Seqs[i].Start) // the batch row of position a
 		last := min(a+it.N-1, l-2)      // the last row whose h is of the sequence's own tokens
-		end := last + 2                 // pairs through position last+1
 		if last >= a && last == l-2 {
 			ds.hRow, ds.hGen = row0+int32(last-a), d.gen
 		}
-		if ds.computed >= end {
+		ds.catchA, ds.catchRow0, ds.catchEnd, ds.catchGen = a, row0, last+2, d.gen // pairs through position last+1
+		if ds.computed < ds.catchEnd {
+			d.pending = append(d.pending, s)
+		}
+	}
+}
+
+// flush writes the catch-ups no pass has, before the target's next
+// forward overwrites the rows they read. Nil-safe.
+func (d *mtpDrafter) flush() {
+	if d == nil {
+		return
+	}
+	if err := d.writePending(); err != nil {
+		d.fail(err)
+	}
+}
+
+// writePending runs the pending catch-ups in forwards of their own.
+func (d *mtpDrafter) writePending() error {
+	if len(d.pending) == 0 {
+		return nil
+	}
+	b := &d.batch
+	resetBatch(b)
+	d.hidden = d.hidden[:0]
+	err := d.catchUps(b)
+	if err == nil && len(b.Tokens) > 0 {
+		err = d.forward(b, false)
+	}
+	resetBatch(b)
+	d.hidden = d.hidden[:0]
+	return err
+}
+
+// catchUps adds the pending sequences' catch-up rows to b, running b
+// whenever it fills: only writePending's b, which asks no logits, can
+// (draft counts its rows first). A sequence without KV room is released.
+func (d *mtpDrafter) catchUps(b *kernels.Batch) error {
+	for _, s := range d.pending {
+		ds := d.seqs[s]
+		if ds == nil || s.finished || ds.catchGen != d.gen || ds.computed >= ds.catchEnd {
 			continue
 		}
-		if end > d.ctx || !d.pool.Allocate(&ds.table, nil, end, 0) {
-			d.release(s) // no room: it drafts nothing until there is
+		if err := d.catchUp(b, s, ds); err != nil {
+			return err
+		}
+	}
+	d.pending = d.pending[:0]
+	return nil
+}
+
+// catchUp adds s's catch-up rows to b, running b first whenever it is
+// full; a sequence without room is released.
+func (d *mtpDrafter) catchUp(b *kernels.Batch, s *Sequence, ds *mtpSeq) error {
+	end := ds.catchEnd
+	if end > d.ctx || !d.pool.Allocate(&ds.table, nil, end, 0) {
+		d.release(s) // no room: it drafts nothing until there is
+		return nil
+	}
+	toks := s.sq.Tokens
+	for p := ds.computed; p < end; {
+		room := d.head.MaxRows() - len(b.Tokens)
+		if room == 0 {
+			if err := d.forward(b, false); err != nil {
+				return err
+			}
+			resetBatch(b)
+			d.hidden = d.hidden[:0]
 			continue
 		}
-		for p := ds.computed; p < end; {
-			room := d.head.MaxRows() - len(b.Tokens)
-			if room == 0 {
-				if err := d.forward(b, false); err != nil {
-					return err
-				}
-				resetBatch(b)
-				d.hidden = d.hidden[:0]
-				continue
+		n := min(room, end-p)
+		d.addRows(b, ds, p, toks[p:p+n])
+		for r := p; r < p+n; r++ {
+			h := int32(-1)
+			if r-1 >= ds.catchA {
+				h = ds.catchRow0 + int32(r-1-ds.catchA)
 			}
-			n := min(room, end-p)
-			d.addRows(b, ds, p, q.Tokens[p:p+n])
-			for r := p; r < p+n; r++ {
-				h := int32(-1)
-				if r-1 >= a {
-					h = row0 + int32(r-1-a)
-				}
-				d.hidden = append(d.hidden, h)
-			}
-			p += n
+			d.hidden = append(d.hidden, h)
 		}
-		ds.computed = end
+		p += n
 	}
-	if len(b.Tokens) > 0 {
-		return d.forward(b, false)
-	}
+	ds.computed = end
 	return nil
 }
 
@@ -336,11 +387,25 @@ func (d *mtpDrafter) fail(err error) {
 	}
 }
 
-// draft runs the pass's chained forwards.
+// draft runs the pass's chained forwards. The first carries every
+// pending catch-up (after): a wanting sequence's ends at its newest token,
+// whose row gives its first draft; where they would not fit in one forward
+// they are written first (flush) and the newest tokens' rows written again.
 func (d *mtpDrafter) draft() error {
 	b := &d.batch
 	resetBatch(b)
 	d.hidden = d.hidden[:0]
+	rows := len(d.wants)
+	for _, s := range d.pending {
+		if ds := d.seqs[s]; ds != nil && ds.catchGen == d.gen {
+			rows += max(ds.catchEnd-ds.computed, 0)
+		}
+	}
+	if rows > d.head.MaxRows() {
+		if err := d.writePending(); err != nil {
+			return err
+		}
+	}
 	var active []*mtpSeq
 	var wants []int
 	for _, w := range d.wants {
@@ -355,15 +420,29 @@ func (d *mtpDrafter) draft() error {
 			continue // drafted at this length already
 		}
 		ds.ok, ds.out, ds.at = false, ds.out[:0], l
-		// The newest token's pair: its KV row was written by process (or
-		// is the same row again), its h is the latest step's.
-		if ds.hRow < 0 || ds.hGen != d.gen || ds.computed != l || l > d.ctx {
+		// The newest token's pair, h(l−2) from the latest step.
+		if ds.hRow < 0 || ds.hGen != d.gen || l > d.ctx {
 			continue
 		}
-		d.addRows(b, ds, l-1, q.Tokens[l-1:])
-		d.hidden = append(d.hidden, ds.hRow)
+		switch {
+		case ds.catchGen == d.gen && ds.computed < ds.catchEnd && ds.catchEnd == l:
+			if err := d.catchUp(b, s, ds); err != nil {
+				return err
+			}
+			if d.seqs[s] == nil {
+				continue // released: no room
+			}
+		case ds.computed >= l:
+			d.addRows(b, ds, l-1, q.Tokens[l-1:]) // written already: the same row again
+			d.hidden = append(d.hidden, ds.hRow)
+		default:
+			continue
+		}
 		b.LogitRows = append(b.LogitRows, int32(len(b.Tokens)-1))
 		active, wants = append(active, ds), append(wants, w.n)
+	}
+	if err := d.catchUps(b); err != nil { // the others', KV only
+		return err
 	}
 	fromHead := false
 	for len(b.Tokens) > 0 {

@@ -135,7 +135,9 @@ func TestMTPSpecGreedyHybrid(t *testing.T) { testMTPSpecGreedy(t, mtpHybridSpec)
 func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 	const n, seqs = 24, 4
 	prompts := vocabPrompts(seqs, spec.Vocab)
-	prompts[3] = append(prompts[3], prompts[2]...) // longer than a step's prompt budget with the others
+	// Longer than a step (64 rows): its first chunk's step drafts nothing,
+	// and the head's rows of that chunk are written before the next forward.
+	prompts[3] = append(prompts[3], prompt(60, 9, spec.Vocab)...)
 	_, plainM, _, _ := loadMTPModel(t, spec, 96, 64, seqs*(1+mtpK), 8)
 	plain := mtpEngine(t, plainM, nil, seqs)
 	want := make([][]int32, len(prompts))
@@ -144,7 +146,7 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 	}
 
 	hm, em, _, head := loadMTPModel(t, spec, 96, 64, seqs*(1+mtpK), 96)
-	_, _, refM, refHead := loadMTPModel(t, spec, 8, 64, 8, 8)
+	_, _, refM, refHead := loadMTPModel(t, spec, 16, 256, 8, 16)
 	e := mtpEngine(t, em, head, seqs)
 	type verified struct {
 		at     int // the decode row's position

@@ -22,6 +22,8 @@ func (e *Engine) step() {
 		return
 	}
 	b := e.buildBatch(plan, start)
+	// mtp.go: the head's catch-ups no pass wrote, before this forward replaces the rows they read.
+	e.mtp.flush()
 	masks := e.startMasks(plan)                  // beside the forward pass, joined before anyone reads them
 	logits, err := e.forwardStep(b, plan, masks) // host logits or device tokens (devsample.go)
 	if err == nil {
@@ -42,7 +44,7 @@ func (e *Engine) step() {
 		e.mtp.stepFailed()
 		e.stepFailed(plan, err)
 	} else {
-		e.mtp.process(e, plan, b) // mtp.go: the head's KV of this step's rows
+		e.mtp.after(plan, b) // mtp.go: the head's KV rows this step's rows make
 	}
 	masks.release()
 	for _, it := range plan.Items { // after delivery: see Sequence.Steps
