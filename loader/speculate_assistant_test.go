@@ -13,7 +13,8 @@ import (
 	"github.com/sluicehq/sluice/models/modeltest"
 )
 
-// TestSpeculateAssistant: a Gemma 4 assistant given as --draft-model drafts
+// TestSpeculateAssistant: a Gemma 4 assistant (GGUF, or a Hugging Face
+// checkpoint of the same weights) given as --draft-model drafts
 // for its Gemma 4 target (the target then keeps its window layers' K/V in
 // the global store, which the assistant reads and verification rolls back):
 // a full batch drafts and gives the output it has without speculation (and
@@ -27,8 +28,12 @@ func TestSpeculateAssistant(t *testing.T) {
 	if err := modeltest.WriteGGUF(target, spec, kernels.F32); err != nil {
 		t.Fatal(err)
 	}
-	if err := modeltest.WriteGemma4Assistant(assistant, modeltest.AssistantSpec{Hidden: 32, Layers: 2, Heads: 4, FFN: 64,
-		Window: []bool{true, false}, Seed: 82}, spec); err != nil {
+	aspec := modeltest.AssistantSpec{Hidden: 32, Layers: 2, Heads: 4, FFN: 64, Window: []bool{true, false}, Seed: 82}
+	if err := modeltest.WriteGemma4Assistant(assistant, aspec, spec); err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(dir, "assistant-hf")
+	if err := modeltest.WriteGemma4AssistantHF(hf, aspec, spec); err != nil {
 		t.Fatal(err)
 	}
 	if err := modeltest.WriteGGUF(llama, modeltest.Spec{Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, FFN: 128, Vocab: 300, Seed: 83}, kernels.F32); err != nil {
@@ -60,14 +65,16 @@ func TestSpeculateAssistant(t *testing.T) {
 		return out, *m.Engine.Stats()
 	}
 	plain, _ := run(Options{Threads: 1, MaxSeqs: seqs})
-	drafted, st := run(Options{Threads: 1, MaxSeqs: seqs, DraftModel: assistant, Speculate: engine.SpecConfig{K: 3, Fixed: true}})
-	t.Logf("%d draft tokens, %d accepted", st.SpecDraftTokens, st.SpecAcceptedTokens)
-	if !st.Speculating || st.SpecDraftTokens == 0 {
-		t.Fatalf("speculating %v, %d draft tokens: the assistant drafted nothing", st.Speculating, st.SpecDraftTokens)
-	}
-	for i := range plain {
-		if !slices.Equal(plain[i], drafted[i]) {
-			t.Fatalf("sequence %d: %v with the assistant, %v without", i, drafted[i], plain[i])
+	for _, draft := range []string{assistant, hf} {
+		drafted, st := run(Options{Threads: 1, MaxSeqs: seqs, DraftModel: draft, Speculate: engine.SpecConfig{K: 3, Fixed: true}})
+		t.Logf("%s: %d draft tokens, %d accepted", filepath.Base(draft), st.SpecDraftTokens, st.SpecAcceptedTokens)
+		if !st.Speculating || st.SpecDraftTokens == 0 {
+			t.Fatalf("%s: speculating %v, %d draft tokens: the assistant drafted nothing", draft, st.Speculating, st.SpecDraftTokens)
+		}
+		for i := range plain {
+			if !slices.Equal(plain[i], drafted[i]) {
+				t.Fatalf("%s: sequence %d: %v with the assistant, %v without", draft, i, drafted[i], plain[i])
+			}
 		}
 	}
 	m, err := Load(llama, Options{Threads: 1, DraftModel: assistant})

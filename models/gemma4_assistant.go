@@ -62,12 +62,14 @@ const gemma4AssistantArch = "gemma4-assistant"
 // IsGemma4Assistant reports whether src is a Gemma 4 assistant drafter,
 // which runs only beside its target (LoadGemma4Assistant).
 func IsGemma4Assistant(src WeightSource) bool {
-	g, ok := src.(*GGUFFile)
-	if !ok {
-		return false
+	switch s := src.(type) {
+	case *GGUFFile:
+		arch, _ := s.String("general.architecture")
+		return arch == gemma4AssistantArch
+	case *HFDir:
+		return hfArchitecture(s.dir) == hfAssistantArch
 	}
-	arch, _ := g.String("general.architecture")
-	return arch == gemma4AssistantArch
+	return false
 }
 
 // gemma4AssistantConfig reads the gemma4-assistant.* keys.
@@ -208,14 +210,17 @@ type Gemma4Assistant struct {
 // can read (one store per layer kind, window layers not in a store of
 // their own blocks).
 func LoadGemma4Assistant(src WeightSource, target *Llama, maxRows int) (*Gemma4Assistant, error) {
-	g, ok := src.(*GGUFFile)
-	if !ok {
-		return nil, fmt.Errorf("%s: a Gemma 4 assistant loads from GGUF only (convert_hf_to_gguf.py writes it): %w", src.Path(), ErrUnsupported)
+	if !IsGemma4Assistant(src) {
+		return nil, fmt.Errorf("%s: not a Gemma 4 assistant (GGUF %s, Hugging Face %s): %w", src.Path(), gemma4AssistantArch, hfAssistantArch, ErrUnsupported)
 	}
-	if arch, _ := g.String("general.architecture"); arch != gemma4AssistantArch {
-		return nil, fmt.Errorf("%s: architecture %q is not %s: %w", src.Path(), arch, gemma4AssistantArch, ErrUnsupported)
+	var c Gemma4AssistantConfig
+	var err error
+	if h, ok := src.(*HFDir); ok {
+		c, err = gemma4AssistantHFConfig(h)
+		src = hfAssistant{h}
+	} else {
+		c, err = gemma4AssistantConfig(src.(*GGUFFile))
 	}
-	c, err := gemma4AssistantConfig(g)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +230,7 @@ func LoadGemma4Assistant(src WeightSource, target *Llama, maxRows int) (*Gemma4A
 	if maxRows <= 0 {
 		return nil, fmt.Errorf("%s: assistant rows %d", src.Path(), maxRows)
 	}
-	be := target.be
+	be, ok := target.be, false
 	a := &Gemma4Assistant{cfg: c, target: target, be: be, maxRows: maxRows,
 		sqrtBackbone: float32(math.Sqrt(float64(c.Backbone)))}
 	if a.ops, ok = be.(kernels.GemmaOps); !ok {

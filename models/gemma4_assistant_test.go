@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -294,5 +296,93 @@ func TestGemma4AssistantRefusesTarget(t *testing.T) {
 	}
 	if _, err := LoadGemma4Assistant(src, mustLoadAgain(t, target), 1); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("a gemma4 file loaded as an assistant: %v", err)
+	}
+}
+
+// TestGemma4AssistantHF: the assistant as a Hugging Face checkpoint
+// (modeltest.WriteGemma4AssistantHF: the GGUF file's weights under
+// transformers' names, config.json's text_config and backbone_hidden_size,
+// the proportional RoPE from rope_parameters) drafts exactly as the GGUF
+// file does beside the same target, every logit of every chained draft
+// bit-equal, past the window; a checkpoint with an assistant's forbidden
+// per-layer inputs is refused.
+func TestGemma4AssistantHF(t *testing.T) {
+	dir := t.TempDir()
+	// transformers makes a text model's last layer global, which the
+	// E2B-like pair's assistant is not: the first pair only.
+	for _, pair := range assistantPairs[:1] {
+		t.Run(pair.name, func(t *testing.T) {
+			target, assistant := writeAssistantPair(t, dir, pair)
+			hf := filepath.Join(dir, pair.name+"-hf")
+			if err := modeltest.WriteGemma4AssistantHF(hf, pair.assistant, pair.target); err != nil {
+				t.Fatal(err)
+			}
+			m, ag := loadAssistantPair(t, target, assistant, 1)
+			hsrc, err := Open(hf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { hsrc.Close() })
+			if !IsGemma4Assistant(hsrc) {
+				t.Fatal("IsGemma4Assistant: false for a Gemma4AssistantForCausalLM checkpoint")
+			}
+			ah, err := LoadGemma4Assistant(hsrc, m, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, h := ag.Config(), ah.Config(); fmt.Sprint(g) != fmt.Sprint(h) {
+				t.Fatalf("config from GGUF %+v, from the checkpoint %+v", g, h)
+			}
+			r := newSoloRunner(m)
+			toks := []int32{1, 17, 42, 99, 3, 250, 250, 7, 120, 64, 33, 5}
+			rows := 0
+			for p := range toks {
+				r.feed(t, toks[p:p+1])
+				if p == 0 {
+					continue
+				}
+				next := toks[(p+1)%len(toks)]
+				for k := range 3 {
+					b := &kernels.Batch{Tokens: []int32{next}, Positions: []int32{int32(p + 1)},
+						Seqs: []kernels.SeqRows{{Start: 0, End: 1, ContextLen: p + 1, Blocks: r.blocks}}}
+					lg, err := ag.Forward(b, k == 0, []int32{0})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := slices.Clone(lg)
+					got, err := ah.Forward(b, k == 0, []int32{0})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(got, want) {
+						t.Fatalf("position %d draft %d: the checkpoint's logits differ from the GGUF file's", p+1, k)
+					}
+					next, rows = argmax(got), rows+1
+				}
+			}
+			t.Logf("%d draft rows bit-equal", rows)
+		})
+	}
+	bad := filepath.Join(dir, "bad-hf")
+	if err := modeltest.WriteGemma4AssistantHF(bad, tinyAssistant, assistantTarget); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(bad, "config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = []byte(strings.Replace(string(raw), `"hidden_size_per_layer_input": 0`, `"hidden_size_per_layer_input": 32`, 1))
+	if err := os.WriteFile(cfgPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target, _ := writeAssistantPair(t, dir, assistantPairs[0])
+	src, err := Open(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := LoadGemma4Assistant(src, mustLoadAgain(t, target), 1); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "per-layer inputs 32") {
+		t.Errorf("an assistant checkpoint with per-layer inputs: %v", err)
 	}
 }
