@@ -173,8 +173,10 @@ func (d *mtpDrafter) stepFailed() {
 
 // after records, after a delivered target step b of plan, each item's
 // catch-up: its new (h, token) pairs, written by the next pass or flush.
-// Nil-safe.
-func (d *mtpDrafter) after(plan *scheduler.Plan, tb *kernels.Batch) {
+// None for a sequence that never drafts (a constrained one, or any on a
+// device-sampled engine: spec.go's propose), which would only pay for
+// them. Nil-safe.
+func (d *mtpDrafter) after(e *Engine, plan *scheduler.Plan, tb *kernels.Batch) {
 	if d == nil {
 		return
 	}
@@ -182,7 +184,7 @@ func (d *mtpDrafter) after(plan *scheduler.Plan, tb *kernels.Batch) {
 	d.pending = d.pending[:0]
 	for i, it := range plan.Items {
 		s, q := owner(it.Seq), it.Seq
-		if s.finished || q.State() != scheduler.StateRunning {
+		if s.finished || q.State() != scheduler.StateRunning || e.dev != nil || s.req.Constraint != nil {
 			d.release(s)
 			continue
 		}

@@ -224,3 +224,32 @@ func TestMTPConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestMTPConstrainedNoHeadRows: a constrained sequence never drafts
+// (spec.go), so the head computes nothing for it, while it is served as
+// without speculation; an unconstrained one beside it drafts.
+func TestMTPConstrainedNoHeadRows(t *testing.T) {
+	_, plainM, _, _ := loadMTPModel(t, mtpAttnSpec, 96, 64, 2*(1+mtpK), 8)
+	_, em, _, head := loadMTPModel(t, mtpAttnSpec, 96, 64, 2*(1+mtpK), 96)
+	plain, e := mtpEngine(t, plainM, nil, 2), mtpEngine(t, em, head, 2)
+	p := prompt(12, 3, mtpAttnSpec.Vocab)
+	run := func(e *Engine) []int32 {
+		c := &stepConstraint{mod: 5, salt: 1, vocab: mtpAttnSpec.Vocab}
+		out, r := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 12, Constraint: c}), 0)
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		return out
+	}
+	want, got := run(plain), run(e)
+	if !slices.Equal(got, want) {
+		t.Fatalf("constrained: with MTP speculation %v, without %v", got, want)
+	}
+	if st := waitIdle(t, e); st.SpecDrafts != 0 || e.mtp.rows != 0 {
+		t.Fatalf("a constrained sequence alone: %d drafts, %d head rows", st.SpecDrafts, e.mtp.rows)
+	}
+	collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 12}), 0)
+	if st := waitIdle(t, e); st.SpecDrafts == 0 || e.mtp.rows == 0 {
+		t.Fatalf("an unconstrained sequence: %d drafts, %d head rows", st.SpecDrafts, e.mtp.rows)
+	}
+}

@@ -44,7 +44,7 @@ func (e *Engine) step() {
 		e.mtp.stepFailed()
 		e.stepFailed(plan, err)
 	} else {
-		e.mtp.after(plan, b) // mtp.go: the head's KV rows this step's rows make
+		e.mtp.after(e, plan, b) // mtp.go: the head's KV rows this step's rows make
 	}
 	masks.release()
 	for _, it := range plan.Items { // after delivery: see Sequence.Steps
