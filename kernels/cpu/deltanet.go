@@ -345,7 +345,8 @@ func (k *specKeep) keepRows(dst, src []float32, bt *kernels.Batch, cols int) {
 }
 
 // keptRow is where sequence i keeps row r's values in this layer: its index
-// among the kept rows and its lane, or −1, −1 when the row is not kept.
+// among the kept rows (−1: the row is not kept) and the sequence's lane
+// (−1: it has no drafts).
 func (a *deltaArgs) keptRow(i, r int) (row, lane int) {
 	if a.spec == nil || a.spec.rows == 0 {
 		return -1, -1
@@ -377,8 +378,8 @@ func (s *stateStore) RollBack(slot int32, kept int) error {
 				if k.ran[layer] != k.pass {
 					continue // not run this step: its state never moved
 				}
-				// The window after row kept: the last w of the snapshot's
-				// w inputs and the kept+1 rows' own, oldest first.
+				// The window after the kept drafts: the last w of the
+				// snapshot's w inputs and the kept+1 rows' own, oldest first.
 				dst, snap, raw := s.conv[layer][int(slot)*c.Conv:][:c.Conv], k.snapConv[layer][i*c.Conv:][:c.Conv], k.raw[layer][l.off*ch:]
 				for j := range w {
 					if src := kept + 1 + j; src < w {
