@@ -26,11 +26,12 @@ type RecurrentModel interface {
 }
 
 // stateRollBacker is a RecurrentModel that can speculate: its backend keeps
-// a sequence's state after each draft row of a step (kernels.SeqRows.Drafts)
-// and RollBackState puts the one after the kept drafts back in its slot,
-// which verify does after the scheduler's Accept has truncated the rejected
-// drafts' KV (rollBackState). The pool rolls back only for such a model
-// (kvcache SetStateRollBack), so no other hybrid model is asked for drafts.
+// what it needs to give a sequence's state after any draft row of a step
+// (kernels.SeqRows.Drafts), and RollBackState puts the one after the kept
+// drafts in its slot, which verify does after the scheduler's Accept has
+// truncated the rejected drafts' KV (rollBackState). The pool rolls back
+// only for such a model (kvcache SetStateRollBack), so no other hybrid
+// model is asked for drafts.
 type stateRollBacker interface {
 	CanRollBackState() bool
 	RollBackState(slot int32, kept int) error
@@ -57,8 +58,8 @@ func stateSlots(m Model) (slots int, bytes int64) {
 // same prompt, or a fork of its choices, can resume from) for a sequence
 // whose step has not passed it. No slot free: no checkpoint, and the
 // choices compute the prompt themselves, the cache keeps nothing. A step
-// with drafts has the backend keep the state after each row up to the last
-// draft (kernels.SeqRows.Drafts), and never writes a checkpoint past its
+// with drafts has the backend keep what a rollback to any of them needs
+// (kernels.SeqRows.Drafts), and never writes a checkpoint past its
 // verified row: forks and the prefix cache resume only from tokens that
 // are the sequence's.
 func (e *Engine) stateRows(rows *kernels.SeqRows, it scheduler.Item) {

@@ -126,10 +126,11 @@ func (m *Qwen35) StateSlotBytes() int64 { return m.states.Config().SlotBytes() }
 // CopyState copies slot src's recurrent state to slot dst (a fork).
 func (m *Qwen35) CopyState(dst, src int32) error { return m.dn.CopyState(m.states, dst, src) }
 
-// CanRollBackState reports whether the backend keeps a speculating
-// sequence's state after each of its draft rows (kernels.SeqRows.Drafts),
-// which RollBackState needs: the CPU backend does, the CUDA one does not
-// (its engine samples on the device and never speculates).
+// CanRollBackState reports whether the backend's state store can put a
+// speculating sequence's state back to any of its draft rows
+// (kernels.StateRollBack), which RollBackState needs: the CPU backend's
+// can, the CUDA one's cannot (its engine samples on the device and never
+// speculates).
 func (m *Qwen35) CanRollBackState() bool {
 	_, ok := m.states.(kernels.StateRollBack)
 	return ok
