@@ -48,9 +48,10 @@ func BenchmarkMTPSpec(b *testing.B) {
 				rows := seqs * (1 + k)
 				be := cpu.New(2) // one backend for both, as the loader's draft: no idle helpers spinning
 				b.Cleanup(func() { be.Close() })
-				plain := newEngineOn(b, loadMTPBench(b, be, path, rows), Config{Blocks: 64, BlockSize: 16, MaxSeqs: seqs})
-				mm := loadMTPBench(b, be, path, rows)
-				h, err := mm.NewMTP(64)
+				pm, _ := loadMTPBench(b, be, path, rows)
+				plain := newEngineOn(b, pm, Config{Blocks: 64, BlockSize: 16, MaxSeqs: seqs})
+				mm, g := loadMTPBench(b, be, path, rows)
+				h, err := mm.NewMTP(g, 64)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -100,7 +101,7 @@ func BenchmarkMTPSpec(b *testing.B) {
 	}
 }
 
-func loadMTPBench(tb testing.TB, be kernels.Backend, path string, rows int) *models.Qwen35 {
+func loadMTPBench(tb testing.TB, be kernels.Backend, path string, rows int) (*models.Qwen35, *models.GGUFFile) {
 	tb.Helper()
 	g, err := models.OpenGGUF(path)
 	if err != nil {
@@ -111,7 +112,7 @@ func loadMTPBench(tb testing.TB, be kernels.Backend, path string, rows int) *mod
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return m
+	return m, g
 }
 
 // BenchmarkMTPHeadForward prices a draft: one decode row through the MTP
@@ -125,8 +126,8 @@ func BenchmarkMTPHeadForward(b *testing.B) {
 	}
 	be := cpu.New(2)
 	b.Cleanup(func() { be.Close() })
-	m := loadMTPBench(b, be, path, 4)
-	h, err := m.NewMTP(8)
+	m, g := loadMTPBench(b, be, path, 4)
+	h, err := m.NewMTP(g, 8)
 	if err != nil {
 		b.Fatal(err)
 	}

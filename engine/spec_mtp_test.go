@@ -52,7 +52,7 @@ func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { be.Close(); g.Close() })
-	h, err := m.NewMTP(headBlocks)
+	h, err := m.NewMTP(g, headBlocks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func (m *Model) loadMTP(mo models.Options, spec *engine.SpecConfig) error {
 	if !ok || !q.HasMTP() {
 		return fmt.Errorf("loader: --speculate mtp: %s has no multi-token-prediction (nextn) head (a Qwen3.5/3.6 GGUF with nextn_predict_layers)", m.ID)
 	}
-	h, err := q.NewMTP(mo.KVBlocks)
+	h, err := q.NewMTP(m.src, mo.KVBlocks)
 	if err != nil {
 		return fmt.Errorf("loader: --speculate mtp: %w", err)
 	}

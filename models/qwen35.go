@@ -54,9 +54,9 @@ type Qwen35 struct {
 	rowHost     []float32 // RowLogits' read-back (rowlogits.go), nil until used
 	promptRows  []bool
 
-	// The MTP head (qwen35_mtp.go), nil without one; once it is readied
-	// (hiddenOut), every forward also writes the batch's final-normed rows
-	// to hid for it.
+	// The MTP head's weights (qwen35_mtp.go), nil until NewMTP loads them;
+	// from then on (hiddenOut) every forward also writes the batch's
+	// final-normed rows to hid for it.
 	mtp       *qwen35MTP
 	hiddenOut bool
 	hid       kernels.Tensor // [MaxBatchTokens+1, hidden], the last row zero

@@ -217,9 +217,6 @@ func buildQwen35(g WeightSource, c Qwen35Config, be kernels.Backend, opts Option
 		l.wUp = w.load(p+"ffn_up.weight", c.FFN, c.Hidden)
 		l.wDown = w.load(p+"ffn_down.weight", c.Hidden, c.FFN)
 	}
-	if c.MTPLayers == 1 { // llama.cpp's qwen35 runs one; NewMTP refuses more
-		w.loadMTP(m, c)
-	}
 	if w.err != nil {
 		return nil, w.err
 	}

@@ -22,11 +22,13 @@ import (
 // is the pair (h(p−1), token p); position 0 pairs with a zero h, as
 // llama.cpp's first pending row.
 //
-// The head shares the trunk's backend, weights and scratch: the engine runs
-// it between the trunk's forwards, never beside one. The trunk hands it
-// h(t) on the device: once a head is made (NewMTP), every trunk forward
-// also writes the final-normed rows of the whole batch to m.hid, which the
-// head gathers rows from by batch index.
+// The head's weights are loaded only when it is asked for (NewMTP): a
+// model served without MTP speculation costs no memory for it. It shares
+// the trunk's backend, embedding, output and scratch: the engine runs it
+// between the trunk's forwards, never beside one. The trunk hands it h(t)
+// on the device: once a head is made, every trunk forward also writes the
+// final-normed rows of the whole batch to m.hid, which the head gathers
+// rows from by batch index.
 
 // qwen35MTP is the head's weights.
 type qwen35MTP struct {
@@ -36,12 +38,13 @@ type qwen35MTP struct {
 	embed, head, norm kernels.Tensor // own embedding, LM head and head norm, or the trunk's
 }
 
-// HasMTP says whether the model was loaded with a multi-token-prediction head.
-func (m *Qwen35) HasMTP() bool { return m.mtp != nil }
+// HasMTP says whether the model's file carries a multi-token-prediction
+// head (nextn_predict_layers; NewMTP runs one).
+func (m *Qwen35) HasMTP() bool { return m.cfg.MTPLayers > 0 }
 
 // loadMTP loads the head from block blk.<c.Layers>, whose attention and
 // feed-forward are a trunk attention layer's (qwen35moe: the mixture).
-func (w *weightLoader) loadMTP(m *Qwen35, c Qwen35Config) {
+func (w *weightLoader) loadMTP(m *Qwen35, c Qwen35Config) *qwen35MTP {
 	h := &qwen35MTP{}
 	p := fmt.Sprintf("blk.%d.", c.Layers)
 	l := &h.layer
@@ -71,7 +74,7 @@ func (w *weightLoader) loadMTP(m *Qwen35, c Qwen35Config) {
 	if w.src.Has(p + "nextn.shared_head_norm.weight") {
 		h.norm = w.loadF32(p+"nextn.shared_head_norm.weight", c.Hidden)
 	}
-	m.mtp = h
+	return h
 }
 
 // splitColumns cuts t [rows, 2·half] into its first and last half columns
@@ -115,20 +118,29 @@ type Qwen35MTP struct {
 	blocks, bs int
 }
 
-// NewMTP readies the model's MTP head with a KV store of blocks blocks of
-// the model's block size, and turns on the trunk's hidden-row output
-// (m.hid), which every later trunk forward then also computes.
-func (m *Qwen35) NewMTP(blocks int) (*Qwen35MTP, error) {
+// NewMTP loads the model's MTP head from src, the source the model was
+// loaded from (kept open while the head is used: the CPU backend reads
+// weights in place), readies it with a KV store of blocks blocks of the
+// model's block size, and turns on the trunk's hidden-row output (m.hid),
+// which every later trunk forward then also computes. One head a model.
+func (m *Qwen35) NewMTP(src WeightSource, blocks int) (*Qwen35MTP, error) {
 	c, o, be := &m.cfg, m.opts, m.be
 	switch {
-	case m.mtp == nil && c.MTPLayers > 1:
-		return nil, fmt.Errorf("%s: %d MTP (nextn) layers; one is supported: %w", c.Arch, c.MTPLayers, ErrUnsupported)
-	case m.mtp == nil:
+	case c.MTPLayers > 1:
+		return nil, fmt.Errorf("%s: %d MTP (nextn) layers; one is supported (as llama.cpp's qwen35): %w", c.Arch, c.MTPLayers, ErrUnsupported)
+	case c.MTPLayers == 0:
 		return nil, fmt.Errorf("%s: the model has no MTP (nextn) head: %w", c.Arch, ErrUnsupported)
+	case m.mtp != nil:
+		return nil, fmt.Errorf("%s: the MTP head is in use already", c.Arch)
 	case blocks <= 0:
 		return nil, fmt.Errorf("%s: MTP KV of %d blocks", c.Arch, blocks)
 	}
-	h := &Qwen35MTP{m: m, w: m.mtp, rows: o.MaxBatchTokens, blocks: blocks, bs: o.BlockSize}
+	w := weightLoader{src: src, be: be}
+	weights := w.loadMTP(m, *c)
+	if w.err != nil {
+		return nil, fmt.Errorf("%s: MTP head: %w", c.Arch, w.err)
+	}
+	h := &Qwen35MTP{m: m, w: weights, rows: o.MaxBatchTokens, blocks: blocks, bs: o.BlockSize}
 	var err error
 	alloc := func(shape ...int) kernels.Tensor {
 		if err != nil {
@@ -153,7 +165,7 @@ func (m *Qwen35) NewMTP(blocks int) (*Qwen35MTP, error) {
 		return nil, fmt.Errorf("%s: MTP head KV: %w", c.Arch, err)
 	}
 	h.host = make([]float32, o.MaxSeqs*c.Vocab)
-	m.hiddenOut = true
+	m.mtp, m.hiddenOut = weights, true
 	return h, nil
 }
 

@@ -70,11 +70,11 @@ func TestQwen35MTPLlamaCpp(t *testing.T) {
 				return
 			}
 			g := readMTPGolden(t, tm.name, path)
-			m := loadQwen35(t, tm.spec, tm.dtype, Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 16})
+			m, src := loadQwen35Src(t, path, Options{MaxBatchTokens: 64, MaxSeqs: 64, KVBlocks: 16})
 			if !m.HasMTP() {
-				t.Fatal("no MTP head loaded")
+				t.Fatal("no MTP head in the file")
 			}
-			h, err := m.NewMTP(16)
+			h, err := m.NewMTP(src, 16)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func TestQwen35MTPRefusals(t *testing.T) {
 	if m.HasMTP() {
 		t.Fatal("a model without nextn layers has an MTP head")
 	}
-	if _, err := m.NewMTP(8); !errors.Is(err, ErrUnsupported) {
+	if _, err := m.NewMTP(nil, 8); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("NewMTP without a head: %v, want ErrUnsupported", err)
 	}
 	spec := qwen35Tiny
@@ -214,8 +214,14 @@ func TestQwen35MTPRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mm.NewMTP(0); err == nil {
+	if _, err := mm.NewMTP(gf, 0); err == nil {
 		t.Fatal("NewMTP(0 blocks): no error")
+	}
+	if _, err := mm.NewMTP(gf, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mm.NewMTP(gf, 8); err == nil {
+		t.Fatal("a second NewMTP: no error")
 	}
 }
 
@@ -244,14 +250,18 @@ func TestQwen35MTPHFMatchesGGUF(t *testing.T) {
 			if err := write(dir, tc.spec, kernels.F32); err != nil {
 				t.Fatal(err)
 			}
-			hf := openQwen35HF(t, dir, opts)
-			gg := loadQwen35(t, tc.spec, kernels.F32, opts)
+			ggPath := filepath.Join(t.TempDir(), "mtp.gguf")
+			if err := modeltest.WriteQwen35GGUF(ggPath, tc.spec, kernels.F32); err != nil {
+				t.Fatal(err)
+			}
+			hf, hfSrc := loadQwen35Src(t, dir, opts)
+			gg, ggSrc := loadQwen35Src(t, ggPath, opts)
 			if hf.cfg.MTPLayers != 1 || !hf.HasMTP() {
 				t.Fatalf("checkpoint read with %d MTP layers, head loaded %v", hf.cfg.MTPLayers, hf.HasMTP())
 			}
 			toks := qwen35MTPPrompt
-			rows := func(m *Qwen35) [][]float32 {
-				h, err := m.NewMTP(4)
+			rows := func(m *Qwen35, src WeightSource) [][]float32 {
+				h, err := m.NewMTP(src, 4)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -283,7 +293,7 @@ func TestQwen35MTPHFMatchesGGUF(t *testing.T) {
 					logits, err = h.Forward(q35Batch(16, q35Seq{toks: seq, start: len(seq) - 1, n: 1}), []int32{last}, true)
 				}
 			}
-			want, got := rows(gg), rows(hf)
+			want, got := rows(gg, ggSrc), rows(hf, hfSrc)
 			var worst float64
 			for p := range want {
 				lo, hi := slices.Min(want[p]), slices.Max(want[p])
@@ -297,4 +307,23 @@ func TestQwen35MTPHFMatchesGGUF(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadQwen35Src loads the GGUF file or Hugging Face directory at path on a
+// CPU backend, and gives the source beside the model: NewMTP reads the
+// head from it.
+func loadQwen35Src(t *testing.T, path string, opts Options) (*Qwen35, WeightSource) {
+	t.Helper()
+	src, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	be := cpu.New(2)
+	t.Cleanup(func() { be.Close() })
+	m, err := LoadQwen35Source(src, be, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, src
 }
