@@ -43,12 +43,12 @@ type stateStore struct {
 // whole state to memory, once per draft row, and that dominated. On a
 // synthetic hybrid of Qwen3.5's DeltaNet shape (16 value heads of 128: 1 MiB
 // of state a layer, 6 such layers; BenchmarkHybridSpecStep, 2 threads, a
-// 7-row step rolled back to its verified row), per-row copies made the step
-// 1.18-1.20x the same rows without drafts (3 runs); the snapshot and replay
-// 1.04-1.10x (5 runs, alternated with those at load ~6). The snapshot is
-// one copy a step, and a replay touches each head's state (64 KiB, in
-// cache) once per replayed row; a step whose drafts are all kept replays
-// nothing.
+// 7-row step over the same rows without drafts, load 4-6, the two kernels
+// run by run), per-row copies cost 1.15-1.20x; the snapshot and replay
+// 1.05-1.07x rolled back to the verified row and 1.08-1.11x to the last
+// draft but one (6 rows replayed). The snapshot is one copy a step, and a
+// replay touches each head's state (64 KiB, in cache) once per replayed
+// row; a step whose drafts are all kept replays nothing.
 type specKeep struct {
 	lanes []specLane // the latest pass's speculating sequences, in batch order
 	lane  []int      // [sequence of the batch] its index in lanes, −1 when it has no drafts
