@@ -63,6 +63,18 @@ func loadMTPModel(t testing.TB, spec modeltest.Qwen35Spec, blocks, batch, rows, 
 	return hk, &rollHybrid{hookedHybrid: &hookedHybrid{hooked: hk, r: m}, q: m, drafts: map[int32]int{}}, m, h
 }
 
+// countingHead is the head, recording the most logit rows (sequences
+// drafting) one of its forwards carried.
+type countingHead struct {
+	MTPHead
+	most int
+}
+
+func (c *countingHead) Forward(b *kernels.Batch, hidden []int32, fromHead bool) ([]float32, error) {
+	c.most = max(c.most, len(b.LogitRows))
+	return c.MTPHead.Forward(b, hidden, fromHead)
+}
+
 func mtpEngine(t testing.TB, m Model, h MTPHead, seqs int) *Engine {
 	sc := SpecConfig{K: mtpK, Fixed: true, LogitRows: seqs * (1 + mtpK)}
 	if h != nil {
@@ -147,7 +159,8 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 
 	hm, em, _, head := loadMTPModel(t, spec, 96, 64, seqs*(1+mtpK), 96)
 	_, _, refM, refHead := loadMTPModel(t, spec, 16, 256, 8, 16)
-	e := mtpEngine(t, em, head, seqs)
+	counting := &countingHead{MTPHead: head}
+	e := mtpEngine(t, em, counting, seqs)
 	type verified struct {
 		at     int // the decode row's position
 		drafts []int32
@@ -188,6 +201,7 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 		t.Fatalf("only %d drafts checked against the head (%d within rounding)", checked, close)
 	}
 	hm.hook = nil
+	counting.most = 0
 	together := runAtOnce(t, e, func(h func(*kernels.Batch) error) { hm.hook = h }, prompts, n)
 	for i := range prompts {
 		if !slices.Equal(together[i], want[i]) {
@@ -199,6 +213,9 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 		aloneSt.SpecDrafts, aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, checked, close, st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, e.mtp.forwards, e.mtp.rows)
 	if st.SpecDrafts == aloneSt.SpecDrafts || aloneSt.SpecAcceptedTokens == 0 || aloneSt.SpecAcceptedTokens == aloneSt.SpecDraftTokens {
 		t.Fatalf("alone %d draft tokens, %d accepted; in all %d drafts: the runs did not both accept and reject, together", aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, st.SpecDrafts)
+	}
+	if counting.most < seqs {
+		t.Fatalf("together: at most %d sequences drafted in one head forward, want all %d", counting.most, seqs)
 	}
 	if st.KV.Used != 0 || st.KV.StatesUsed != 0 || len(e.mtp.seqs) != 0 || e.mtp.pool.Usage().Used != 0 {
 		t.Fatalf("after all sequences: KV %+v, head sequences %d, head KV %+v", st.KV, len(e.mtp.seqs), e.mtp.pool.Usage())
