@@ -26,5 +26,8 @@ func DescribeQwen35(c Qwen35Config) []Fact {
 			c.ExpertsUsed, c.Experts, c.ExpertFFN, c.SharedFFN)
 	}
 	add("prefix cache", "hits stop at a cached state: each prompt's state at its last block boundary, %d bytes each", state)
+	if c.MTPLayers > 0 {
+		add("mtp", "%d multi-token-prediction (nextn) block after the %d layers: drafts for --speculate mtp", c.MTPLayers, c.Layers)
+	}
 	return f
 }

@@ -208,6 +208,13 @@ func TestQwen35MTPRefusals(t *testing.T) {
 	if c.Layers != spec.Layers || c.MTPLayers != 1 {
 		t.Fatalf("block_count %d with one nextn layer read as %d trunk layers and %d MTP", spec.Layers+1, c.Layers, c.MTPLayers)
 	}
+	facts := map[string]string{}
+	for _, f := range DescribeQwen35(c) {
+		facts[f.Key] = f.Value
+	}
+	if want := "1 multi-token-prediction (nextn) block after the 6 layers: drafts for --speculate mtp"; facts["mtp"] != want {
+		t.Errorf("sluice inspect's mtp line %q, want %q", facts["mtp"], want)
+	}
 	be := cpu.New(1)
 	defer be.Close()
 	mm, err := LoadQwen35(gf, be, Options{MaxBatchTokens: 16, MaxSeqs: 4, KVBlocks: 8})
