@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -268,5 +269,55 @@ func TestMTPConstrainedNoHeadRows(t *testing.T) {
 	collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 12}), 0)
 	if st := waitIdle(t, e); st.SpecDrafts == 0 || e.mtp.rows == 0 {
 		t.Fatalf("an unconstrained sequence: %d drafts, %d head rows", st.SpecDrafts, e.mtp.rows)
+	}
+}
+
+// TestMTPSpecPreemptionAndFullHeadPool: with a target pool too small for
+// the batch (sequences preempted, recomputed from position 0: their head
+// state starts over) and a head pool too small for all of them (a sequence
+// without head room drafts nothing until it has some), greedy output is
+// still the plain output, drafts were still made, and afterwards, with a
+// sequence cancelled midway too, neither pool holds a block.
+func TestMTPSpecPreemptionAndFullHeadPool(t *testing.T) {
+	const n, seqs = 40, 6
+	prompts := vocabPrompts(seqs, mtpAttnSpec.Vocab)
+	_, plainM, _, _ := loadMTPModel(t, mtpAttnSpec, 96, 64, seqs*(1+mtpK), 8)
+	plain := mtpEngine(t, plainM, nil, seqs)
+	want := make([][]int32, seqs)
+	for i, p := range prompts {
+		want[i], _ = collect(t, submit(t, plain, Request{Prompt: p, MaxTokens: n}), 0)
+	}
+	hm, em, _, head := loadMTPModel(t, mtpAttnSpec, 12, 64, seqs*(1+mtpK), 8)
+	e := newEngineOn(t, em, Config{Blocks: 12, BlockSize: 16, MaxBatchTokens: 64, MaxSeqs: seqs, MaxQueue: 64,
+		Speculate: SpecConfig{Method: "mtp", MTP: head, K: mtpK, Fixed: true, LogitRows: seqs * (1 + mtpK)}})
+	got := runAtOnce(t, e, func(h func(*kernels.Batch) error) { hm.hook = h }, prompts, n)
+	for i := range prompts {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("prompt %d: with MTP speculation %v, without %v", i, got[i], want[i])
+		}
+	}
+	// A sequence cancelled while it drafts gives its head blocks back too.
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := e.Submit(ctx, Request{Prompt: prompts[0], MaxTokens: 150})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := 0
+	for range s.Tokens() {
+		if k++; k == 8 {
+			cancel()
+		}
+	}
+	if r := s.Result(); r.Finish != FinishAbort {
+		t.Fatalf("cancelled sequence: %+v", r)
+	}
+	st := waitIdle(t, e)
+	t.Logf("preemptions %d; drafts %d, draft tokens %d, accepted %d; head forwards %d of %d rows", st.Preemptions, st.SpecDrafts,
+		st.SpecDraftTokens, st.SpecAcceptedTokens, e.mtp.forwards, e.mtp.rows)
+	if st.Preemptions == 0 || st.SpecDrafts == 0 {
+		t.Fatalf("%d preemptions, %d drafts: the run did not preempt and speculate", st.Preemptions, st.SpecDrafts)
+	}
+	if st.KV.Used != 0 || len(e.mtp.seqs) != 0 || e.mtp.pool.Usage().Used != 0 {
+		t.Fatalf("after all sequences: KV %+v, head sequences %d, head KV %+v", st.KV, len(e.mtp.seqs), e.mtp.pool.Usage())
 	}
 }
