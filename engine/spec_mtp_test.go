@@ -298,6 +298,7 @@ func TestMTPSpecPreemptionAndFullHeadPool(t *testing.T) {
 	}
 	// A sequence cancelled while it drafts gives its head blocks back too.
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	s, err := e.Submit(ctx, Request{Prompt: prompts[0], MaxTokens: 150})
 	if err != nil {
 		t.Fatal(err)
