@@ -28,7 +28,10 @@ var decodeBWSpec = modeltest.Spec{Layers: 14, Hidden: 2048, Heads: 16, KVHeads: 
 // in Q8_0. Each op is one decode step (one token, a row kernel for every
 // matrix: no row is a prompt row), positions cycling through 0–63 on the
 // same KV blocks after one untimed cycle, so contexts are llama-bench tg64's.
-// Metrics: MB/token (weightBytes) and GB/s = that × tokens/s. GB/s leaves
+// Metrics: MB/token (weightBytes) and GB/s = that × tokens/s; cpu-ms/token
+// is the process's CPU time a token, every thread's spinning included (on
+// one thread the figure to read when other processes share the cores,
+// since it leaves out the time the thread waited for one). GB/s leaves
 // out the F16 KV cache (32 positions on average: 0.7 MB a token for
 // SmolLM2, 0.6 MB for Gemma 3, 0.9 MB for the synthetic model) and the
 // activations, so it is a lower bound on what a step reads.
@@ -65,6 +68,7 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 				for range decodeCycle { // the weights in whatever cache holds them
 					d.step(b)
 				}
+				cpu0 := processCPU()
 				for b.Loop() {
 					d.step(b)
 				}
@@ -72,6 +76,9 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 				b.ReportMetric(float64(perToken)/1e6, "MB/token")
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 				b.ReportMetric(gbs, "GB/s")
+				if cpu := processCPU() - cpu0; cpu > 0 {
+					b.ReportMetric(cpu*1e3/float64(b.N), "cpu-ms/token")
+				}
 			})
 		}
 	}
