@@ -96,6 +96,7 @@ type deviceSampling struct {
 	lpOut  []kernels.RowLogprobs
 	lps    []*Logprob
 	early  [][]uint32 // per logit row: earlyMask's bitsets
+	hist   []int32    // speculating sequences' penalty histories: tokens then drafts
 	read   []int32    // logit rows read back
 	at     []int32
 	host   []float32
@@ -114,6 +115,16 @@ func newDeviceSampling(m Model) *deviceSampling {
 	}
 	slog.Info("engine: tokens sampled on the device; logits read back only for host-only rows")
 	return &deviceSampling{m: dm, ds: ds}
+}
+
+// verifies reports whether e's proposer may draft on the device path:
+// n-gram and draft-model drafts are made on the host from tokens alone and
+// verified from the device's per-row tokens (sampleOnDevice). The MTP head
+// and an assistant read the target's hidden rows of each step, which no
+// device model has been made to hand them, so those sequences decode
+// plainly.
+func (d *deviceSampling) verifies(e *Engine) bool {
+	return e.mtp == nil && e.assist == nil
 }
 
 // forwardStep runs b and joins the masks: with a device sampler it samples
@@ -148,30 +159,54 @@ func (e *Engine) forwardStep(b *kernels.Batch, plan *scheduler.Plan, masks *mask
 // applying those rows' constraint masks there, and reads back the logits of
 // the rest: the hostOnly rows, rows whose mask failed (deliver reports the
 // error), and rows the device left Undecided (sampled on the host with the
-// draw deviceParams already took and held).
+// draw deviceParams already took).
+//
+// A sequence carrying drafts (spec.go) has a logit row per draft and one
+// more, each sampled on the device as a plain decode of that position
+// would be: the penalties' history runs on through the drafts before it,
+// min_tokens counts the drafts as delivered, and row i's draw is the i-th
+// number the sequence's PRNG has not yet spent on a delivered token. The
+// host's verify then reads the device's ids in order; the rows it will
+// never reach (past the first that differs from its draft) are neither
+// read back nor given logprobs, and only the draws of the rows it will
+// deliver are spent (spend), so a seeded sequence draws exactly the
+// numbers, in the order, that it would without drafts.
 func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, masks *maskJobs) (*stepLogits, error) {
 	d, vocab := e.dev, e.model.VocabSize()
-	d.params, d.masks, d.toks = d.params[:0], d.masks[:0], d.toks[:0]
+	d.params, d.masks, d.toks, d.hist = d.params[:0], d.masks[:0], d.toks[:0], d.hist[:0]
 	device := false
 	for _, it := range plan.Items {
 		if !it.Sample {
 			continue
 		}
 		s := owner(it.Seq)
-		var p kernels.SampleParams // the zero value (argmax) for a host row: its id is not used
-		var bits []uint32
-		tok := onHost
-		if j := masks.of(s); !hostOnly(s, vocab) && (j == nil || j.err == nil) {
-			p, tok, device = s.sampler.deviceParams(it.Seq.Tokens), onDevice, true
-			p.Bias = s.req.LogitBias // as adjust adds it, over the masks (-Inf stays -Inf)
-			if j != nil {
-				bits = j.bits
-			}
-			if s.emitted < s.req.MinTokens {
-				bits = e.earlyMask(len(d.masks), bits, s)
-			}
+		j := masks.of(s)
+		dev := !hostOnly(s, vocab) && (j == nil || j.err == nil)
+		hist := it.Seq.Tokens
+		if dev && len(it.Draft) > 0 && s.sampler.penalize() {
+			// Row i's history is the tokens and drafts[:i]; one copy serves
+			// every row. An earlier sequence's slice of d.hist stays valid
+			// when append moves it: SampleRows reads the old array.
+			at := len(d.hist)
+			d.hist = append(append(d.hist, it.Seq.Tokens...), it.Draft...)
+			hist = d.hist[at:len(d.hist):len(d.hist)]
 		}
-		d.params, d.masks, d.toks = append(d.params, p), append(d.masks, bits), append(d.toks, tok)
+		for i := 0; i <= len(it.Draft); i++ {
+			var p kernels.SampleParams // the zero value (argmax) for a host row: its id is not used
+			var bits []uint32
+			tok := onHost
+			if dev {
+				p, tok, device = s.sampler.deviceParams(hist[:len(it.Seq.Tokens)+i], i), onDevice, true
+				p.Bias = s.req.LogitBias // as adjust adds it, over the masks (-Inf stays -Inf)
+				if j != nil {
+					bits = j.bits // one row only: a constrained sequence has no drafts (spec.go)
+				}
+				if s.emitted+i < s.req.MinTokens {
+					bits = e.earlyMask(len(d.masks), bits, s)
+				}
+			}
+			d.params, d.masks, d.toks = append(d.params, p), append(d.masks, bits), append(d.toks, tok)
+		}
 	}
 	if device {
 		if err := d.ds.MaskLogits(logits, d.masks); err != nil {
@@ -186,12 +221,11 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 			if !it.Sample {
 				continue
 			}
+			n := 1 + len(it.Draft)
 			if d.toks[r] == onDevice {
-				if d.toks[r] = d.ids[r]; d.ids[r] != kernels.Undecided {
-					owner(it.Seq).sampler.held = false
-				}
+				owner(it.Seq).sampler.spend(verifiedRows(d.toks[r:r+n], d.ids[r:r+n], it.Draft))
 			}
-			r++
+			r += n
 		}
 		if err := e.logprobsOnDevice(plan, logits); err != nil {
 			return nil, err
@@ -200,7 +234,7 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 	d.read, d.at = d.read[:0], d.at[:0]
 	for r, tok := range d.toks {
 		d.at = append(d.at, int32(len(d.read)))
-		if tok < 0 {
+		if tok == onHost {
 			d.read = append(d.read, int32(r))
 		}
 	}
@@ -211,6 +245,35 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 		}
 	}
 	return &stepLogits{host: d.host, at: d.at, toks: d.toks, lps: d.lps}, nil
+}
+
+// unread marks a logit row verify never reaches: not read back, no logprobs.
+const unread int32 = -3
+
+// verifiedRows fills toks, one sequence's device-sampled rows, from the
+// device's ids as verify (spec.go) will read them: in order while each
+// token equals its draft, up to the first that differs or the last row;
+// the rows past that are unread. From a row the device left Undecided on,
+// every row is sampled on the host, in order, with the draws still unspent,
+// since whether the rows after it are reached turns on the host's token.
+// It returns how many rows the device decided that verify delivers.
+func verifiedRows(toks, ids, draft []int32) int {
+	for i, id := range ids {
+		if id == kernels.Undecided {
+			for k := i; k < len(toks); k++ {
+				toks[k] = onHost
+			}
+			return i
+		}
+		toks[i] = id
+		if i == len(draft) || id != draft[i] {
+			for k := i + 1; k < len(toks); k++ {
+				toks[k] = unread
+			}
+			return i + 1
+		}
+	}
+	return len(ids) // unreachable: the last row always stops
 }
 
 // logprobsOnDevice computes on the device the logprobs of the rows sampled
@@ -225,10 +288,12 @@ func (e *Engine) logprobsOnDevice(plan *scheduler.Plan, logits kernels.Tensor) e
 		if !it.Sample {
 			continue
 		}
-		if s := owner(it.Seq); s.req.Logprobs && d.toks[r] >= 0 {
-			d.lpRows = append(d.lpRows, kernels.LogprobRow{Row: r, Token: d.toks[r], K: s.req.TopLogprobs})
+		s := owner(it.Seq)
+		for end := r + 1 + len(it.Draft); r < end; r++ {
+			if s.req.Logprobs && d.toks[r] >= 0 {
+				d.lpRows = append(d.lpRows, kernels.LogprobRow{Row: r, Token: d.toks[r], K: s.req.TopLogprobs})
+			}
 		}
-		r++
 	}
 	if len(d.lpRows) == 0 {
 		return nil
@@ -274,11 +339,13 @@ func (e *Engine) earlyMask(r int, bits []uint32, s *Sequence) []uint32 {
 	return m
 }
 
-// deviceParams are s's settings for the device's next token, with its
-// penalty window of history; at a positive temperature the token's draw is
-// taken now and held, for the host to use should the device leave the row
-// undecided.
-func (s *sampler) deviceParams(history []int32) kernels.SampleParams {
+// deviceParams are s's settings for the device's token at row i of its
+// step (i > 0: a draft's verify row, spec.go), with its penalty window of
+// history; at a positive temperature the row's draw is the i-th number not
+// yet spent, taken from the PRNG now if need be and kept (ahead) for the
+// token that uses it, on the device or on the host should the device
+// leave the row undecided.
+func (s *sampler) deviceParams(history []int32, i int) kernels.SampleParams {
 	p := &s.p
 	dp := kernels.SampleParams{Temperature: p.Temperature, TopK: int32(p.TopK), TopP: p.TopP, MinP: p.MinP,
 		RepetitionPenalty: p.RepetitionPenalty, PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty}
@@ -289,18 +356,28 @@ func (s *sampler) deviceParams(history []int32) kernels.SampleParams {
 		}
 	}
 	if s.draws() {
-		dp.U = s.rng.Float64()
-		s.heldU, s.held = dp.U, true
+		for len(s.ahead) <= i {
+			s.ahead = append(s.ahead, s.rng.Float64())
+		}
+		dp.U = s.ahead[i]
 	}
 	return dp
 }
 
-// next is the number a draw uses: the one deviceParams held, else the
-// PRNG's next.
+// spend drops the first n numbers taken ahead: n tokens the device
+// sampled with them are delivered. A greedy sampler took none.
+func (s *sampler) spend(n int) {
+	n = min(n, len(s.ahead))
+	s.ahead = s.ahead[:copy(s.ahead, s.ahead[n:])]
+}
+
+// next is the number a draw uses: the first taken ahead for the device,
+// else the PRNG's next.
 func (s *sampler) next() float64 {
-	if s.held {
-		s.held = false
-		return s.heldU
+	if len(s.ahead) > 0 {
+		u := s.ahead[0]
+		s.spend(1)
+		return u
 	}
 	return s.rng.Float64()
 }

@@ -24,9 +24,9 @@ type sampler struct {
 	rng    *rand.Rand
 	cands  []cand // scratch, reused across tokens
 	counts map[int32]int32
-	// held: the next draw's number was taken for the device (devsample.go)
-	heldU float64
-	held  bool
+	// ahead: the next draws' numbers, taken for the device's rows and not
+	// yet spent by a delivered token (devsample.go)
+	ahead []float64
 }
 
 type cand struct {

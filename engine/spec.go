@@ -30,10 +30,10 @@ import (
 //
 // Not speculated (a plain decode instead): a sequence with a constraint
 // (its mask is computed for one row per step), a group leader not yet
-// forked, a device-sampled engine (devsample.go maps one logit row per
-// sequence), and pools that cannot roll back (window layers, recurrent
-// state where the backend cannot put it back: state.go; the scheduler asks
-// no drafts of them).
+// forked, a device-sampled engine drafting with the MTP head or an
+// assistant (devsample.go: verifies), and pools that cannot roll back
+// (window layers, recurrent state where the backend cannot put it back:
+// state.go; the scheduler asks no drafts of them).
 //
 // Self-tuning: a sequence keeps a decayed count of drafts tried and
 // accepted (its acceptance α), and the engine learns what a decode step of
@@ -239,7 +239,7 @@ func (r *rowCost) cost() float64 {
 func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	s := owner(q)
 	s.spec.shadow = 0
-	if e.dev != nil || s.req.Constraint != nil || len(s.choices) > 0 {
+	if e.dev != nil && !e.dev.verifies(e) || s.req.Constraint != nil || len(s.choices) > 0 {
 		return nil
 	}
 	cfg := &e.cfg.Speculate
