@@ -94,19 +94,30 @@ func dotQ8_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows i
 //go:noescape
 func dotQ8_0Q8_0Rows8VNNI1(w *byte, wstride int, x *byte, nb int, dst *float32, groups int)
 
-// dotQ8_0Q8_0RowsVNNI runs whole groups of eight rows through the AVX-512
-// kernel and the rest through the AVX2 one, which gives the same bits.
-func dotQ8_0Q8_0RowsVNNI(w *byte, wstride int, x *byte, nb int, dst *float32, rows int) {
-	if g := rows / 8; g > 0 {
-		dotQ8_0Q8_0Rows8VNNI1(w, wstride, x, nb, dst, g)
-		w = (*byte)(unsafe.Add(unsafe.Pointer(w), 8*g*wstride))
-		dst = (*float32)(unsafe.Add(unsafe.Pointer(dst), 4*8*g))
-		rows -= 8 * g
-	}
-	if rows > 0 {
-		dotQ8_0Q8_0Rows(w, wstride, x, nb, dst, rows)
+//go:noescape
+func dotQ5_0Q8_0Rows8VNNI1(w *byte, wstride int, x *byte, nb int, dst *float32, groups int)
+
+// groupsOf8 makes a row kernel of an AVX-512 kernel for whole groups of
+// eight rows (groups8) and the AVX2 kernel giving the same bits (rest),
+// which takes the rows past the last group.
+func groupsOf8(groups8, rest func(w *byte, wstride int, x *byte, nb int, dst *float32, n int)) func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int) {
+	return func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int) {
+		if g := rows / 8; g > 0 {
+			groups8(w, wstride, x, nb, dst, g)
+			w = (*byte)(unsafe.Add(unsafe.Pointer(w), 8*g*wstride))
+			dst = (*float32)(unsafe.Add(unsafe.Pointer(dst), 4*8*g))
+			rows -= 8 * g
+		}
+		if rows > 0 {
+			rest(w, wstride, x, nb, dst, rows)
+		}
 	}
 }
+
+var (
+	dotQ8_0Q8_0RowsVNNI = groupsOf8(dotQ8_0Q8_0Rows8VNNI1, dotQ8_0Q8_0Rows)
+	dotQ5_0Q8_0RowsVNNI = groupsOf8(dotQ5_0Q8_0Rows8VNNI1, dotQ5_0Q8_0Rows)
+)
 
 //go:noescape
 func dotQ4_0Q8_0Rows(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
@@ -358,6 +369,9 @@ func init() {
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
+	if useVNNI512 {
+		quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0RowsVNNI, 22, 34)
+	}
 	quantKernels[kernels.Q5_0].rows4 = asmRowsM(dotQ5_0Q8_0Rows4, 4, 22, 34)
 	quantKernels[kernels.Q5_0].rows8 = asmRowsM(dotQ5_0Q8_0Rows8, 8, 22, 34)
 	if useVNNI512 {

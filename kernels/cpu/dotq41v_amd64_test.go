@@ -136,6 +136,73 @@ func TestQ8_0RowsVNNI1(t *testing.T) {
 	}
 }
 
+// TestQ5_0RowsVNNI1 is TestQ8_0RowsVNNI1 for the Q5_0 kernel, on blocks
+// with every fifth bit set, none set and random (levels −16 and 15 among
+// them), and subnormal negative scales.
+func TestQ5_0RowsVNNI1(t *testing.T) {
+	if !useVNNI512 {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	k := quantKernels[kernels.Q5_0]
+	avx2 := asmRows(dotQ5_0Q8_0Rows, 22, 34)
+	vnni := asmRows(dotQ5_0Q8_0RowsVNNI, 22, 34)
+	r := rand.New(rand.NewPCG(26, 50))
+	for _, in := range []int{32, 96, 640, 2560} {
+		for _, rows := range []int{1, 7, 8, 9, 16, 17, 24, 31} {
+			t.Run(fmt.Sprintf("in%d/rows%d", in, rows), func(t *testing.T) {
+				nb := in / 32
+				wb := kernels.Q5_0.RowBytes(in)
+				w := mustQuantize(t, kernels.Q5_0, randVec(r, rows*in))
+				for b := 0; b < rows*nb; b++ {
+					blk := w[b*22 : b*22+22]
+					switch b % 4 {
+					case 0: // all levels ≥ 0, one at 15
+						copy(blk[2:6], []byte{0xff, 0xff, 0xff, 0xff})
+						blk[6+r.IntN(16)] |= 0x0f
+					case 1: // all levels < 0, one at −16
+						clear(blk[2:6])
+						blk[6+r.IntN(16)] &= 0xf0
+					case 2: // random bits and nibbles, subnormal negative scale
+						binary.LittleEndian.PutUint32(blk[2:], r.Uint32())
+						for j := 6; j < 22; j++ {
+							blk[j] = byte(r.Uint32())
+						}
+						binary.LittleEndian.PutUint16(blk, 0x8002)
+					}
+				}
+				x := randVec(r, in)
+				x[r.IntN(in)] = 50
+				for i := 0; i < in; i += 64 {
+					x[i] = -x[i+1] * 1e3
+				}
+				xq := make([]byte, nb*34)
+				k.quantize(xq, x)
+				want, got := nanSlice(rows+3), nanSlice(rows+3)
+				avx2(want[:rows], w, wb, xq, nb)
+				vnni(got[:rows], w, wb, xq, nb)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("row %d: VNNI %v (%#08x), AVX2 %v (%#08x)", i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+					}
+				}
+				wf := mustDequantize(t, kernels.Q5_0, w, rows*in)
+				xf := decodeAct(t, kernels.Q5_0, xq, in)
+				for i := range rows {
+					var ref, mag float64
+					for j := range in {
+						p := float64(wf[i*in+j]) * float64(xf[j])
+						ref += p
+						mag += math.Abs(p)
+					}
+					if tol := float64(nb+8) * 0x1p-23 * mag; math.Abs(float64(got[i])-ref) > tol {
+						t.Errorf("row %d: VNNI %v, float64 %v (tolerance %g)", i, got[i], ref, tol)
+					}
+				}
+			})
+		}
+	}
+}
+
 // q80Ref is q41Ref for a Q8_0 row against a Q8_0 activation row.
 func q80Ref(w, xq []byte, nb int) (ref, tol float64) {
 	f16 := func(b []byte) float64 { return float64(quant.F16ToF32(binary.LittleEndian.Uint16(b))) }
@@ -184,7 +251,8 @@ func q41Ref(w, xq []byte, nb int) (ref, tol float64) {
 
 // BenchmarkSingleRowKernels: the AVX2 and AVX-512 single-row kernels
 // over one L2-resident matrix of 576 columns (Q4_1: SmolLM2's FFN up, 1536
-// rows, 1.7 MB; Q8_0: 2048 rows of its output head, 1.2 MB), GB/s of
+// rows, 1.7 MB; Q8_0: 2048 rows of its output head, 1.2 MB; Q5_0: 2048
+// rows, 0.8 MB), GB/s of
 // weights read.
 func BenchmarkSingleRowKernels(b *testing.B) {
 	r := rand.New(rand.NewPCG(26, 42))
@@ -196,6 +264,7 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 	}{
 		{kernels.Q4_1, 1536, dotQ4_1Q8_1Rows, dotQ4_1Q8_1RowsVNNI},
 		{kernels.Q8_0, 2048, dotQ8_0Q8_0Rows, dotQ8_0Q8_0RowsVNNI},
+		{kernels.Q5_0, 2048, dotQ5_0Q8_0Rows, dotQ5_0Q8_0RowsVNNI},
 	} {
 		k := quantKernels[c.dt]
 		w := randomBlocks(r, c.dt, c.rows, in)
