@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -86,10 +87,11 @@ func mtpEngine(t testing.TB, m Model, h MTPHead, seqs int) *Engine {
 
 // mtpReference is the head's greedy chain of k drafts after toks, computed
 // from scratch: the trunk over toks[:n−1] in one forward, the head over
-// every position pairing token p with the trunk's h(p−1) (a zero h at 0),
-// then chained on its own state. Beside each draft, the top-2 margin of
-// its logits.
-func mtpReference(t *testing.T, m *models.Qwen35, h *models.Qwen35MTP, toks []int32, k int) (drafts []int32, margins []float32) {
+// every position pairing token p with the trunk's h(p−1) (a zero h at 0,
+// and through position cached, which a prefix-cache hit's sequence never
+// had the trunk compute), then chained on its own state. Beside each
+// draft, the top-2 margin of its logits.
+func mtpReference(t *testing.T, m *models.Qwen35, h *models.Qwen35MTP, toks []int32, cached, k int) (drafts []int32, margins []float32) {
 	t.Helper()
 	n := len(toks)
 	batch := func(from int, seq []int32, logits bool) *kernels.Batch {
@@ -115,6 +117,9 @@ func mtpReference(t *testing.T, m *models.Qwen35, h *models.Qwen35MTP, toks []in
 	hidden := make([]int32, n)
 	for i := range hidden {
 		hidden[i] = int32(i) - 1
+		if i <= cached {
+			hidden[i] = -1
+		}
 	}
 	b := batch(0, toks, false)
 	b.LogitRows = []int32{int32(n - 1)}
@@ -138,13 +143,15 @@ func TestMTPSpecGreedy(t *testing.T)       { testMTPSpecGreedy(t, mtpAttnSpec) }
 func TestMTPSpecGreedyHybrid(t *testing.T) { testMTPSpecGreedy(t, mtpHybridSpec) }
 
 // testMTPSpecGreedy: greedy output with MTP speculation equals the output
-// without it, token for token, each prompt alone and all together in one
-// batch, and every draft the engine verified is the head's chain computed
-// from scratch over the sequence's tokens (up to a draft whose reference
-// top-2 margin is within rounding): the head's KV rows pair each token
-// with the trunk's state at the position before, across prompt chunks,
-// verified and rejected drafts (and, on the hybrid, the recurrent state
-// rolled back). Afterwards no block of either pool, nor state slot, is held.
+// without it, token for token, each prompt alone and then all together in
+// one batch (where they hit the prefix cache), and every draft the engine
+// verified is the head's chain computed from scratch over the sequence's
+// tokens (up to a draft whose reference top-2 margin is within rounding):
+// the head's KV rows pair each token with the trunk's state at the
+// position before (a zero state where a cache hit skipped the trunk),
+// across prompt chunks, sequences batched together, verified and rejected
+// drafts (and, on the hybrid, the recurrent state rolled back). Afterwards
+// no block of either pool, nor state slot, is held.
 func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 	const n, seqs = 24, 4
 	prompts := vocabPrompts(seqs, spec.Vocab)
@@ -162,33 +169,39 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 	_, _, refM, refHead := loadMTPModel(t, spec, 16, 256, 8, 16)
 	counting := &countingHead{MTPHead: head}
 	e := mtpEngine(t, em, counting, seqs)
+	// The prompts' lengths differ: a batch's sequence is known by its Prompt.
+	byLen := map[int]int{}
+	for i, p := range prompts {
+		byLen[len(p)] = i
+	}
 	type verified struct {
-		at     int // the decode row's position
-		drafts []int32
+		prompt, at int // the sequence, its decode row's position
+		drafts     []int32
 	}
 	var steps []verified
-	hm.hook = func(b *kernels.Batch) error {
+	first := map[int]int{} // the first position the target computed of each sequence
+	record := func(b *kernels.Batch) error {
 		for _, s := range b.Seqs {
+			i := byLen[s.Prompt]
+			if _, ok := first[i]; !ok {
+				first[i] = int(b.Positions[s.Start])
+			}
 			if s.End-s.Start > 1 && int(b.Positions[s.Start]) >= s.Prompt {
-				steps = append(steps, verified{int(b.Positions[s.Start]), slices.Clone(b.Tokens[s.Start+1 : s.End])})
+				steps = append(steps, verified{i, int(b.Positions[s.Start]), slices.Clone(b.Tokens[s.Start+1 : s.End])})
 			}
 		}
 		return nil
 	}
-	checked, close := 0, 0
-	for i, p := range prompts {
-		steps = steps[:0]
-		got, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: n}), 0)
-		if !slices.Equal(got, want[i]) {
-			t.Fatalf("alone: prompt %d: with MTP speculation %v, without %v", i, got, want[i])
-		}
-		all := append(slices.Clone(p), got...)
+	checked, close, cachedSeqs := 0, 0, 0
+	check := func(what string, out [][]int32) {
+		t.Helper()
 		for _, v := range steps {
-			ref, margins := mtpReference(t, refM, refHead, all[:v.at+1], len(v.drafts))
+			all := append(slices.Clone(prompts[v.prompt]), out[v.prompt]...)
+			ref, margins := mtpReference(t, refM, refHead, all[:v.at+1], first[v.prompt], len(v.drafts))
 			for j, d := range v.drafts {
 				if d != ref[j] {
 					if margins[j] > 1e-3 {
-						t.Fatalf("prompt %d, step at %d: drafts %v, the head from scratch %v (margin %.3g at %d)", i, v.at, v.drafts, ref, margins[j], j)
+						t.Fatalf("%s: prompt %d, step at %d: drafts %v, the head from scratch %v (margin %.3g at %d)", what, v.prompt, v.at, v.drafts, ref, margins[j], j)
 					}
 					close++
 					break
@@ -197,21 +210,44 @@ func testMTPSpecGreedy(t *testing.T, spec modeltest.Qwen35Spec) {
 			}
 		}
 	}
+	hm.hook = record
+	for i, p := range prompts {
+		steps, first = steps[:0], map[int]int{}
+		got, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: n}), 0)
+		if !slices.Equal(got, want[i]) {
+			t.Fatalf("alone: prompt %d: with MTP speculation %v, without %v", i, got, want[i])
+		}
+		out := make([][]int32, len(prompts))
+		out[i] = got
+		check("alone", out)
+	}
 	aloneSt := *e.Stats()
+	aloneChecked := checked
 	if checked < 20 {
 		t.Fatalf("only %d drafts checked against the head (%d within rounding)", checked, close)
 	}
 	hm.hook = nil
 	counting.most = 0
-	together := runAtOnce(t, e, func(h func(*kernels.Batch) error) { hm.hook = h }, prompts, n)
+	steps, first = steps[:0], map[int]int{}
+	together := runAtOnce(t, e, func(h func(*kernels.Batch) error) {
+		hm.hook = func(b *kernels.Batch) error { return cmp.Or(h(b), record(b)) }
+	}, prompts, n)
 	for i := range prompts {
 		if !slices.Equal(together[i], want[i]) {
 			t.Fatalf("together: prompt %d: with MTP speculation %v, without %v", i, together[i], want[i])
 		}
+		if first[i] > 0 {
+			cachedSeqs++
+		}
+	}
+	check("together", together)
+	if cachedSeqs == 0 || checked-aloneChecked < 20 {
+		t.Fatalf("together: %d sequences started from the prefix cache, %d drafts checked", cachedSeqs, checked-aloneChecked)
 	}
 	st := waitIdle(t, e)
-	t.Logf("alone: drafts %d, draft tokens %d, accepted %d (%d checked against the head from scratch, %d stopped at a rounding tie); in all: %d, %d, %d; head forwards %d of %d rows",
-		aloneSt.SpecDrafts, aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, checked, close, st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, e.mtp.forwards, e.mtp.rows)
+	t.Logf("alone: drafts %d, draft tokens %d, accepted %d; in all: %d, %d, %d; %d drafts checked against the head from scratch (%d together, %d sequences of which started from the prefix cache), %d stopped at a rounding tie; head forwards %d of %d rows",
+		aloneSt.SpecDrafts, aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens,
+		checked, checked-aloneChecked, cachedSeqs, close, e.mtp.forwards, e.mtp.rows)
 	if st.SpecDrafts == aloneSt.SpecDrafts || aloneSt.SpecAcceptedTokens == 0 || aloneSt.SpecAcceptedTokens == aloneSt.SpecDraftTokens {
 		t.Fatalf("alone %d draft tokens, %d accepted; in all %d drafts: the runs did not both accept and reject, together", aloneSt.SpecDraftTokens, aloneSt.SpecAcceptedTokens, st.SpecDrafts)
 	}
