@@ -157,6 +157,7 @@ func (m *Model) load(o Options) error {
 	if o.Speculate.Method != "" {
 		// models.Options.MaxSeqs is the logit rows one Forward returns.
 		mo.MaxSeqs = seqs * (1 + cmp.Or(o.Speculate.K, engine.DefaultSpecK))
+		mo.Sequences = seqs
 	}
 	var window, windowBlocks int
 	var format models.ReasoningFormat

@@ -56,7 +56,7 @@ func (o Options) windowDefaults(c Config) Options {
 	}
 	if o.WindowKVBlocks <= 0 {
 		bs := o.BlockSize
-		o.WindowKVBlocks = o.MaxSeqs*((c.Window-1+bs-1)/bs+2) + (o.MaxBatchTokens+bs-1)/bs
+		o.WindowKVBlocks = o.sequences()*((c.Window-1+bs-1)/bs+2) + (o.MaxBatchTokens+bs-1)/bs // drafts' rows are in the batch's share
 		budget := o.KVBytes
 		if budget <= 0 {
 			budget = defaultKVBytes

@@ -18,8 +18,13 @@ type Options struct {
 	KVBlocks       int // KV blocks; 0 = as many as KVBytes allows
 	KVBytes        int64
 	ContextLen     int // 0 = the model's own; a smaller value caps it
+	// Sequences is how many sequences run at once when that is fewer than
+	// MaxSeqs (speculation's draft rows are logit rows of the same
+	// sequences); 0 = MaxSeqs. Per-sequence memory (Qwen3.5's recurrent
+	// state slots) is sized by it, not by the rows.
+	Sequences int
 	// WindowKV keeps a sliding-window model's window layers in a KV store of
-	// their own, of WindowKVBlocks blocks (0 = enough for MaxSeqs sequences
+	// their own, of WindowKVBlocks blocks (0 = enough for Sequences sequences
 	// at their windows and one batch), for kvcache's window group: the
 	// engine must be given Window and WindowBlocks to match. Off: every
 	// layer keeps every position (gemma3_window.go).
@@ -28,6 +33,14 @@ type Options struct {
 }
 
 const defaultKVBytes = 1 << 30
+
+// sequences is the most sequences one step carries (Options.Sequences).
+func (o Options) sequences() int {
+	if o.Sequences > 0 {
+		return min(o.MaxSeqs, o.Sequences)
+	}
+	return o.MaxSeqs
+}
 
 func (o Options) withDefaults(c Config) Options {
 	if o.MaxBatchTokens <= 0 {

@@ -370,12 +370,14 @@ func (m *Qwen35) allocate() error {
 }
 
 // stateSlots sizes the recurrent-state store: a slot for each sequence a
-// step may carry and half as many again for checkpoints (forks) and cached
+// step may carry (Options.Sequences: a speculating engine's extra logit
+// rows are drafts of those sequences, which need no slot) and half as many again for checkpoints (forks) and cached
 // prefix states, within a quarter of the KV byte budget when there is one
 // (a slot of Qwen3.5-0.8B is 20 MiB: 18 layers of 16 heads' 128×128 state),
 // and at least 2.
 func stateSlots(o Options, slotBytes int64) int {
-	n := o.MaxSeqs + (o.MaxSeqs+1)/2
+	seqs := o.sequences()
+	n := seqs + (seqs+1)/2
 	if o.KVBytes > 0 && slotBytes > 0 {
 		n = min(n, int(o.KVBytes/4/slotBytes))
 	}

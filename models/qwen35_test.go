@@ -241,6 +241,9 @@ func TestQwen35StateSlots(t *testing.T) {
 		{Options{MaxSeqs: 8}, 1 << 20, 12},
 		{Options{MaxSeqs: 64, KVBytes: 1 << 30}, 20 << 20, 12}, // a quarter of 1 GiB in 20 MiB slots
 		{Options{MaxSeqs: 1, KVBytes: 1 << 20}, 20 << 20, 2},
+		// Speculating: 16 sequences with 8 draft rows each are 144 logit rows
+		// but still 16 sequences' states.
+		{Options{MaxSeqs: 144, Sequences: 16}, 1 << 20, 24},
 	} {
 		if got := stateSlots(tc.o, tc.bytes); got != tc.want {
 			t.Errorf("%+v, %d bytes a slot: %d slots, want %d", tc.o, tc.bytes, got, tc.want)

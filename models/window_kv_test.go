@@ -126,6 +126,11 @@ func TestWindowKVSizing(t *testing.T) {
 	if o := (Options{WindowKV: true}).withDefaults(g3); o.WindowKVBlocks != 64*34+32 {
 		t.Errorf("gemma3: %d window blocks, want %d", o.WindowKVBlocks, 64*34+32)
 	}
+	// Speculating, 16 sequences ask for 144 logit rows: the window store is
+	// 16 sequences' windows, the drafts' rows being in the batch's share.
+	if o := (Options{WindowKV: true, MaxSeqs: 144, Sequences: 16}).withDefaults(g3); o.WindowKVBlocks != 16*34+32 {
+		t.Errorf("gemma3, 16 sequences of 144 rows: %d window blocks, want %d", o.WindowKVBlocks, 16*34+32)
+	}
 }
 
 // TestMistralHFWindow: a MistralForCausalLM checkpoint whose config.json sets
