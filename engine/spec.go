@@ -35,19 +35,25 @@ import (
 // (window layers, recurrent state where the backend cannot put it back:
 // state.go; the scheduler asks no drafts of them).
 //
-// Self-tuning: a sequence keeps a decayed count of drafts tried and
-// accepted (its acceptance α), and the engine learns what a decode step of
-// r rows costs from the step times it sees (rowCost). With S sequences
-// decoding, n drafts are expected to deliver 1 + α + … + α^n tokens in a
-// step of S+n rows, so a sequence drafts the n ≤ SpecConfig.K that makes the
-// most tokens per second of step, and none while a plain step does best.
+// Self-tuning: a sequence keeps decayed counts of drafts tried and
+// accepted, in two records by the length of the n-gram match behind each
+// draft (shorter than specLongMatch, or not; a model's drafts in the
+// first): α(i), the chance that draft i is right once the ones before it
+// were, is its record's rate. The engine learns what a decode step of r
+// rows costs from the step times it sees (rowCost). With S sequences
+// decoding, n drafts are expected to deliver 1 + α(0) + α(0)α(1) + … tokens
+// in a step of S+n rows, so a sequence drafts the n ≤ SpecConfig.K that
+// makes the most tokens per second of step, and none while a plain step
+// does best. Every draft the step can check counts, carried or not: the
+// n-gram proposer proposes K whatever is carried, and the token sampled
+// after the kept drafts checks the next proposed one (score).
 // The cost is learned per row count, not as a line: on the CPU a step of
 // 4 or 8 rows runs whole on the 4- and 8-row dot kernels, while 3 or 7 rows
 // add 2- and 1-row passes (SmolLM2 at 2 threads, BenchmarkSpecStepRows on
 // a quiet machine: t3 1.63·t1, t4 1.66, t7 3.00, t8 2.89, t11 4.31, t12
 // 4.33; under load the gaps were wider: t3 2.15, t4 1.65), so a straight
 // line priced 7 rows below 8 and drafted into the dearer sizes. An off
-// sequence still proposes in the shadow: the draft's first token is
+// sequence still proposes in the shadow: the proposal's first token is
 // checked against the token the plain decode produced, so α keeps
 // tracking and speculation comes back when drafts start to hit.
 
@@ -92,9 +98,16 @@ const (
 	// specWindow bounds how far back a proposer looks, so its cost per
 	// step stays small beside the forward pass on long sequences.
 	specWindow = 4096
-	// DefaultSpecMinNGram is the shortest suffix matched: two tokens recur
-	// by chance in free text often enough to waste rows on wrong drafts.
+	// DefaultSpecMinNGram is the shortest suffix matched: one or two
+	// tokens recur by chance in free text often enough to waste rows on
+	// wrong drafts. Even priced by a record of their own (specState),
+	// 1-token matches drafted 0.2-0.25 rows a token on free text at 0.19
+	// acceptance: 0.92x and 0.93x plain in BenchmarkSpeculative (load 3-5),
+	// for +6% on the edit workload in BenchmarkSpecReplay.
 	DefaultSpecMinNGram = 3
+	// specLongMatch is the match length from which an n-gram draft is
+	// priced by the long matches' record instead of the short ones'.
+	specLongMatch = 5
 	// specRowCost is the cost of a draft row (over one sequence's share
 	// of a plain step) before the step times have shown one.
 	specRowCost = 0.25
@@ -128,18 +141,71 @@ func (c *SpecConfig) validate() error {
 
 // specState is one sequence's acceptance record; loop-owned.
 type specState struct {
-	tried, hit float64 // decayed counts of drafts verified and accepted
-	shadow     int32   // 1 + the first draft token of a step that did not speculate; 0 none
+	// tried and hit are decayed counts of draft tokens checked and right,
+	// in two records by the length for which the n-gram match behind a
+	// draft has agreed with the text (specRecord): [1] for specLongMatch
+	// tokens or more, [0] for shorter ones and every draft of a model. A
+	// text that repeats itself keeps repeating once a long stretch has
+	// matched, while a short match is more often chance, so one rate for
+	// both drafted too little where copies run long.
+	tried, hit [2]float64
+	// ext is the match length behind the pending proposal (s.draft): 0
+	// for a model's drafts; pending says the next delivery scores it.
+	ext     int
+	pending bool
 }
 
-// alpha is the sequence's acceptance estimate, with one prior trial at ½.
-func (p *specState) alpha() float64 { return (p.hit + 0.5) / (p.tried + 1) }
+// accept is the chance that draft i (from 0) of a proposal is right once
+// the ones before it were, with one prior trial at ½: behind it, the match
+// has agreed for ext+i tokens.
+func (p *specState) accept(ext, i int) float64 {
+	b := specRecord(ext, i)
+	return (p.hit[b] + 0.5) / (p.tried[b] + 1)
+}
 
-// record adds a verification of tried drafts of which hit were accepted.
-func (p *specState) record(tried, hit int) {
-	const decay = 0.8 // per verification: the estimate follows the last ~5
-	p.tried = p.tried*decay + float64(tried)
-	p.hit = p.hit*decay + float64(hit)
+// specRecord is the record of draft i of a proposal whose match length is
+// ext (0: a model's).
+func specRecord(ext, i int) int {
+	if ext > 0 && ext+i >= specLongMatch {
+		return 1
+	}
+	return 0
+}
+
+// alpha is the acceptance of a model's drafts (all in one record).
+func (p *specState) alpha() float64 { return p.accept(0, 0) }
+
+// score records how proposal prop fared: its first kept tokens were
+// carried and accepted, and next is the token sampled after them. next
+// also checks the proposal's next token where it was proposed but not
+// carried, so a sequence that drafts short (or not at all) still learns
+// whether longer drafts would have been right.
+func (p *specState) score(prop []int32, ext, kept int, next int32) {
+	right := kept
+	if kept < len(prop) && prop[kept] == next {
+		right++
+	}
+	var tried, hit [2]float64
+	for i := range min(right+1, len(prop), kept+1) {
+		b := specRecord(ext, i)
+		tried[b]++
+		if i < right {
+			hit[b]++
+		}
+	}
+	for b := range tried {
+		if tried[b] > 0 {
+			p.record(b, tried[b], hit[b])
+		}
+	}
+}
+
+// record adds to record b a verification of tried drafts of which hit
+// were right.
+func (p *specState) record(b int, tried, hit float64) {
+	const decay = 0.8 // per verification: a record follows its last ~5
+	p.tried[b] = p.tried[b]*decay + tried
+	p.hit[b] = p.hit[b]*decay + hit
 }
 
 // rowCost learns the time of an all-decode step by its row count: the
@@ -209,15 +275,15 @@ func (r *rowCost) time(rows, seqs int) float64 {
 	return max(est, 1e-9)
 }
 
-// draftLen is how many of k drafts a sequence with acceptance alpha should
-// carry: the n that makes the most expected tokens per second in a step of
-// seqs sequences (the others plain).
-func (r *rowCost) draftLen(alpha float64, k, seqs int) int {
+// draftLen is how many of k drafts with a match length ext (spec.accept)
+// a sequence should carry: the n that makes the most expected tokens per
+// second in a step of seqs sequences (the others plain).
+func (r *rowCost) draftLen(spec *specState, ext, k, seqs int) int {
 	seqs = max(seqs, 1)
 	best, bestRate := 0, float64(seqs)/r.time(seqs, seqs)
 	toks, p := float64(seqs), 1.0
 	for n := 1; n <= k; n++ {
-		p *= alpha
+		p *= spec.accept(ext, n-1)
 		toks += p
 		if rate := toks / r.time(seqs+n, seqs); rate > bestRate {
 			best, bestRate = n, rate
@@ -238,7 +304,7 @@ func (r *rowCost) cost() float64 {
 // sequence q's next step, at most max of them.
 func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	s := owner(q)
-	s.spec.shadow = 0
+	s.spec.pending = false
 	if e.dev != nil && !e.dev.verifies(e) || s.req.Constraint != nil || len(s.choices) > 0 {
 		return nil
 	}
@@ -248,33 +314,41 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	if k <= 0 {
 		return nil
 	}
-	n := e.specCost.draftLen(s.spec.alpha(), k, int(e.specCost.seqs))
-	if cfg.Fixed {
-		n = k
-	}
+	seqs := int(e.specCost.seqs)
 	var d []int32
-	if e.mtp != nil {
-		d = e.mtp.propose(e, s, n)
-	} else if e.draft != nil {
-		d = e.draft.propose(e, s, n)
-	} else if e.assist != nil {
-		d = e.assist.propose(e, s, n)
+	var n, ext int
+	if e.mtp == nil && e.draft == nil && e.assist == nil {
+		// All k are proposed, whatever is carried: the ones left out
+		// are checked against the tokens the step produces (score).
+		d, ext = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, k, s.draft[:0])
+		n = e.specCost.draftLen(&s.spec, ext, len(d), seqs)
+		if cfg.Fixed {
+			n = len(d)
+		}
 	} else {
-		d = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, max(n, 1), s.draft[:0])
+		n = e.specCost.draftLen(&s.spec, 0, k, seqs)
+		if cfg.Fixed {
+			n = k
+		}
+		switch {
+		case e.mtp != nil:
+			d = e.mtp.propose(e, s, n)
+		case e.draft != nil:
+			d = e.draft.propose(e, s, n)
+		default:
+			d = e.assist.propose(e, s, n)
+		}
 	}
 	s.draft = d
-	if n == 0 {
-		if len(d) > 0 {
-			s.spec.shadow = d[0] + 1
-		}
-		return nil
-	}
-	return d
+	s.spec.ext, s.spec.pending = ext, len(d) > 0
+	return d[:min(n, len(d))]
 }
 
 // ngramDraft appends to out (empty) k tokens that followed the most recent
-// earlier occurrence of the last maxN (down to minN) tokens of h, or none.
-func ngramDraft(h []int32, minN, maxN, k int, out []int32) []int32 {
+// earlier occurrence of the last maxN (down to minN) tokens of h, or none,
+// and says how far back that occurrence agrees with h's end: its match
+// length, counted up to specLongMatch (or maxN where that is more).
+func ngramDraft(h []int32, minN, maxN, k int, out []int32) ([]int32, int) {
 	l := len(h)
 	lo := max(0, l-specWindow)
 	for n := min(maxN, l-1); n >= minN; n-- {
@@ -286,6 +360,10 @@ func ngramDraft(h []int32, minN, maxN, k int, out []int32) []int32 {
 					continue scan
 				}
 			}
+			ext := n
+			for ext < specLongMatch && j+n-1-ext >= lo && h[j+n-1-ext] == h[l-1-ext] {
+				ext++
+			}
 			// What followed the match, read on into the draft itself
 			// where it reaches the end of h: a loop of period l−j−n
 			// drafts k tokens, not just one period.
@@ -296,10 +374,10 @@ func ngramDraft(h []int32, minN, maxN, k int, out []int32) []int32 {
 					out = append(out, out[i-l])
 				}
 			}
-			return out
+			return out, ext
 		}
 	}
-	return out
+	return out, 0
 }
 
 // verify samples an item's 1+len(Draft) rows in order, delivering each
@@ -308,8 +386,11 @@ func ngramDraft(h []int32, minN, maxN, k int, out []int32) []int32 {
 func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time.Time) {
 	s := owner(it.Seq)
 	kept := 0
+	var tok int32
 	for i := 0; i <= len(it.Draft); i++ {
-		tok, lp, err := e.sampleRow(s, logits, nil, row+i)
+		var lp *Logprob
+		var err error
+		tok, lp, err = e.sampleRow(s, logits, nil, row+i)
 		if err != nil {
 			e.end(s, Result{Finish: FinishError, Err: err})
 			return
@@ -322,8 +403,10 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 		}
 		kept++
 	}
-	tried := min(kept+1, len(it.Draft))
-	s.spec.record(tried, kept)
+	if s.spec.pending {
+		s.spec.score(s.draft, s.spec.ext, kept, tok)
+		s.spec.pending = false
+	}
 	e.st.SpecDrafts++
 	e.st.SpecDraftTokens += int64(len(it.Draft))
 	e.st.SpecAcceptedTokens += int64(kept)
@@ -331,18 +414,13 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 	e.rollBackState(s, it, kept) // state.go: a hybrid model's recurrent state
 }
 
-// shadow checks a plain decode's token against the draft its step did not
-// verify, so an off sequence's acceptance keeps up to date.
+// shadow checks a plain decode's token against the proposal its step did
+// not carry, so an off sequence's acceptance keeps up to date.
 func (e *Engine) shadow(s *Sequence, tok int32) {
-	if s.spec.shadow == 0 {
-		return
+	if s.spec.pending {
+		s.spec.score(s.draft, s.spec.ext, 0, tok)
+		s.spec.pending = false
 	}
-	hit := 0
-	if tok+1 == s.spec.shadow {
-		hit = 1
-	}
-	s.spec.record(1, hit)
-	s.spec.shadow = 0
 }
 
 // observeStep feeds an all-decode step's time to the row-cost fit.

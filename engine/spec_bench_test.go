@@ -131,3 +131,86 @@ func BenchmarkSpecStepRows(b *testing.B) {
 		b.ReportMetric(float64(dur[n])/float64(dur[1]), fmt.Sprintf("t%d/t1", n))
 	}
 }
+
+// specQuietSteps is BenchmarkSpecStepRows on a quiet machine (SmolLM2, 2
+// threads, load ~1): a decode step of r rows over a one-row step.
+var specQuietSteps = []float64{0, 1, 1.17, 1.63, 1.66, 2.09, 2.50, 3.00, 2.89, 3.31, 3.71, 4.31, 4.33, 4.79, 5.17, 5.69, 5.70}
+
+// BenchmarkSpecReplay: the n-gram proposer and its self-tuning on
+// BenchmarkSpeculative's workloads without the machine's noise. Each
+// workload's greedy answer (SmolLM2, 96 tokens) is generated once; the
+// benchmark then replays it step by step through ngramDraft, draftLen and
+// score as the engine runs them, one sequence, each step priced by
+// specQuietSteps. speedup is the plain decode's time over the replay's;
+// oracle-speedup carries exactly the drafts that will be accepted (the
+// most this proposer's drafts can give at these step costs).
+func BenchmarkSpecReplay(b *testing.B) {
+	path := smolPath(b)
+	tok := smolTokenizer(b, path)
+	e := newEngineOn(b, loadModel(b, path, 2, 64, 16, 512, 1), Config{Blocks: 64, BlockSize: 16, MaxSeqs: 1})
+	cfg := SpecConfig{Method: "ngram"}
+	if err := cfg.validate(); err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []struct{ name, text string }{{"edit", benchEditText}, {"free", benchFreeText}} {
+		b.Run(w.name, func(b *testing.B) {
+			p := tok.Encode(w.text, false)
+			s := submit(b, e, Request{Prompt: p, MaxTokens: 96})
+			var out []int32
+			for t := range s.Tokens() {
+				out = append(out, t.ID)
+			}
+			plain := float64(len(out)-1) * specQuietSteps[1] // the first token is the prefill's
+			var spec, oracle float64
+			var steps, rows int
+			for b.Loop() {
+				spec, steps, rows = specReplay(p, out, cfg, false)
+				oracle, _, _ = specReplay(p, out, cfg, true)
+			}
+			b.ReportMetric(plain/spec, "speedup")
+			b.ReportMetric(plain/oracle, "oracle-speedup")
+			b.ReportMetric(float64(steps), "steps")
+			b.ReportMetric(float64(rows-steps)/float64(len(out)-1), "draft-rows/tok")
+		})
+	}
+}
+
+// specReplay decodes out after prompt as one speculating sequence would,
+// with cfg's proposer, the engine's self-tuning on specQuietSteps' step
+// times (or, oracle, exactly the drafts that will be accepted), and
+// returns the decode's time in one-row steps, its steps and its rows.
+func specReplay(prompt, out []int32, cfg SpecConfig, oracle bool) (cost float64, steps, rows int) {
+	var r rowCost
+	for range 4 {
+		for n := 1; n < len(specQuietSteps); n++ {
+			r.add(n, 1, time.Duration(specQuietSteps[n]*float64(time.Millisecond)))
+		}
+	}
+	var st specState
+	h := append([]int32(nil), prompt...)
+	h = append(h, out[0])
+	var buf []int32
+	for i := 1; i < len(out); {
+		k := min(cfg.K, len(specQuietSteps)-2, len(out)-i-1)
+		prop, ext := ngramDraft(h, cfg.MinNGram, cfg.NGram, k, buf[:0])
+		buf = prop
+		right := 0
+		for right < len(prop) && prop[right] == out[i+right] {
+			right++
+		}
+		n := r.draftLen(&st, ext, len(prop), 1)
+		if oracle {
+			n = right
+		}
+		kept := min(n, right)
+		if len(prop) > 0 {
+			st.score(prop, ext, kept, out[i+kept])
+		}
+		cost += specQuietSteps[1+n]
+		steps++
+		rows += 1 + n
+		h = append(h, out[i:i+kept+1]...)
+		i += kept + 1
+	}
+	return cost, steps, rows
+}

@@ -226,8 +226,8 @@ func TestDraftOffProbesRarely(t *testing.T) {
 // is worth drafts while 0.9^i > c + 0.1.
 func TestDraftWorth(t *testing.T) {
 	e, s := &Engine{}, &Sequence{}
-	s.spec.record(100, 90) // α ≈ 0.9
-	c := e.specCost.cost() // the prior
+	s.spec.record(0, 100, 90) // α ≈ 0.9
+	c := e.specCost.cost()    // the prior
 	d := &drafter{targetTime: 1e-3}
 	d.forwardTime = 1e-3
 	if n := d.worth(e, s, 6); n != 0 {

@@ -19,22 +19,66 @@ var deBruijn4 = []int32{0, 0, 1, 0, 2, 0, 3, 1, 1, 2, 1, 3, 2, 2, 3, 3, 0}
 
 func TestNgramDraft(t *testing.T) {
 	h := []int32{5, 6, 7, 8, 9, 1, 2, 6, 7, 8, 4, 4, 6, 7}
-	if got := ngramDraft(h, 2, 3, 3, nil); !slices.Equal(got, []int32{8, 4, 4}) { // "6 7" last seen before 8 4 4
-		t.Fatalf("draft %v, want the tokens after the latest earlier 6 7", got)
+	if got, ext := ngramDraft(h, 2, 3, 3, nil); !slices.Equal(got, []int32{8, 4, 4}) || ext != 2 { // "6 7" last seen before 8 4 4
+		t.Fatalf("draft %v, match %d: want the tokens after the latest earlier 6 7, a match of 2", got, ext)
 	}
 	h = append(h, 8)
-	if got := ngramDraft(h, 2, 3, 2, nil); !slices.Equal(got, []int32{4, 4}) { // 6 7 8 → 4 4 (latest)
-		t.Fatalf("draft %v, want [4 4]", got)
+	if got, ext := ngramDraft(h, 2, 3, 2, nil); !slices.Equal(got, []int32{4, 4}) || ext != 3 { // 6 7 8 → 4 4 (latest)
+		t.Fatalf("draft %v, match %d: want [4 4], 3", got, ext)
 	}
-	if got := ngramDraft([]int32{1, 2, 3, 4}, 2, 3, 4, nil); len(got) != 0 {
+	if got, _ := ngramDraft([]int32{1, 2, 3, 4}, 2, 3, 4, nil); len(got) != 0 {
 		t.Fatalf("draft %v from a history without a repeat", got)
 	}
-	if got := ngramDraft([]int32{1, 2, 1, 2}, 2, 3, 5, nil); !slices.Equal(got, []int32{1, 2, 1, 2, 1}) {
+	if got, _ := ngramDraft([]int32{1, 2, 1, 2}, 2, 3, 5, nil); !slices.Equal(got, []int32{1, 2, 1, 2, 1}) {
 		t.Fatalf("draft %v, want the loop continued, [1 2 1 2 1]", got)
 	}
-	if got := ngramDraft([]int32{3, 9, 9, 9}, 2, 3, 3, nil); !slices.Equal(got, []int32{9, 9, 9}) {
+	if got, _ := ngramDraft([]int32{3, 9, 9, 9}, 2, 3, 3, nil); !slices.Equal(got, []int32{9, 9, 9}) {
 		t.Fatalf("draft %v, want [9 9 9]", got)
 	}
+	// A 3-gram whose occurrence agrees further back: its match length is
+	// counted on, up to specLongMatch.
+	h = []int32{1, 2, 3, 4, 5, 6, 9, 8, 1, 2, 3, 4, 5, 6}
+	if got, ext := ngramDraft(h, 1, 3, 2, nil); !slices.Equal(got, []int32{9, 8}) || ext != specLongMatch {
+		t.Fatalf("draft %v, match %d: want [9 8], %d", got, ext, specLongMatch)
+	}
+	// One token, where no longer suffix recurs.
+	if got, ext := ngramDraft([]int32{4, 7, 1, 5, 7}, 1, 3, 2, nil); !slices.Equal(got, []int32{1, 5}) || ext != 1 {
+		t.Fatalf("draft %v, match %d: want [1 5], 1", got, ext)
+	}
+}
+
+// score counts the drafts the step checked, carried or not: the token
+// sampled after the kept drafts checks the next proposed one, and each
+// draft counts in the record of its match length.
+func TestSpecScore(t *testing.T) {
+	prop := []int32{10, 11, 12, 13}
+	for _, c := range []struct {
+		ext, kept int
+		next      int32
+		tried     [2]float64 // by match: under specLongMatch, longer
+		hit       [2]float64
+	}{
+		{3, 1, 11, [2]float64{2, 0}, [2]float64{2, 0}}, // one carried and right, the next proposed one right too
+		{3, 1, 99, [2]float64{2, 0}, [2]float64{1, 0}}, // ... and wrong
+		{4, 1, 11, [2]float64{1, 1}, [2]float64{1, 1}}, // the second draft's match has run 5 tokens
+		{5, 0, 10, [2]float64{0, 1}, [2]float64{0, 1}}, // a plain step (nothing carried) checks the first
+		{1, 4, 77, [2]float64{4, 0}, [2]float64{4, 0}}, // all 4 kept: nothing left to check
+		{0, 2, 12, [2]float64{3, 0}, [2]float64{3, 0}}, // a model's drafts: one record
+	} {
+		var p specState
+		p.score(prop, c.ext, c.kept, c.next)
+		if p.tried != c.tried || p.hit != c.hit {
+			t.Errorf("ext %d, kept %d, next %d: tried %v hit %v, want %v %v", c.ext, c.kept, c.next, p.tried, p.hit, c.tried, c.hit)
+		}
+	}
+}
+
+// alphaState is a record whose drafts are right with chance a, whatever
+// their match.
+func alphaState(a float64) *specState {
+	const n = 1e6
+	h := a*(n+1) - 0.5
+	return &specState{tried: [2]float64{n, n}, hit: [2]float64{h, h}}
 }
 
 // stepMs is a decode step's time on the CPU by its rows, shaped as
@@ -60,7 +104,7 @@ func TestSpecDraftLenByStepRows(t *testing.T) {
 		alpha float64
 		want  int
 	}{{0.1, 0}, {0.5, 1}, {0.76, 3}, {0.8, 3}, {0.95, 8}} {
-		if n := r.draftLen(c.alpha, 8, 1); n != c.want {
+		if n := r.draftLen(alphaState(c.alpha), 0, 8, 1); n != c.want {
 			t.Errorf("α %.2f, K 8: %d drafts, want %d", c.alpha, n, c.want)
 		}
 	}
@@ -68,14 +112,14 @@ func TestSpecDraftLenByStepRows(t *testing.T) {
 		t.Errorf("row cost %.3f, want near 0.29 (12.9/10 - 1)", c)
 	}
 	r.add(9, 1, 500*time.Millisecond) // one 9-row step in a burst of load
-	if n := r.draftLen(0.95, 8, 1); n == 8 {
+	if n := r.draftLen(alphaState(0.95), 0, 8, 1); n == 8 {
 		t.Errorf("α 0.95 just after a 500 ms 9-row step: still 8 drafts")
 	}
 	for range 200 { // plain and 4-row steps only: the slow one decays away
 		r.add(1, 1, 10*time.Millisecond)
 		r.add(4, 1, 16500*time.Microsecond)
 	}
-	if n := r.draftLen(0.95, 8, 1); n < 7 {
+	if n := r.draftLen(alphaState(0.95), 0, 8, 1); n < 7 {
 		t.Errorf("α 0.95, 400 steps after the slow one: %d drafts, want the long drafts tried again", n)
 	}
 }
