@@ -187,6 +187,33 @@ func (p *Pool) winCommit(t *Table, tokens []int32, computed int) {
 	}
 }
 
+// winTruncate is Truncate's part for the window group: t's window table
+// gives back its blocks past the first keep. Speculation needs nothing else
+// of the group: Commit releases window blocks by verified tokens only (the
+// scheduler counts a step's drafts computed once Accept has verified them),
+// so every block a draft row reads stays in the table until then, and the
+// blocks cut here hold no verified token, so none is indexed or shared.
+// keep below lo (a table cut under its released blocks) leaves it all
+// released, consistent for the accounting though it cannot resume there.
+func (p *Pool) winTruncate(t *Table, keep int) {
+	if p.win == nil || t.win == nil {
+		return
+	}
+	wt := t.win
+	for i := len(wt.blocks) - 1; i >= keep; i-- {
+		if id := wt.blocks[i]; id != none {
+			p.win.pool.release(id)
+		}
+	}
+	if keep < len(wt.blocks) {
+		wt.blocks = wt.blocks[:keep]
+	}
+	if len(wt.hashes) > keep {
+		wt.hashes = wt.hashes[:keep]
+	}
+	wt.lo = min(wt.lo, len(wt.blocks))
+}
+
 // winTrim shortens a Lookup hit (pre, its global blocks found) to the
 // longest prefix whose window-group blocks are all indexed too, and fills
 // pre.win with them.
