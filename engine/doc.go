@@ -34,9 +34,9 @@
 // Config.Speculate turns on speculative decoding (spec.go): n-gram drafts
 // verified in the same step as the plain decodes, exact under greedy and
 // distribution-preserving under sampling, rejected positions' blocks
-// returned at once (scheduler.Accept), self-tuned per sequence. Constrained
-// sequences, device-sampled engines and window or recurrent-state pools do
-// not speculate.
+// returned at once (scheduler.Accept; a window pool's window group too),
+// self-tuned per sequence. Constrained sequences, and recurrent-state pools
+// whose backend cannot put the state back, do not speculate.
 //
 // The engine knows nothing of HTTP, JSON or SSE, nor of devices: the Model
 // owns its KV storage, sized for Config.Blocks × Config.BlockSize slots.

@@ -32,8 +32,9 @@ import (
 // (its mask is computed for one row per step), a group leader not yet
 // forked, a device-sampled engine drafting with the MTP head or an
 // assistant (devsample.go: verifies), and pools that cannot roll back
-// (window layers, recurrent state where the backend cannot put it back:
-// state.go; the scheduler asks no drafts of them).
+// (recurrent state where the backend cannot put it back: state.go; the
+// scheduler asks no drafts of them). A window pool rolls back: its window
+// group releases blocks by verified tokens only (kvcache winTruncate).
 //
 // Self-tuning: a sequence keeps decayed counts of drafts tried and
 // accepted, in two records by the length of the n-gram match behind each
