@@ -244,7 +244,11 @@ func (e *Engine) sampleOnDevice(plan *scheduler.Plan, logits kernels.Tensor, mas
 			return nil, err
 		}
 	}
-	return &stepLogits{host: d.host, at: d.at, toks: d.toks, lps: d.lps}, nil
+	sl := &stepLogits{host: d.host, at: d.at, toks: d.toks}
+	if device {
+		sl.lps = d.lps // else the scratch is an earlier step's, maybe of fewer rows
+	}
+	return sl, nil
 }
 
 // unread marks a logit row verify never reaches: not read back, no logprobs.
