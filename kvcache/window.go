@@ -28,6 +28,11 @@ import "fmt"
 // until evicted, so a resume or a shared prefix finds them while they last.
 // KV events (Events) report both groups' indexes, each event naming its
 // group, so a router replaying them predicts the trimmed hit (PredictHit).
+//
+// Speculation: a step's draft rows read the window blocks of the verified
+// tokens before them, which stay in the table because Commit releases by
+// computed (verified) tokens only; Truncate then cuts both groups' tails
+// to the kept tokens (winTruncate).
 
 // WindowConfig adds a sliding-window block group to a pool.
 type WindowConfig struct {
