@@ -104,6 +104,9 @@ func groupsOf8(groups8, rest func(w *byte, wstride int, x *byte, nb int, dst *fl
 	return func(w *byte, wstride int, x *byte, nb int, dst *float32, rows int) {
 		if g := rows / 8; g > 0 {
 			groups8(w, wstride, x, nb, dst, g)
+			if rows == 8*g { // no rest: w and dst stay inside their allocations (checkptr)
+				return
+			}
 			w = (*byte)(unsafe.Add(unsafe.Pointer(w), 8*g*wstride))
 			dst = (*float32)(unsafe.Add(unsafe.Pointer(dst), 4*8*g))
 			rows -= 8 * g
