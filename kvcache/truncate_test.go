@@ -39,7 +39,9 @@ func TestTruncateRollsBack(t *testing.T) {
 	}
 }
 
-func TestTruncateRefusesWindowAndState(t *testing.T) {
+// TestTruncateRefusesStateWithoutRollBack: a pool with state slots whose owner
+// does not put states back (SetStateRollBack) cannot shrink a table.
+func TestTruncateRefusesStateWithoutRollBack(t *testing.T) {
 	p, err := NewPool(Config{Blocks: 8, BlockSize: 4, States: 2})
 	if err != nil {
 		t.Fatal(err)
