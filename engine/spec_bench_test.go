@@ -214,3 +214,20 @@ func specReplay(prompt, out []int32, cfg SpecConfig, oracle bool) (cost float64,
 	}
 	return cost, steps, rows
 }
+
+// BenchmarkNgramDraft: one proposal's cost where the scan is longest, a
+// specWindow-token history in which no suffix recurs (every length from
+// NGram down to MinNGram scans the whole window), beside the 6-18 ms of a
+// SmolLM2 decode step on this CPU.
+func BenchmarkNgramDraft(b *testing.B) {
+	h := make([]int32, specWindow)
+	for i := range h {
+		h[i] = int32(i)
+	}
+	out := make([]int32, 0, DefaultSpecK)
+	for b.Loop() {
+		if d, _ := ngramDraft(h, DefaultSpecMinNGram, DefaultSpecNGram, DefaultSpecK, out[:0]); len(d) != 0 {
+			b.Fatal("a draft from a history without a repeat")
+		}
+	}
+}
