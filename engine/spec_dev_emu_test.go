@@ -221,8 +221,9 @@ func writeSpecDevModel(t *testing.T, spec modeltest.Spec) string {
 // TestDeviceSpecGreedy: greedy output with n-gram speculation (K 4,
 // fixed: every proposal verified) on a device-sampled engine equals the
 // plain device run's, each prompt alone and six in one full batch, on a
-// tiny llama and a tiny mixture of experts; every row is sampled on the
-// device, drafts are accepted, and no block is held after.
+// tiny llama and a tiny mixture of experts, and with a draft model's
+// drafts on the llama; every row is sampled on the device, drafts are kept
+// and rejected, and no block is held after.
 func TestDeviceSpecGreedy(t *testing.T) {
 	be, err := cuda.New(cuda.Options{})
 	if err != nil {
@@ -252,6 +253,20 @@ func TestDeviceSpecGreedy(t *testing.T) {
 				specLog(t, r.what, r.run)
 				deviceRowsOnly(t, r.what, r.run.steps)
 				specMixed(t, r.what, r.run)
+			}
+			if c.name != "llama" {
+				return
+			}
+			// A draft model's guesses (the target's own weights on the CPU
+			// backend) are verified the same way: the proposer is not the
+			// device path's concern.
+			dm := loadModel(t, path, 1, 64, 16, 128, len(reqs))
+			drafted := runSpecDev(t, be, path, SpecConfig{Method: "draft", K: 4, Fixed: true, Draft: dm, DraftBlocks: 64}, reqs, true, false)
+			sameRuns(t, "draft model, full batch", drafted, plain, false)
+			specLog(t, "draft model, full batch", drafted)
+			deviceRowsOnly(t, "draft model, full batch", drafted.steps)
+			if drafted.st.SpecAcceptedTokens == 0 {
+				t.Error("draft model: no draft kept")
 			}
 		})
 	}

@@ -26,10 +26,12 @@ cuda-emu: $(CUDA_EMU_LIB)
 # constraint masks applied on the device (mask.cu) against the host path; and
 # logprobs' top-k and log-softmax on the device (logprobs.cu) against the host's;
 # and the engine's steps sampled on the device (devsample.go) against its host
-# path, with the bytes each step copies back.
+# path, with the bytes each step copies back; and speculation verified from the
+# device's per-row tokens (spec_dev_emu_test.go), greedy and seeded, against
+# the plain run and the host path.
 .PHONY: cuda-emu-sample
 cuda-emu-sample: $(TOKENIZERS_LIB)
-	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost|TestDeviceSamplingInEngine' ./engine/
+	$(GO) test -tags cudaemu -count=1 -run 'TestDeviceSamplerMatchesHost|TestDeviceMaskMatchesHost|TestDeviceLogprobsMatchHost|TestDeviceSamplingInEngine|TestDeviceSpecGreedy|TestDeviceSpecSeeded' ./engine/
 
 cuda-check: cuda-emu-sample
 
