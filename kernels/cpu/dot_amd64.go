@@ -278,6 +278,12 @@ func dotQ8_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float3
 func dotQ8_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ4_1Q8_1Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ4_1Q8_1Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
 func dotQ5_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
@@ -366,6 +372,9 @@ func init() {
 	quantKernels[kernels.Q4_1].rows8 = asmRowsM(dotQ4_1Q8_1Rows8, 8, 20, 36)
 	quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8, 8, 34, 34)
 	if useVNNI512 {
+		// Speculative verify steps' kernels: the AVX2 bits at two products a zmm.
+		quantKernels[kernels.Q4_1].rows4 = asmRowsM(dotQ4_1Q8_1Rows4VNNI, 4, 20, 36)
+		quantKernels[kernels.Q4_1].rows8 = asmRowsM(dotQ4_1Q8_1Rows8VNNI, 8, 20, 36)
 		quantKernels[kernels.Q8_0].rows4 = asmRowsM(dotQ8_0Q8_0Rows4VNNI, 4, 34, 34)
 		quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8VNNI, 8, 34, 34)
 	}
