@@ -249,19 +249,6 @@ func asmRows2(kernel func(w *byte, wstride int, x0, x1 *byte, nb int, dst0, dst1
 	}
 }
 
-// rowsTwice makes a two-activation kernel of two calls of a row kernel,
-// for where the AVX-512 one-row kernel outruns the AVX2 two-activation one
-// (8 activations × 16 rows of 576: Q4_1 2.2 µs against 2.7, Q8_0 2.1
-// against 2.5, BenchmarkRowsKernels/*/rows2): matMul
-// hands it a 16-row tile, so the second call reads the weights from L1.
-// The bits are rows' either way.
-func rowsTwice(one rowsDot) rows2Dot {
-	return func(dst0, dst1 []float32, w []byte, wstride int, x0, x1 []byte, nb int) {
-		one(dst0, w, wstride, x0, nb)
-		one(dst1[:len(dst0)], w, wstride, x1, nb)
-	}
-}
-
 // The four- and eight-activation kernels (dotq4_amd64.s, dotq5_amd64.s,
 // dotq8_amd64.s) share one signature.
 type rowsMKernel func(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
@@ -376,9 +363,6 @@ func init() {
 		quantKernels[kernels.Q4_1].rows = asmRows(dotQ4_1Q8_1RowsVNNI, 20, 36)
 	}
 	quantKernels[kernels.Q4_1].rows2 = asmRows2(dotQ4_1Q8_1Rows2, quantKernels[kernels.Q4_1].rows, 20, 36)
-	if useVNNI512 {
-		quantKernels[kernels.Q4_1].rows2 = rowsTwice(quantKernels[kernels.Q4_1].rows)
-	}
 	quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0Rows, 34, 34)
 	if useVNNI512 {
 		quantKernels[kernels.Q8_0].rows = asmRows(dotQ8_0Q8_0RowsVNNI, 34, 34)
@@ -395,9 +379,6 @@ func init() {
 		quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8VNNI, 8, 34, 34)
 	}
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
-	if useVNNI512 {
-		quantKernels[kernels.Q8_0].rows2 = rowsTwice(quantKernels[kernels.Q8_0].rows)
-	}
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	if useVNNI512 {
