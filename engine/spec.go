@@ -112,6 +112,14 @@ const (
 	// specRowCost is the cost of a draft row (over one sequence's share
 	// of a plain step) before the step times have shown one.
 	specRowCost = 0.25
+	// specMinGain is the expected gain over a plain step below which a
+	// sequence does not draft: the estimates behind it (a decayed rate of
+	// a few dozen drafts, step times learned under varying load) are not
+	// finer than that, and drafts at the margin cost where they miss.
+	// Measured, quiet, SmolLM2 at 2 threads (BenchmarkSpeculative): free
+	// text at 0 drafted at acceptance 0.21-0.29 (0.1 rows a token) and
+	// lost 3-6%, every one of those drafts priced a 2-8% gain.
+	specMinGain = 0.1
 	// specCostRows bounds the step sizes whose times are learned one by
 	// one; larger steps are priced by the straight-line fit alone.
 	specCostRows = 256
@@ -281,7 +289,7 @@ func (r *rowCost) time(rows, seqs int) float64 {
 // second in a step of seqs sequences (the others plain).
 func (r *rowCost) draftLen(spec *specState, ext, k, seqs int) int {
 	seqs = max(seqs, 1)
-	best, bestRate := 0, float64(seqs)/r.time(seqs, seqs)
+	best, bestRate := 0, float64(seqs)/r.time(seqs, seqs)*(1+specMinGain)
 	toks, p := float64(seqs), 1.0
 	for n := 1; n <= k; n++ {
 		p *= spec.accept(ext, n-1)

@@ -132,9 +132,12 @@ func BenchmarkSpecStepRows(b *testing.B) {
 	}
 }
 
-// specQuietSteps is BenchmarkSpecStepRows on a quiet machine (SmolLM2, 2
-// threads, load ~1): a decode step of r rows over a one-row step.
-var specQuietSteps = []float64{0, 1, 1.17, 1.63, 1.66, 2.09, 2.50, 3.00, 2.89, 3.31, 3.71, 4.31, 4.33, 4.79, 5.17, 5.69, 5.70}
+// specQuietSteps is BenchmarkSpecStepRows (SmolLM2, 2 threads, AVX-512
+// VNNI four- and eight-row Q4_1 kernels, 3a32662; means of 4 runs at load
+// 1.5-2.6): a decode step of r rows over a one-row step. With the AVX2
+// kernels (a quiet machine) it was 1, 1.17, 1.63, 1.66, 2.09, 2.50, 3.00,
+// 2.89, 3.31, 3.71, 4.31, 4.33, 4.79, 5.17, 5.69, 5.70.
+var specQuietSteps = []float64{0, 1, 1.18, 1.55, 1.35, 1.69, 2.25, 2.59, 2.37, 2.72, 3.16, 3.63, 3.51, 3.89, 4.34, 4.76, 4.69}
 
 // BenchmarkSpecReplay: the n-gram proposer and its self-tuning on
 // BenchmarkSpeculative's workloads without the machine's noise. Each

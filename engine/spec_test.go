@@ -103,7 +103,11 @@ func TestSpecDraftLenByStepRows(t *testing.T) {
 	for _, c := range []struct {
 		alpha float64
 		want  int
-	}{{0.1, 0}, {0.5, 1}, {0.76, 3}, {0.8, 3}, {0.95, 8}} {
+	}{
+		{0.1, 0},
+		{0.3, 0}, // one draft: 1.3 tokens in 1.29 steps, under specMinGain
+		{0.5, 1}, {0.76, 3}, {0.8, 3}, {0.95, 8},
+	} {
 		if n := r.draftLen(alphaState(c.alpha), 0, 8, 1); n != c.want {
 			t.Errorf("α %.2f, K 8: %d drafts, want %d", c.alpha, n, c.want)
 		}
