@@ -37,18 +37,19 @@ type Engine struct {
 	status   statusFeed   // Status frames for watchers (status.go)
 
 	// Loop-owned.
-	pool     *kvcache.Pool
-	sched    *scheduler.Scheduler
-	live     map[*Sequence]struct{}
-	batch    kernels.Batch
-	st       Stats           // counters behind the published snapshot
-	dev      *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
-	specCost rowCost         // the price of a draft row (spec.go)
-	draft    *drafter        // speculative method draft's model and KV (draft.go)
-	mtp      *mtpDrafter     // speculative method mtp's head and KV (mtp.go)
-	assist   *assistDrafter  // method draft with an assistant drafter (assistant.go)
-	plRows   []int32         // promptLogprobs' scratch (logprobs.go)
-	plDsts   []plDst
+	pool      *kvcache.Pool
+	sched     *scheduler.Scheduler
+	live      map[*Sequence]struct{}
+	batch     kernels.Batch
+	st        Stats           // counters behind the published snapshot
+	dev       *deviceSampling // nil: logits come back whole, sampled on the host (devsample.go)
+	specCost  rowCost         // the price of a draft row (spec.go)
+	specPrior specPrior       // recent acceptance, a new sequence's start (spec.go)
+	draft     *drafter        // speculative method draft's model and KV (draft.go)
+	mtp       *mtpDrafter     // speculative method mtp's head and KV (mtp.go)
+	assist    *assistDrafter  // method draft with an assistant drafter (assistant.go)
+	plRows    []int32         // promptLogprobs' scratch (logprobs.go)
+	plDsts    []plDst
 }
 
 // New validates cfg and starts the engine loop. The model's KV store must

@@ -162,6 +162,42 @@ type specState struct {
 	// for a model's drafts; pending says the next delivery scores it.
 	ext     int
 	pending bool
+	// seeded: the records start from the engine's recent acceptance
+	// (specPrior) rather than a flat ½.
+	seeded bool
+}
+
+// specPrior is the engine's recent acceptance over all sequences, in
+// specState's two records: a new sequence starts from it, weighted as
+// specPriorWeight drafts, so that a stream of requests whose drafts miss
+// (free text) does not pay for the same first misses in every request
+// before its own record learns. Loop-owned.
+type specPrior struct{ tried, hit [2]float64 }
+
+// specPriorWeight is how many drafts a new sequence's record counts the
+// engine's rate as: enough to start below the margin where drafts miss,
+// few enough that the sequence's own first verifications outweigh it.
+const specPriorWeight = 2
+
+func (g *specPrior) add(tried, hit [2]float64) {
+	const decay = 0.95 // per verification: the last ~20 across sequences
+	for b := range tried {
+		if tried[b] > 0 {
+			g.tried[b] = g.tried[b]*decay + tried[b]
+			g.hit[b] = g.hit[b]*decay + hit[b]
+		}
+	}
+}
+
+// seed starts p, a sequence's first record, from the engine's rate.
+func (g *specPrior) seed(p *specState) {
+	p.seeded = true
+	for b := range g.tried {
+		if g.tried[b] >= 1 {
+			p.tried[b] = specPriorWeight
+			p.hit[b] = specPriorWeight * g.hit[b] / g.tried[b]
+		}
+	}
 }
 
 // accept is the chance that draft i (from 0) of a proposal is right once
@@ -189,12 +225,11 @@ func (p *specState) alpha() float64 { return p.accept(0, 0) }
 // also checks the proposal's next token where it was proposed but not
 // carried, so a sequence that drafts short (or not at all) still learns
 // whether longer drafts would have been right.
-func (p *specState) score(prop []int32, ext, kept int, next int32) {
+func (p *specState) score(prop []int32, ext, kept int, next int32) (tried, hit [2]float64) {
 	right := kept
 	if kept < len(prop) && prop[kept] == next {
 		right++
 	}
-	var tried, hit [2]float64
 	for i := range min(right+1, len(prop), kept+1) {
 		b := specRecord(ext, i)
 		tried[b]++
@@ -207,6 +242,7 @@ func (p *specState) score(prop []int32, ext, kept int, next int32) {
 			p.record(b, tried[b], hit[b])
 		}
 	}
+	return tried, hit
 }
 
 // record adds to record b a verification of tried drafts of which hit
@@ -324,6 +360,9 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 		return nil
 	}
 	seqs := int(e.specCost.seqs)
+	if !s.spec.seeded {
+		e.specPrior.seed(&s.spec)
+	}
 	var d []int32
 	var n, ext int
 	if e.mtp == nil && e.draft == nil && e.assist == nil {
@@ -413,7 +452,7 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 		kept++
 	}
 	if s.spec.pending {
-		s.spec.score(s.draft, s.spec.ext, kept, tok)
+		e.specPrior.add(s.spec.score(s.draft, s.spec.ext, kept, tok))
 		s.spec.pending = false
 	}
 	e.st.SpecDrafts++
@@ -427,7 +466,7 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 // not carry, so an off sequence's acceptance keeps up to date.
 func (e *Engine) shadow(s *Sequence, tok int32) {
 	if s.spec.pending {
-		s.spec.score(s.draft, s.spec.ext, 0, tok)
+		e.specPrior.add(s.spec.score(s.draft, s.spec.ext, 0, tok))
 		s.spec.pending = false
 	}
 }

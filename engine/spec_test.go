@@ -411,3 +411,44 @@ func TestSpecSeededResume(t *testing.T) {
 		t.Fatal("no draft accepted")
 	}
 }
+
+// A new sequence starts from the engine's recent acceptance: after drafts
+// that mostly missed (free text), its first proposal drafts nothing where
+// the flat ½ of a sequence with no record would draft one; after drafts
+// that held, it drafts long at once; and its own verifications soon
+// outweigh the seed.
+func TestSpecPriorSeedsNewSequence(t *testing.T) {
+	var r rowCost
+	for range 5 {
+		for rows := 1; rows <= 9; rows++ {
+			r.add(rows, 1, time.Duration(stepMs[rows]*float64(time.Millisecond)))
+		}
+	}
+	var fresh specState
+	if n := r.draftLen(&fresh, 0, 8, 1); n != 1 {
+		t.Fatalf("no record, no prior: %d drafts, want the flat ½'s 1", n)
+	}
+	var missing, holding specPrior
+	for range 20 {
+		missing.add([2]float64{4, 0}, [2]float64{1, 0}) // 1 of 4 right
+		holding.add([2]float64{8, 0}, [2]float64{7.6, 0})
+	}
+	var s specState
+	missing.seed(&s)
+	if n := r.draftLen(&s, 0, 8, 1); n != 0 {
+		t.Errorf("seeded by a 0.25 engine rate: %d drafts, want 0", n)
+	}
+	s = specState{}
+	holding.seed(&s)
+	if n := r.draftLen(&s, 0, 8, 1); n < 3 {
+		t.Errorf("seeded by a 0.95 engine rate: %d drafts, want 3 or more", n)
+	}
+	s = specState{}
+	missing.seed(&s)
+	for range 6 { // its own drafts all hold
+		s.record(0, 4, 4)
+	}
+	if n := r.draftLen(&s, 0, 8, 1); n < 3 {
+		t.Errorf("seeded by a 0.25 engine rate, then 6 verifications all right: %d drafts, want 3 or more", n)
+	}
+}
