@@ -55,9 +55,9 @@ type assistDrafter struct {
 	step       int64 // the scheduler step of the last pass
 	collecting bool  // inside a pass: propose records wants, drafts nothing
 	wants      []draftWant
-	// clock is used for its step timing and worth alone (draft.go): an
+	// clock is its step timing and worth (draft.go): an
 	// assistant forward is priced as a draft model's is.
-	clock  drafter
+	clock  draftClock
 	slots  map[int32]int32 // the target's last batch: KV slot → row
 	batch  kernels.Batch
 	rows   []int32

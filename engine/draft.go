@@ -56,13 +56,7 @@ type drafter struct {
 	batch      kernels.Batch
 	live       []*Sequence // the pass's sequences in id order (scratch)
 
-	// Seconds, exponentially weighted: one draft forward, and the target's
-	// part of a step (worth); passTime is the last pass's.
-	forwardTime, targetTime float64
-	targetSteps             int
-	passTime                time.Duration
-	timed                   time.Duration // this pass's draft-token forwards
-	timedN                  int
+	draftClock
 
 	// Counters for tests and benchmarks.
 	forwards, rows int64
@@ -159,12 +153,24 @@ func (d *drafter) propose(e *Engine, s *Sequence, want int) []int32 {
 	return ds.out[:min(want, len(ds.out))]
 }
 
-// worth trims spec.go's want for s by the draft's own cost, which the
+// draftClock times a proposer that runs forwards of its own (a draft
+// model, an MTP head, an assistant) beside the target's step, for worth.
+type draftClock struct {
+	// Seconds, exponentially weighted: one draft forward, and the target's
+	// part of a step; passTime is the last pass's.
+	forwardTime, targetTime float64
+	targetSteps             int
+	passTime                time.Duration
+	timed                   time.Duration // this pass's draft-token forwards
+	timedN                  int
+}
+
+// worth trims spec.go's want for s by the proposer's own cost, which the
 // row-cost fit does not see: each draft token costs a draft forward (the
 // whole batch's, as the target's step is), so draft i is worth proposing
 // while α^i > c + r, r being a draft forward's time over the target's part
 // of a step. 0: not worth it; the sequence then only probes.
-func (d *drafter) worth(e *Engine, s *Sequence, want int) int {
+func (d *draftClock) worth(e *Engine, s *Sequence, want int) int {
 	a, c := s.spec.alpha(), e.specCost.cost()
 	if d.targetTime > 0 {
 		c += d.forwardTime / d.targetTime
@@ -178,7 +184,7 @@ func (d *drafter) worth(e *Engine, s *Sequence, want int) int {
 
 // timeStep updates the forward and target times worth reads: the last
 // step's time less its pass (d.passTime) is the target's part.
-func (d *drafter) timeStep(last, pass time.Duration) {
+func (d *draftClock) timeStep(last, pass time.Duration) {
 	const decay = 0.9
 	if t := (last - d.passTime).Seconds(); last > 0 && t > 0 {
 		d.targetTime = d.targetTime*decay + t*(1-decay)

@@ -76,13 +76,7 @@ type mtpDrafter struct {
 	batch      kernels.Batch
 	hidden     []int32
 
-	// As drafter's: one chained forward's time and the target's part of a
-	// step, for worth.
-	forwardTime, targetTime float64
-	targetSteps             int
-	passTime                time.Duration
-	timed                   time.Duration
-	timedN                  int
+	draftClock // one chained forward's time and the target's part of a step
 
 	forwards, rows, failures int64
 }
@@ -310,38 +304,6 @@ func (d *mtpDrafter) propose(e *Engine, s *Sequence, want int) []int32 {
 		return nil
 	}
 	return ds.out[:min(want, len(ds.out))]
-}
-
-// worth is drafter.worth with the head's forward time.
-func (d *mtpDrafter) worth(e *Engine, s *Sequence, want int) int {
-	a, c := s.spec.alpha(), e.specCost.cost()
-	if d.targetTime > 0 {
-		c += d.forwardTime / d.targetTime
-	}
-	n := 0
-	for p := a; n < want && p > c; p *= a {
-		n++
-	}
-	return n
-}
-
-// timeStep is drafter.timeStep.
-func (d *mtpDrafter) timeStep(last, pass time.Duration) {
-	const decay = 0.9
-	if t := (last - d.passTime).Seconds(); last > 0 && t > 0 {
-		d.targetTime = d.targetTime*decay + t*(1-decay)
-		if d.targetSteps++; d.targetSteps == 1 {
-			d.targetTime = t
-		}
-	}
-	if d.timedN > 0 {
-		t := d.timed.Seconds() / float64(d.timedN)
-		if d.forwardTime == 0 {
-			d.forwardTime = t
-		}
-		d.forwardTime = d.forwardTime*decay + t*(1-decay)
-	}
-	d.passTime = pass
 }
 
 // pass drafts for every decoding sequence that wants drafts this step.

@@ -228,7 +228,7 @@ func TestDraftWorth(t *testing.T) {
 	e, s := &Engine{}, &Sequence{}
 	s.spec.record(0, 100, 90) // α ≈ 0.9
 	c := e.specCost.cost()    // the prior
-	d := &drafter{targetTime: 1e-3}
+	d := &drafter{draftClock: draftClock{targetTime: 1e-3}}
 	d.forwardTime = 1e-3
 	if n := d.worth(e, s, 6); n != 0 {
 		t.Fatalf("a draft as slow as the target: %d drafts worth it", n)
