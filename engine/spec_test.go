@@ -186,7 +186,7 @@ func runSpecTraffic(t *testing.T, e *Engine, m *hashModel, seed uint64, check fu
 				if i == 0 {
 					submitted = longs.Done
 				}
-				if err := specRequest(e, m, r, submitted); err != nil {
+				if err := specRequest(e, m.reference, r, submitted); err != nil {
 					errs <- err
 					return
 				}
@@ -206,7 +206,7 @@ func runSpecTraffic(t *testing.T, e *Engine, m *hashModel, seed uint64, check fu
 // specRequest runs one request of TestSpecRandomTrafficGreedy; a long one
 // (each client's first, with submitted to call once it is in) needs most
 // of the pool, which makes the clients preempt each other.
-func specRequest(e *Engine, m *hashModel, r *rand.Rand, submitted func()) error {
+func specRequest(e *Engine, reference func(p []int32, n int, stops ...int32) []int32, r *rand.Rand, submitted func()) error {
 	long := submitted != nil
 	p := append([]int32(nil), deBruijn4[:r.IntN(len(deBruijn4))+1]...)
 	for range r.IntN(30) {
@@ -251,7 +251,7 @@ func specRequest(e *Engine, m *hashModel, r *rand.Rand, submitted func()) error 
 		}
 		got = append(got, tok.ID)
 	}
-	res, want := s.Result(), m.reference(p, n, stops...)
+	res, want := s.Result(), reference(p, n, stops...)
 	switch {
 	case res.Finish == FinishStop && (!slices.Contains(stops, want[len(want)-1]) || !slices.Equal(got, want[:len(want)-1])):
 		return fmt.Errorf("prompt %v, stop %v: got %v then stop, want %v", p, stops, got, want)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -134,7 +133,7 @@ func TestSpecWindowRandomTraffic(t *testing.T) {
 				if i == 0 {
 					submitted = longs.Done
 				}
-				if err := windowSpecRequest(e, m, r, submitted); err != nil {
+				if err := specRequest(e, windowReference(m), r, submitted); err != nil {
 					errs <- err
 					return
 				}
@@ -160,73 +159,19 @@ func TestSpecWindowRandomTraffic(t *testing.T) {
 	t.Logf("drafts %d tokens %d accepted %d preemptions %d", st.SpecDrafts, st.SpecDraftTokens, st.SpecAcceptedTokens, st.Preemptions)
 }
 
-// windowSpecRequest is specRequest against the window model's reference: a
-// long request (each client's first, submitted called once it is in) needs
-// most of the global group; others may stop on a token, or be cancelled or
-// aborted at a random point.
-func windowSpecRequest(e *Engine, m *windowHashModel, r *rand.Rand, submitted func()) error {
-	long := submitted != nil
-	p := append([]int32(nil), deBruijn4[:r.IntN(len(deBruijn4))+1]...)
-	for range r.IntN(30) {
-		p = append(p, int32(r.IntN(4)))
-	}
-	n := 1 + r.IntN(40)
-	if long {
-		for len(p) < 40 {
-			p = append(p, int32(r.IntN(4)))
-		}
-		p, n = p[:40], 40
-	}
-	ctx, cancel := context.WithCancel(bg)
-	defer cancel()
-	var stops []int32
-	if !long && r.IntN(3) == 0 {
-		stops = []int32{int32(r.IntN(4))}
-	}
-	s, err := e.Submit(ctx, Request{Prompt: p, MaxTokens: n, Priority: r.IntN(3), StopTokens: stops})
-	if long {
-		submitted()
-	}
-	if err != nil {
-		return err
-	}
-	stopAt, action := -1, r.IntN(4)
-	if action < 2 {
-		stopAt = r.IntN(n + 1)
-	}
-	var got []int32
-	for {
-		if len(got) == stopAt {
-			if action == 0 {
-				cancel()
-			} else {
-				s.Abort(CauseStall)
+// windowReference is m's greedy reference cut at the first of stops, as
+// hashModel.reference cuts its own: specRequest's reference for the window
+// model.
+func windowReference(m *windowHashModel) func(p []int32, n int, stops ...int32) []int32 {
+	return func(p []int32, n int, stops ...int32) []int32 {
+		want := m.reference(p, n)
+		for i, tok := range want {
+			if slices.Contains(stops, tok) {
+				return want[:i+1]
 			}
 		}
-		tok, ok := <-s.Tokens()
-		if !ok {
-			break
-		}
-		got = append(got, tok.ID)
+		return want
 	}
-	want := m.reference(p, n)
-	for i, tok := range want {
-		if slices.Contains(stops, tok) {
-			want = want[:i+1]
-			break
-		}
-	}
-	switch res := s.Result(); {
-	case res.Finish == FinishStop && (!slices.Contains(stops, want[len(want)-1]) || !slices.Equal(got, want[:len(want)-1])):
-		return fmt.Errorf("prompt %v, stop %v: got %v then stop, want %v", p, stops, got, want)
-	case res.Finish == FinishLength && !slices.Equal(got, want):
-		return fmt.Errorf("prompt %v: got %v, want %v", p, got, want)
-	case res.Finish == FinishAbort && (len(got) > len(want) || !slices.Equal(got, want[:len(got)])):
-		return fmt.Errorf("aborted prompt %v: got %v, not a prefix of %v", p, got, want)
-	case res.Finish != FinishLength && res.Finish != FinishAbort && res.Finish != FinishStop:
-		return fmt.Errorf("unexpected result %+v", res)
-	}
-	return nil
 }
 
 // tinyPhi3WindowSpec is a random two-layer Phi-3 with a window of 6 on both
