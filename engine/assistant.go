@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -144,23 +142,8 @@ func (d *assistDrafter) release(s *Sequence) {
 
 // pass drafts for every decoding sequence that wants drafts this step.
 func (d *assistDrafter) pass(e *Engine, consecutive bool) {
-	d.live = d.live[:0]
-	for s := range e.live {
-		d.live = append(d.live, s)
-	}
-	slices.SortFunc(d.live, func(a, b *Sequence) int { return cmp.Compare(a.id, b.id) })
-	if !consecutive {
-		d.clock.passTime = 0
-	}
-	start := time.Now()
-	d.clock.timed, d.clock.timedN = 0, 0
-	defer func() {
-		last := e.st.LastStep
-		if e.st.LastBatchRows > e.st.LastBatchSeqs*(1+e.cfg.Speculate.K) {
-			last = 0 // it carried prompt chunks: not a decode step's time
-		}
-		d.clock.timeStep(last, time.Since(start))
-	}()
+	d.live = liveByID(e, d.live)
+	defer d.clock.beginPass(e, consecutive)()
 	d.wants = d.wants[:0]
 	d.collecting = true
 	for _, s := range d.live {

@@ -182,6 +182,35 @@ func (d *draftClock) worth(e *Engine, s *Sequence, want int) int {
 	return n
 }
 
+// beginPass starts the timing of a proposer's pass; the function it
+// returns, deferred, ends it. consecutive: the previous step ran a pass
+// too (its time is not all the target's).
+func (d *draftClock) beginPass(e *Engine, consecutive bool) (end func()) {
+	if !consecutive {
+		d.passTime = 0
+	}
+	start := time.Now()
+	d.timed, d.timedN = 0, 0
+	return func() {
+		last := e.st.LastStep
+		if e.st.LastBatchRows > e.st.LastBatchSeqs*(1+e.cfg.Speculate.K) {
+			last = 0 // it carried prompt chunks: not a decode step's time
+		}
+		d.timeStep(last, time.Since(start))
+	}
+}
+
+// liveByID refills buf with e's live sequences in id order, so a pass
+// lays its batch out the same way every time.
+func liveByID(e *Engine, buf []*Sequence) []*Sequence {
+	buf = buf[:0]
+	for s := range e.live {
+		buf = append(buf, s)
+	}
+	slices.SortFunc(buf, func(a, b *Sequence) int { return cmp.Compare(a.id, b.id) })
+	return buf
+}
+
 // timeStep updates the forward and target times worth reads: the last
 // step's time less its pass (d.passTime) is the target's part.
 func (d *draftClock) timeStep(last, pass time.Duration) {
@@ -233,23 +262,8 @@ func (d *drafter) pass(e *Engine, consecutive bool) {
 		sc := e.sched.Config()
 		d.budget, d.longBudget = sc.MaxBatchTokens, sc.MaxPrefillTokensWithDecodes
 	}
-	d.live = d.live[:0]
-	for s := range e.live {
-		d.live = append(d.live, s)
-	}
-	slices.SortFunc(d.live, func(a, b *Sequence) int { return cmp.Compare(a.id, b.id) })
-	if !consecutive {
-		d.passTime = 0
-	}
-	start := time.Now()
-	d.timed, d.timedN = 0, 0
-	defer func() {
-		last := e.st.LastStep
-		if e.st.LastBatchRows > e.st.LastBatchSeqs*(1+e.cfg.Speculate.K) {
-			last = 0 // it carried prompt chunks: not a decode step's time
-		}
-		d.timeStep(last, time.Since(start))
-	}()
+	d.live = liveByID(e, d.live)
+	defer d.beginPass(e, consecutive)()
 	d.wants = d.wants[:0]
 	d.collecting = true
 	for _, s := range d.live {

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -308,23 +306,8 @@ func (d *mtpDrafter) propose(e *Engine, s *Sequence, want int) []int32 {
 
 // pass drafts for every decoding sequence that wants drafts this step.
 func (d *mtpDrafter) pass(e *Engine, consecutive bool) {
-	d.live = d.live[:0]
-	for s := range e.live {
-		d.live = append(d.live, s)
-	}
-	slices.SortFunc(d.live, func(a, b *Sequence) int { return cmp.Compare(a.id, b.id) })
-	if !consecutive {
-		d.passTime = 0
-	}
-	start := time.Now()
-	d.timed, d.timedN = 0, 0
-	defer func() {
-		last := e.st.LastStep
-		if e.st.LastBatchRows > e.st.LastBatchSeqs*(1+e.cfg.Speculate.K) {
-			last = 0 // it carried prompt chunks: not a decode step's time
-		}
-		d.timeStep(last, time.Since(start))
-	}()
+	d.live = liveByID(e, d.live)
+	defer d.beginPass(e, consecutive)()
 	d.wants = d.wants[:0]
 	d.collecting = true
 	for _, s := range d.live {
