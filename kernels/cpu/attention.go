@@ -177,26 +177,19 @@ func (a *attnScratch) run(lo, hi int) {
 		scores := (*sp)[:ctx]
 		qv := qs[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		kvOff := (h / group) * hd
+		attnScores(scores, kc, sq.Blocks, first, bs, kvCols, kvOff, qv, scale)
 		maxS := float32(math.Inf(-1))
-		for i := range ctx {
-			p := first + i
-			slot := int(sq.Blocks[p/bs])*bs + p%bs
-			s := dotHalfF32(kc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd], qv) * scale
+		for i, s := range scores {
 			if c := a.softcap; c > 0 {
 				s = c * float32(math.Tanh(float64(s/c)))
+				scores[i] = s
 			}
-			scores[i] = s
 			maxS = max(maxS, s)
 		}
 		sum := expF32(scores, scores, maxS)
 		o := os[r*qCols+h*hd : r*qCols+(h+1)*hd]
 		clear(o)
-		inv := 1 / sum
-		for i, e := range scores {
-			p := first + i
-			slot := int(sq.Blocks[p/bs])*bs + p%bs
-			axpyHalf(o, e*inv, vc[slot*kvCols+kvOff:slot*kvCols+kvOff+hd])
-		}
+		attnValues(o, vc, sq.Blocks, first, bs, kvCols, kvOff, scores, 1/sum)
 	}
 }
 
