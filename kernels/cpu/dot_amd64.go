@@ -290,6 +290,18 @@ func dotQ5_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float3
 func dotQ5_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ4_1Q8_1Rows2VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ4_1Q8_1Rows3VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows2VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows3VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+
+//go:noescape
 func dotQ4_KQ8_KRows4(w, x *byte, xstride, nb int, dst *float32, dstride int)
 
 //go:noescape
@@ -379,6 +391,18 @@ func init() {
 		quantKernels[kernels.Q8_0].rows8 = asmRowsM(dotQ8_0Q8_0Rows8VNNI, 8, 34, 34)
 	}
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
+	if useVNNI512 {
+		// Verify steps of 2, 3, 6 and 7 rows (issue 26): one pass over the
+		// weights where rows2 + rows took two, at the rows4 kernels' rate.
+		rowsSmall[kernels.Q4_1] = &[4]rowsMDot{
+			2: asmRowsM(dotQ4_1Q8_1Rows2VNNI, 2, 20, 36),
+			3: asmRowsM(dotQ4_1Q8_1Rows3VNNI, 3, 20, 36),
+		}
+		rowsSmall[kernels.Q8_0] = &[4]rowsMDot{
+			2: asmRowsM(dotQ8_0Q8_0Rows2VNNI, 2, 34, 34),
+			3: asmRowsM(dotQ8_0Q8_0Rows3VNNI, 3, 34, 34),
+		}
+	}
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)
 	if useVNNI512 {

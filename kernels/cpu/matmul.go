@@ -1,6 +1,16 @@
 package cpu
 
-import "github.com/sluicehq/sluice/kernels/quant"
+import (
+	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/quant"
+)
+
+// rowsSmall holds, by weight type, kernels for m = 2 and 3 activation rows
+// in the rowsMDot form, where the CPU has them (dot_amd64.go). A
+// speculative verify step's 1+k rows leave 2, 3, 6 or 7 after the groups of
+// 8 and 4; without these they took rows2 and, for an odd one, a second
+// pass over the weights through rows.
+var rowsSmall = map[kernels.DType]*[4]rowsMDot{}
 
 // matScratch is matMul's state, kept on the workers so a steady-state call
 // allocates nothing: the quantized activations and the one closure handed to
@@ -14,6 +24,7 @@ type matScratch struct {
 	n, in, out   int
 	wt           *tensor
 	k            *quantKernel
+	small        *[4]rowsMDot // rowsSmall's kernels for wt, or nil
 	fn           func(lo, hi int)
 
 	tiled bool    // this call takes the tiled (AMX) path
@@ -113,6 +124,7 @@ func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bi
 	}
 	s.dst, s.x, s.bias, s.n, s.in, s.out, s.wt = dst, x, bias, n, in, out, wt
 	s.k = quantKernels[wt.dtype]
+	s.small = rowsSmall[wt.dtype]
 	if s.k != nil {
 		nb := in / wt.dtype.BlockElems()
 		need := n * nb * s.k.actBlockBytes
@@ -152,11 +164,30 @@ func (s *matScratch) pack(lo, hi int) {
 	s.plan.pack(s.xq, rb, s.k.actBlockBytes, lo, hi)
 }
 
-// scales converts the activation scales for the groups of 8 and 4 rows that
-// run hands to rows8 and rows4: the same groups, since xTile is a multiple
-// of 8. Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
+// group is how many activation rows, from row i of an activation tile
+// ending at row i1, run hands to one kernel: the widest of rows8, rows4,
+// rowsSmall's 3 and 2, and rows2 that the weight type has and that fits.
+// A row's kernel thus depends on n alone, never on the rows' values, and
+// every kernel gives the one-row kernel's bits (design invariant 6).
+func (s *matScratch) group(i, i1 int) int {
+	switch left := i1 - i; {
+	case s.k.rows8 != nil && left >= 8:
+		return 8
+	case s.k.rows4 != nil && left >= 4:
+		return 4
+	case s.small != nil && s.small[3] != nil && left >= 3:
+		return 3
+	case (s.k.rows2 != nil || s.small != nil && s.small[2] != nil) && left >= 2:
+		return 2
+	}
+	return 1
+}
+
+// scales converts the activation scales for the groups that run hands to
+// the rowsMDot kernels (rows8, rows4, rowsSmall), found as run finds them.
+// Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
 func (s *matScratch) scales(n, nb, rb int) {
-	if s.k.rows4 == nil && s.k.rows8 == nil {
+	if s.k.rows4 == nil && s.k.rows8 == nil && s.small == nil {
 		return
 	}
 	need := 2 * nb * n
@@ -167,12 +198,15 @@ func (s *matScratch) scales(n, nb, rb int) {
 	if s.k.actBlockBytes == quant.Q8_KBlockBytes {
 		return // the K-quant kernels read Q8_K's f32 scales themselves
 	}
-	i := 0
-	for ; s.k.rows8 != nil && i+7 < n; i += 8 {
-		actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, 8)
-	}
-	for ; s.k.rows4 != nil && i+3 < n; i += 4 {
-		actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, 4)
+	for i0 := 0; i0 < n; i0 += xTile {
+		i1 := min(n, i0+xTile)
+		for i := i0; i < i1; {
+			m := s.group(i, i1)
+			if m > 2 || m == 2 && s.small != nil && s.small[2] != nil {
+				actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
+			}
+			i += m
+		}
 	}
 }
 
@@ -200,19 +234,29 @@ func (s *matScratch) run(lo, hi int) {
 		for o0 := lo; o0 < hi; o0 += tile {
 			o1 := min(hi, o0+tile)
 			ws := raw[o0*wrb : o1*wrb]
-			i := i0
-			for ; s.k.rows8 != nil && i+7 < i1; i += 8 {
-				s.k.rows8(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+8)*2*nb], nb)
-			}
-			for ; s.k.rows4 != nil && i+3 < i1; i += 4 {
-				s.k.rows4(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+4)*2*nb], nb)
-			}
-			for ; s.k.rows2 != nil && i+1 < i1; i += 2 {
-				s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
-					xq[i*xrb:(i+1)*xrb], xq[(i+1)*xrb:(i+2)*xrb], nb)
-			}
-			for ; i < i1; i++ {
-				rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
+			for i := i0; i < i1; {
+				m := s.group(i, i1)
+				var k rowsMDot
+				switch m {
+				case 8:
+					k = s.k.rows8
+				case 4:
+					k = s.k.rows4
+				case 3, 2:
+					if s.small != nil {
+						k = s.small[m]
+					}
+				}
+				switch {
+				case k != nil:
+					k(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+m)*2*nb], nb)
+				case m == 2:
+					s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
+						xq[i*xrb:(i+1)*xrb], xq[(i+1)*xrb:(i+2)*xrb], nb)
+				default:
+					rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
+				}
+				i += m
 			}
 		}
 	}
