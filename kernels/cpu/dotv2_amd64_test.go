@@ -133,18 +133,23 @@ func extremeBlocks(r *rand.Rand, dt kernels.DType, w []byte, wb, rows, nb int) {
 }
 
 // TestMatMulVerifyRows: matMul's grouping of 1..17 activation rows (and a
-// second activation tile's worth) into kernels must leave each row's
-// result the one it has alone, bit for bit, for the weight types with
-// two- and three-row kernels, odd block counts and output counts that end
-// mid-tile.
+// second activation tile's worth) into kernels, padded groups of 8
+// included (padRows8 at its setting, at 5, which pads 5..7 rows, and off),
+// must leave each row's result the one it has alone, bit for bit, for the
+// weight types with two- and three-row kernels, odd block counts and
+// output counts that end mid-tile.
 func TestMatMulVerifyRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 3))
-	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
-		for _, in := range []int{96, 608} {
-			for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 34, 35, 39} {
-				t.Run(fmt.Sprintf("%v/in%d/n%d", dt, in, n), func(t *testing.T) {
-					batchInvariant(t, r, dt, n, in, 37)
-				})
+	defer func(p int) { padRows8 = p }(padRows8)
+	for _, pad := range []int{padRows8, 5, 8} {
+		padRows8 = pad
+		for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+			for _, in := range []int{96, 608} {
+				for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 34, 35, 39} {
+					t.Run(fmt.Sprintf("pad%d/%v/in%d/n%d", pad, dt, in, n), func(t *testing.T) {
+						batchInvariant(t, r, dt, n, in, 37)
+					})
+				}
 			}
 		}
 	}

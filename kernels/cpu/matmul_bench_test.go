@@ -128,19 +128,9 @@ func randomBlocks(r *rand.Rand, dt kernels.DType, rows, in int) *tensor {
 // alone allow; n=16 is a step of 16 sequences decoding together, each
 // weight read once for the 16.
 func BenchmarkDecodeStep(b *testing.B) {
-	const layers, hidden, ffn, kv, vocab = 30, 576, 1536, 192, 49152
+	const ffn, vocab = 1536, 49152
 	r := rand.New(rand.NewPCG(3, 3))
-	type mm struct {
-		wt      *tensor
-		in, out int
-	}
-	var step []mm
-	for range layers {
-		for _, s := range [][2]int{{hidden, hidden}, {hidden, kv}, {hidden, kv}, {hidden, hidden}, {hidden, ffn}, {hidden, ffn}, {ffn, hidden}} {
-			step = append(step, mm{randomBlocks(r, kernels.Q4_1, s[1], s[0]), s[0], s[1]})
-		}
-	}
-	step = append(step, mm{randomBlocks(r, kernels.Q8_0, vocab, hidden), hidden, vocab})
+	step := smolStep(r)
 	var flops float64
 	for _, m := range step {
 		flops += 2 * float64(m.in*m.out)
@@ -166,6 +156,84 @@ func BenchmarkDecodeStep(b *testing.B) {
 					b.ReportMetric(float64(n*b.N)/cpuSec, "tokens/cpu-s")
 				}
 			})
+		}
+	}
+}
+
+// stepMatMul is one matMul of a model step: weights wt, in → out.
+type stepMatMul struct {
+	wt      *tensor
+	in, out int
+}
+
+// smolStep makes the matmuls of one SmolLM2-135M step (30 layers of Q4_1
+// q/k/v/o/gate/up/down, then the Q8_0 output head), 96 MB of distinct
+// weights.
+func smolStep(r *rand.Rand) []stepMatMul {
+	const layers, hidden, ffn, kv, vocab = 30, 576, 1536, 192, 49152
+	var step []stepMatMul
+	for range layers {
+		for _, s := range [][2]int{{hidden, hidden}, {hidden, kv}, {hidden, kv}, {hidden, hidden}, {hidden, ffn}, {hidden, ffn}, {ffn, hidden}} {
+			step = append(step, stepMatMul{randomBlocks(r, kernels.Q4_1, s[1], s[0]), s[0], s[1]})
+		}
+	}
+	return append(step, stepMatMul{randomBlocks(r, kernels.Q8_0, vocab, hidden), hidden, vocab})
+}
+
+// BenchmarkVerifyStep: BenchmarkDecodeStep's matmuls for one sequence's
+// speculative verify step of n = 1..9 rows (a token and n−1 drafts, every
+// row through the output head), on one thread, in CPU time per step: the
+// matmul part of BenchmarkSpecStepRows's step costs, steadier than its wall
+// clock on a shared machine. The cost of n rows over one is the ratio of
+// cpu-ms/step.
+func BenchmarkVerifyStep(b *testing.B) {
+	const ffn, vocab = 1536, 49152
+	r := rand.New(rand.NewPCG(3, 3))
+	step := smolStep(r)
+	for n := 1; n <= 9; n++ {
+		x := randVec(r, n*ffn)
+		dst := make([]float32, n*vocab)
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			w := testWorkers(b, 1)
+			cpu0 := processCPU()
+			for b.Loop() {
+				for _, m := range step {
+					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
+				}
+			}
+			b.ReportMetric((processCPU()-cpu0)*1e3/float64(b.N), "cpu-ms/step")
+		})
+	}
+}
+
+// BenchmarkVerifyPad: BenchmarkVerifyStep for n = 5, 6, 7 with padRows8
+// at each setting (8: no padding), the settings taking turns step by step
+// so that load on a shared machine falls on them alike; cpu-ms/step per
+// (n, padRows8).
+func BenchmarkVerifyPad(b *testing.B) {
+	const ffn, vocab = 1536, 49152
+	r := rand.New(rand.NewPCG(3, 3))
+	step := smolStep(r)
+	x := randVec(r, 8*ffn)
+	dst := make([]float32, 8*vocab)
+	w := testWorkers(b, 1)
+	defer func(p int) { padRows8 = p }(padRows8)
+	var cpu [8][9]float64
+	for b.Loop() {
+		for n := 5; n <= 7; n++ {
+			for p := 5; p <= 8; p++ {
+				padRows8 = p
+				cpu0 := processCPU()
+				for _, m := range step {
+					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
+				}
+				cpu[n][p] += processCPU() - cpu0
+			}
+		}
+	}
+	for n := 5; n <= 7; n++ {
+		for p := 5; p <= 8; p++ {
+			b.ReportMetric(cpu[n][p]*1e3/float64(b.N), fmt.Sprintf("n%d-pad%d-cpu-ms", n, p))
 		}
 	}
 }
