@@ -184,25 +184,35 @@ func smolStep(r *rand.Rand) []stepMatMul {
 // speculative verify step of n = 1..9 rows (a token and n−1 drafts, every
 // row through the output head), on one thread, in CPU time per step: the
 // matmul part of BenchmarkSpecStepRows's step costs, steadier than its wall
-// clock on a shared machine. The cost of n rows over one is the ratio of
-// cpu-ms/step.
+// clock on a shared machine. Each step runs twice, with rowsSmall's kernels
+// and padding (new) and without them (old: rows2, and rows for an odd
+// row), taking turns so that load on a shared machine falls on both alike.
+// The cost of n rows over one is the ratio of n's cpu-ms to n=1's.
 func BenchmarkVerifyStep(b *testing.B) {
 	const ffn, vocab = 1536, 49152
 	r := rand.New(rand.NewPCG(3, 3))
 	step := smolStep(r)
-	for n := 1; n <= 9; n++ {
-		x := randVec(r, n*ffn)
-		dst := make([]float32, n*vocab)
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			w := testWorkers(b, 1)
-			cpu0 := processCPU()
-			for b.Loop() {
+	x := randVec(r, 9*ffn)
+	dst := make([]float32, 9*vocab)
+	w := testWorkers(b, 1)
+	small := rowsSmall
+	defer func() { rowsSmall = small }()
+	var cpu [2][10]float64
+	for b.Loop() {
+		for n := 1; n <= 9; n++ {
+			for v, rs := range []map[kernels.DType]*[4]rowsMDot{{}, small} {
+				rowsSmall = rs
+				cpu0 := processCPU()
 				for _, m := range step {
 					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
 				}
+				cpu[v][n] += processCPU() - cpu0
 			}
-			b.ReportMetric((processCPU()-cpu0)*1e3/float64(b.N), "cpu-ms/step")
-		})
+		}
+	}
+	for n := 1; n <= 9; n++ {
+		b.ReportMetric(cpu[0][n]*1e3/float64(b.N), fmt.Sprintf("n%d-old-cpu-ms", n))
+		b.ReportMetric(cpu[1][n]*1e3/float64(b.N), fmt.Sprintf("n%d-new-cpu-ms", n))
 	}
 }
 
