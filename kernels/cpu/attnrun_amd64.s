@@ -2,12 +2,47 @@
 
 #include "textflag.h"
 
+// SREDUCE8 stores the scores of the eight positions whose sums A_i (the
+// four accumulators added as dotF16F32AVX2 adds them) are at 32·i(SP), and
+// advances dst by 8. c_i = lo(A_i) + hi(A_i), paired as [c_i | c_i+4]; two
+// rounds of VHADDPS then give (c_i0+c_i1)+(c_i2+c_i3) for all eight in
+// position order: the per-position reduction's adds, 3 VHADDPS per eight
+// positions instead of 2 per position (VHADDPS bounded the loop). Then +0
+// and the scale, as the per-position path.
+#define SREDUCE8 \
+	VMOVUPS    0(SP), Y0 \
+	VPERM2F128 $0x20, 128(SP), Y0, Y4 \
+	VPERM2F128 $0x31, 128(SP), Y0, Y5 \
+	VADDPS     Y5, Y4, Y4 \
+	VMOVUPS    32(SP), Y1 \
+	VPERM2F128 $0x20, 160(SP), Y1, Y5 \
+	VPERM2F128 $0x31, 160(SP), Y1, Y6 \
+	VADDPS     Y6, Y5, Y5 \
+	VMOVUPS    64(SP), Y2 \
+	VPERM2F128 $0x20, 192(SP), Y2, Y6 \
+	VPERM2F128 $0x31, 192(SP), Y2, Y7 \
+	VADDPS     Y7, Y6, Y6 \
+	VMOVUPS    96(SP), Y3 \
+	VPERM2F128 $0x20, 224(SP), Y3, Y7 \
+	VPERM2F128 $0x31, 224(SP), Y3, Y0 \
+	VADDPS     Y0, Y7, Y7 \
+	VHADDPS    Y5, Y4, Y4 \
+	VHADDPS    Y7, Y6, Y6 \
+	VHADDPS    Y6, Y4, Y4 \
+	VXORPS     Y0, Y0, Y0 \
+	VADDPS     Y0, Y4, Y4 \
+	VBROADCASTSS scale+48(FP), Y1 \
+	VMULPS     Y1, Y4, Y4 \
+	VMOVUPS    Y4, (R8) \
+	ADDQ       $32, R8 \
+	SUBQ       $8, R11
+
 // func attnScoresRunAVX2(dst *float32, k *uint16, n int, stride int, q *float32, hd int, scale float32)
 // dst[i] = (Σ_j f16(k[i·stride + j])·q[j] + 0)·scale for i < n, n ≥ 1, hd a
 // multiple of 8. Per position this is dotF16F32Fast's arithmetic in its
 // order: dotF16F32AVX2's four accumulators and reduction, then the empty
 // generic tail's +0 (which turns a −0 sum into +0), then the scale.
-TEXT ·attnScoresRunAVX2(SB), NOSPLIT, $0-52
+TEXT ·attnScoresRunAVX2(SB), NOSPLIT, $256-52
 	MOVQ         dst+0(FP), R8
 	MOVQ         k+8(FP), R9
 	MOVQ         n+16(FP), R11
@@ -18,6 +53,119 @@ TEXT ·attnScoresRunAVX2(SB), NOSPLIT, $0-52
 	VMOVSS       scale+48(FP), X9
 	VXORPS       X10, X10, X10
 
+
+	CMPQ         R14, $64
+	JEQ          s64oct
+
+soct:
+	CMPQ R11, $8
+	JLT  stail
+	XORQ BX, BX
+	MOVQ R9, SI
+
+sopos:
+	MOVQ   R13, DI
+	MOVQ   R14, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+so32:
+	CMPQ        CX, $32
+	JLT         so8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         so32
+
+so8:
+	CMPQ        CX, $8
+	JLT         socomb
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         so8
+
+socomb:
+	VADDPS  Y1, Y0, Y0
+	VADDPS  Y3, Y2, Y2
+	VADDPS  Y2, Y0, Y0
+	VMOVUPS Y0, (SP)(BX*1)
+	ADDQ    R12, R9
+	MOVQ    R9, SI
+	ADDQ    $32, BX
+	CMPQ    BX, $256
+	JLT     sopos
+
+	SREDUCE8
+	JMP        soct
+
+// Head size 64: q lives in Y8-Y15, so a position's dot product loads only
+// its K row. The same FMAs into the same four accumulators as below.
+s64oct:
+	CMPQ    R11, $8
+	JLT     s64tail
+	VMOVUPS (R13), Y8
+	VMOVUPS 32(R13), Y9
+	VMOVUPS 64(R13), Y10
+	VMOVUPS 96(R13), Y11
+	VMOVUPS 128(R13), Y12
+	VMOVUPS 160(R13), Y13
+	VMOVUPS 192(R13), Y14
+	VMOVUPS 224(R13), Y15
+	XORQ    BX, BX
+
+s64pos:
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VXORPS      Y2, Y2, Y2
+	VXORPS      Y3, Y3, Y3
+	VCVTPH2PS   (R9), Y4
+	VCVTPH2PS   16(R9), Y5
+	VCVTPH2PS   32(R9), Y6
+	VCVTPH2PS   48(R9), Y7
+	VFMADD231PS Y8, Y4, Y0
+	VFMADD231PS Y9, Y5, Y1
+	VFMADD231PS Y10, Y6, Y2
+	VFMADD231PS Y11, Y7, Y3
+	VCVTPH2PS   64(R9), Y4
+	VCVTPH2PS   80(R9), Y5
+	VCVTPH2PS   96(R9), Y6
+	VCVTPH2PS   112(R9), Y7
+	VFMADD231PS Y12, Y4, Y0
+	VFMADD231PS Y13, Y5, Y1
+	VFMADD231PS Y14, Y6, Y2
+	VFMADD231PS Y15, Y7, Y3
+	VADDPS      Y1, Y0, Y0
+	VADDPS      Y3, Y2, Y2
+	VADDPS      Y2, Y0, Y0
+	VMOVUPS     Y0, (SP)(BX*1)
+	ADDQ        R12, R9
+	ADDQ        $32, BX
+	CMPQ        BX, $256
+	JLT         s64pos
+	SREDUCE8
+	JMP         s64oct
+
+s64tail:
+	VMOVSS scale+48(FP), X9
+	VXORPS X10, X10, X10
+	JMP    stail
+
+stail:
+	TESTQ R11, R11
+	JEQ   sdone
 spos:
 	MOVQ   R9, SI
 	MOVQ   R13, DI
@@ -68,6 +216,8 @@ ssum:
 	ADDQ         R12, R9
 	DECQ         R11
 	JNZ          spos
+
+sdone:
 	VZEROUPPER
 	RET
 

@@ -43,10 +43,21 @@ func attentionPerPosition(o, q []float32, kc, vc []uint16, blocks []int32, pos, 
 // run kernels take (multiples of 8 from 8 to 256) and ones they pass to the
 // per-position calls (12), block sizes from 1 to 32 in a shuffled block
 // table, contexts that start and end inside blocks, sliding windows and
-// soft caps, several rows of a sequence and query heads sharing a KV head.
+// soft caps, several rows of a sequence, query heads sharing a KV head (3
+// or 8 to a group) or not, on 2 to 16 threads.
 func TestAttentionRunsBitExact(t *testing.T) {
-	const heads, kvHeads, layers = 6, 2, 2
-	r := rand.New(rand.NewPCG(26, 1))
+	for _, c := range []struct{ heads, kvHeads, threads int }{{6, 2, 2}, {8, 1, 2}, {8, 1, 8}, {8, 1, 16}, {4, 4, 2}} {
+		t.Run(fmt.Sprintf("heads=%d/kv=%d/threads=%d", c.heads, c.kvHeads, c.threads), func(t *testing.T) {
+			testAttentionRuns(t, c.heads, c.kvHeads, c.threads)
+		})
+	}
+}
+
+func testAttentionRuns(t *testing.T, heads, kvHeads, threads int) {
+	const layers = 2
+	r := rand.New(rand.NewPCG(26, uint64(heads*100+threads)))
+	// 64 has its own path in attnScoresRunAVX2; runs of 8 positions and
+	// the rest take different paths too (bs 1 and 5 against 16 and 32).
 	for _, hd := range []int{64, 80, 96, 128, 256, 72, 8, 24, 12} {
 		for _, bs := range []int{1, 5, 16, 32} {
 			for _, c := range []struct {
@@ -59,7 +70,7 @@ func TestAttentionRunsBitExact(t *testing.T) {
 				ctxs := []int{71, 4}
 				blocksOf := func(n int) int { return (n + bs - 1) / bs }
 				nBlocks := blocksOf(ctxs[0]) + blocksOf(ctxs[1]) + 3
-				b := New(2)
+				b := New(threads)
 				kv, err := b.NewKVStore(kernels.KVConfig{Layers: layers, Blocks: nBlocks, BlockSize: bs, KVHeads: kvHeads, HeadDim: hd})
 				if err != nil {
 					t.Fatal(err)
