@@ -111,10 +111,15 @@ func TestSmolLM2DraftGreedy(t *testing.T) {
 			}
 			acc := float64(st.SpecAcceptedTokens) / float64(max(st.SpecDraftTokens, 1))
 			t.Logf("batch %d, draft %s: %d draft tokens, %d accepted (%.2f)", batch, d.name, st.SpecDraftTokens, st.SpecAcceptedTokens, acc)
-			if d.name == "self" && acc < 0.9 {
-				// Only a near-tie decided differently in the draft's batch
-				// and the target's may make them part.
-				t.Errorf("SmolLM2 as its own draft: acceptance %.2f", acc)
+			// SmolLM2 drafting for itself computes every row as the target
+			// does, bit for bit, so it guesses every token right; only a
+			// sequence's last proposal may run past its end (the stop token
+			// or the length limit), up to k drafts a sequence. A rate would
+			// not do: the first prompt's answer ends at its stop token after
+			// 26 tokens on a CPU without AMX (prompt rows on the row
+			// kernels), and the 4 drafts past it were a sixth of its 24.
+			if rejected := st.SpecDraftTokens - st.SpecAcceptedTokens; d.name == "self" && rejected > int64(k*batch) {
+				t.Errorf("SmolLM2 as its own draft: %d of %d drafts rejected, more than the %d its sequences' ends explain", rejected, st.SpecDraftTokens, k*batch)
 			}
 			if st.SpecDraftTokens == 0 {
 				t.Errorf("draft %s: no drafts", d.name)
