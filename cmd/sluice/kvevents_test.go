@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +124,14 @@ func TestKVEventsReplayFlags(t *testing.T) {
 	defer p.Close(t.Context())
 	if p.ReplayAddr() == nil {
 		t.Fatal("no replay socket")
+	}
+	// The publisher sends its first batch from its own goroutine: a
+	// request that came before it was buffered would get the end marker
+	// alone (seen on a loaded 2-core machine).
+	for deadline := time.Now().Add(10 * time.Second); p.Batches() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the publisher sent no first batch in 10 s")
+		}
 	}
 	dealer := zmq4.NewDealer(t.Context())
 	defer dealer.Close()
