@@ -133,69 +133,25 @@ func extremeBlocks(r *rand.Rand, dt kernels.DType, w []byte, wb, rows, nb int) {
 }
 
 // TestMatMulVerifyRows: matMul's grouping of 1..17 activation rows (and a
-// second activation tile's worth) into kernels, padded groups of 8
-// included (padRows8 at its setting, at 5, which pads 5..7 rows, and off),
-// must leave each row's result the one it has alone, bit for bit, for the
-// weight types with two- and three-row kernels, odd block counts and
-// output counts that end mid-tile.
+// second activation tile's worth) into kernels, padded groups included
+// (pads at its settings, padding every remainder it can, and none), must
+// leave each row's result the one it has alone, bit for bit, for the
+// weight types with two- and three-row kernels or padding, odd block
+// counts and output counts that end mid-tile.
 func TestMatMulVerifyRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 3))
-	defer func(p int) { padRows8 = p }(padRows8)
-	for _, pad := range []int{padRows8, 5, 8} {
-		padRows8 = pad
-		for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+	saved := pads
+	defer func() { pads = saved }()
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0, kernels.Q5_0} {
+		for _, pad := range []padding{saved[dt], {1, 1}, {8, 4}} {
+			pads = map[kernels.DType]padding{dt: pad}
 			for _, in := range []int{96, 608} {
 				for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 34, 35, 39} {
-					t.Run(fmt.Sprintf("pad%d/%v/in%d/n%d", pad, dt, in, n), func(t *testing.T) {
+					t.Run(fmt.Sprintf("%v/pad%d,%d/in%d/n%d", dt, pad.to8, pad.to4, in, n), func(t *testing.T) {
 						batchInvariant(t, r, dt, n, in, 37)
 					})
 				}
 			}
-		}
-	}
-}
-
-// BenchmarkRowsSmall times one call of each activation-row kernel over
-// BenchmarkRowsKernels' L1-resident tile (16 weight rows of 576), the unit
-// matMul's run works in: a tile stays in L1 while each group of activation
-// rows passes over it, so a step's remainder rows cost these calls' compute.
-// ns/op is per call; compare the ways to cover r rows (r = 3: rows3 or
-// rows4 with a row discarded; 7: rows4 + rows3 or rows8).
-func BenchmarkRowsSmall(b *testing.B) {
-	if !useVNNI512 {
-		b.Skip("no AVX-512 VNNI on this CPU")
-	}
-	r := rand.New(rand.NewPCG(5, 6))
-	const rows, in = 16, 576
-	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
-		k := quantKernels[dt]
-		nb, wb := in/32, dt.RowBytes(in)
-		w := mustQuantize(b, dt, randVec(r, rows*in))
-		xrb := nb * k.actBlockBytes
-		xq := make([]byte, 8*xrb)
-		for j := range 8 {
-			k.quantize(xq[j*xrb:(j+1)*xrb], randVec(r, in))
-		}
-		dst := make([]float32, 8*rows)
-		sc := make([]float32, 16*nb)
-		kern := map[int]rowsMDot{2: rowsSmall[dt][2], 3: rowsSmall[dt][3], 4: k.rows4, 8: k.rows8}
-		b.Run(dt.String()+"/rows1", func(b *testing.B) {
-			for b.Loop() {
-				k.rows(dst[:rows], w, wb, xq, nb)
-			}
-		})
-		b.Run(dt.String()+"/rows2avx2", func(b *testing.B) {
-			for b.Loop() {
-				k.rows2(dst[:rows], dst[rows:2*rows], w, wb, xq, xq[xrb:], nb)
-			}
-		})
-		for _, m := range []int{2, 3, 4, 8} {
-			actScales(sc, xq, xrb, k.actBlockBytes, nb, m)
-			b.Run(fmt.Sprintf("%v/rows%d", dt, m), func(b *testing.B) {
-				for b.Loop() {
-					kern[m](dst, rows, w, wb, rows, xq, xrb, sc[:2*m*nb], nb)
-				}
-			})
 		}
 	}
 }

@@ -9,17 +9,18 @@ import (
 // in the rowsMDot form, where the CPU has them (dot_amd64.go). A
 // speculative verify step's 1+k rows leave 2, 3, 6 or 7 after the groups of
 // 8 and 4; without these they took rows2 and, for an odd one, a second
-// pass over the weights through rows. Where they exist, 7 rows go to rows8
-// with an eighth, padding row whose results are dropped: on Zen 4 one rows8
-// call over a 16-row tile costs less than rows4 + rows3 (BenchmarkRowsSmall:
-// Q4_1 1527 ns against 908 + 804, Q8_0 1481 against 914 + 693), while 5
-// and 6 rows cost less as rows4 + rows or rows4 + rows2.
+// pass over the weights through rows.
 var rowsSmall = map[kernels.DType]*[4]rowsMDot{}
 
-// padRows8: where rowsSmall has kernels, a last group of at least this many
-// rows (and fewer than 8) goes to rows8, padded with rows whose results are
-// dropped; 8 turns padding off.
-var padRows8 = 7
+// padding says, for a weight type, which last groups of activation rows
+// go to a wider kernel with padding rows whose results are dropped: at
+// least to8 rows (fewer than 8) to rows8, at least to4 (fewer than 4) to
+// rows4; 8 and 4 mean never.
+type padding struct{ to8, to4 int }
+
+// pads holds the weight types where padding pays (dot_amd64.go, by
+// measurement); the others never pad.
+var pads = map[kernels.DType]padding{}
 
 // matScratch is matMul's state, kept on the workers so a steady-state call
 // allocates nothing: the quantized activations and the one closure handed to
@@ -34,8 +35,8 @@ type matScratch struct {
 	wt           *tensor
 	k            *quantKernel
 	small        *[4]rowsMDot // rowsSmall's kernels for wt, or nil
-	padded       bool         // the last group takes rows8 with padding rows (group)
-	pad          []float32    // a padded group's 8 result rows, out apart
+	padTo        padding      // pads[wt.dtype], or never
+	pad          []float32    // a padded group's results, out apart
 	fn           func(lo, hi int)
 
 	tiled bool    // this call takes the tiled (AMX) path
@@ -138,12 +139,14 @@ func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bi
 	s.small = rowsSmall[wt.dtype]
 	if s.k != nil {
 		nb := in / wt.dtype.BlockElems()
-		// A padded group reads activation rows from n up to the next
-		// multiple of 8: they are allocated, cleared.
-		s.padded = !tiled && s.small != nil && s.k.rows8 != nil && n%8 >= padRows8
-		np := n
-		if s.padded {
-			np = (n + 7) &^ 7
+		// A padded last group reads activation rows n..np−1: they are
+		// allocated, cleared.
+		s.padTo = padding{8, 4}
+		if p, ok := pads[wt.dtype]; ok && !tiled {
+			s.padTo = p
+		}
+		np := s.rowsPadded(n)
+		if np > n {
 			s.pad = grow(s.pad, 8*out)
 		}
 		need := np * nb * s.k.actBlockBytes
@@ -187,14 +190,14 @@ func (s *matScratch) pack(lo, hi int) {
 // group is how many activation rows, from row i of an activation tile
 // ending at row i1, run hands to one kernel: the widest of rows8, rows4,
 // rowsSmall's 3 and 2, and rows2 that the weight type has and that fits,
-// or 8 for the last rows of a padded call (more than are left). A
-// row's kernel thus depends on n alone, never on the rows' values, and
-// every kernel gives the one-row kernel's bits (design invariant 6).
+// or 8 or 4 for a last group that padTo pads (more than are left). A row's
+// kernel thus depends on n alone, never on the rows' values, and every
+// kernel gives the one-row kernel's bits (design invariant 6).
 func (s *matScratch) group(i, i1 int) int {
 	switch left := i1 - i; {
-	case s.k.rows8 != nil && (left >= 8 || s.padded && left >= padRows8):
+	case s.k.rows8 != nil && (left >= 8 || left >= s.padTo.to8):
 		return 8
-	case s.k.rows4 != nil && left >= 4:
+	case s.k.rows4 != nil && (left >= 4 || left >= s.padTo.to4):
 		return 4
 	case s.small != nil && s.small[3] != nil && left >= 3:
 		return 3
@@ -204,6 +207,15 @@ func (s *matScratch) group(i, i1 int) int {
 	return 1
 }
 
+// rowsPadded is n and the padding rows of the last group.
+func (s *matScratch) rowsPadded(n int) int {
+	i := max(0, (n-1)/xTile*xTile)
+	for i < n {
+		i += s.group(i, n)
+	}
+	return i
+}
+
 // scales converts the activation scales for the groups that run hands to
 // the rowsMDot kernels (rows8, rows4, rowsSmall), found as run finds them.
 // Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
@@ -211,10 +223,7 @@ func (s *matScratch) scales(n, nb, rb int) {
 	if s.k.rows4 == nil && s.k.rows8 == nil && s.small == nil {
 		return
 	}
-	need := 2 * nb * n
-	if s.padded {
-		need = 2 * nb * ((n + 7) &^ 7)
-	}
+	need := 2 * nb * s.rowsPadded(n)
 	if cap(s.sc) < need {
 		s.sc = make([]float32, need)
 	}

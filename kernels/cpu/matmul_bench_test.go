@@ -195,13 +195,16 @@ func BenchmarkVerifyStep(b *testing.B) {
 	x := randVec(r, 9*ffn)
 	dst := make([]float32, 9*vocab)
 	w := testWorkers(b, 1)
-	small := rowsSmall
-	defer func() { rowsSmall = small }()
+	small, padded := rowsSmall, pads
+	defer func() { rowsSmall, pads = small, padded }()
 	var cpu [2][10]float64
 	for b.Loop() {
 		for n := 1; n <= 9; n++ {
-			for v, rs := range []map[kernels.DType]*[4]rowsMDot{{}, small} {
-				rowsSmall = rs
+			for v := range 2 {
+				rowsSmall, pads = map[kernels.DType]*[4]rowsMDot{}, map[kernels.DType]padding{}
+				if v == 1 {
+					rowsSmall, pads = small, padded
+				}
 				cpu0 := processCPU()
 				for _, m := range step {
 					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
@@ -216,35 +219,73 @@ func BenchmarkVerifyStep(b *testing.B) {
 	}
 }
 
-// BenchmarkVerifyPad: BenchmarkVerifyStep for n = 5, 6, 7 with padRows8
-// at each setting (8: no padding), the settings taking turns step by step
-// so that load on a shared machine falls on them alike; cpu-ms/step per
-// (n, padRows8).
+// BenchmarkVerifyPad: BenchmarkVerifyStep for n = 1..7 with the last
+// group padded to 8 from p rows (p = 5..8, 8: never) and to 4 from q rows
+// (q = 1..4, 4: never), the settings taking turns step by step so that
+// load on a shared machine falls on them alike; cpu-ms/step per n and
+// grouping of its rows (8p: 8 with padding). The SmolLM2 step (Q4_1 and Q8_0)
+// and a Gemma 3 270M-shaped one whose layers are all Q5_0 (18 of q 640 →
+// 1024, k and v → 256, o 1024 → 640, gate and up → 2048, down 2048 → 640).
 func BenchmarkVerifyPad(b *testing.B) {
-	const ffn, vocab = 1536, 49152
+	const ffn, vocab = 2048, 49152
 	r := rand.New(rand.NewPCG(3, 3))
-	step := smolStep(r)
+	var gemma []stepMatMul
+	for range 18 {
+		for _, s := range [][2]int{{640, 1024}, {640, 256}, {640, 256}, {1024, 640}, {640, 2048}, {640, 2048}, {2048, 640}} {
+			gemma = append(gemma, stepMatMul{randomBlocks(r, kernels.Q5_0, s[1], s[0]), s[0], s[1]})
+		}
+	}
+	steps := []struct {
+		name string
+		mm   []stepMatMul
+		dts  []kernels.DType
+	}{{"smol", smolStep(r), []kernels.DType{kernels.Q4_1, kernels.Q8_0}}, {"gemmaQ5_0", gemma, []kernels.DType{kernels.Q5_0}}}
 	x := randVec(r, 8*ffn)
 	dst := make([]float32, 8*vocab)
 	w := testWorkers(b, 1)
-	defer func(p int) { padRows8 = p }(padRows8)
-	var cpu [8][9]float64
+	saved := pads
+	defer func() { pads = saved }()
+	type key struct {
+		s, n   int
+		groups string
+	}
+	cpu := map[key]float64{}
 	for b.Loop() {
-		for n := 5; n <= 7; n++ {
-			for p := 5; p <= 8; p++ {
-				padRows8 = p
-				cpu0 := processCPU()
-				for _, m := range step {
-					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
+		for si, st := range steps {
+			for n := 1; n <= 7; n++ {
+				seen := map[string]bool{}
+				for p := 5; p <= 8; p++ {
+					for q := 1; q <= 4; q++ {
+						g := &matScratch{k: quantKernels[st.dts[0]], small: rowsSmall[st.dts[0]], padTo: padding{p, q}}
+						var groups string
+						for i := 0; i < n; {
+							m := g.group(i, n)
+							groups += fmt.Sprintf("+%d", m)
+							if i+m > n {
+								groups += "p"
+							}
+							i += m
+						}
+						if seen[groups] {
+							continue // a setting that does not change n's groups
+						}
+						seen[groups] = true
+						pads = map[kernels.DType]padding{}
+						for _, dt := range st.dts {
+							pads[dt] = padding{p, q}
+						}
+						cpu0 := processCPU()
+						for _, m := range st.mm {
+							matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
+						}
+						cpu[key{si, n, groups[1:]}] += processCPU() - cpu0
+					}
 				}
-				cpu[n][p] += processCPU() - cpu0
 			}
 		}
 	}
-	for n := 5; n <= 7; n++ {
-		for p := 5; p <= 8; p++ {
-			b.ReportMetric(cpu[n][p]*1e3/float64(b.N), fmt.Sprintf("n%d-pad%d-cpu-ms", n, p))
-		}
+	for k, v := range cpu {
+		b.ReportMetric(v*1e3/float64(b.N), fmt.Sprintf("%s-n%d-%s-cpu-ms", steps[k.s].name, k.n, k.groups))
 	}
 }
 
