@@ -155,3 +155,48 @@ func TestMatMulVerifyRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRowsSmall times one call of each activation-row kernel over
+// BenchmarkRowsKernels' L1-resident tile (16 weight rows of 576), the unit
+// matMul's run works in: a tile stays in L1 while each group of activation
+// rows passes over it, so a step's remainder rows cost these calls' compute.
+// ns/op is per call; compare the ways to cover r rows (r = 3: rows3 or
+// rows4 with a row discarded; 7: rows4 + rows3 or rows8).
+func BenchmarkRowsSmall(b *testing.B) {
+	if !useVNNI512 {
+		b.Skip("no AVX-512 VNNI on this CPU")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, in = 16, 576
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+		k := quantKernels[dt]
+		nb, wb := in/32, dt.RowBytes(in)
+		w := mustQuantize(b, dt, randVec(r, rows*in))
+		xrb := nb * k.actBlockBytes
+		xq := make([]byte, 8*xrb)
+		for j := range 8 {
+			k.quantize(xq[j*xrb:(j+1)*xrb], randVec(r, in))
+		}
+		dst := make([]float32, 8*rows)
+		sc := make([]float32, 16*nb)
+		kern := map[int]rowsMDot{2: rowsSmall[dt][2], 3: rowsSmall[dt][3], 4: k.rows4, 8: k.rows8}
+		b.Run(dt.String()+"/rows1", func(b *testing.B) {
+			for b.Loop() {
+				k.rows(dst[:rows], w, wb, xq, nb)
+			}
+		})
+		b.Run(dt.String()+"/rows2avx2", func(b *testing.B) {
+			for b.Loop() {
+				k.rows2(dst[:rows], dst[rows:2*rows], w, wb, xq, xq[xrb:], nb)
+			}
+		})
+		for _, m := range []int{2, 3, 4, 8} {
+			actScales(sc, xq, xrb, k.actBlockBytes, nb, m)
+			b.Run(fmt.Sprintf("%v/rows%d", dt, m), func(b *testing.B) {
+				for b.Loop() {
+					kern[m](dst, rows, w, wb, rows, xq, xrb, sc[:2*m*nb], nb)
+				}
+			})
+		}
+	}
+}
