@@ -27,7 +27,7 @@ var pads = map[kernels.DType]padding{}
 // parallelFor (a fresh closure per call would escape to the heap).
 type matScratch struct {
 	xq []byte    // [n][nb] activation blocks in the partner format
-	sc []float32 // xq's scales for rows4/rows8, per group of rows (actScales)
+	sc []float32 // xq's scales for the rowsMDot kernels, per group of rows (actScales)
 
 	// The current call, read by run.
 	dst, x, bias []float32
