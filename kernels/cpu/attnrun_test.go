@@ -122,3 +122,30 @@ func testAttentionRuns(t *testing.T, heads, kvHeads, threads int) {
 		}
 	}
 }
+
+// TestMaxF32: maxF32's four chains give one chain's max, ±0 and ±Inf
+// included (+0 over −0 in either order), and NaN where any value is NaN.
+func TestMaxF32(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 2))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), -1, 1}
+	for n := range 14 {
+		for range 200 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = special[r.IntN(len(special))]
+			}
+			nan := n > 0 && r.IntN(4) == 0
+			if nan {
+				x[r.IntN(n)] = float32(math.NaN())
+			}
+			want := float32(math.Inf(-1))
+			for _, v := range x {
+				want = max(want, v)
+			}
+			got := maxF32(x)
+			if nan && !math.IsNaN(float64(got)) || !nan && math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("maxF32(%v) = %v, one chain %v", x, got, want)
+			}
+		}
+	}
+}
