@@ -30,11 +30,33 @@ func countWords(lines []string) map[string]int {
 	for _, line := range lines {
 `
 
+// benchJSONText is a second edit-style workload: a JSON document to
+// pretty-print with one field changed, whose answer repeats its values
+// between new line breaks and indents, so its copy runs are shorter than
+// benchEditText's and break at every field.
+const benchJSONText = `Pretty-print this JSON with two-space indentation and change "status" to "shipped"; keep everything else the same.
+
+{"id": 4821, "customer": {"name": "Ada Lovelace", "email": "ada@example.com", "address": {"street": "12 Analytical Row", "city": "London", "postcode": "NW1 6XE"}}, "items": [{"sku": "BK-1843", "title": "Notes on the Engine", "qty": 2, "price": 18.5}, {"sku": "PN-0007", "title": "Brass gear set", "qty": 1, "price": 42.0}], "status": "pending", "notes": "Leave at the side door"}
+
+Here is the pretty-printed JSON:
+
+{
+  "id": 4821,
+  "customer": {
+`
+
 const benchFreeText = "Write a short story about a lighthouse keeper who finds a message in a bottle. Once upon a time,"
 
+// benchSpecWorkloads are BenchmarkSpeculative's and BenchmarkSpecReplay's
+// prompts: two edits, whose answers repeat the prompt, and free text, whose
+// drafts mostly miss.
+var benchSpecWorkloads = []struct{ name, text string }{
+	{"edit", benchEditText}, {"json", benchJSONText}, {"free", benchFreeText},
+}
+
 // BenchmarkSpeculative: single-stream decode tokens/s on the default model
-// with and without n-gram speculation (self-tuned, K 6), on an edit-style
-// prompt and on free text. Each iteration generates once without and once
+// with and without n-gram speculation (self-tuned, K 8), on two edit-style
+// prompts and on free text. Each iteration generates once without and once
 // with speculation, alternately, so a shared and loaded machine slows both
 // alike; speedup is their ratio. The time counted is from the first token
 // to the last (decode only; the prompt's prefill is the same work both ways).
@@ -42,7 +64,7 @@ func BenchmarkSpeculative(b *testing.B) {
 	path := smolPath(b)
 	tok := smolTokenizer(b, path)
 	const gen, k = 96, DefaultSpecK
-	for _, w := range []struct{ name, text string }{{"edit", benchEditText}, {"free", benchFreeText}} {
+	for _, w := range benchSpecWorkloads {
 		b.Run(w.name, func(b *testing.B) {
 			p := tok.Encode(w.text, false)
 			mk := func(spec bool) *Engine {
@@ -139,14 +161,31 @@ func BenchmarkSpecStepRows(b *testing.B) {
 // 2.89, 3.31, 3.71, 4.31, 4.33, 4.79, 5.17, 5.69, 5.70.
 var specQuietSteps = []float64{0, 1, 1.18, 1.55, 1.35, 1.69, 2.25, 2.59, 2.37, 2.72, 3.16, 3.63, 3.51, 3.89, 4.34, 4.76, 4.69}
 
+// specAMDSteps is the same on an AMD EPYC (Zen 4: AVX-512 VNNI, no AMX,
+// 2 cores, 32 MiB L3) shared with other jobs (issue 26, the AVX-512 VNNI
+// kernels, before 56c8bfc's attention runs). Its shape differs from
+// specQuietSteps': a 3-row step costs what a 4-row one does and a 2-row
+// step more than a third of a row over the plain one, where 7, 11 and 15
+// rows cost more than 8, 12 and 16 on both; a policy tuned on one table
+// alone learns that machine's step sizes.
+var specAMDSteps = []float64{0, 1, 1.44, 1.90, 1.95, 2.52, 3.08, 3.56, 3.26, 3.71, 4.28, 4.95, 4.56, 5.24, 5.54, 6.49, 6.10}
+
+// specReplayTables are the step costs BenchmarkSpecReplay prices by.
+var specReplayTables = []struct {
+	name  string
+	steps []float64
+}{{"xeon", specQuietSteps}, {"epyc", specAMDSteps}}
+
 // BenchmarkSpecReplay: the n-gram proposer and its self-tuning on
 // BenchmarkSpeculative's workloads without the machine's noise. Each
 // workload's greedy answer (SmolLM2, 96 tokens) is generated once; the
 // benchmark then replays it step by step through ngramDraft, draftLen and
-// score as the engine runs them, one sequence, each step priced by
-// specQuietSteps. speedup is the plain decode's time over the replay's;
-// oracle-speedup carries exactly the drafts that will be accepted (the
-// most this proposer's drafts can give at these step costs).
+// score as the engine runs them, one sequence, each step priced by a
+// measured table of step times (specReplayTables: two machines, so that a
+// policy is not fitted to one machine's step sizes). speedup is the plain
+// decode's time over the replay's; oracle-speedup carries exactly the
+// drafts that will be accepted (the most this proposer's drafts can give at
+// these step costs).
 func BenchmarkSpecReplay(b *testing.B) {
 	path := smolPath(b)
 	tok := smolTokenizer(b, path)
@@ -155,38 +194,41 @@ func BenchmarkSpecReplay(b *testing.B) {
 	if err := cfg.validate(); err != nil {
 		b.Fatal(err)
 	}
-	for _, w := range []struct{ name, text string }{{"edit", benchEditText}, {"free", benchFreeText}} {
-		b.Run(w.name, func(b *testing.B) {
-			p := tok.Encode(w.text, false)
-			s := submit(b, e, Request{Prompt: p, MaxTokens: 96})
-			var out []int32
-			for t := range s.Tokens() {
-				out = append(out, t.ID)
-			}
-			plain := float64(len(out)-1) * specQuietSteps[1] // the first token is the prefill's
-			var spec, oracle float64
-			var steps, rows int
-			for b.Loop() {
-				spec, steps, rows = specReplay(p, out, cfg, false)
-				oracle, _, _ = specReplay(p, out, cfg, true)
-			}
-			b.ReportMetric(plain/spec, "speedup")
-			b.ReportMetric(plain/oracle, "oracle-speedup")
-			b.ReportMetric(float64(steps), "steps")
-			b.ReportMetric(float64(rows-steps)/float64(len(out)-1), "draft-rows/tok")
-		})
+	for _, w := range benchSpecWorkloads {
+		p := tok.Encode(w.text, false)
+		s := submit(b, e, Request{Prompt: p, MaxTokens: 96})
+		var out []int32
+		for t := range s.Tokens() {
+			out = append(out, t.ID)
+		}
+		for _, tab := range specReplayTables {
+			b.Run(w.name+"/"+tab.name, func(b *testing.B) {
+				plain := float64(len(out)-1) * tab.steps[1] // the first token is the prefill's
+				var spec, oracle float64
+				var steps, rows int
+				for b.Loop() {
+					spec, steps, rows = specReplay(p, out, cfg, tab.steps, false)
+					oracle, _, _ = specReplay(p, out, cfg, tab.steps, true)
+				}
+				b.ReportMetric(plain/spec, "speedup")
+				b.ReportMetric(plain/oracle, "oracle-speedup")
+				b.ReportMetric(float64(steps), "steps")
+				b.ReportMetric(float64(rows-steps)/float64(len(out)-1), "draft-rows/tok")
+			})
+		}
 	}
 }
 
 // specReplay decodes out after prompt as one speculating sequence would,
-// with cfg's proposer, the engine's self-tuning on specQuietSteps' step
-// times (or, oracle, exactly the drafts that will be accepted), and
-// returns the decode's time in one-row steps, its steps and its rows.
-func specReplay(prompt, out []int32, cfg SpecConfig, oracle bool) (cost float64, steps, rows int) {
+// with cfg's proposer, the engine's self-tuning on the step times of table
+// (a step of r rows costs table[r]; or, oracle, exactly the drafts that
+// will be accepted), and returns the decode's time in one-row steps, its
+// steps and its rows.
+func specReplay(prompt, out []int32, cfg SpecConfig, table []float64, oracle bool) (cost float64, steps, rows int) {
 	var r rowCost
 	for range 4 {
-		for n := 1; n < len(specQuietSteps); n++ {
-			r.add(n, 1, time.Duration(specQuietSteps[n]*float64(time.Millisecond)))
+		for n := 1; n < len(table); n++ {
+			r.add(n, 1, time.Duration(table[n]*float64(time.Millisecond)))
 		}
 	}
 	var st specState
@@ -194,7 +236,7 @@ func specReplay(prompt, out []int32, cfg SpecConfig, oracle bool) (cost float64,
 	h = append(h, out[0])
 	var buf []int32
 	for i := 1; i < len(out); {
-		k := min(cfg.K, len(specQuietSteps)-2, len(out)-i-1)
+		k := min(cfg.K, len(table)-2, len(out)-i-1)
 		prop, ext := ngramDraft(h, cfg.MinNGram, cfg.NGram, k, buf[:0])
 		buf = prop
 		right := 0
@@ -209,7 +251,7 @@ func specReplay(prompt, out []int32, cfg SpecConfig, oracle bool) (cost float64,
 		if len(prop) > 0 {
 			st.score(prop, ext, kept, out[i+kept])
 		}
-		cost += specQuietSteps[1+n]
+		cost += table[1+n]
 		steps++
 		rows += 1 + n
 		h = append(h, out[i:i+kept+1]...)
