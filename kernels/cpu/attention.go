@@ -12,8 +12,11 @@ var scorePool = sync.Pool{New: func() any { return new([]float32) }}
 
 // attentionGrain is the least work (context positions × head size) worth
 // handing a helper thread: about 10 µs of Attention's loops at 0.7 ns a
-// unit (BenchmarkAttentionDecode). A decode row of SmolLM2 at context 16
-// (9 heads, 7 µs) was slower split over two threads than inline.
+// unit (BenchmarkAttentionDecode) when it was set. A decode row of SmolLM2
+// at context 16 (9 heads, 7 µs) was slower split over two threads than
+// inline. The run kernels (attnrun.go) take about 0.1 ns a unit, so this is
+// now nearer 1.6 µs; not re-tuned, as t=2 against t=1 at contexts 16 and 64
+// came out either way on the loaded machine they were measured on.
 const attentionGrain = 16384
 
 // attnScratch is Attention's state, kept on the backend so a steady-state
