@@ -18,59 +18,8 @@
 // Registers as dotq41v4_amd64.s's (dotqv_amd64.h's VLOAD_ARGS and the pair
 // loop), Z0..Z2 the accumulators.
 
-DATA q41r2Mask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r2Mask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r2Mask<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r2Mask<>+24(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r2Mask<>+32(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r2Mask<>+40(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r2Mask<>+48(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r2Mask<>+56(SB)/8, $0xf0f0f0f0f0f0f0f0
-GLOBL q41r2Mask<>(SB), RODATA|NOPTR, $64
-
-// 1.0 (0x3f800000) for the low-nibble lanes, 1/16 (0x3d800000) for the high.
-DATA q41r2Mul<>+0(SB)/8, $0x3f8000003f800000
-DATA q41r2Mul<>+8(SB)/8, $0x3f8000003f800000
-DATA q41r2Mul<>+16(SB)/8, $0x3d8000003d800000
-DATA q41r2Mul<>+24(SB)/8, $0x3d8000003d800000
-DATA q41r2Mul<>+32(SB)/8, $0x3f8000003f800000
-DATA q41r2Mul<>+40(SB)/8, $0x3f8000003f800000
-DATA q41r2Mul<>+48(SB)/8, $0x3d8000003d800000
-DATA q41r2Mul<>+56(SB)/8, $0x3d8000003d800000
-GLOBL q41r2Mul<>(SB), RODATA|NOPTR, $64
-
 #include "dotqv_amd64.h"
-
-// The macros below are dotq41v4_amd64.s's (Q41V_CONSTS, Q41V_PAIR,
-// Q41VPROD), which are local to that file.
-#define Q41V2_CONSTS \
-	VMOVUPS   q41r2Mul<>(SB), Z8; \
-	VMOVDQU64 q41r2Mask<>(SB), Z9; \
-	MOVL      $0xff00, AX; \
-	KMOVW     AX, K1; \
-	MOVL      $0xf0, AX; \
-	KMOVW     AX, K2
-
-#define Q41V2_PAIR(S) \
-	VBROADCASTI32X4   4(AX), Y16; \
-	VBROADCASTI32X4.Z 4(AX)(R9*1), K1, Z17; \
-	VPTERNLOGD        $0xa8, Z9, Z17, Z16; \
-	VPBROADCASTD      (AX), Y18; \
-	VPBROADCASTD      (AX)(R9*1), K2, Y18; \
-	VCVTPH2PS         Y18, Z18; \
-	VMOVSLDUP         Z18, Z19; \
-	VMULPS            Z8, Z19, Z19; \
-	VMOVSHDUP         Z18, Z20; \
-	VMULPS            S, Z20, Z20; \
-	VADDPS            Z20, Z10, Z10
-
-#define Q41V2PROD(off, mem, acc, q, c, t) \
-	VBROADCASTI64X4 mem, q; \
-	VPXORD          c, c, c; \
-	VPDPBUSD        q, Z16, c; \
-	VCVTDQ2PS       c, c; \
-	VMULPS.BCST     off(BX), Z19, t; \
-	VFMADD231PS     c, t, acc
+#include "dotq41v_amd64.h"
 
 // Q41V_MS2 adds lanes 0 and 1 of msX to a0 and a1; Q41V_MS3 lanes 1..3 to
 // a0..a2.
@@ -89,7 +38,7 @@ GLOBL q41r2Mul<>(SB), RODATA|NOPTR, $64
 
 // func dotQ4_1Q8_1Rows2VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 TEXT ·dotQ4_1Q8_1Rows2VNNI(SB), NOSPLIT, $0-72
-	Q41V2_CONSTS
+	Q41V_CONSTS
 	VLOAD_ARGS
 
 q41v2row:
@@ -104,9 +53,9 @@ q41v2blk:
 	PREFETCHT0   (AX)(R8*8)
 	PREFETCHT0   (AX)(R15*1)
 	VPBROADCASTQ 8(BX), Z21
-	Q41V2_PAIR(Z21)
-	Q41V2PROD(0, 4(DI), Z0, Z22, Z23, Z24)
-	Q41V2PROD(4, 4(DI)(R10*1), Z1, Z25, Z26, Z27)
+	Q41V_PAIR(Z21)
+	Q41VPROD(0, 4(DI), Z0, Z22, Z23, Z24)
+	Q41VPROD(4, 4(DI)(R10*1), Z1, Z25, Z26, Z27)
 	ADDQ         $20, AX
 	ADDQ         $36, DI
 	ADDQ         $16, BX
@@ -138,7 +87,7 @@ q41v2done:
 
 // func dotQ4_1Q8_1Rows3VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 TEXT ·dotQ4_1Q8_1Rows3VNNI(SB), NOSPLIT, $0-72
-	Q41V2_CONSTS
+	Q41V_CONSTS
 	VLOAD_ARGS
 
 q41v3row:
@@ -154,10 +103,10 @@ q41v3blk:
 	PREFETCHT0      (AX)(R8*8)
 	PREFETCHT0      (AX)(R15*1)
 	VBROADCASTF32X4 8(BX), Z21
-	Q41V2_PAIR(Z21)
-	Q41V2PROD(0, 4(DI), Z0, Z22, Z23, Z24)
-	Q41V2PROD(4, 4(DI)(R10*1), Z1, Z25, Z26, Z27)
-	Q41V2PROD(8, 4(DI)(R10*2), Z2, Z28, Z29, Z30)
+	Q41V_PAIR(Z21)
+	Q41VPROD(0, 4(DI), Z0, Z22, Z23, Z24)
+	Q41VPROD(4, 4(DI)(R10*1), Z1, Z25, Z26, Z27)
+	Q41VPROD(8, 4(DI)(R10*2), Z2, Z28, Z29, Z30)
 	ADDQ            $20, AX
 	ADDQ            $36, DI
 	ADDQ            $24, BX

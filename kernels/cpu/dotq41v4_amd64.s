@@ -34,65 +34,9 @@
 // d_r+1/16 ×4], Z20 [m_r ×8, m_r+1 ×8]; K1 the upper eight dwords of a
 // zmm, K2 the upper four of a ymm.
 
-DATA q41r4Mask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r4Mask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r4Mask<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r4Mask<>+24(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r4Mask<>+32(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r4Mask<>+40(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41r4Mask<>+48(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41r4Mask<>+56(SB)/8, $0xf0f0f0f0f0f0f0f0
-GLOBL q41r4Mask<>(SB), RODATA|NOPTR, $64
-
-// 1.0 (0x3f800000) for the low-nibble lanes, 1/16 (0x3d800000) for the high.
-DATA q41r4Mul<>+0(SB)/8, $0x3f8000003f800000
-DATA q41r4Mul<>+8(SB)/8, $0x3f8000003f800000
-DATA q41r4Mul<>+16(SB)/8, $0x3d8000003d800000
-DATA q41r4Mul<>+24(SB)/8, $0x3d8000003d800000
-DATA q41r4Mul<>+32(SB)/8, $0x3f8000003f800000
-DATA q41r4Mul<>+40(SB)/8, $0x3f8000003f800000
-DATA q41r4Mul<>+48(SB)/8, $0x3d8000003d800000
-DATA q41r4Mul<>+56(SB)/8, $0x3d8000003d800000
-GLOBL q41r4Mul<>(SB), RODATA|NOPTR, $64
 
 #include "dotqv_amd64.h"
-
-// Q41V_CONSTS loads the constants and masks; it comes before R15 is set
-// (a global's address may clobber R15 when dynamically linking).
-#define Q41V_CONSTS \
-	VMOVUPS   q41r4Mul<>(SB), Z8; \
-	VMOVDQU64 q41r4Mask<>(SB), Z9; \
-	MOVL      $0xff00, AX; \
-	KMOVW     AX, K1; \
-	MOVL      $0xf0, AX; \
-	KMOVW     AX, K2
-
-// Q41V_PAIR reads the pair's blocks: levels into Z16 (zero-masked or
-// zero-extending loads merged with the nibble masks by one VPTERNLOGD,
-// (w|v)&mask), d into Z19 and m into Z20 as laid out above, and adds
-// [m_r ×8, m_r+1 ×8] × the activations' s (S, a zmm of them) to Z10.
-#define Q41V_PAIR(S) \
-	VBROADCASTI32X4   4(AX), Y16; \
-	VBROADCASTI32X4.Z 4(AX)(R9*1), K1, Z17; \
-	VPTERNLOGD        $0xa8, Z9, Z17, Z16; \
-	VPBROADCASTD      (AX), Y18; \
-	VPBROADCASTD      (AX)(R9*1), K2, Y18; \
-	VCVTPH2PS         Y18, Z18; \
-	VMOVSLDUP         Z18, Z19; \
-	VMULPS            Z8, Z19, Z19; \
-	VMOVSHDUP         Z18, Z20; \
-	VMULPS            S, Z20, Z20; \
-	VADDPS            Z20, Z10, Z10
-
-// Q41VPROD: acc += [d·dx, d·dx/16] (dx at off(BX)) · Σ fours of the
-// pair's levels × the activation block's quants at mem, for both rows.
-#define Q41VPROD(off, mem, acc, q, c, t) \
-	VBROADCASTI64X4 mem, q; \
-	VPXORD          c, c, c; \
-	VPDPBUSD        q, Z16, c; \
-	VCVTDQ2PS       c, c; \
-	VMULPS.BCST     off(BX), Z19, t; \
-	VFMADD231PS     c, t, acc
+#include "dotq41v_amd64.h"
 
 // Q41V_MS4 adds lanes 0..3 of msX (Σ m·s_j) to a0..a3, as ADD_MS4 does.
 #define Q41V_MS4(msX, a0, a1, a2, a3) \

@@ -34,26 +34,7 @@
 // Z8 the 1,1/16 pattern, Z9 the nibble masks; K1 the upper two 128-bit
 // lanes, K2 the upper four dwords of a ymm.
 
-DATA q41vMask<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41vMask<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41vMask<>+16(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41vMask<>+24(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41vMask<>+32(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41vMask<>+40(SB)/8, $0x0f0f0f0f0f0f0f0f
-DATA q41vMask<>+48(SB)/8, $0xf0f0f0f0f0f0f0f0
-DATA q41vMask<>+56(SB)/8, $0xf0f0f0f0f0f0f0f0
-GLOBL q41vMask<>(SB), RODATA|NOPTR, $64
-
-// 1.0 (0x3f800000) for the low-nibble lanes, 1/16 (0x3d800000) for the high.
-DATA q41vMul<>+0(SB)/8, $0x3f8000003f800000
-DATA q41vMul<>+8(SB)/8, $0x3f8000003f800000
-DATA q41vMul<>+16(SB)/8, $0x3d8000003d800000
-DATA q41vMul<>+24(SB)/8, $0x3d8000003d800000
-DATA q41vMul<>+32(SB)/8, $0x3f8000003f800000
-DATA q41vMul<>+40(SB)/8, $0x3f8000003f800000
-DATA q41vMul<>+48(SB)/8, $0x3d8000003d800000
-DATA q41vMul<>+56(SB)/8, $0x3d8000003d800000
-GLOBL q41vMul<>(SB), RODATA|NOPTR, $64
+#include "dotq41v_amd64.h"
 
 // Q41PAIR: acc += the pair's block products (the rows' blocks at b0 and
 // b1, their quants at q0 and q1); ms lanes 1 and 9 += m·s. w, c, t, u are
@@ -174,7 +155,7 @@ TEXT ·dotQ4_1Q8_1RowsVNNI(SB), NOSPLIT, $0-48
 	MOVQ      nb+24(FP), R10
 	MOVQ      dst+32(FP), R11
 	MOVQ      rows+40(FP), R12
-	VMOVDQU64 q41vMask<>(SB), Z9
+	VMOVDQU64 q41Mask<>(SB), Z9
 	CMPQ      R12, $8
 	JLT       q41vtail
 	VMOVUPS   q41vHalf<>(SB), Z8
@@ -250,7 +231,7 @@ q41v8blk:
 
 	// Fewer than eight rows left: groups of four.
 q41vtail:
-	VMOVUPS q41vMul<>(SB), Z8
+	VMOVUPS q41Mul<>(SB), Z8
 	MOVL    $0xff00, AX
 	KMOVW   AX, K1
 	MOVL    $0xf0, AX

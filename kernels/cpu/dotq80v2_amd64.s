@@ -11,17 +11,7 @@
 // the same, only the number of activations differs. Registers as there;
 // the scale table (actScales, m = 2 or 3) is 8m bytes a block.
 
-// PAIR_LOAD is dotq8v_amd64.s's, which is local to that file.
-#define PAIR_LOAD \
-	VMOVDQU64       2(AX), Y16; \
-	VINSERTI64X4    $1, 2(AX)(R9*1), Z16, Z16; \
-	VPMOVB2M        Z16, K1; \
-	VPABSB          Z16, Z17; \
-	VPBROADCASTW    (AX), X18; \
-	VPBROADCASTW    (AX)(R9*1), X19; \
-	VINSERTI32X4    $1, X19, Y18, Y18; \
-	VCVTPH2PS       Y18, Z18
-
+#include "dotq8v_amd64.h"
 #include "dotqv_amd64.h"
 
 // func dotQ8_0Q8_0Rows2VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)

@@ -24,17 +24,7 @@
 // dotq8_amd64.s); Z0..Z7 the accumulators; Z16 the two rows' quants, Z17
 // their magnitudes, K1 their signs, Z18 [d_r ×8, d_r+1 ×8], Z31 zero.
 
-// PAIR_LOAD reads the two rows' blocks: quants, magnitudes, signs, scales.
-#define PAIR_LOAD \
-	VMOVDQU64       2(AX), Y16; \
-	VINSERTI64X4    $1, 2(AX)(R9*1), Z16, Z16; \
-	VPMOVB2M        Z16, K1; \
-	VPABSB          Z16, Z17; \
-	VPBROADCASTW    (AX), X18; \
-	VPBROADCASTW    (AX)(R9*1), X19; \
-	VINSERTI32X4    $1, X19, Y18, Y18; \
-	VCVTPH2PS       Y18, Z18
-
+#include "dotq8v_amd64.h"
 #include "dotqv_amd64.h"
 
 // func dotQ8_0Q8_0Rows4VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
