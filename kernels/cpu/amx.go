@@ -308,7 +308,7 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 		if p.dot != nil {
 			p.dot(c)
 		} else {
-			amxDotTiles(c)
+			tileDot(c)
 		}
 	}
 }

@@ -79,7 +79,7 @@ func matMul(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias [
 // greedy output): prompt rows always take the tiled path, even a lone one,
 // and generated tokens the row kernels, whether decoded or recomputed.
 func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, prompt []bool) {
-	if _, tileable := amxFormats[wt.dtype]; !useAMX || !tileable || prompt == nil {
+	if !tiledPrompt(wt.dtype) || prompt == nil {
 		matMul(w, dst, x, n, in, wt, out, bias)
 		return
 	}

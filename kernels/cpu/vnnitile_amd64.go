@@ -1,0 +1,53 @@
+//go:build amd64 && !noasm
+
+package cpu
+
+import (
+	"os"
+
+	"github.com/sluicehq/sluice/kernels"
+)
+
+// useVNNITiles: prompt rows take the tiled path on CPUs with AVX-512 VNNI
+// but no AMX, for the formats of vnniFormats (issue 26). On the row
+// kernels a prompt row costs ~7 vector operations per 64 int8 products;
+// here one VPDPBUSD does 64 against a broadcast, as the AMX tiles' product
+// does 1024 (vnnitile_amd64.s). SLUICE_VNNI_TILES=0 keeps prompts on the
+// row kernels, to compare.
+var useVNNITiles = useVNNI512 && !useAMX && os.Getenv("SLUICE_VNNI_TILES") != "0"
+
+// vnniFormats are the tiled formats the VNNI kernel takes: those with a
+// min term, whose levels are unsigned (VPDPBUSD's u8 operand) and whose
+// K-blocks are 32. The signed-level formats would need the sign moved to
+// the activations first.
+var vnniFormats = map[kernels.DType]bool{
+	kernels.Q4_1: true,
+	kernels.Q5_1: true,
+	kernels.Q4_K: true,
+	kernels.Q5_K: true,
+}
+
+// tiledPrompt says whether prompt rows of weight type dt take the tiled
+// path on this CPU.
+func tiledPrompt(dt kernels.DType) bool {
+	if _, ok := amxFormats[dt]; ok && useAMX {
+		return true
+	}
+	return useVNNITiles && vnniFormats[dt]
+}
+
+// tileDot runs one amxCall on this CPU's tile kernel.
+func tileDot(c *amxCall) {
+	if useAMX {
+		amxDotTiles(c)
+		return
+	}
+	vnniDotTiles(c)
+}
+
+// vnniDotTiles is amxDotTiles on VNNI for vnniFormats' calls (c.hasMin set,
+// blockK 32); its outputs are the AMX kernel's bits.
+func vnniDotTiles(c *amxCall) { vnniDotTilesMin(c) }
+
+//go:noescape
+func vnniDotTilesMin(c *amxCall)

@@ -1,0 +1,182 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// vnniDotTilesMin: amx.go's amxCall (the hasMin formats: Q4_1, Q5_1, Q4_K,
+// Q5_K, whose levels are unsigned, blockK 32) with AVX-512 VNNI in place of
+// the AMX tiles, for CPUs without AMX. The B tiles (activations in the
+// VNNI pair layout, a lane per activation row) are already what VPDPBUSD
+// takes as its signed operand: per block, its 8 vectors are loaded once and
+// each weight row's 4-level groups are broadcast as the unsigned operand,
+// so one VPDPBUSD does a block's 64 products of a weight row and 16
+// activation rows. The int32 sums are the AMX tile's C row, and they are
+// scaled into Z0..Z15 by the very instructions of amx_amd64.s's ROWM, in
+// the same block order, so the outputs are the AMX path's bits.
+//
+// Registers: Z0..Z15 f32 accumulators (weight row m, lane = activation
+// row), Z20/Z21 the block's activation scales and sums, Z22..Z29 the
+// block's B tile, Z18/Z19 broadcasts, Z30/Z31 int32 sums (alternating, so
+// neighbouring rows' chains overlap), Z16/Z17 scaling temporaries.
+
+// MROW computes weight row m's block sums (its levels at AX) into acc32
+// and scales them into acc.
+#define MROW(m, acc32, acc) \
+	VPBROADCASTD 0(AX), Z18; \
+	VPXORD acc32, acc32, acc32; \
+	VPBROADCASTD 4(AX), Z19; \
+	VPDPBUSD Z22, Z18, acc32; \
+	VPBROADCASTD 8(AX), Z18; \
+	VPDPBUSD Z23, Z19, acc32; \
+	VPBROADCASTD 12(AX), Z19; \
+	VPDPBUSD Z24, Z18, acc32; \
+	VPBROADCASTD 16(AX), Z18; \
+	VPDPBUSD Z25, Z19, acc32; \
+	VPBROADCASTD 20(AX), Z19; \
+	VPDPBUSD Z26, Z18, acc32; \
+	VPBROADCASTD 24(AX), Z18; \
+	VPDPBUSD Z27, Z19, acc32; \
+	VPBROADCASTD 28(AX), Z19; \
+	VPDPBUSD Z28, Z18, acc32; \
+	VPDPBUSD Z29, Z19, acc32; \
+	ADDQ DX, AX; \
+	VCVTDQ2PS acc32, Z16; \
+	VMULPS.BCST (4*(m))(R13), Z20, Z17; \
+	VFMADD231PS Z16, Z17, acc; \
+	VFMADD231PS.BCST (64+4*(m))(R13), Z21, acc
+
+// func vnniDotTilesMin(c *amxCall)
+TEXT ·vnniDotTilesMin(SB), NOSPLIT, $0-8
+	MOVQ c+0(FP), R8
+	MOVQ 128(R8), AX
+	KMOVW AX, K1
+	MOVQ 16(R8), DX  // astride
+	MOVQ 88(R8), R9  // groups
+	MOVQ 40(R8), R10 // group's B
+	MOVQ 64(R8), R11 // group's sx
+	MOVQ 96(R8), R12 // group's dst
+
+group:
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ 8(R8), SI   // weight levels, block 0
+	MOVQ R10, DI
+	MOVQ 32(R8), R13 // weight scales
+	MOVQ R11, R14
+	MOVQ 80(R8), R15 // blocks
+
+block:
+	VMOVDQU64 0(DI), Z22
+	VMOVDQU64 64(DI), Z23
+	VMOVDQU64 128(DI), Z24
+	VMOVDQU64 192(DI), Z25
+	VMOVDQU64 256(DI), Z26
+	VMOVDQU64 320(DI), Z27
+	VMOVDQU64 384(DI), Z28
+	VMOVDQU64 448(DI), Z29
+	VMOVUPS 0(R14), Z20
+	VMOVUPS 64(R14), Z21
+	MOVQ SI, AX
+	MROW(0, Z30, Z0)
+	MROW(1, Z31, Z1)
+	MROW(2, Z30, Z2)
+	MROW(3, Z31, Z3)
+	MROW(4, Z30, Z4)
+	MROW(5, Z31, Z5)
+	MROW(6, Z30, Z6)
+	MROW(7, Z31, Z7)
+	MROW(8, Z30, Z8)
+	MROW(9, Z31, Z9)
+	MROW(10, Z30, Z10)
+	MROW(11, Z31, Z11)
+	MROW(12, Z30, Z12)
+	MROW(13, Z31, Z13)
+	MROW(14, Z30, Z14)
+	MROW(15, Z31, Z15)
+	ADDQ 24(R8), SI
+	ADDQ 48(R8), DI
+	ADDQ $128, R13
+	ADDQ $128, R14
+	DECQ R15
+	JNZ block
+
+	// The transpose and stores are amx_amd64.s's.
+	VUNPCKLPS Z1, Z0, Z16; VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18; VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20; VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22; VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24; VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26; VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28; VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30; VUNPCKHPS Z15, Z14, Z31
+	VUNPCKLPD Z18, Z16, Z0; VUNPCKHPD Z18, Z16, Z1; VUNPCKLPD Z19, Z17, Z2; VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4; VUNPCKHPD Z22, Z20, Z5; VUNPCKLPD Z23, Z21, Z6; VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8; VUNPCKHPD Z26, Z24, Z9; VUNPCKLPD Z27, Z25, Z10; VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12; VUNPCKHPD Z30, Z28, Z13; VUNPCKLPD Z31, Z29, Z14; VUNPCKHPD Z31, Z29, Z15
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0x88, Z5, Z1, Z17
+	VSHUFF32X4 $0x88, Z6, Z2, Z18
+	VSHUFF32X4 $0x88, Z7, Z3, Z19
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23
+	VSHUFF32X4 $0x88, Z12, Z8, Z24
+	VSHUFF32X4 $0x88, Z13, Z9, Z25
+	VSHUFF32X4 $0x88, Z14, Z10, Z26
+	VSHUFF32X4 $0x88, Z15, Z11, Z27
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31
+	VSHUFF32X4 $0x88, Z24, Z16, Z0; VSHUFF32X4 $0xdd, Z24, Z16, Z8
+	VSHUFF32X4 $0x88, Z25, Z17, Z1; VSHUFF32X4 $0xdd, Z25, Z17, Z9
+	VSHUFF32X4 $0x88, Z26, Z18, Z2; VSHUFF32X4 $0xdd, Z26, Z18, Z10
+	VSHUFF32X4 $0x88, Z27, Z19, Z3; VSHUFF32X4 $0xdd, Z27, Z19, Z11
+	VSHUFF32X4 $0x88, Z28, Z20, Z4; VSHUFF32X4 $0xdd, Z28, Z20, Z12
+	VSHUFF32X4 $0x88, Z29, Z21, Z5; VSHUFF32X4 $0xdd, Z29, Z21, Z13
+	VSHUFF32X4 $0x88, Z30, Z22, Z6; VSHUFF32X4 $0xdd, Z30, Z22, Z14
+	VSHUFF32X4 $0x88, Z31, Z23, Z7; VSHUFF32X4 $0xdd, Z31, Z23, Z15
+	MOVQ $16, R15
+	CMPQ R9, $1
+	JNE full
+	MOVQ 120(R8), R15
+full:
+	MOVQ R12, AX
+	CMPQ R15, $0; JLE stored; VMOVUPS Z0, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $1; JLE stored; VMOVUPS Z1, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $2; JLE stored; VMOVUPS Z2, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $3; JLE stored; VMOVUPS Z3, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $4; JLE stored; VMOVUPS Z4, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $5; JLE stored; VMOVUPS Z5, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $6; JLE stored; VMOVUPS Z6, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $7; JLE stored; VMOVUPS Z7, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $8; JLE stored; VMOVUPS Z8, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $9; JLE stored; VMOVUPS Z9, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $10; JLE stored; VMOVUPS Z10, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $11; JLE stored; VMOVUPS Z11, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $12; JLE stored; VMOVUPS Z12, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $13; JLE stored; VMOVUPS Z13, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $14; JLE stored; VMOVUPS Z14, K1, (AX); ADDQ 104(R8), AX
+	CMPQ R15, $15; JLE stored; VMOVUPS Z15, K1, (AX); ADDQ 104(R8), AX
+stored:
+	ADDQ 56(R8), R10
+	ADDQ 72(R8), R11
+	ADDQ 112(R8), R12
+	DECQ R9
+	JNZ group
+	VZEROUPPER
+	RET
