@@ -16,11 +16,12 @@ import (
 // row kernels, to compare.
 var useVNNITiles = useVNNI512 && !useAMX && os.Getenv("SLUICE_VNNI_TILES") != "0"
 
-// vnniFormats are the tiled formats the VNNI kernel takes: those with a
-// min term, whose levels are unsigned (VPDPBUSD's u8 operand) and whose
-// K-blocks are 32. The signed-level formats would need the sign moved to
-// the activations first.
+// vnniFormats are the tiled formats the VNNI kernels take: those of
+// K-blocks of 32. Q6_K's 16 would need a kernel of its own.
 var vnniFormats = map[kernels.DType]bool{
+	kernels.Q8_0: true,
+	kernels.Q4_0: true,
+	kernels.Q5_0: true,
 	kernels.Q4_1: true,
 	kernels.Q5_1: true,
 	kernels.Q4_K: true,
@@ -45,9 +46,28 @@ func tileDot(c *amxCall) {
 	vnniDotTiles(c)
 }
 
-// vnniDotTiles is amxDotTiles on VNNI for vnniFormats' calls (c.hasMin set,
-// blockK 32); its outputs are the AMX kernel's bits.
-func vnniDotTiles(c *amxCall) { vnniDotTilesMin(c) }
+// vnniDotTiles is amxDotTiles on VNNI for vnniFormats' calls (blockK 32);
+// its outputs are the AMX kernel's bits.
+func vnniDotTiles(c *amxCall) {
+	if c.hasMin != 0 {
+		vnniDotTilesMin(c)
+	} else {
+		vnniDotTilesPlain(c)
+	}
+}
 
 //go:noescape
 func vnniDotTilesMin(c *amxCall)
+
+//go:noescape
+func vnniDotTilesPlain(c *amxCall)
+
+// Q5_0's unpack in assembly needs only AVX-512 BW: as with AMX, the Go form
+// would be a large share of a per-call-unpacked Q5_0 prompt.
+func init() {
+	if useVNNITiles {
+		f := amxFormats[kernels.Q5_0]
+		f.unpack = unpackQ5_0Fast
+		amxFormats[kernels.Q5_0] = f
+	}
+}
