@@ -16,9 +16,10 @@ import (
 // row kernels, to compare.
 var useVNNITiles = useVNNI512 && !useAMX && os.Getenv("SLUICE_VNNI_TILES") != "0"
 
-// vnniFormats are the tiled formats the VNNI kernels take: those of
-// K-blocks of 32. Q6_K's 16 would need a kernel of its own.
+// vnniFormats are the tiled formats the VNNI kernels take: all of
+// amxFormats.
 var vnniFormats = map[kernels.DType]bool{
+	kernels.Q6_K: true,
 	kernels.Q8_0: true,
 	kernels.Q4_0: true,
 	kernels.Q5_0: true,
@@ -46,11 +47,13 @@ func tileDot(c *amxCall) {
 	vnniDotTiles(c)
 }
 
-// vnniDotTiles is amxDotTiles on VNNI for vnniFormats' calls (blockK 32);
-// its outputs are the AMX kernel's bits.
+// vnniDotTiles is amxDotTiles on VNNI for vnniFormats' calls; its outputs
+// are the AMX kernel's bits.
 func vnniDotTiles(c *amxCall) {
 	if c.hasMin != 0 {
 		vnniDotTilesMin(c)
+	} else if c.bstep == 16*16 { // Q6_K
+		vnniDotTilesPlain16(c)
 	} else {
 		vnniDotTilesPlain(c)
 	}
@@ -61,6 +64,9 @@ func vnniDotTilesMin(c *amxCall)
 
 //go:noescape
 func vnniDotTilesPlain(c *amxCall)
+
+//go:noescape
+func vnniDotTilesPlain16(c *amxCall)
 
 // Q5_0's unpack in assembly needs only AVX-512 BW: as with AMX, the Go form
 // would be a large share of a per-call-unpacked Q5_0 prompt.
