@@ -143,7 +143,7 @@ func amxCacheLine(w io.Writer, ts []models.TensorInfo) {
 	}
 	state := "on"
 	if !cpu.AMXCacheEnabled() {
-		state = "off (no AMX, or SLUICE_AMX_CACHE=0)"
+		state = "off (neither AMX nor AVX-512 VNNI, or SLUICE_AMX_CACHE=0 or SLUICE_VNNI_TILES=0)"
 	}
 	fmt.Fprintf(w, "amx weight cache\t%.1f MiB for the layers' matrices, %.1f MiB more for the output head with prompt logprobs; this machine: %s\n",
 		float64(layers)/(1<<20), float64(head)/(1<<20), state)

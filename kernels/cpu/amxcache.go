@@ -32,8 +32,10 @@ import (
 var amxCacheOn = os.Getenv("SLUICE_AMX_CACHE") != "0"
 
 // AMXCacheEnabled says whether prompt matmuls on this machine keep their
-// weights' unpacked AMX tiles: the CPU has AMX and SLUICE_AMX_CACHE is not 0.
-func AMXCacheEnabled() bool { return useAMX && amxCacheOn }
+// weights' unpacked tiles: the CPU takes the tiled prompt path (AMX, or
+// AVX-512 VNNI without AMX: vnnitile_amd64.go, which reads the same cache)
+// and SLUICE_AMX_CACHE is not 0.
+func AMXCacheEnabled() bool { return (useAMX || useVNNITiles) && amxCacheOn }
 
 // AMXCacheBytes is what the cache holds for a [rows, cols] weight of type
 // dt once a prompt has used it, or 0 for a type the tiled path does not

@@ -147,3 +147,12 @@ func TestAMXCacheBytes(t *testing.T) {
 		t.Error("F16 weights are not tiled, so they cache nothing")
 	}
 }
+
+// TestAMXCacheEnabledFollowsTiledPath: the cache is reported on wherever
+// the tiled prompt path fills it, the VNNI tiles of a CPU without AMX
+// included (sluice inspect's memory figure reads it).
+func TestAMXCacheEnabledFollowsTiledPath(t *testing.T) {
+	if want := (useAMX || useVNNITiles) && amxCacheOn; AMXCacheEnabled() != want {
+		t.Errorf("AMXCacheEnabled() = %v with AMX %v, VNNI tiles %v, cache %v", AMXCacheEnabled(), useAMX, useVNNITiles, amxCacheOn)
+	}
+}
