@@ -36,7 +36,20 @@ type quantKernel struct {
 	rows          rowsDot                       // fastest available; set in init
 	rows2         rows2Dot                      // optional batched form of rows
 	rows4, rows8  rowsMDot                      // optional, for four and eight activation rows
+	// rows2M and rows3 are optional rowsMDot kernels for two and three
+	// activation rows (rows2M before rows2 where both exist). A speculative
+	// verify step's 1+k rows leave 2, 3, 6 or 7 after the groups of 8 and
+	// 4; without them those took rows2 and, for an odd one, a second pass
+	// over the weights through rows.
+	rows2M, rows3 rowsMDot
+	pad           padding // which last groups go to a wider kernel; the zero value never pads
 }
+
+// padding says which last groups of activation rows go to a wider kernel
+// with padding rows whose results are dropped: at least to8 rows (fewer
+// than 8) to rows8, at least to4 (fewer than 4) to rows4. 0, 8 and 4 mean
+// never; padding is set where it pays, by measurement (dot_amd64.go).
+type padding struct{ to8, to4 int }
 
 func init() {
 	for _, k := range quantKernels {
@@ -58,15 +71,15 @@ func genericRows(dot vecDot) rowsDot {
 // quantKernels is filled for the pure-Go path here; init in dot_amd64.go
 // replaces rows with assembly where the CPU allows it.
 var quantKernels = map[kernels.DType]*quantKernel{
-	kernels.Q4_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ4_0Q8_0Generic, nil, nil, nil, nil},
-	kernels.Q4_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ4_1Q8_1Generic, nil, nil, nil, nil},
-	kernels.Q5_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ5_0Q8_0Generic, nil, nil, nil, nil},
-	kernels.Q5_1: {quant.Q8_1BlockBytes, quant.ActQ8_1, dotQ5_1Q8_1Generic, nil, nil, nil, nil},
-	kernels.Q8_0: {quant.Q8_0BlockBytes, quant.ActQ8_0, dotQ8_0Q8_0Generic, nil, nil, nil, nil},
-	kernels.Q4_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ4_KQ8_KGeneric, nil, nil, nil, nil},
-	kernels.Q5_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ5_KQ8_KGeneric, nil, nil, nil, nil},
-	kernels.Q6_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ6_KQ8_KGeneric, nil, nil, nil, nil},
-	kernels.Q8_K: {quant.Q8_KBlockBytes, quant.ActQ8_K, dotQ8_KQ8_KGeneric, nil, nil, nil, nil},
+	kernels.Q4_0: {actBlockBytes: quant.Q8_0BlockBytes, quantize: quant.ActQ8_0, generic: dotQ4_0Q8_0Generic},
+	kernels.Q4_1: {actBlockBytes: quant.Q8_1BlockBytes, quantize: quant.ActQ8_1, generic: dotQ4_1Q8_1Generic},
+	kernels.Q5_0: {actBlockBytes: quant.Q8_0BlockBytes, quantize: quant.ActQ8_0, generic: dotQ5_0Q8_0Generic},
+	kernels.Q5_1: {actBlockBytes: quant.Q8_1BlockBytes, quantize: quant.ActQ8_1, generic: dotQ5_1Q8_1Generic},
+	kernels.Q8_0: {actBlockBytes: quant.Q8_0BlockBytes, quantize: quant.ActQ8_0, generic: dotQ8_0Q8_0Generic},
+	kernels.Q4_K: {actBlockBytes: quant.Q8_KBlockBytes, quantize: quant.ActQ8_K, generic: dotQ4_KQ8_KGeneric},
+	kernels.Q5_K: {actBlockBytes: quant.Q8_KBlockBytes, quantize: quant.ActQ8_K, generic: dotQ5_KQ8_KGeneric},
+	kernels.Q6_K: {actBlockBytes: quant.Q8_KBlockBytes, quantize: quant.ActQ8_K, generic: dotQ6_KQ8_KGeneric},
+	kernels.Q8_K: {actBlockBytes: quant.Q8_KBlockBytes, quantize: quant.ActQ8_K, generic: dotQ8_KQ8_KGeneric},
 }
 
 // dotF32 is Σ a[i]·b[i] over len(a) elements (b must be at least as long).

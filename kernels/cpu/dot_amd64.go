@@ -394,24 +394,20 @@ func init() {
 	if useVNNI512 {
 		// Verify steps of 2, 3, 6 and 7 rows (issue 26): one pass over the
 		// weights where rows2 + rows took two, at the rows4 kernels' rate.
-		rowsSmall[kernels.Q4_1] = &[4]rowsMDot{
-			2: asmRowsM(dotQ4_1Q8_1Rows2VNNI, 2, 20, 36),
-			3: asmRowsM(dotQ4_1Q8_1Rows3VNNI, 3, 20, 36),
-		}
-		rowsSmall[kernels.Q8_0] = &[4]rowsMDot{
-			2: asmRowsM(dotQ8_0Q8_0Rows2VNNI, 2, 34, 34),
-			3: asmRowsM(dotQ8_0Q8_0Rows3VNNI, 3, 34, 34),
-		}
+		quantKernels[kernels.Q4_1].rows2M = asmRowsM(dotQ4_1Q8_1Rows2VNNI, 2, 20, 36)
+		quantKernels[kernels.Q4_1].rows3 = asmRowsM(dotQ4_1Q8_1Rows3VNNI, 3, 20, 36)
+		quantKernels[kernels.Q8_0].rows2M = asmRowsM(dotQ8_0Q8_0Rows2VNNI, 2, 34, 34)
+		quantKernels[kernels.Q8_0].rows3 = asmRowsM(dotQ8_0Q8_0Rows3VNNI, 3, 34, 34)
 		// One rows8 call over a 16-row tile costs less than rows4 + rows3
 		// (Zen 4, BenchmarkRowsSmall: Q4_1 1527 ns against 908 + 804, Q8_0
 		// 1481 against 914 + 693), and over a SmolLM2 step
 		// (BenchmarkVerifyPad) 7 rows padded cost 7% less, 6 and 5 more.
-		pads[kernels.Q4_1] = padding{7, 4}
-		pads[kernels.Q8_0] = padding{7, 4}
+		quantKernels[kernels.Q4_1].pad = padding{7, 4}
+		quantKernels[kernels.Q8_0].pad = padding{7, 4}
 		// Q5_0 has no two- or three-row kernels: one rows8 call costs less
 		// than rows4 + two or three rows calls, one rows4 call less than
 		// three rows calls (BenchmarkVerifyPad's Q5_0 step).
-		pads[kernels.Q5_0] = padding{6, 3}
+		quantKernels[kernels.Q5_0].pad = padding{6, 3}
 	}
 	quantKernels[kernels.Q4_0].rows = asmRows(dotQ4_0Q8_0Rows, 18, 34)
 	quantKernels[kernels.Q5_0].rows = asmRows(dotQ5_0Q8_0Rows, 22, 34)

@@ -56,7 +56,7 @@ func TestRowsSmallVNNI(t *testing.T) {
 							actScales(sc, xq, xstride, bb, nb, m)
 							dstride := rows + gap
 							got := nanSlice(m*dstride + 1)
-							rowsSmall[dt][m](got, dstride, w, wb, rows, xq, xstride, sc, nb)
+							map[int]rowsMDot{2: k.rows2M, 3: k.rows3}[m](got, dstride, w, wb, rows, xq, xstride, sc, nb)
 							want := make([]float32, rows)
 							for j := range m {
 								k.rows(want, w, wb, xq[j*xstride:], nb)
@@ -134,17 +134,18 @@ func extremeBlocks(r *rand.Rand, dt kernels.DType, w []byte, wb, rows, nb int) {
 
 // TestMatMulVerifyRows: matMul's grouping of 1..17 activation rows (and a
 // second activation tile's worth) into kernels, padded groups included
-// (pads at its settings, padding every remainder it can, and none), must
+// (the type's own padding, padding every remainder it can, and none), must
 // leave each row's result the one it has alone, bit for bit, for the
 // weight types with two- and three-row kernels or padding, odd block
 // counts and output counts that end mid-tile.
 func TestMatMulVerifyRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 3))
-	saved := pads
-	defer func() { pads = saved }()
 	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0, kernels.Q5_0} {
-		for _, pad := range []padding{saved[dt], {1, 1}, {8, 4}} {
-			pads = map[kernels.DType]padding{dt: pad}
+		k := quantKernels[dt]
+		saved := k.pad
+		defer func() { k.pad = saved }()
+		for _, pad := range []padding{saved, {1, 1}, {}} {
+			k.pad = pad
 			for _, in := range []int{96, 608} {
 				for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 34, 35, 39} {
 					t.Run(fmt.Sprintf("%v/pad%d,%d/in%d/n%d", dt, pad.to8, pad.to4, in, n), func(t *testing.T) {
@@ -179,7 +180,7 @@ func BenchmarkRowsSmall(b *testing.B) {
 		}
 		dst := make([]float32, 8*rows)
 		sc := make([]float32, 16*nb)
-		kern := map[int]rowsMDot{2: rowsSmall[dt][2], 3: rowsSmall[dt][3], 4: k.rows4, 8: k.rows8}
+		kern := map[int]rowsMDot{2: k.rows2M, 3: k.rows3, 4: k.rows4, 8: k.rows8}
 		b.Run(dt.String()+"/rows1", func(b *testing.B) {
 			for b.Loop() {
 				k.rows(dst[:rows], w, wb, xq, nb)

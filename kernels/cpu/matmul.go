@@ -1,26 +1,8 @@
 package cpu
 
 import (
-	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/quant"
 )
-
-// rowsSmall holds, by weight type, kernels for m = 2 and 3 activation rows
-// in the rowsMDot form, where the CPU has them (dot_amd64.go). A
-// speculative verify step's 1+k rows leave 2, 3, 6 or 7 after the groups of
-// 8 and 4; without these they took rows2 and, for an odd one, a second
-// pass over the weights through rows.
-var rowsSmall = map[kernels.DType]*[4]rowsMDot{}
-
-// padding says, for a weight type, which last groups of activation rows
-// go to a wider kernel with padding rows whose results are dropped: at
-// least to8 rows (fewer than 8) to rows8, at least to4 (fewer than 4) to
-// rows4; 8 and 4 mean never.
-type padding struct{ to8, to4 int }
-
-// pads holds the weight types where padding pays (dot_amd64.go, by
-// measurement); the others never pad.
-var pads = map[kernels.DType]padding{}
 
 // matScratch is matMul's state, kept on the workers so a steady-state call
 // allocates nothing: the quantized activations and the one closure handed to
@@ -34,9 +16,9 @@ type matScratch struct {
 	n, in, out   int
 	wt           *tensor
 	k            *quantKernel
-	small        *[4]rowsMDot // rowsSmall's kernels for wt, or nil
-	padTo        padding      // pads[wt.dtype], or never
-	pad          []float32    // a padded group's results, out apart
+	padTo        padding   // k.pad, or never on the tiled path
+	np           int       // n and the padding rows of its last group
+	pad          []float32 // a padded group's results, out apart
 	fn           func(lo, hi int)
 
 	tiled bool    // this call takes the tiled (AMX) path
@@ -136,16 +118,16 @@ func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bi
 	}
 	s.dst, s.x, s.bias, s.n, s.in, s.out, s.wt = dst, x, bias, n, in, out, wt
 	s.k = quantKernels[wt.dtype]
-	s.small = rowsSmall[wt.dtype]
 	if s.k != nil {
 		nb := in / wt.dtype.BlockElems()
 		// A padded last group reads activation rows n..np−1: they are
 		// allocated, cleared.
-		s.padTo = padding{8, 4}
-		if p, ok := pads[wt.dtype]; ok && !tiled {
-			s.padTo = p
+		s.padTo = padding{}
+		if !tiled {
+			s.padTo = s.k.pad
 		}
 		np := s.rowsPadded(n)
+		s.np = np
 		if np > n {
 			s.pad = grow(s.pad, 8*out)
 		}
@@ -194,14 +176,15 @@ func (s *matScratch) pack(lo, hi int) {
 // kernel thus depends on n alone, never on the rows' values, and every
 // kernel gives the one-row kernel's bits (design invariant 6).
 func (s *matScratch) group(i, i1 int) int {
+	p := s.padTo
 	switch left := i1 - i; {
-	case s.k.rows8 != nil && (left >= 8 || left >= s.padTo.to8):
+	case s.k.rows8 != nil && (left >= 8 || p.to8 > 0 && left >= p.to8):
 		return 8
-	case s.k.rows4 != nil && (left >= 4 || left >= s.padTo.to4):
+	case s.k.rows4 != nil && (left >= 4 || p.to4 > 0 && left >= p.to4):
 		return 4
-	case s.small != nil && s.small[3] != nil && left >= 3:
+	case s.k.rows3 != nil && left >= 3:
 		return 3
-	case (s.k.rows2 != nil || s.small != nil && s.small[2] != nil) && left >= 2:
+	case (s.k.rows2 != nil || s.k.rows2M != nil) && left >= 2:
 		return 2
 	}
 	return 1
@@ -220,10 +203,10 @@ func (s *matScratch) rowsPadded(n int) int {
 // the rowsMDot kernels (rows8, rows4, rowsSmall), found as run finds them.
 // Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
 func (s *matScratch) scales(n, nb, rb int) {
-	if s.k.rows4 == nil && s.k.rows8 == nil && s.small == nil {
+	if s.k.rows4 == nil && s.k.rows8 == nil && s.k.rows3 == nil && s.k.rows2M == nil {
 		return
 	}
-	need := 2 * nb * s.rowsPadded(n)
+	need := 2 * nb * s.np
 	if cap(s.sc) < need {
 		s.sc = make([]float32, need)
 	}
@@ -235,7 +218,7 @@ func (s *matScratch) scales(n, nb, rb int) {
 		i1 := min(n, i0+xTile)
 		for i := i0; i < i1; {
 			m := s.group(i, i1)
-			if m > 2 || m == 2 && s.small != nil && s.small[2] != nil {
+			if m > 2 || m == 2 && s.k.rows2M != nil {
 				actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
 			}
 			i += m
@@ -275,10 +258,10 @@ func (s *matScratch) run(lo, hi int) {
 					k = s.k.rows8
 				case 4:
 					k = s.k.rows4
-				case 3, 2:
-					if s.small != nil {
-						k = s.small[m]
-					}
+				case 3:
+					k = s.k.rows3
+				case 2:
+					k = s.k.rows2M
 				}
 				switch {
 				case m > i1-i: // padded: the padding rows' results are dropped

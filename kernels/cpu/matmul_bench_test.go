@@ -184,7 +184,7 @@ func smolStep(r *rand.Rand) []stepMatMul {
 // speculative verify step of n = 1..9 rows (a token and n−1 drafts, every
 // row through the output head), on one thread, in CPU time per step: the
 // matmul part of BenchmarkSpecStepRows's step costs, steadier than its wall
-// clock on a shared machine. Each step runs twice, with rowsSmall's kernels
+// clock on a shared machine. Each step runs twice, with rows2M, rows3
 // and padding (new) and without them (old: rows2, and rows for an odd
 // row), taking turns so that load on a shared machine falls on both alike.
 // The cost of n rows over one is the ratio of n's cpu-ms to n=1's.
@@ -195,16 +195,25 @@ func BenchmarkVerifyStep(b *testing.B) {
 	x := randVec(r, 9*ffn)
 	dst := make([]float32, 9*vocab)
 	w := testWorkers(b, 1)
-	small, padded := rowsSmall, pads
-	defer func() { rowsSmall, pads = small, padded }()
+	var saved []quantKernel
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+		saved = append(saved, *quantKernels[dt])
+	}
+	use := func(v int) {
+		for i, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+			k, s := quantKernels[dt], saved[i]
+			k.rows2M, k.rows3, k.pad = nil, nil, padding{}
+			if v == 1 {
+				k.rows2M, k.rows3, k.pad = s.rows2M, s.rows3, s.pad
+			}
+		}
+	}
+	defer use(1)
 	var cpu [2][10]float64
 	for b.Loop() {
 		for n := 1; n <= 9; n++ {
 			for v := range 2 {
-				rowsSmall, pads = map[kernels.DType]*[4]rowsMDot{}, map[kernels.DType]padding{}
-				if v == 1 {
-					rowsSmall, pads = small, padded
-				}
+				use(v)
 				cpu0 := processCPU()
 				for _, m := range step {
 					matMul(w, dst, x, n, m.in, m.wt, m.out, nil)
@@ -243,8 +252,15 @@ func BenchmarkVerifyPad(b *testing.B) {
 	x := randVec(r, 8*ffn)
 	dst := make([]float32, 8*vocab)
 	w := testWorkers(b, 1)
-	saved := pads
-	defer func() { pads = saved }()
+	saved := map[kernels.DType]padding{}
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0, kernels.Q5_0} {
+		saved[dt] = quantKernels[dt].pad
+	}
+	defer func() {
+		for dt, p := range saved {
+			quantKernels[dt].pad = p
+		}
+	}()
 	type key struct {
 		s, n   int
 		groups string
@@ -256,7 +272,7 @@ func BenchmarkVerifyPad(b *testing.B) {
 				seen := map[string]bool{}
 				for p := 5; p <= 8; p++ {
 					for q := 1; q <= 4; q++ {
-						g := &matScratch{k: quantKernels[st.dts[0]], small: rowsSmall[st.dts[0]], padTo: padding{p, q}}
+						g := &matScratch{k: quantKernels[st.dts[0]], padTo: padding{p, q}}
 						var groups string
 						for i := 0; i < n; {
 							m := g.group(i, n)
@@ -270,9 +286,8 @@ func BenchmarkVerifyPad(b *testing.B) {
 							continue // a setting that does not change n's groups
 						}
 						seen[groups] = true
-						pads = map[kernels.DType]padding{}
 						for _, dt := range st.dts {
-							pads[dt] = padding{p, q}
+							quantKernels[dt].pad = padding{p, q}
 						}
 						cpu0 := processCPU()
 						for _, m := range st.mm {

@@ -1,0 +1,73 @@
+// TILE_STORE_GROUP ends one group of a tiled matmul (amx_amd64.s's AMX
+// kernels and vnnitile_amd64.s's AVX-512 VNNI ones): Z0..Z15 hold the
+// group's 16×16 f32 results, one weight row a register; it transposes them
+// so that each register holds one activation row, stores the group's rows
+// (16, or the last group's count at 120(R8)) under mask K1 at R12 with
+// stride 104(R8), steps R10, R11 and R12 to the next group and loops to
+// group while R9 counts down. One copy, so the two paths cannot drift apart
+// in the order their results land.
+#define TILE_STORE_GROUP \
+	VUNPCKLPS Z1, Z0, Z16; VUNPCKHPS Z1, Z0, Z17; \
+	VUNPCKLPS Z3, Z2, Z18; VUNPCKHPS Z3, Z2, Z19; \
+	VUNPCKLPS Z5, Z4, Z20; VUNPCKHPS Z5, Z4, Z21; \
+	VUNPCKLPS Z7, Z6, Z22; VUNPCKHPS Z7, Z6, Z23; \
+	VUNPCKLPS Z9, Z8, Z24; VUNPCKHPS Z9, Z8, Z25; \
+	VUNPCKLPS Z11, Z10, Z26; VUNPCKHPS Z11, Z10, Z27; \
+	VUNPCKLPS Z13, Z12, Z28; VUNPCKHPS Z13, Z12, Z29; \
+	VUNPCKLPS Z15, Z14, Z30; VUNPCKHPS Z15, Z14, Z31; \
+	VUNPCKLPD Z18, Z16, Z0; VUNPCKHPD Z18, Z16, Z1; VUNPCKLPD Z19, Z17, Z2; VUNPCKHPD Z19, Z17, Z3; \
+	VUNPCKLPD Z22, Z20, Z4; VUNPCKHPD Z22, Z20, Z5; VUNPCKLPD Z23, Z21, Z6; VUNPCKHPD Z23, Z21, Z7; \
+	VUNPCKLPD Z26, Z24, Z8; VUNPCKHPD Z26, Z24, Z9; VUNPCKLPD Z27, Z25, Z10; VUNPCKHPD Z27, Z25, Z11; \
+	VUNPCKLPD Z30, Z28, Z12; VUNPCKHPD Z30, Z28, Z13; VUNPCKLPD Z31, Z29, Z14; VUNPCKHPD Z31, Z29, Z15; \
+	VSHUFF32X4 $0x88, Z4, Z0, Z16; \
+	VSHUFF32X4 $0x88, Z5, Z1, Z17; \
+	VSHUFF32X4 $0x88, Z6, Z2, Z18; \
+	VSHUFF32X4 $0x88, Z7, Z3, Z19; \
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20; \
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21; \
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22; \
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23; \
+	VSHUFF32X4 $0x88, Z12, Z8, Z24; \
+	VSHUFF32X4 $0x88, Z13, Z9, Z25; \
+	VSHUFF32X4 $0x88, Z14, Z10, Z26; \
+	VSHUFF32X4 $0x88, Z15, Z11, Z27; \
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28; \
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29; \
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30; \
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31; \
+	VSHUFF32X4 $0x88, Z24, Z16, Z0; VSHUFF32X4 $0xdd, Z24, Z16, Z8; \
+	VSHUFF32X4 $0x88, Z25, Z17, Z1; VSHUFF32X4 $0xdd, Z25, Z17, Z9; \
+	VSHUFF32X4 $0x88, Z26, Z18, Z2; VSHUFF32X4 $0xdd, Z26, Z18, Z10; \
+	VSHUFF32X4 $0x88, Z27, Z19, Z3; VSHUFF32X4 $0xdd, Z27, Z19, Z11; \
+	VSHUFF32X4 $0x88, Z28, Z20, Z4; VSHUFF32X4 $0xdd, Z28, Z20, Z12; \
+	VSHUFF32X4 $0x88, Z29, Z21, Z5; VSHUFF32X4 $0xdd, Z29, Z21, Z13; \
+	VSHUFF32X4 $0x88, Z30, Z22, Z6; VSHUFF32X4 $0xdd, Z30, Z22, Z14; \
+	VSHUFF32X4 $0x88, Z31, Z23, Z7; VSHUFF32X4 $0xdd, Z31, Z23, Z15; \
+	MOVQ $16, R15; \
+	CMPQ R9, $1; \
+	JNE full; \
+	MOVQ 120(R8), R15; \
+full: \
+	MOVQ R12, AX; \
+	CMPQ R15, $0; JLE stored; VMOVUPS Z0, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $1; JLE stored; VMOVUPS Z1, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $2; JLE stored; VMOVUPS Z2, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $3; JLE stored; VMOVUPS Z3, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $4; JLE stored; VMOVUPS Z4, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $5; JLE stored; VMOVUPS Z5, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $6; JLE stored; VMOVUPS Z6, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $7; JLE stored; VMOVUPS Z7, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $8; JLE stored; VMOVUPS Z8, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $9; JLE stored; VMOVUPS Z9, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $10; JLE stored; VMOVUPS Z10, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $11; JLE stored; VMOVUPS Z11, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $12; JLE stored; VMOVUPS Z12, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $13; JLE stored; VMOVUPS Z13, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $14; JLE stored; VMOVUPS Z14, K1, (AX); ADDQ 104(R8), AX; \
+	CMPQ R15, $15; JLE stored; VMOVUPS Z15, K1, (AX); ADDQ 104(R8), AX; \
+stored: \
+	ADDQ 56(R8), R10; \
+	ADDQ 72(R8), R11; \
+	ADDQ 112(R8), R12; \
+	DECQ R9; \
+	JNZ group
