@@ -17,6 +17,20 @@
 #                   (v0.5.0 loads a --model-draft alone but drafts nothing
 #                   with it: no draft_n in its timings)
 #
+# WORKLOADS (default: edit edit-chat json-chat free) picks them: edit and
+# free are raw completions of benchEditText and benchFreeText; edit-chat and
+# json-chat send benchEditText's and benchJSONText's request alone (the
+# task and the code or document, without the primed "Here is..." answer)
+# as one user message to /v1/chat/completions, as an agent or a chat client
+# sends it. The chat forms are there because SmolLM2-135M's greedy answer
+# to the primed edit prompt is not an edit: it leaves the function at its
+# fourth line and loops on a comment of its own, so whatever speculation
+# gains there it gains on the model's own repetition; asked by chat to
+# reformat the JSON it does reformat it, repeating the document's values,
+# and Gemma 3 270M answers both chat requests by repeating them. Each
+# server gets CHAT_TEMPLATE as --chat-template when it is set (Gemma 3
+# 270M's file carries none: CHAT_TEMPLATE=gemma).
+#
 # DRAFT (default: MODEL itself; DRAFT= leaves both draft servers out) is one
 # file for both, a model of MODEL's tokenizer: no smaller model sharing
 # SmolLM2's is on this machine, so by default SmolLM2 drafts for itself,
@@ -66,6 +80,8 @@ PORT=${PORT:-18191}
 SPEC_TYPES=${SPEC_TYPES-ngram-simple ngram-mod ngram-map-k}
 DRAFT=${DRAFT-$MODEL}
 MAX_TOKENS=${MAX_TOKENS:-96}
+read -ra WORKLOADS <<<"${WORKLOADS:-edit edit-chat json-chat free}"
+CHAT_TEMPLATE=${CHAT_TEMPLATE:-}
 RAW=$LOGS/spec.tsv
 [[ -x $LLAMA_SERVER ]] || {
 	echo "$LLAMA_SERVER is missing: scripts/llamacpp/build-newest.sh builds it" >&2
@@ -82,8 +98,14 @@ measure() {
 import http.client, json, re, sys, time
 kind, name, workload, rnd, url, max_tokens, src = sys.argv[1:8]
 go = open(src).read()
-prompt = {"edit": re.search(r"const benchEditText = `(.*?)`", go, re.S).group(1),
-          "free": re.search(r'const benchFreeText = "(.*?)"\n', go).group(1)}[workload]
+texts = {"edit": re.search(r"const benchEditText = `(.*?)`", go, re.S).group(1),
+         "json": re.search(r"const benchJSONText = `(.*?)`", go, re.S).group(1),
+         "free": re.search(r'const benchFreeText = "(.*?)"\n', go).group(1)}
+chat = workload.endswith("-chat")
+prompt = texts[workload.removesuffix("-chat")]
+if chat:
+    # the request alone: the answer is the model's, not primed
+    prompt = prompt.split("\n\nHere is")[0]
 host = url.split("//")[1]
 
 def spec_counts():
@@ -99,10 +121,15 @@ def spec_counts():
     return got
 
 before = spec_counts()
-body = {"prompt": prompt, "max_tokens": int(max_tokens), "temperature": 0, "ignore_eos": True,
+body = {"max_tokens": int(max_tokens), "temperature": 0, "ignore_eos": True,
         "stream": True, "stream_options": {"include_usage": True}}
+if chat:
+    body["messages"] = [{"role": "user", "content": prompt}]
+else:
+    body["prompt"] = prompt
 c = http.client.HTTPConnection(host, timeout=300)
-c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+c.request("POST", "/v1/chat/completions" if chat else "/v1/completions", json.dumps(body),
+          {"Content-Type": "application/json"})
 r = c.getresponse()
 if r.status != 200:
     sys.exit("%s %s: HTTP %d %s" % (name, workload, r.status, r.read()[:300]))
@@ -116,8 +143,9 @@ for raw in r:
     ev = json.loads(line[6:])
     now = time.perf_counter()
     for ch in ev.get("choices") or []:
-        if ch.get("text"):
-            text.append(ch["text"])
+        piece = (ch.get("delta") or {}).get("content") if chat else ch.get("text")
+        if piece:
+            text.append(piece)
             first = first or now
             last = now
     usage = ev.get("usage") or usage
@@ -151,14 +179,21 @@ if [[ -n $DRAFT ]]; then
 	servers+=(sluice-draft llama-draft)
 fi
 
+template=() ltemplate=()
+if [[ -n $CHAT_TEMPLATE ]]; then
+	template=(--chat-template "$CHAT_TEMPLATE")
+	# v0.5.0 reads --chat-template as Jinja source unless --no-jinja (with
+	# it on, "gemma" was the whole prompt: 3 tokens)
+	ltemplate=(--no-jinja --chat-template "$CHAT_TEMPLATE")
+fi
 start() { # NAME
 	case $1 in
-	sluice) start_sluice "$PORT" spec-sluice ;;
-	sluice-ngram) start_sluice "$PORT" spec-sluice-ngram --speculate ngram ;;
-	sluice-draft) start_sluice "$PORT" spec-sluice-draft --draft-model "$DRAFT" ;;
-	llama) start_llama "$PORT" spec-llama ;;
-	llama-draft) start_llama "$PORT" spec-llama-draft --model-draft "$DRAFT" --spec-type draft-simple ;;
-	llama-*) start_llama "$PORT" "spec-$1" --spec-type "${1#llama-}" ;;
+	sluice) start_sluice "$PORT" spec-sluice "${template[@]}" ;;
+	sluice-ngram) start_sluice "$PORT" spec-sluice-ngram --speculate ngram "${template[@]}" ;;
+	sluice-draft) start_sluice "$PORT" spec-sluice-draft --draft-model "$DRAFT" "${template[@]}" ;;
+	llama) start_llama "$PORT" spec-llama "${ltemplate[@]}" ;;
+	llama-draft) start_llama "$PORT" spec-llama-draft --model-draft "$DRAFT" --spec-type draft-simple "${ltemplate[@]}" ;;
+	llama-*) start_llama "$PORT" "spec-$1" --spec-type "${1#llama-}" "${ltemplate[@]}" ;;
 	esac
 }
 
@@ -170,8 +205,9 @@ for ((r = 0; r < ROUNDS; r++)); do
 		s=${servers[$(((i + r) % n))]}
 		kind=llama
 		[[ $s == sluice* ]] && kind=sluice
-		for w in edit free; do
-			(((i + r) % 2)) && w=$([[ $w == edit ]] && echo free || echo edit)
+		nw=${#WORKLOADS[@]}
+		for ((j = 0; j < nw; j++)); do
+			w=${WORKLOADS[$(((j + i + r) % nw))]} # each server meets the workloads in turn
 			if ! start "$s"; then
 				echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
 				continue
@@ -183,9 +219,9 @@ for ((r = 0; r < ROUNDS; r++)); do
 	done
 done
 
-python3 - "$RAW" "${servers[@]}" <<'EOF'
+python3 - "$RAW" "${WORKLOADS[*]}" "${servers[@]}" <<'EOF'
 import csv, math, statistics, sys
-path, servers = sys.argv[1], sys.argv[2:]
+path, workloads, servers = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 rows = list(csv.DictReader(open(path), delimiter="\t"))
 def pick(s, w, key):
     return [float(r[key]) for r in rows if r["server"] == s and r["workload"] == w]
@@ -205,7 +241,7 @@ print("decode tok/s: client-side, first streamed token to last; medians over all
 mine = [s for s in ("sluice-ngram", "sluice-draft") if s in servers]
 print("| workload | server | tok/s | × sluice | %s | accepted / drafted | drafted / token |" % " | ".join("%s × it" % m for m in mine))
 print("|---|---|---:|---:|%s---:|---:|" % ("---:|" * len(mine)))
-for w in ("edit", "free"):
+for w in workloads:
     for s in servers:
         tps = pick(s, w, "tok/s")
         if not tps:
