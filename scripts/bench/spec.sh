@@ -25,9 +25,11 @@
 # sends it. The chat forms are there because SmolLM2-135M's greedy answer
 # to the primed edit prompt is not an edit: it leaves the function at its
 # fourth line and loops on a comment of its own, so whatever speculation
-# gains there it gains on the model's own repetition; asked by chat to
-# reformat the JSON it does reformat it, repeating the document's values,
-# and Gemma 3 270M answers both chat requests by repeating them. Each
+# gains there it gains on the model's own repetition (its edit-chat answer
+# loops too, on an expression of its own); asked by chat to reformat the
+# JSON it does reformat it, repeating the document's values between new
+# line breaks, and Gemma 3 270M answers both chat requests by repeating
+# them word for word. Each
 # server gets CHAT_TEMPLATE as --chat-template when it is set (Gemma 3
 # 270M's file carries none: CHAT_TEMPLATE=gemma).
 #
