@@ -2,9 +2,11 @@ package models
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/models/modeltest"
@@ -155,4 +157,98 @@ func tensorBytes(t kernels.Tensor) int64 {
 		rows *= int64(d)
 	}
 	return rows * int64(t.DType().RowBytes(s[len(s)-1]))
+}
+
+// BenchmarkDecodeBandwidthPaired is BenchmarkDecodeBandwidth with its
+// ceiling measured in the same op: each op is one decode step and then one
+// pass of the backend's Q8_0 one-row matmul (kernels/cpu's q8_0rows way of
+// reading, on the same threads) over as many bytes of weights of its own,
+// so both meet the same neighbours. On a VM whose read rate moves by half
+// between seconds (session 6's Ice Lake: 11–19 GB/s on two threads in one
+// hour) a ceiling measured in another run divides one moment by another.
+// The pass also pushes the model out of the cache, so on a CPU whose L3
+// holds the model this measures decode from memory, not from L3. Metrics:
+// decode-GB/s and read-GB/s over each one's own time, and fraction (their
+// ratio: the share of the read rate decode reaches).
+func BenchmarkDecodeBandwidthPaired(b *testing.B) {
+	opts := Options{MaxBatchTokens: 64, MaxSeqs: 1, KVBlocks: 8}
+	for _, model := range []struct {
+		name string
+		load func(b *testing.B, threads int) *Llama
+	}{
+		{"SmolLM2-135M-Q4_1", func(b *testing.B, threads int) *Llama { return loadDefault(b, threads, opts) }},
+		{"Gemma3-270M-Q4_K_M", func(b *testing.B, threads int) *Llama { return loadGemma3(b, threads, opts) }},
+	} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", model.name, threads), func(b *testing.B) {
+				m := model.load(b, threads)
+				perToken := weightBytes(b, m)
+				read := newReadPass(b, m.be, perToken)
+				d := newDecodeLoop(m)
+				for range decodeCycle {
+					d.step(b)
+					read.run(b)
+				}
+				var decodeTime, readTime time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					d.step(b)
+					t1 := time.Now()
+					read.run(b)
+					decodeTime += t1.Sub(t0)
+					readTime += time.Since(t1)
+				}
+				decodeGBs := float64(perToken) * float64(b.N) / decodeTime.Seconds() / 1e9
+				readGBs := float64(read.bytes) * float64(b.N) / readTime.Seconds() / 1e9
+				b.ReportMetric(float64(perToken)/1e6, "MB/token")
+				b.ReportMetric(decodeGBs, "decode-GB/s")
+				b.ReportMetric(readGBs, "read-GB/s")
+				b.ReportMetric(decodeGBs/readGBs, "fraction")
+			})
+		}
+	}
+}
+
+// readPass is a Q8_0 weight of rows of 2048 holding about a model's bytes
+// per token, with one activation row to multiply it by.
+type readPass struct {
+	be     kernels.Backend
+	w      kernels.Tensor
+	x, dst kernels.Tensor
+	rows   int
+	bytes  int64
+}
+
+func newReadPass(tb testing.TB, be kernels.Backend, bytes int64) *readPass {
+	tb.Helper()
+	const in = 2048
+	rb := kernels.Q8_0.RowBytes(in)
+	rows := int(bytes) / rb
+	data := make([]byte, rows*rb)
+	r := rand.New(rand.NewPCG(26, 6))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	for blk := 0; blk < len(data); blk += 34 {
+		data[blk], data[blk+1] = 0x00, 0x1c // d = 2^-8 as f16: no NaN or subnormal scale
+	}
+	w, err := be.Upload(kernels.HostTensor{Name: "read-pass", DType: kernels.Q8_0, Shape: []int{rows, in}, Data: data})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	x, err := be.Alloc(1, in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dst, err := be.Alloc(1, rows)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &readPass{be: be, w: w, x: x, dst: dst, rows: rows, bytes: int64(len(data))}
+}
+
+func (p *readPass) run(tb testing.TB) {
+	if err := p.be.MatMul(p.dst, p.x, p.w, nil, 1); err != nil {
+		tb.Fatal(err)
+	}
 }
