@@ -51,17 +51,10 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 		}
 		return synth
 	}
-	opts := Options{MaxBatchTokens: 64, MaxSeqs: 1, KVBlocks: 8}
-	for _, model := range []struct {
-		name string
-		load func(b *testing.B, threads int) *Llama
-	}{
-		{"SmolLM2-135M-Q4_1", func(b *testing.B, threads int) *Llama { return loadDefault(b, threads, opts) }},
-		{"Gemma3-270M-Q4_K_M", func(b *testing.B, threads int) *Llama { return loadGemma3(b, threads, opts) }},
-		{"synthetic-640MiB-Q8_0", func(b *testing.B, threads int) *Llama {
-			return loadModel(b, synthPath(b), "", threads, opts)
-		}},
-	} {
+	opts := decodeBWOptions
+	for _, model := range append(decodeBWModels(), bwModel{"synthetic-640MiB-Q8_0", func(b *testing.B, threads int) *Llama {
+		return loadModel(b, synthPath(b), "", threads, opts)
+	}}) {
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", model.name, threads), func(b *testing.B) {
 				m := model.load(b, threads)
@@ -83,6 +76,23 @@ func BenchmarkDecodeBandwidth(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// decodeBWOptions sizes the bandwidth benchmarks' models: one sequence.
+var decodeBWOptions = Options{MaxBatchTokens: 64, MaxSeqs: 1, KVBlocks: 8}
+
+// bwModel is a model the bandwidth benchmarks decode, by name.
+type bwModel struct {
+	name string
+	load func(b *testing.B, threads int) *Llama
+}
+
+// decodeBWModels are the real models both bandwidth benchmarks decode.
+func decodeBWModels() []bwModel {
+	return []bwModel{
+		{"SmolLM2-135M-Q4_1", func(b *testing.B, threads int) *Llama { return loadDefault(b, threads, decodeBWOptions) }},
+		{"Gemma3-270M-Q4_K_M", func(b *testing.B, threads int) *Llama { return loadGemma3(b, threads, decodeBWOptions) }},
 	}
 }
 
@@ -171,14 +181,7 @@ func tensorBytes(t kernels.Tensor) int64 {
 // decode-GB/s and read-GB/s over each one's own time, and fraction (their
 // ratio: the share of the read rate decode reaches).
 func BenchmarkDecodeBandwidthPaired(b *testing.B) {
-	opts := Options{MaxBatchTokens: 64, MaxSeqs: 1, KVBlocks: 8}
-	for _, model := range []struct {
-		name string
-		load func(b *testing.B, threads int) *Llama
-	}{
-		{"SmolLM2-135M-Q4_1", func(b *testing.B, threads int) *Llama { return loadDefault(b, threads, opts) }},
-		{"Gemma3-270M-Q4_K_M", func(b *testing.B, threads int) *Llama { return loadGemma3(b, threads, opts) }},
-	} {
+	for _, model := range decodeBWModels() {
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", model.name, threads), func(b *testing.B) {
 				m := model.load(b, threads)
