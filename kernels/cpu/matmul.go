@@ -171,8 +171,8 @@ func (s *matScratch) pack(lo, hi int) {
 
 // group is how many activation rows, from row i of an activation tile
 // ending at row i1, run hands to one kernel: the widest of rows8, rows4,
-// rowsSmall's 3 and 2, and rows2 that the weight type has and that fits,
-// or 8 or 4 for a last group that padTo pads (more than are left). A row's
+// rows3, and rows2M or rows2 that the weight type has and that fits, or 8
+// or 4 for a last group that padTo pads (more than are left). A row's
 // kernel thus depends on n alone, never on the rows' values, and every
 // kernel gives the one-row kernel's bits (design invariant 6).
 func (s *matScratch) group(i, i1 int) int {
@@ -200,7 +200,7 @@ func (s *matScratch) rowsPadded(n int) int {
 }
 
 // scales converts the activation scales for the groups that run hands to
-// the rowsMDot kernels (rows8, rows4, rowsSmall), found as run finds them.
+// the rowsMDot kernels (rows8, rows4, rows3, rows2M), found as run finds them.
 // Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
 func (s *matScratch) scales(n, nb, rb int) {
 	if s.k.rows4 == nil && s.k.rows8 == nil && s.k.rows3 == nil && s.k.rows2M == nil {
