@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -128,18 +129,25 @@ type ports struct {
 }
 
 // freePorts finds ports free on both 127.0.0.1 and 127.0.0.2 (the
-// replicas') or on 127.0.0.1 alone. Another process can take one between
-// here and its use; the start then fails visibly.
+// replicas'), below the kernel's ephemeral range (32768 up on Linux). A
+// port the kernel handed out for :0 is in that range, and every outgoing
+// connection of the replicas, Envoy and the tests takes its source port
+// from it too: once in CI one of them took the picker's health port between
+// here and the picker's start, which then exited. Another process can
+// still take one; the start then fails visibly.
 func freePorts(t *testing.T) ports {
 	t.Helper()
 	var got []int
 	seen := map[int]bool{}
-	for len(got) < 8 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(got) < 8; tries++ {
+		if tries > 10000 {
+			t.Fatal("no free ports in 20000-32767")
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		port := 20000 + rand.IntN(12768)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", port))
 		l.Close()
 		if err != nil || seen[port] {
