@@ -1,3 +1,23 @@
+// TILE_ZERO_ACC clears Z0..Z15, the group's f32 accumulators, as both
+// paths' groups begin.
+#define TILE_ZERO_ACC \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15
+
 // TILE_STORE_GROUP ends one group of a tiled matmul (amx_amd64.s's AMX
 // kernels and vnnitile_amd64.s's AVX-512 VNNI ones): Z0..Z15 hold the
 // group's 16×16 f32 results, one weight row a register; it transposes them

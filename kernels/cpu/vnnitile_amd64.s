@@ -45,25 +45,6 @@
 	VFMADD231PS Z16, Z17, acc; \
 	VFMADD231PS.BCST (64+4*(m))(R13), Z21, acc
 
-// ZERO_ACC clears the f32 accumulators.
-#define ZERO_ACC \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15
-
 // func vnniDotTilesMin(c *amxCall)
 TEXT ·vnniDotTilesMin(SB), NOSPLIT, $0-8
 	MOVQ c+0(FP), R8
@@ -76,7 +57,7 @@ TEXT ·vnniDotTilesMin(SB), NOSPLIT, $0-8
 	MOVQ 96(R8), R12 // group's dst
 
 group:
-	ZERO_ACC
+	TILE_ZERO_ACC
 	MOVQ 8(R8), SI   // weight levels, block 0
 	MOVQ R10, DI
 	MOVQ 32(R8), R13 // weight scales
@@ -162,7 +143,7 @@ TEXT ·vnniDotTilesPlain(SB), NOSPLIT, $0-8
 	MOVQ 96(R8), R12 // group's dst
 
 group:
-	ZERO_ACC
+	TILE_ZERO_ACC
 	MOVQ 8(R8), SI   // weight levels, block 0
 	MOVQ R10, DI
 	MOVQ 32(R8), R13 // weight scales
@@ -248,7 +229,7 @@ TEXT ·vnniDotTilesPlain16(SB), NOSPLIT, $0-8
 	MOVQ 96(R8), R12 // group's dst
 
 group:
-	ZERO_ACC
+	TILE_ZERO_ACC
 	MOVQ 8(R8), SI   // weight levels, block 0
 	MOVQ R10, DI
 	MOVQ 32(R8), R13 // weight scales
