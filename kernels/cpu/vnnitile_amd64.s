@@ -45,24 +45,51 @@
 	VFMADD231PS Z16, Z17, acc; \
 	VFMADD231PS.BCST (64+4*(m))(R13), Z21, acc
 
+// VNNI_TILE_ENTRY loads an amxCall's fields (c at 0(FP)) as every VNNI
+// tile kernel keeps them and starts the first group (group:) with its
+// accumulators cleared and its block pointers at block 0: SI the weight
+// levels, DI the activation tile, R13 the weight scales, R14 the
+// activations' sums, R15 the blocks left.
+#define VNNI_TILE_ENTRY \
+	MOVQ c+0(FP), R8; \
+	MOVQ 128(R8), AX; \
+	KMOVW AX, K1; \
+	MOVQ 16(R8), DX; \
+	MOVQ 88(R8), R9; \
+	MOVQ 40(R8), R10; \
+	MOVQ 64(R8), R11; \
+	MOVQ 96(R8), R12; \
+group: \
+	TILE_ZERO_ACC; \
+	MOVQ 8(R8), SI; \
+	MOVQ R10, DI; \
+	MOVQ 32(R8), R13; \
+	MOVQ R11, R14; \
+	MOVQ 80(R8), R15
+
+// VNNI_ROWS16 runs ROW (a row macro: MROW, MROWP, MROWP16) for the
+// group's 16 weight rows into Z0..Z15, alternating the int32 scratch.
+#define VNNI_ROWS16(ROW) \
+	ROW(0, Z30, Z0); \
+	ROW(1, Z31, Z1); \
+	ROW(2, Z30, Z2); \
+	ROW(3, Z31, Z3); \
+	ROW(4, Z30, Z4); \
+	ROW(5, Z31, Z5); \
+	ROW(6, Z30, Z6); \
+	ROW(7, Z31, Z7); \
+	ROW(8, Z30, Z8); \
+	ROW(9, Z31, Z9); \
+	ROW(10, Z30, Z10); \
+	ROW(11, Z31, Z11); \
+	ROW(12, Z30, Z12); \
+	ROW(13, Z31, Z13); \
+	ROW(14, Z30, Z14); \
+	ROW(15, Z31, Z15)
+
 // func vnniDotTilesMin(c *amxCall)
 TEXT ·vnniDotTilesMin(SB), NOSPLIT, $0-8
-	MOVQ c+0(FP), R8
-	MOVQ 128(R8), AX
-	KMOVW AX, K1
-	MOVQ 16(R8), DX  // astride
-	MOVQ 88(R8), R9  // groups
-	MOVQ 40(R8), R10 // group's B
-	MOVQ 64(R8), R11 // group's sx
-	MOVQ 96(R8), R12 // group's dst
-
-group:
-	TILE_ZERO_ACC
-	MOVQ 8(R8), SI   // weight levels, block 0
-	MOVQ R10, DI
-	MOVQ 32(R8), R13 // weight scales
-	MOVQ R11, R14
-	MOVQ 80(R8), R15 // blocks
+	VNNI_TILE_ENTRY
 
 block:
 	VMOVDQU64 0(DI), Z22
@@ -76,22 +103,7 @@ block:
 	VMOVUPS 0(R14), Z20
 	VMOVUPS 64(R14), Z21
 	MOVQ SI, AX
-	MROW(0, Z30, Z0)
-	MROW(1, Z31, Z1)
-	MROW(2, Z30, Z2)
-	MROW(3, Z31, Z3)
-	MROW(4, Z30, Z4)
-	MROW(5, Z31, Z5)
-	MROW(6, Z30, Z6)
-	MROW(7, Z31, Z7)
-	MROW(8, Z30, Z8)
-	MROW(9, Z31, Z9)
-	MROW(10, Z30, Z10)
-	MROW(11, Z31, Z11)
-	MROW(12, Z30, Z12)
-	MROW(13, Z31, Z13)
-	MROW(14, Z30, Z14)
-	MROW(15, Z31, Z15)
+	VNNI_ROWS16(MROW)
 	ADDQ 24(R8), SI
 	ADDQ 48(R8), DI
 	ADDQ $128, R13
@@ -133,22 +145,7 @@ block:
 
 // func vnniDotTilesPlain(c *amxCall)
 TEXT ·vnniDotTilesPlain(SB), NOSPLIT, $0-8
-	MOVQ c+0(FP), R8
-	MOVQ 128(R8), AX
-	KMOVW AX, K1
-	MOVQ 16(R8), DX  // astride
-	MOVQ 88(R8), R9  // groups
-	MOVQ 40(R8), R10 // group's B
-	MOVQ 64(R8), R11 // group's sx
-	MOVQ 96(R8), R12 // group's dst
-
-group:
-	TILE_ZERO_ACC
-	MOVQ 8(R8), SI   // weight levels, block 0
-	MOVQ R10, DI
-	MOVQ 32(R8), R13 // weight scales
-	MOVQ R11, R14
-	MOVQ 80(R8), R15 // blocks
+	VNNI_TILE_ENTRY
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z16
 
@@ -174,22 +171,7 @@ block:
 	VPXORD Z17, Z17, Z17
 	VPSUBD Z21, Z17, Z21
 	MOVQ SI, AX
-	MROWP(0, Z30, Z0)
-	MROWP(1, Z31, Z1)
-	MROWP(2, Z30, Z2)
-	MROWP(3, Z31, Z3)
-	MROWP(4, Z30, Z4)
-	MROWP(5, Z31, Z5)
-	MROWP(6, Z30, Z6)
-	MROWP(7, Z31, Z7)
-	MROWP(8, Z30, Z8)
-	MROWP(9, Z31, Z9)
-	MROWP(10, Z30, Z10)
-	MROWP(11, Z31, Z11)
-	MROWP(12, Z30, Z12)
-	MROWP(13, Z31, Z13)
-	MROWP(14, Z30, Z14)
-	MROWP(15, Z31, Z15)
+	VNNI_ROWS16(MROWP)
 	ADDQ 24(R8), SI
 	ADDQ 48(R8), DI
 	ADDQ $64, R13
@@ -219,22 +201,7 @@ block:
 
 // func vnniDotTilesPlain16(c *amxCall)
 TEXT ·vnniDotTilesPlain16(SB), NOSPLIT, $0-8
-	MOVQ c+0(FP), R8
-	MOVQ 128(R8), AX
-	KMOVW AX, K1
-	MOVQ 16(R8), DX  // astride
-	MOVQ 88(R8), R9  // groups
-	MOVQ 40(R8), R10 // group's B
-	MOVQ 64(R8), R11 // group's sx
-	MOVQ 96(R8), R12 // group's dst
-
-group:
-	TILE_ZERO_ACC
-	MOVQ 8(R8), SI   // weight levels, block 0
-	MOVQ R10, DI
-	MOVQ 32(R8), R13 // weight scales
-	MOVQ R11, R14
-	MOVQ 80(R8), R15 // blocks
+	VNNI_TILE_ENTRY
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z16
 
@@ -252,22 +219,7 @@ block:
 	VPXORD Z17, Z17, Z17
 	VPSUBD Z21, Z17, Z21
 	MOVQ SI, AX
-	MROWP16(0, Z30, Z0)
-	MROWP16(1, Z31, Z1)
-	MROWP16(2, Z30, Z2)
-	MROWP16(3, Z31, Z3)
-	MROWP16(4, Z30, Z4)
-	MROWP16(5, Z31, Z5)
-	MROWP16(6, Z30, Z6)
-	MROWP16(7, Z31, Z7)
-	MROWP16(8, Z30, Z8)
-	MROWP16(9, Z31, Z9)
-	MROWP16(10, Z30, Z10)
-	MROWP16(11, Z31, Z11)
-	MROWP16(12, Z30, Z12)
-	MROWP16(13, Z31, Z13)
-	MROWP16(14, Z30, Z14)
-	MROWP16(15, Z31, Z15)
+	VNNI_ROWS16(MROWP16)
 	ADDQ 24(R8), SI
 	ADDQ 48(R8), DI
 	ADDQ $64, R13
