@@ -182,9 +182,7 @@ func (m *Llama) gemma3Layers(b *kernels.Batch, n int) error {
 		err = firstErr(
 			// attention
 			be.RMSNorm(m.h, m.x, l.attnNorm, n, c.RMSEps),
-			be.MatMul(m.q, m.h, l.wq, nil, n),
-			be.MatMul(m.k, m.h, l.wk, nil, n),
-			be.MatMul(m.v, m.h, l.wv, nil, n),
+			kernels.MatMuls(be, m.qkvOut, m.h, l.qkv, nil, n),
 			m.qkNorm(l, n),
 			be.RoPE(m.q, freq, b.Positions, c.Heads, c.RopeStyle),
 			be.RoPE(m.k, freq, b.Positions, c.KVHeads, c.RopeStyle),
@@ -194,8 +192,7 @@ func (m *Llama) gemma3Layers(b *kernels.Batch, n int) error {
 			be.Add(m.x, m.o, n),
 			// feed-forward
 			be.RMSNorm(m.h, m.x, l.ffnNorm, n, c.RMSEps),
-			be.MatMul(m.gate, m.h, l.wGate, nil, n),
-			be.MatMul(m.up, m.h, l.wUp, nil, n),
+			kernels.MatMuls(be, m.gateUpOut, m.h, l.gateUp, nil, n),
 			g.ops.GeGLU(m.gate, m.gate, m.up, n),
 			be.MatMul(m.o, m.gate, l.wDown, nil, n),
 			be.RMSNorm(m.o, m.o, l.postFFNNorm, n, c.RMSEps),

@@ -45,6 +45,10 @@ type Llama struct {
 	sel    kernels.Tensor // [seqs, hidden]   rows whose logits are wanted
 	logits kernels.Tensor // [seqs, vocab]
 	host   []float32      // [seqs*vocab]     logits read back
+
+	// The outputs of the projections that share an input, in the order of
+	// a layer's qkv and gateUp (kernels.MatMuls).
+	qkvOut, gateUpOut []kernels.Tensor
 	// rowHost is RowLogits' read-back (rowlogits.go), nil until used.
 	rowHost []float32
 }
@@ -59,6 +63,10 @@ type llamaLayer struct {
 
 	qNorm, kNorm              kernels.Tensor // [headDim] F32; Qwen3, Gemma 3
 	postAttnNorm, postFFNNorm kernels.Tensor // [hidden] F32; Gemma 3 only
+
+	// The projections that read one input, run as one kernels.MatMuls:
+	// [wq wk wv] with their biases (nil without any), and [wGate wUp].
+	qkv, qkvBias, gateUp []kernels.Tensor
 }
 
 func (m *Llama) Config() Config   { return m.cfg }
@@ -146,9 +154,7 @@ func (m *Llama) llamaLayers(b *kernels.Batch, n int) error {
 		err = firstErr(
 			// attention
 			be.RMSNorm(m.h, m.x, l.attnNorm, n, c.RMSEps),
-			be.MatMul(m.q, m.h, l.wq, l.bq, n),
-			be.MatMul(m.k, m.h, l.wk, l.bk, n),
-			be.MatMul(m.v, m.h, l.wv, l.bv, n),
+			kernels.MatMuls(be, m.qkvOut, m.h, l.qkv, l.qkvBias, n),
 			m.qkNorm(l, n),
 			m.rope(i, b, n),
 			m.attention(i, b, scale),
@@ -189,8 +195,7 @@ func (m *Llama) ffn(l *llamaLayer, n int) error {
 		)
 	}
 	return firstErr(
-		be.MatMul(m.gate, m.h, l.wGate, nil, n),
-		be.MatMul(m.up, m.h, l.wUp, nil, n),
+		kernels.MatMuls(be, m.gateUpOut, m.h, l.gateUp, nil, n),
 		be.SwiGLU(m.gate, m.gate, m.up, n),
 		be.MatMul(m.o, m.gate, l.wDown, nil, n),
 	)

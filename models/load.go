@@ -238,6 +238,14 @@ func (m *Llama) allocate() error {
 	if err != nil {
 		return err
 	}
+	m.qkvOut, m.gateUpOut = []kernels.Tensor{m.q, m.k, m.v}, []kernels.Tensor{m.gate, m.up}
+	for i := range m.layers {
+		l := &m.layers[i]
+		l.qkv, l.gateUp = []kernels.Tensor{l.wq, l.wk, l.wv}, []kernels.Tensor{l.wGate, l.wUp}
+		if l.bq != nil || l.bk != nil || l.bv != nil {
+			l.qkvBias = []kernels.Tensor{l.bq, l.bk, l.bv}
+		}
+	}
 	m.host = make([]float32, o.MaxSeqs*c.Vocab)
 	return m.allocKV()
 }

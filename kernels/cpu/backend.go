@@ -10,12 +10,13 @@ import (
 // Backend is the CPU implementation of kernels.Backend.
 type Backend struct {
 	workers
-	rope   map[*tensor]*ropeTable // cos/sin per position, per frequency vector
-	attn   attnScratch            // Attention's reusable state (attention.go)
-	swiglu swigluScratch          // SwiGLU's (ops.go)
-	moe    moeScratch             // MoEFFN's (moe.go)
-	geglu  gegluScratch           // GeGLU's (gemma.go)
-	prompt []bool                 // SetPromptRows' flags, one per batch row
+	rope    map[*tensor]*ropeTable // cos/sin per position, per frequency vector
+	attn    attnScratch            // Attention's reusable state (attention.go)
+	swiglu  swigluScratch          // SwiGLU's (ops.go)
+	moe     moeScratch             // MoEFFN's (moe.go)
+	geglu   gegluScratch           // GeGLU's (gemma.go)
+	prompt  []bool                 // SetPromptRows' flags, one per batch row
+	matArgs []matArgs              // MatMuls' checked operands, kept to reuse
 }
 
 // New returns a CPU backend that splits large operations over threads

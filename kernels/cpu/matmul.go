@@ -1,6 +1,9 @@
 package cpu
 
 import (
+	"slices"
+
+	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
@@ -18,8 +21,13 @@ type matScratch struct {
 	k            *quantKernel
 	padTo        padding   // k.pad, or never on the tiled path
 	np           int       // n and the padding rows of its last group
-	pad          []float32 // a padded group's results, out apart
+	pad          []float32 // a padded group's results, padStride apart
+	padStride    int       // the call's output columns: out, or the segments' sum
 	fn           func(lo, hi int)
+
+	// matMulShared's weights, one segment of the call's columns each; nil
+	// for a call of one weight.
+	segs []matSeg
 
 	tiled bool    // this call takes the tiled (AMX) path
 	plan  amxPlan // its activation tiles (amx.go)
@@ -28,6 +36,20 @@ type matScratch struct {
 	// others.
 	px, pdst, rx, rdst []float32
 	packFn             func(lo, hi int) // pack, kept as one closure
+}
+
+// matSeg is one weight of a matMulShared call: columns [start, start+out)
+// of the call are rows [0, out) of wt, written to dst (plus bias).
+type matSeg struct {
+	dst, bias  []float32
+	wt         *tensor
+	start, out int
+}
+
+// tiledRows reports whether a call on weights of type dt with these
+// prompt flags takes the tiled kernels for some of its rows.
+func tiledRows(dt kernels.DType, prompt []bool) bool {
+	return tiledPrompt(dt) && slices.Contains(prompt, true)
 }
 
 // Tiling for n > 1: a tile of wTile weight rows (≤ 16·0.9 KB for in=1536)
@@ -113,50 +135,82 @@ func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, 
 // checked the weight type has them).
 func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, tiled bool) {
 	s := &w.mm
-	if s.fn == nil {
-		s.fn = s.run
-	}
-	s.dst, s.x, s.bias, s.n, s.in, s.out, s.wt = dst, x, bias, n, in, out, wt
-	s.k = quantKernels[wt.dtype]
-	if s.k != nil {
-		nb := in / wt.dtype.BlockElems()
-		// A padded last group reads activation rows n..np−1: they are
-		// allocated, cleared.
-		s.padTo = padding{}
-		if !tiled {
-			s.padTo = s.k.pad
-		}
-		np := s.rowsPadded(n)
-		s.np = np
-		if np > n {
-			s.pad = grow(s.pad, 8*out)
-		}
-		need := np * nb * s.k.actBlockBytes
-		if cap(s.xq) < need {
-			s.xq = make([]byte, need)
-		}
-		s.xq = s.xq[:need]
-		rb := nb * s.k.actBlockBytes
-		s.tiled = tiled
-		if tiled {
-			// Quantizing and packing a prompt chunk's rows is a tenth of its
-			// work on one thread: the rows are shared out.
-			if s.packFn == nil {
-				s.packFn = s.pack
-			}
-			s.plan.size(amxFormats[wt.dtype], n, in, w.threads)
-			w.parallelFor(n, 4, s.packFn)
-		} else {
-			for i := range n {
-				s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
-			}
-			clear(s.xq[n*rb:])
-			s.scales(n, nb, rb)
-		}
-	}
+	s.dst, s.bias, s.wt, s.out = dst, bias, wt, out
+	s.prepare(w, x, n, in, wt.dtype, out, tiled)
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
 	s.dst, s.x, s.bias, s.wt = nil, nil, nil, nil // do not pin the caller's buffers
+}
+
+// matMulShared is matMul for several weights of one quantized type over
+// the same activations (kernels.SharedInput): the activations quantized
+// once, and the weights' rows shared out as one operation, whose chunks
+// may span two weights. Each row takes the kernel and activation groups
+// matMul would give it, so its result is matMul's bit for bit.
+func matMulShared(w *workers, args []matArgs, n int) {
+	s := &w.mm
+	s.segs = s.segs[:0]
+	total := 0
+	for _, a := range args {
+		s.segs = append(s.segs, matSeg{dst: a.dst, bias: a.bias, wt: a.wt, start: total, out: a.out})
+		total += a.out
+	}
+	s.wt = args[0].wt // the type's kernels; each segment reads its own bytes
+	s.prepare(w, args[0].x, n, args[0].in, args[0].wt.dtype, total, false)
+	w.parallelFor(total, wTile, s.fn)
+	for i := range s.segs {
+		s.segs[i] = matSeg{}
+	}
+	s.segs = s.segs[:0]
+	s.x, s.wt = nil, nil
+}
+
+// prepare sets up a call of out output columns over n rows of x: the
+// activations quantized (and packed, on the tiled path) for dt's kernels.
+func (s *matScratch) prepare(w *workers, x []float32, n, in int, dt kernels.DType, out int, tiled bool) {
+	if s.fn == nil {
+		s.fn = s.run
+	}
+	s.x, s.n, s.in = x, n, in
+	s.padStride = out
+	s.k = quantKernels[dt]
+	if s.k == nil {
+		return
+	}
+	nb := in / dt.BlockElems()
+	// A padded last group reads activation rows n..np−1: they are
+	// allocated, cleared.
+	s.padTo = padding{}
+	if !tiled {
+		s.padTo = s.k.pad
+	}
+	np := s.rowsPadded(n)
+	s.np = np
+	if np > n {
+		s.pad = grow(s.pad, 8*out)
+	}
+	need := np * nb * s.k.actBlockBytes
+	if cap(s.xq) < need {
+		s.xq = make([]byte, need)
+	}
+	s.xq = s.xq[:need]
+	rb := nb * s.k.actBlockBytes
+	s.tiled = tiled
+	if tiled {
+		// Quantizing and packing a prompt chunk's rows is a tenth of its
+		// work on one thread: the rows are shared out.
+		if s.packFn == nil {
+			s.packFn = s.pack
+		}
+		s.plan.size(amxFormats[dt], n, in, w.threads)
+		w.parallelFor(n, 4, s.packFn)
+		return
+	}
+	for i := range n {
+		s.k.quantize(s.xq[i*rb:(i+1)*rb], x[i*in:(i+1)*in])
+	}
+	clear(s.xq[n*rb:])
+	s.scales(n, nb, rb)
 }
 
 // pack quantizes activation rows [lo, hi) and packs them into the tiled
@@ -228,19 +282,35 @@ func (s *matScratch) scales(n, nb, rb int) {
 
 // run computes output columns [lo, hi) for every activation row.
 func (s *matScratch) run(lo, hi int) {
+	if len(s.segs) > 0 {
+		for i := range s.segs {
+			g := &s.segs[i]
+			if a, z := max(lo, g.start), min(hi, g.start+g.out); a < z {
+				s.runRows(g.dst, g.bias, g.wt, g.out, g.start, a-g.start, z-g.start)
+			}
+		}
+		return
+	}
 	if s.k == nil {
 		s.runFloat(lo, hi)
 		return
 	}
 	if s.tiled {
 		s.plan.run(s.dst[:s.n*s.out], s.out, s.wt, lo, hi)
-		s.addBias(lo, hi)
+		s.addBias(s.dst, s.bias, s.out, lo, hi)
 		return
 	}
-	dt := s.wt.dtype
+	s.runRows(s.dst, s.bias, s.wt, s.out, 0, lo, hi)
+}
+
+// runRows computes rows [lo, hi) of wt (out rows, written to dst) for
+// every activation row on the row kernels. padCol is where wt's rows
+// start among the call's columns, where a padded group's results go.
+func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, hi int) {
+	dt := wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
-	raw, xq, dst, out, rows := s.wt.raw, s.xq, s.dst, s.out, s.k.rows
+	raw, xq, rows := wt.raw, s.xq, s.k.rows
 	tile := wTile
 	if s.n == 1 {
 		tile = hi - lo
@@ -265,9 +335,10 @@ func (s *matScratch) run(lo, hi int) {
 				}
 				switch {
 				case m > i1-i: // padded: the padding rows' results are dropped
-					k(s.pad[o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+m)*2*nb], nb)
+					ps, pc := s.padStride, padCol+o0
+					k(s.pad[pc:], ps, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+m)*2*nb], nb)
 					for j := range i1 - i {
-						copy(dst[(i+j)*out+o0:(i+j)*out+o1], s.pad[j*out+o0:j*out+o1])
+						copy(dst[(i+j)*out+o0:(i+j)*out+o1], s.pad[j*ps+pc:j*ps+pc+o1-o0])
 					}
 				case k != nil:
 					k(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+m)*2*nb], nb)
@@ -281,16 +352,16 @@ func (s *matScratch) run(lo, hi int) {
 			}
 		}
 	}
-	s.addBias(lo, hi)
+	s.addBias(dst, bias, out, lo, hi)
 }
 
-func (s *matScratch) addBias(lo, hi int) {
-	if s.bias == nil {
+func (s *matScratch) addBias(dst, bias []float32, out, lo, hi int) {
+	if bias == nil {
 		return
 	}
 	for i := range s.n {
 		for o := lo; o < hi; o++ {
-			s.dst[i*s.out+o] += s.bias[o]
+			dst[i*out+o] += bias[o]
 		}
 	}
 }

@@ -78,36 +78,91 @@ func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {
 }
 
 func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
-	d, dt, err := f32Of(dst, "MatMul dst")
+	a, err := matArgsOf(dst, x, w, bias, n)
 	if err != nil {
 		return err
+	}
+	matMulPrompt(&b.workers, a.dst, a.x, n, a.in, a.wt, a.out, a.bias, b.promptFor(n))
+	return nil
+}
+
+// MatMuls is kernels.SharedInput's: the weights' rows as one operation when
+// they share a quantized type and take the row kernels (no prompt rows on
+// a tiled type), one MatMul each otherwise.
+func (b *Backend) MatMuls(dsts []kernels.Tensor, x kernels.Tensor, ws, biases []kernels.Tensor, n int) error {
+	if len(dsts) != len(ws) || biases != nil && len(biases) != len(ws) {
+		return fmt.Errorf("cpu backend: MatMuls: %d outputs, %d weights, %d biases", len(dsts), len(ws), len(biases))
+	}
+	args := b.matArgs[:0]
+	for i := range ws {
+		var bias kernels.Tensor
+		if biases != nil {
+			bias = biases[i]
+		}
+		a, err := matArgsOf(dsts[i], x, ws[i], bias, n)
+		if err != nil {
+			return err
+		}
+		args = append(args, a)
+	}
+	b.matArgs = args
+	prompt := b.promptFor(n)
+	shared := len(args) > 1 && quantKernels[args[0].wt.dtype] != nil && !tiledRows(args[0].wt.dtype, prompt)
+	for _, a := range args[1:] {
+		shared = shared && a.wt.dtype == args[0].wt.dtype
+	}
+	if !shared {
+		for _, a := range args {
+			matMulPrompt(&b.workers, a.dst, a.x, n, a.in, a.wt, a.out, a.bias, prompt)
+		}
+		return nil
+	}
+	matMulShared(&b.workers, args, n)
+	return nil
+}
+
+// matArgs is one checked MatMul: its operands as the kernels take them.
+type matArgs struct {
+	dst, x, bias []float32
+	wt           *tensor
+	in, out      int
+}
+
+func matArgsOf(dst, x, w, bias kernels.Tensor, n int) (matArgs, error) {
+	d, dt, err := f32Of(dst, "MatMul dst")
+	if err != nil {
+		return matArgs{}, err
 	}
 	xs, xt, err := f32Of(x, "MatMul x")
 	if err != nil {
-		return err
+		return matArgs{}, err
 	}
 	wt, err := asCPU(w)
 	if err != nil {
-		return err
+		return matArgs{}, err
 	}
 	in, out := xt.cols(), wt.rows()
 	if wt.cols() != in || dt.cols() != out || n*in > len(xs) || n*out > len(d) {
-		return fmt.Errorf("cpu backend: MatMul: x %v (n=%d) · w %v → dst %v", xt.shape, n, wt.shape, dt.shape)
+		return matArgs{}, fmt.Errorf("cpu backend: MatMul: x %v (n=%d) · w %v → dst %v", xt.shape, n, wt.shape, dt.shape)
 	}
 	var bs []float32
 	if bias != nil {
 		if bs, _, err = f32Of(bias, "MatMul bias"); err != nil {
-			return err
+			return matArgs{}, err
 		}
 		if len(bs) != out {
-			return fmt.Errorf("cpu backend: MatMul: bias of %d for %d outputs", len(bs), out)
+			return matArgs{}, fmt.Errorf("cpu backend: MatMul: bias of %d for %d outputs", len(bs), out)
 		}
 	}
-	var prompt []bool
+	return matArgs{dst: d, x: xs, bias: bs, wt: wt, in: in, out: out}, nil
+}
+
+// promptFor is the batch's prompt flags for a MatMul over n rows: the
+// flags when n is the batch's row count, none otherwise.
+func (b *Backend) promptFor(n int) []bool {
 	if len(b.prompt) == n { // a MatMul over the batch's rows
-		prompt = b.prompt
+		return b.prompt
 	}
-	matMulPrompt(&b.workers, d, xs, n, in, wt, out, bs, prompt)
 	return nil
 }
 
