@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/kernels"
 	"github.com/sluicehq/sluice/kernels/quant"
@@ -371,6 +372,88 @@ func BenchmarkMatMulKQuants(b *testing.B) {
 					matMul(w, dst, x, n, in, wt, out, nil)
 				}
 				reportFlops(b, 2*float64(n*in*out), processCPU()-cpu0)
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeMatMuls: the weights of one SmolLM2-135M decode step read
+// three ways, one activation row, each step followed by a Q8_0 one-row pass
+// over 100 MB of other weights that both pushes the step's bytes out of the
+// cache and measures the read rate in the same moment:
+//
+//	seven   seven MatMuls a layer (q, k, v, o, gate, up, down), as before
+//	        kernels.SharedInput
+//	four    q, k, v and gate, up as shared-input calls (matMulShared)
+//	stream  the same Q4_1 bytes as one MatMul, rows of 576, then the head
+//
+// fraction is the step's bytes per second over the pass's. What stream
+// reaches and four does not is what a step loses by being 121 operations
+// instead of one: each starts its weights' stream afresh and ends with a
+// hand-off, whatever it computes.
+func BenchmarkDecodeMatMuls(b *testing.B) {
+	const layers, hidden, ffn, kv, vocab = 30, 576, 1536, 192, 49152
+	r := rand.New(rand.NewPCG(26, 26))
+	q41 := func(out, in int) *tensor { return randomBlocks(r, kernels.Q4_1, out, in) }
+	type layer struct{ q, k, v, o, gate, up, down *tensor }
+	ls := make([]layer, layers)
+	for i := range ls {
+		ls[i] = layer{q41(hidden, hidden), q41(kv, hidden), q41(kv, hidden), q41(hidden, hidden),
+			q41(ffn, hidden), q41(ffn, hidden), q41(hidden, ffn)}
+	}
+	head := randomBlocks(r, kernels.Q8_0, vocab, hidden)
+	streamRows := layers * (2*hidden*hidden + 2*kv*hidden + 3*ffn*hidden) / hidden
+	stream := q41(streamRows, hidden)
+	flush := randomBlocks(r, kernels.Q8_0, (100<<20)/kernels.Q8_0.RowBytes(2048), 2048)
+	fx, fdst := randVec(r, 2048), make([]float32, flush.rows())
+	x, dst := randVec(r, ffn), make([]float32, max(vocab, streamRows))
+	q, k, v := make([]float32, hidden), make([]float32, kv), make([]float32, kv)
+	gate, up := make([]float32, ffn), make([]float32, ffn)
+	bytes := len(head.raw) + len(stream.raw)
+	steps := map[string]func(w *workers){
+		"seven": func(w *workers) {
+			for _, l := range ls {
+				for _, m := range []*tensor{l.q, l.k, l.v, l.o, l.gate, l.up} {
+					matMul(w, dst, x, 1, hidden, m, m.rows(), nil)
+				}
+				matMul(w, dst, x, 1, ffn, l.down, hidden, nil)
+			}
+			matMul(w, dst, x, 1, hidden, head, vocab, nil)
+		},
+		"four": func(w *workers) {
+			for _, l := range ls {
+				matMulShared(w, []matArgs{{dst: q, x: x, wt: l.q, in: hidden, out: hidden},
+					{dst: k, x: x, wt: l.k, in: hidden, out: kv}, {dst: v, x: x, wt: l.v, in: hidden, out: kv}}, 1)
+				matMul(w, dst, x, 1, hidden, l.o, hidden, nil)
+				matMulShared(w, []matArgs{{dst: gate, x: x, wt: l.gate, in: hidden, out: ffn},
+					{dst: up, x: x, wt: l.up, in: hidden, out: ffn}}, 1)
+				matMul(w, dst, x, 1, ffn, l.down, hidden, nil)
+			}
+			matMul(w, dst, x, 1, hidden, head, vocab, nil)
+		},
+		"stream": func(w *workers) {
+			matMul(w, dst, x, 1, hidden, stream, streamRows, nil)
+			matMul(w, dst, x, 1, hidden, head, vocab, nil)
+		},
+	}
+	for _, threads := range []int{1, 2} {
+		for _, name := range []string{"seven", "four", "stream"} {
+			b.Run(fmt.Sprintf("%s/threads=%d", name, threads), func(b *testing.B) {
+				w := testWorkers(b, threads)
+				step := steps[name]
+				var stepTime, readTime time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					step(w)
+					t1 := time.Now()
+					matMul(w, fdst, fx, 1, 2048, flush, flush.rows(), nil)
+					stepTime += t1.Sub(t0)
+					readTime += time.Since(t1)
+				}
+				stepGBs := float64(bytes) * float64(b.N) / stepTime.Seconds() / 1e9
+				readGBs := float64(len(flush.raw)) * float64(b.N) / readTime.Seconds() / 1e9
+				b.ReportMetric(stepGBs, "step-GB/s")
+				b.ReportMetric(stepGBs/readGBs, "fraction")
 			})
 		}
 	}
