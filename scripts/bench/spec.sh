@@ -61,6 +61,14 @@
 #
 #   scripts/bench/spec.sh [ROUNDS]   (default 5)
 #
+# REQUESTS (default 1) is how many requests each server makes of each
+# workload in a round, each on a server started afresh (a server that saw
+# the prompt once drafts from it: see above); a round's figure for a
+# server is the median of its requests. One request a round left a single
+# hiccup in charge of a round's ratio on session 6's and 7's Ice Lake,
+# where the plain server's speed on one prompt moved 93–127 tok/s between
+# rounds (and 29 once).
+#
 # Prints a table (medians over all requests, and each server's ratio to
 # plain Sluice and sluice-ngram's and sluice-draft's to it, medians of the
 # per-round ratios of per-round medians); the raw figures go to
@@ -82,6 +90,7 @@ PORT=${PORT:-18191}
 SPEC_TYPES=${SPEC_TYPES-ngram-simple ngram-mod ngram-map-k}
 DRAFT=${DRAFT-$MODEL}
 MAX_TOKENS=${MAX_TOKENS:-96}
+REQUESTS=${REQUESTS:-1}
 read -ra WORKLOADS <<<"${WORKLOADS:-edit edit-chat json-chat free}"
 CHAT_TEMPLATE=${CHAT_TEMPLATE:-}
 RAW=$LOGS/spec.tsv
@@ -210,13 +219,15 @@ for ((r = 0; r < ROUNDS; r++)); do
 		nw=${#WORKLOADS[@]}
 		for ((j = 0; j < nw; j++)); do
 			w=${WORKLOADS[$(((j + i + r) % nw))]} # each server meets the workloads in turn
-			if ! start "$s"; then
-				echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
-				continue
-			fi
-			warm "http://127.0.0.1:$PORT"
-			measure "$kind" "$s" "$w" "$((r + 1))" || echo "$s $w failed" >&2
-			stop_server "$SERVER_PID"
+			for ((q = 0; q < REQUESTS; q++)); do
+				if ! start "$s"; then
+					echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
+					continue
+				fi
+				warm "http://127.0.0.1:$PORT"
+				measure "$kind" "$s" "$w" "$((r + 1))" || echo "$s $w failed" >&2
+				stop_server "$SERVER_PID"
+			done
 		done
 	done
 done
