@@ -111,13 +111,14 @@ func (b *Backend) MatMuls(dsts []kernels.Tensor, x kernels.Tensor, ws, biases []
 	for _, a := range args[1:] {
 		shared = shared && a.wt.dtype == args[0].wt.dtype
 	}
-	if !shared {
+	if shared {
+		matMulShared(&b.workers, args, n)
+	} else {
 		for _, a := range args {
 			matMulPrompt(&b.workers, a.dst, a.x, n, a.in, a.wt, a.out, a.bias, prompt)
 		}
-		return nil
 	}
-	matMulShared(&b.workers, args, n)
+	clear(args) // do not pin the caller's buffers
 	return nil
 }
 
