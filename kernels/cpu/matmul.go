@@ -155,14 +155,10 @@ func matMulShared(w *workers, args []matArgs, n int) {
 		s.segs = append(s.segs, matSeg{dst: a.dst, bias: a.bias, wt: a.wt, start: total, out: a.out})
 		total += a.out
 	}
-	s.wt = args[0].wt // the type's kernels; each segment reads its own bytes
 	s.prepare(w, args[0].x, n, args[0].in, args[0].wt.dtype, total, false)
 	w.parallelFor(total, wTile, s.fn)
-	for i := range s.segs {
-		s.segs[i] = matSeg{}
-	}
-	s.segs = s.segs[:0]
-	s.x, s.wt = nil, nil
+	clear(s.segs) // do not pin the caller's buffers
+	s.segs, s.x = s.segs[:0], nil
 }
 
 // prepare sets up a call of out output columns over n rows of x: the

@@ -382,8 +382,8 @@ func BenchmarkMatMulKQuants(b *testing.B) {
 // over 100 MB of other weights that both pushes the step's bytes out of the
 // cache and measures the read rate in the same moment:
 //
-//	seven   seven MatMuls a layer (q, k, v, o, gate, up, down), as before
-//	        kernels.SharedInput
+//	seven   seven MatMuls a layer (q, k, v, o, gate, up, down), as
+//	        before kernels.SharedInput
 //	four    q, k, v and gate, up as shared-input calls (matMulShared)
 //	stream  the same Q4_1 bytes as one MatMul, rows of 576, then the head
 //
