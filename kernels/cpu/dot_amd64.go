@@ -293,6 +293,42 @@ func dotQ5_0Q8_0Rows8VNNI(w *byte, wstride int, x *byte, xstride int, sc *float3
 func dotQ4_1Q8_1Rows2VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
+func dotQ4_1Q8_1Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+
+//go:noescape
+func dotQ4_1Q8_1Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+
+//go:noescape
+func dotQ8_0Q8_0Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+
+// rowsMOf8 makes an m-activation kernel of groups8, which takes whole
+// groups of eight weight rows and unpacks each block once for all m
+// activations (the pair kernels unpack a block per two weight rows and
+// activation, so a two-row verify step cost two steps' arithmetic), and
+// pairs, the pair kernel giving the same bits, which takes the rows past
+// the last group. groups8 reads the activations' scales from their blocks,
+// as the one-row kernel does; pairs gets the scale table. wbb and xbb are
+// the weight and activation block bytes.
+func rowsMOf8(groups8 func(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int), m int, pairs rowsMDot, wbb, xbb int) rowsMDot {
+	return func(dst []float32, dstride int, w []byte, wstride, rows int, x []byte, xstride int, sc []float32, nb int) {
+		g := rows / 8
+		if g == 0 || nb == 0 {
+			pairs(dst, dstride, w, wstride, rows, x, xstride, sc, nb)
+			return
+		}
+		_ = dst[(m-1)*dstride+8*g-1]
+		_, _ = w[(8*g-1)*wstride+nb*wbb-1], x[(m-1)*xstride+nb*xbb-1]
+		groups8(&w[0], wstride, &x[0], xstride, nb, &dst[0], dstride, g)
+		if rows > 8*g {
+			pairs(dst[8*g:], dstride, w[8*g*wstride:], wstride, rows-8*g, x, xstride, sc, nb)
+		}
+	}
+}
+
+//go:noescape
 func dotQ4_1Q8_1Rows3VNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 
 //go:noescape
@@ -393,11 +429,14 @@ func init() {
 	quantKernels[kernels.Q8_0].rows2 = asmRows2(dotQ8_0Q8_0Rows2, quantKernels[kernels.Q8_0].rows, 34, 34)
 	if useVNNI512 {
 		// Verify steps of 2, 3, 6 and 7 rows (issue 26): one pass over the
-		// weights where rows2 + rows took two, at the rows4 kernels' rate.
-		quantKernels[kernels.Q4_1].rows2M = asmRowsM(dotQ4_1Q8_1Rows2VNNI, 2, 20, 36)
-		quantKernels[kernels.Q4_1].rows3 = asmRowsM(dotQ4_1Q8_1Rows3VNNI, 3, 20, 36)
-		quantKernels[kernels.Q8_0].rows2M = asmRowsM(dotQ8_0Q8_0Rows2VNNI, 2, 34, 34)
-		quantKernels[kernels.Q8_0].rows3 = asmRowsM(dotQ8_0Q8_0Rows3VNNI, 3, 34, 34)
+		// weights where rows2 + rows took two; whole groups of eight weight
+		// rows unpack each block once for all the activations (rowsMOf8:
+		// SmolLM2 at 2 threads, BenchmarkSpecStepRows, a two-row step 1.19-1.21
+		// one-row steps from 1.25-1.28, three rows 1.35-1.39 from 1.48-1.56).
+		quantKernels[kernels.Q4_1].rows2M = rowsMOf8(dotQ4_1Q8_1Rows8x2VNNI, 2, asmRowsM(dotQ4_1Q8_1Rows2VNNI, 2, 20, 36), 20, 36)
+		quantKernels[kernels.Q4_1].rows3 = rowsMOf8(dotQ4_1Q8_1Rows8x3VNNI, 3, asmRowsM(dotQ4_1Q8_1Rows3VNNI, 3, 20, 36), 20, 36)
+		quantKernels[kernels.Q8_0].rows2M = rowsMOf8(dotQ8_0Q8_0Rows8x2VNNI, 2, asmRowsM(dotQ8_0Q8_0Rows2VNNI, 2, 34, 34), 34, 34)
+		quantKernels[kernels.Q8_0].rows3 = rowsMOf8(dotQ8_0Q8_0Rows8x3VNNI, 3, asmRowsM(dotQ8_0Q8_0Rows3VNNI, 3, 34, 34), 34, 34)
 		// One rows8 call over a 16-row tile costs less than rows4 + rows3
 		// (Zen 4, BenchmarkRowsSmall: Q4_1 1527 ns against 908 + 804, Q8_0
 		// 1481 against 914 + 693), and over a SmolLM2 step

@@ -303,3 +303,281 @@ q41vblk:
 q41vdone:
 	VZEROUPPER
 	RET
+
+// The two-activation form of the eight-row groups above, for speculative
+// verify steps of two rows (issue 26). dotQ4_1Q8_1Rows2VNNI
+// (dotq41v2_amd64.s) steps two weight rows at a time, so every block's
+// scales and nibbles are unpacked per pair and its (row, activation,
+// block) product costs what the one-row kernel's does: a two-row step cost
+// two steps' arithmetic. Here the eight rows' scales are converted and the
+// nibbles unpacked once for both activations, and each activation adds
+// only its products, VPDPBUSD to FMA, the one-row kernel's per lane (so
+// the bits are its, row for row). Registers as the one-row groups', with
+// BX the second activation's offset (xstride), R15 its dst's (dstride
+// bytes); Z0..Z3 and Z4 the first activation's accumulators and Σ m·s,
+// Z16..Z19 and Z29 the second's; Z15, Z20 and Z22 its quants, [dx s] and
+// Q, as Z5, Z6 and Z21 are the first's.
+
+// Q41PAIR8X2: Q41PAIR8 for both activations from one unpacking.
+#define Q41PAIR8X2(q0, q1, idx, acc0, acc1) \
+	VBROADCASTI32X4   q0, Y23; \
+	VBROADCASTI32X4.Z q1, K1, Z24; \
+	VPTERNLOGD        $0xa8, Z9, Z24, Z23; \
+	VPXORD            Z25, Z25, Z25; \
+	VPDPBUSD          Z5, Z23, Z25; \
+	VCVTDQ2PS         Z25, Z25; \
+	VPERMPS           Z21, idx, Z26; \
+	VFMADD231PS       Z26, Z25, acc0; \
+	VPXORD            Z27, Z27, Z27; \
+	VPDPBUSD          Z15, Z23, Z27; \
+	VCVTDQ2PS         Z27, Z27; \
+	VPERMPS           Z22, idx, Z28; \
+	VFMADD231PS       Z28, Z27, acc1
+
+// FINISH8D: FINISH8 storing through d.
+#define FINISH8D(p, accZ, accY, accX, off, d) \
+	VEXTRACTF64X4 $1, accZ, Y15; \
+	VEXTRACTF32X4 $p, Z4, X14; \
+	HSUM(accY, accX, X7); \
+	VMOVSHDUP     X14, X5; \
+	VADDSS        X5, accX, accX; \
+	VMOVSS        accX, off(d); \
+	HSUM(Y15, X15, X7); \
+	VPERMILPS     $3, X14, X5; \
+	VADDSS        X5, X15, X15; \
+	VMOVSS        X15, (off+4)(d)
+
+// func dotQ4_1Q8_1Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ4_1Q8_1Rows8x2VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64 q41Mask<>(SB), Z9
+	VMOVUPS   q41vHalf<>(SB), Z8
+	VMOVDQU64 q41vIdx<>+0(SB), Z10
+	VMOVDQU64 q41vIdx<>+64(SB), Z11
+	VMOVDQU64 q41vIdx<>+128(SB), Z12
+	VMOVDQU64 q41vIdx<>+192(SB), Z13
+	MOVQ      w+0(FP), SI
+	MOVQ      wstride+8(FP), R8
+	MOVQ      x+16(FP), R9
+	MOVQ      xstride+24(FP), BX
+	MOVQ      nb+32(FP), R10
+	MOVQ      dst+40(FP), R11
+	MOVQ      dstride+48(FP), R15
+	SHLQ      $2, R15
+	MOVQ      groups+56(FP), R12
+	MOVL      $0xff00, AX
+	KMOVW     AX, K1
+	MOVL      $2, AX
+	KMOVW     AX, K2
+	MOVL      $4, AX
+	KMOVW     AX, K3
+	MOVL      $8, AX
+	KMOVW     AX, K4
+	LEAQ      (R8)(R8*2), R14
+
+q41v82group:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*4), R13
+	LEAQ   (SI)(R8*8), DX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z29, Z29, Z29
+
+q41v82blk:
+	PREFETCHT0      (DX)
+	PREFETCHT0      64(DX)
+	PREFETCHT0      128(DX)
+	VPBROADCASTD    (DI), Y6
+	VCVTPH2PS       Y6, Z6
+	VPBROADCASTD    (DI)(BX*1), Y20
+	VCVTPH2PS       Y20, Z20
+	VBROADCASTI64X4 4(DI), Z5
+	VBROADCASTI64X4 4(DI)(BX*1), Z15
+	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X24, X25)
+	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X21, X26, X27, X28)
+	VINSERTI32X4    $1, X21, Y14, Y14
+	VCVTPH2PS       Y14, Z14
+	VMULPS          Z6, Z14, Z21
+	VMULPS          Z20, Z14, Z22
+	VADDPS          Z21, Z4, Z4
+	VADDPS          Z22, Z29, Z29
+	VMOVSLDUP       Z21, Z21
+	VMULPS          Z8, Z21, Z21
+	VMOVSLDUP       Z22, Z22
+	VMULPS          Z8, Z22, Z22
+	Q41PAIR8X2(4(AX), 4(AX)(R8*1), Z10, Z0, Z16)
+	Q41PAIR8X2(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17)
+	Q41PAIR8X2(4(R13), 4(R13)(R8*1), Z12, Z2, Z18)
+	Q41PAIR8X2(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19)
+	ADDQ            $20, AX
+	ADDQ            $20, R13
+	ADDQ            $160, DX
+	ADDQ            $36, DI
+	DECQ            CX
+	JNZ             q41v82blk
+
+	FINISH8D(0, Z0, Y0, X0, 0, R11)
+	FINISH8D(1, Z1, Y1, X1, 8, R11)
+	FINISH8D(2, Z2, Y2, X2, 16, R11)
+	FINISH8D(3, Z3, Y3, X3, 24, R11)
+	// HSUM's VHADDPS has no EVEX form, so the second activation's sums
+	// move to Z0..Z4 first.
+	VMOVAPS Z16, Z0
+	VMOVAPS Z17, Z1
+	VMOVAPS Z18, Z2
+	VMOVAPS Z19, Z3
+	VMOVAPS Z29, Z4
+	LEAQ    (R11)(R15*1), DX
+	FINISH8D(0, Z0, Y0, X0, 0, DX)
+	FINISH8D(1, Z1, Y1, X1, 8, DX)
+	FINISH8D(2, Z2, Y2, X2, 16, DX)
+	FINISH8D(3, Z3, Y3, X3, 24, DX)
+	ADDQ $32, R11
+	LEAQ (SI)(R8*8), SI
+	DECQ R12
+	JNZ  q41v82group
+	VZEROUPPER
+	RET
+
+// The three-activation form, for verify steps of three rows: as
+// dotQ4_1Q8_1Rows8x2VNNI with a third activation at 2·xstride (quants
+// Z31, Q Z7, Σ m·s Z30, accumulators Z24..Z27), which takes every zmm: Z6
+// holds each activation's [dx s] in turn and then, with Z20, the products.
+
+// Q41PROD8: one activation's part of a pair: acc += Q's scales (by idx)
+// times the products of its quants x with the unpacked levels in Z23.
+#define Q41PROD8(x, q, idx, acc) \
+	VPXORD      Z6, Z6, Z6; \
+	VPDPBUSD    x, Z23, Z6; \
+	VCVTDQ2PS   Z6, Z6; \
+	VPERMPS     q, idx, Z20; \
+	VFMADD231PS Z20, Z6, acc
+
+#define Q41PAIR8X3(q0, q1, idx, acc0, acc1, acc2) \
+	VBROADCASTI32X4   q0, Y23; \
+	VBROADCASTI32X4.Z q1, K1, Z28; \
+	VPTERNLOGD        $0xa8, Z9, Z28, Z23; \
+	Q41PROD8(Z5, Z21, idx, acc0); \
+	Q41PROD8(Z15, Z22, idx, acc1); \
+	Q41PROD8(Z31, Z7, idx, acc2)
+
+// Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
+// F in Z14 and its [dx s] at mem; ms += its m_k·s.
+#define Q41ACT8(mem, q, ms) \
+	VPBROADCASTD mem, Y6; \
+	VCVTPH2PS    Y6, Z6; \
+	VMULPS       Z6, Z14, q; \
+	VADDPS       q, ms, ms; \
+	VMOVSLDUP    q, q; \
+	VMULPS       Z8, q, q
+
+// FINISH8X: the four pairs' rows from Z0..Z3 and Z4, through d.
+#define FINISH8X(d) \
+	FINISH8D(0, Z0, Y0, X0, 0, d); \
+	FINISH8D(1, Z1, Y1, X1, 8, d); \
+	FINISH8D(2, Z2, Y2, X2, 16, d); \
+	FINISH8D(3, Z3, Y3, X3, 24, d)
+
+// func dotQ4_1Q8_1Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ4_1Q8_1Rows8x3VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64 q41Mask<>(SB), Z9
+	VMOVUPS   q41vHalf<>(SB), Z8
+	VMOVDQU64 q41vIdx<>+0(SB), Z10
+	VMOVDQU64 q41vIdx<>+64(SB), Z11
+	VMOVDQU64 q41vIdx<>+128(SB), Z12
+	VMOVDQU64 q41vIdx<>+192(SB), Z13
+	MOVQ      w+0(FP), SI
+	MOVQ      wstride+8(FP), R8
+	MOVQ      x+16(FP), R9
+	MOVQ      xstride+24(FP), BX
+	MOVQ      nb+32(FP), R10
+	MOVQ      dst+40(FP), R11
+	MOVQ      dstride+48(FP), R15
+	SHLQ      $2, R15
+	MOVQ      groups+56(FP), R12
+	MOVL      $0xff00, AX
+	KMOVW     AX, K1
+	MOVL      $2, AX
+	KMOVW     AX, K2
+	MOVL      $4, AX
+	KMOVW     AX, K3
+	MOVL      $8, AX
+	KMOVW     AX, K4
+	LEAQ      (R8)(R8*2), R14
+
+q41v83group:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*4), R13
+	LEAQ   (SI)(R8*8), DX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z29, Z29, Z29
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z30, Z30, Z30
+
+q41v83blk:
+	PREFETCHT0      (DX)
+	PREFETCHT0      64(DX)
+	PREFETCHT0      128(DX)
+	VBROADCASTI64X4 4(DI), Z5
+	VBROADCASTI64X4 4(DI)(BX*1), Z15
+	VBROADCASTI64X4 4(DI)(BX*2), Z31
+	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X28, X20)
+	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X6, X23, X28, X20)
+	VINSERTI32X4    $1, X6, Y14, Y14
+	VCVTPH2PS       Y14, Z14
+	Q41ACT8((DI), Z21, Z4)
+	Q41ACT8((DI)(BX*1), Z22, Z29)
+	Q41ACT8((DI)(BX*2), Z7, Z30)
+	Q41PAIR8X3(4(AX), 4(AX)(R8*1), Z10, Z0, Z16, Z24)
+	Q41PAIR8X3(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17, Z25)
+	Q41PAIR8X3(4(R13), 4(R13)(R8*1), Z12, Z2, Z18, Z26)
+	Q41PAIR8X3(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19, Z27)
+	ADDQ            $20, AX
+	ADDQ            $20, R13
+	ADDQ            $160, DX
+	ADDQ            $36, DI
+	DECQ            CX
+	JNZ             q41v83blk
+
+	FINISH8X(R11)
+	VMOVAPS Z16, Z0
+	VMOVAPS Z17, Z1
+	VMOVAPS Z18, Z2
+	VMOVAPS Z19, Z3
+	VMOVAPS Z29, Z4
+	LEAQ    (R11)(R15*1), DX
+	FINISH8X(DX)
+	VMOVAPS Z24, Z0
+	VMOVAPS Z25, Z1
+	VMOVAPS Z26, Z2
+	VMOVAPS Z27, Z3
+	VMOVAPS Z30, Z4
+	LEAQ    (DX)(R15*1), DX
+	FINISH8X(DX)
+	ADDQ $32, R11
+	LEAQ (SI)(R8*8), SI
+	DECQ R12
+	JNZ  q41v83group
+	VZEROUPPER
+	RET

@@ -162,3 +162,266 @@ q80v8blk:
 	JNZ  q80v8group
 	VZEROUPPER
 	RET
+
+// The two-activation form of the eight-row groups above, for the output
+// head of speculative verify steps of two rows (issue 26), as
+// dotQ4_1Q8_1Rows8x2VNNI is for Q4_1: each block's scales are converted
+// and its quants offset once for both activations, each activation adding
+// only its products, the one-row kernel's per lane. BX the second
+// activation's offset (xstride), R15 its dst's (dstride bytes); Z0..Z3 the
+// first activation's accumulators, Z16..Z19 the second's; Z15, Z20, Z29
+// and Z22 its quants, dx, −128·Σx and d_k·dx, as Z5, Z6, Z7 and Z14 are
+// the first's.
+
+// Q80PAIR8X2: Q80PAIR8 for both activations from one offsetting.
+#define Q80PAIR8X2(q0, q1, idx, acc0, acc1) \
+	VMOVDQU64         q0, Y23; \
+	VBROADCASTI64X4.Z q1, K1, Z24; \
+	VPTERNLOGD        $0x56, Z9, Z24, Z23; \
+	VMOVDQA64         Z7, Z25; \
+	VPDPBUSD          Z5, Z23, Z25; \
+	VCVTDQ2PS         Z25, Z25; \
+	VPERMPS           Z14, idx, Z26; \
+	VFMADD231PS       Z26, Z25, acc0; \
+	VMOVDQA64         Z29, Z27; \
+	VPDPBUSD          Z15, Z23, Z27; \
+	VCVTDQ2PS         Z27, Z27; \
+	VPERMPS           Z22, idx, Z28; \
+	VFMADD231PS       Z28, Z27, acc1
+
+// FINISH8D: FINISH8 storing through d.
+#define FINISH8D(accZ, accY, accX, off, d) \
+	VEXTRACTF64X4 $1, accZ, Y15; \
+	HSUM(accY, accX, X7); \
+	VMOVSS        accX, off(d); \
+	HSUM(Y15, X15, X7); \
+	VMOVSS        X15, (off+4)(d)
+
+// func dotQ8_0Q8_0Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ8_0Q8_0Rows8x2VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64 q80vIdx<>+0(SB), Z10
+	VMOVDQU64 q80vIdx<>+64(SB), Z11
+	VMOVDQU64 q80vIdx<>+128(SB), Z12
+	VMOVDQU64 q80vIdx<>+192(SB), Z13
+	MOVQ      w+0(FP), SI
+	MOVQ      wstride+8(FP), R8
+	MOVQ      x+16(FP), R9
+	MOVQ      xstride+24(FP), BX
+	MOVQ      nb+32(FP), R10
+	MOVQ      dst+40(FP), R11
+	MOVQ      dstride+48(FP), R15
+	SHLQ      $2, R15
+	MOVQ      groups+56(FP), R12
+	MOVL      $0x80808080, AX
+	VPBROADCASTD AX, Z9
+	VPXORD    Z8, Z8, Z8
+	MOVL      $0xf0, AX
+	KMOVW     AX, K1
+	MOVL      $2, AX
+	KMOVW     AX, K2
+	MOVL      $4, AX
+	KMOVW     AX, K3
+	MOVL      $8, AX
+	KMOVW     AX, K4
+	LEAQ      (R8)(R8*2), R14
+
+q80v82group:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*4), R13
+	LEAQ   (SI)(R8*8), DX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+
+q80v82blk:
+	PREFETCHT0      (DX)
+	PREFETCHT0      64(DX)
+	PREFETCHT0      128(DX)
+	PREFETCHT0      192(DX)
+	PREFETCHT0      256(DX)
+	VPBROADCASTD    (DI), Y6
+	VCVTPH2PS       Y6, Z6
+	VPBROADCASTD    (DI)(BX*1), Y20
+	VCVTPH2PS       Y20, Z20
+	VBROADCASTI64X4 2(DI), Z5
+	VBROADCASTI64X4 2(DI)(BX*1), Z15
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        Z5, Z9, Z7
+	VPSUBD          Z7, Z8, Z7
+	VPXORD          Z29, Z29, Z29
+	VPDPBUSD        Z15, Z9, Z29
+	VPSUBD          Z29, Z8, Z29
+	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X24, X25)
+	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X21, X26, X27, X28)
+	VINSERTI32X4    $1, X21, Y14, Y14
+	VCVTPH2PS       Y14, Z14
+	VMULPS          Z20, Z14, Z22
+	VMULPS          Z6, Z14, Z14
+	Q80PAIR8X2(2(AX), 2(AX)(R8*1), Z10, Z0, Z16)
+	Q80PAIR8X2(2(AX)(R8*2), 2(AX)(R14*1), Z11, Z1, Z17)
+	Q80PAIR8X2(2(R13), 2(R13)(R8*1), Z12, Z2, Z18)
+	Q80PAIR8X2(2(R13)(R8*2), 2(R13)(R14*1), Z13, Z3, Z19)
+	ADDQ            $34, AX
+	ADDQ            $34, R13
+	ADDQ            $272, DX
+	ADDQ            $34, DI
+	DECQ            CX
+	JNZ             q80v82blk
+
+	FINISH8D(Z0, Y0, X0, 0, R11)
+	FINISH8D(Z1, Y1, X1, 8, R11)
+	FINISH8D(Z2, Y2, X2, 16, R11)
+	FINISH8D(Z3, Y3, X3, 24, R11)
+	// HSUM's VHADDPS has no EVEX form: the second activation's sums move
+	// to Z0..Z3 first.
+	VMOVAPS Z16, Z0
+	VMOVAPS Z17, Z1
+	VMOVAPS Z18, Z2
+	VMOVAPS Z19, Z3
+	LEAQ    (R11)(R15*1), DX
+	FINISH8D(Z0, Y0, X0, 0, DX)
+	FINISH8D(Z1, Y1, X1, 8, DX)
+	FINISH8D(Z2, Y2, X2, 16, DX)
+	FINISH8D(Z3, Y3, X3, 24, DX)
+	ADDQ $32, R11
+	LEAQ (SI)(R8*8), SI
+	DECQ R12
+	JNZ  q80v82group
+	VZEROUPPER
+	RET
+
+// The three-activation form, for verify steps of three rows: as
+// dotQ8_0Q8_0Rows8x2VNNI with a third activation at 2·xstride (quants
+// Z31, −128·Σx Z30, d_k·dx Z21, accumulators Z24..Z27); the rows' scales
+// are converted in Z4, and Z6 and Z20 hold each product in turn.
+
+// Q80PROD8: one activation's part of a pair (levels offset in Z23).
+#define Q80PROD8(x, bias, q, idx, acc) \
+	VMOVDQA64   bias, Z6; \
+	VPDPBUSD    x, Z23, Z6; \
+	VCVTDQ2PS   Z6, Z6; \
+	VPERMPS     q, idx, Z20; \
+	VFMADD231PS Z20, Z6, acc
+
+#define Q80PAIR8X3(q0, q1, idx, acc0, acc1, acc2) \
+	VMOVDQU64         q0, Y23; \
+	VBROADCASTI64X4.Z q1, K1, Z28; \
+	VPTERNLOGD        $0x56, Z9, Z28, Z23; \
+	Q80PROD8(Z5, Z7, Z14, idx, acc0); \
+	Q80PROD8(Z15, Z29, Z22, idx, acc1); \
+	Q80PROD8(Z31, Z30, Z21, idx, acc2)
+
+// Q80ACT8: an activation's quants x (at qmem) and −128·Σx (bias), and its
+// d_k·dx (q) from its dx at mem and the rows' scales in Z4.
+#define Q80ACT8(mem, qmem, x, bias, q) \
+	VBROADCASTI64X4 qmem, x; \
+	VPXORD          bias, bias, bias; \
+	VPDPBUSD        x, Z9, bias; \
+	VPSUBD          bias, Z8, bias; \
+	VPBROADCASTD    mem, Y6; \
+	VCVTPH2PS       Y6, Z6; \
+	VMULPS          Z6, Z4, q
+
+#define FINISH8X(d) \
+	FINISH8D(Z0, Y0, X0, 0, d); \
+	FINISH8D(Z1, Y1, X1, 8, d); \
+	FINISH8D(Z2, Y2, X2, 16, d); \
+	FINISH8D(Z3, Y3, X3, 24, d)
+
+// func dotQ8_0Q8_0Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ8_0Q8_0Rows8x3VNNI(SB), NOSPLIT, $0-64
+	VMOVDQU64 q80vIdx<>+0(SB), Z10
+	VMOVDQU64 q80vIdx<>+64(SB), Z11
+	VMOVDQU64 q80vIdx<>+128(SB), Z12
+	VMOVDQU64 q80vIdx<>+192(SB), Z13
+	MOVQ      w+0(FP), SI
+	MOVQ      wstride+8(FP), R8
+	MOVQ      x+16(FP), R9
+	MOVQ      xstride+24(FP), BX
+	MOVQ      nb+32(FP), R10
+	MOVQ      dst+40(FP), R11
+	MOVQ      dstride+48(FP), R15
+	SHLQ      $2, R15
+	MOVQ      groups+56(FP), R12
+	MOVL      $0x80808080, AX
+	VPBROADCASTD AX, Z9
+	VPXORD    Z8, Z8, Z8
+	MOVL      $0xf0, AX
+	KMOVW     AX, K1
+	MOVL      $2, AX
+	KMOVW     AX, K2
+	MOVL      $4, AX
+	KMOVW     AX, K3
+	MOVL      $8, AX
+	KMOVW     AX, K4
+	LEAQ      (R8)(R8*2), R14
+
+q80v83group:
+	MOVQ   SI, AX
+	LEAQ   (SI)(R8*4), R13
+	LEAQ   (SI)(R8*8), DX
+	MOVQ   R9, DI
+	MOVQ   R10, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+
+q80v83blk:
+	PREFETCHT0      (DX)
+	PREFETCHT0      64(DX)
+	PREFETCHT0      128(DX)
+	PREFETCHT0      192(DX)
+	PREFETCHT0      256(DX)
+	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X4, X23, X28, X20)
+	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X6, X23, X28, X20)
+	VINSERTI32X4    $1, X6, Y4, Y4
+	VCVTPH2PS       Y4, Z4
+	Q80ACT8((DI), 2(DI), Z5, Z7, Z14)
+	Q80ACT8((DI)(BX*1), 2(DI)(BX*1), Z15, Z29, Z22)
+	Q80ACT8((DI)(BX*2), 2(DI)(BX*2), Z31, Z30, Z21)
+	Q80PAIR8X3(2(AX), 2(AX)(R8*1), Z10, Z0, Z16, Z24)
+	Q80PAIR8X3(2(AX)(R8*2), 2(AX)(R14*1), Z11, Z1, Z17, Z25)
+	Q80PAIR8X3(2(R13), 2(R13)(R8*1), Z12, Z2, Z18, Z26)
+	Q80PAIR8X3(2(R13)(R8*2), 2(R13)(R14*1), Z13, Z3, Z19, Z27)
+	ADDQ            $34, AX
+	ADDQ            $34, R13
+	ADDQ            $272, DX
+	ADDQ            $34, DI
+	DECQ            CX
+	JNZ             q80v83blk
+
+	FINISH8X(R11)
+	VMOVAPS Z16, Z0
+	VMOVAPS Z17, Z1
+	VMOVAPS Z18, Z2
+	VMOVAPS Z19, Z3
+	LEAQ    (R11)(R15*1), DX
+	FINISH8X(DX)
+	VMOVAPS Z24, Z0
+	VMOVAPS Z25, Z1
+	VMOVAPS Z26, Z2
+	VMOVAPS Z27, Z3
+	LEAQ    (DX)(R15*1), DX
+	FINISH8X(DX)
+	ADDQ $32, R11
+	LEAQ (SI)(R8*8), SI
+	DECQ R12
+	JNZ  q80v83group
+	VZEROUPPER
+	RET
