@@ -16,6 +16,11 @@
 #   llama-draft     llama-server --model-draft DRAFT --spec-type draft-simple
 #                   (v0.5.0 loads a --model-draft alone but drafts nothing
 #                   with it: no draft_n in its timings)
+#   base            BASELINE serve, another build of Sluice (a change's
+#   base-ngram      parent), plain and --speculate ngram, when BASELINE is
+#                   set: a change to speculation measured against its
+#                   parent in the same rounds, not against last session's
+#                   table
 #
 # WORKLOADS (default: edit edit-chat json-chat free) picks them: edit and
 # free are raw completions of benchEditText and benchFreeText; edit-chat and
@@ -179,6 +184,17 @@ EOF
 }
 
 servers=(sluice sluice-ngram llama)
+BASELINE=${BASELINE:-}
+if [[ -n $BASELINE ]]; then
+	[[ -x $BASELINE ]] || {
+		echo "baseline build $BASELINE is missing" >&2
+		exit 2
+	}
+	# a build from a git worktree carries no vcs stamp: say which it is
+	rev=$(go version -m "$BASELINE" 2>/dev/null | awk '$1 == "build" && $2 ~ /^vcs.revision=/ {print substr($2, 14, 7)}' || true)
+	echo "baseline: $BASELINE (vcs.revision ${rev:-not stamped})"
+	servers+=(base base-ngram)
+fi
 for t in $SPEC_TYPES; do
 	servers+=("llama-$t")
 done
@@ -202,6 +218,8 @@ start() { # NAME
 	sluice) start_sluice "$PORT" spec-sluice "${template[@]}" ;;
 	sluice-ngram) start_sluice "$PORT" spec-sluice-ngram --speculate ngram "${template[@]}" ;;
 	sluice-draft) start_sluice "$PORT" spec-sluice-draft --draft-model "$DRAFT" "${template[@]}" ;;
+	base) SLUICE=$BASELINE start_sluice "$PORT" spec-base "${template[@]}" ;;
+	base-ngram) SLUICE=$BASELINE start_sluice "$PORT" spec-base-ngram --speculate ngram "${template[@]}" ;;
 	llama) start_llama "$PORT" spec-llama "${ltemplate[@]}" ;;
 	llama-draft) start_llama "$PORT" spec-llama-draft --model-draft "$DRAFT" --spec-type draft-simple "${ltemplate[@]}" ;;
 	llama-*) start_llama "$PORT" "spec-$1" --spec-type "${1#llama-}" "${ltemplate[@]}" ;;
@@ -215,7 +233,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 	for ((i = 0; i < n; i++)); do
 		s=${servers[$(((i + r) % n))]}
 		kind=llama
-		[[ $s == sluice* ]] && kind=sluice
+		[[ $s == sluice* || $s == base* ]] && kind=sluice
 		nw=${#WORKLOADS[@]}
 		for ((j = 0; j < nw; j++)); do
 			w=${WORKLOADS[$(((j + i + r) % nw))]} # each server meets the workloads in turn
@@ -265,4 +283,11 @@ for w in workloads:
         per = "%.2f" % (d / n) if not math.isnan(d) else ""
         print("| %s | %s | %.1f | %.2f | %s | %s | %s |" % (w, s, statistics.median(tps), ratios(s, "sluice", w),
               " | ".join("%.2f" % ratios(m, s, w) for m in mine), acc, per))
+if "base" in servers:
+    print("\nspeculation over its own build's plain decode (medians over rounds):\n")
+    print("| workload | this build: sluice-ngram × sluice | baseline: base-ngram × base | base × sluice |")
+    print("|---|---:|---:|---:|")
+    for w in workloads:
+        print("| %s | %.2f | %.2f | %.2f |" % (w, ratios("sluice-ngram", "sluice", w), ratios("base-ngram", "base", w),
+              ratios("base", "sluice", w)))
 EOF
