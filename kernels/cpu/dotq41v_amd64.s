@@ -35,6 +35,7 @@
 // lanes, K2 the upper four dwords of a ymm.
 
 #include "dotq41v_amd64.h"
+#include "dotg8_amd64.h"
 
 // Q41PAIR: acc += the pair's block products (the rows' blocks at b0 and
 // b1, their quants at q0 and q1); ms lanes 1 and 9 += m·s. w, c, t, u are
@@ -318,6 +319,16 @@ q41vdone:
 // Z16..Z19 and Z29 the second's; Z15, Z20 and Z22 its quants, [dx s] and
 // Q, as Z5, Z6 and Z21 are the first's.
 
+// Q41V8_CONSTS: Z9 the nibble masks, Z8 [1, 1/16], Z10..Z13 the pairs'
+// scale indices, as the one-row groups load them.
+#define Q41V8_CONSTS \
+	VMOVDQU64 q41Mask<>(SB), Z9; \
+	VMOVUPS   q41vHalf<>(SB), Z8; \
+	VMOVDQU64 q41vIdx<>+0(SB), Z10; \
+	VMOVDQU64 q41vIdx<>+64(SB), Z11; \
+	VMOVDQU64 q41vIdx<>+128(SB), Z12; \
+	VMOVDQU64 q41vIdx<>+192(SB), Z13
+
 // Q41PAIR8X2: Q41PAIR8 for both activations from one unpacking.
 #define Q41PAIR8X2(q0, q1, idx, acc0, acc1) \
 	VBROADCASTI32X4   q0, Y23; \
@@ -349,46 +360,14 @@ q41vdone:
 
 // func dotQ4_1Q8_1Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ4_1Q8_1Rows8x2VNNI(SB), NOSPLIT, $0-64
-	VMOVDQU64 q41Mask<>(SB), Z9
-	VMOVUPS   q41vHalf<>(SB), Z8
-	VMOVDQU64 q41vIdx<>+0(SB), Z10
-	VMOVDQU64 q41vIdx<>+64(SB), Z11
-	VMOVDQU64 q41vIdx<>+128(SB), Z12
-	VMOVDQU64 q41vIdx<>+192(SB), Z13
-	MOVQ      w+0(FP), SI
-	MOVQ      wstride+8(FP), R8
-	MOVQ      x+16(FP), R9
-	MOVQ      xstride+24(FP), BX
-	MOVQ      nb+32(FP), R10
-	MOVQ      dst+40(FP), R11
-	MOVQ      dstride+48(FP), R15
-	SHLQ      $2, R15
-	MOVQ      groups+56(FP), R12
-	MOVL      $0xff00, AX
-	KMOVW     AX, K1
-	MOVL      $2, AX
-	KMOVW     AX, K2
-	MOVL      $4, AX
-	KMOVW     AX, K3
-	MOVL      $8, AX
-	KMOVW     AX, K4
-	LEAQ      (R8)(R8*2), R14
+	Q41V8_CONSTS
+	G8_ARGS($0xff00)
 
 q41v82group:
-	MOVQ   SI, AX
-	LEAQ   (SI)(R8*4), R13
-	LEAQ   (SI)(R8*8), DX
-	MOVQ   R9, DI
-	MOVQ   R10, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	G8_GROUP
+	ZERO4(Z0, Z1, Z2, Z3)
 	VPXORD Z4, Z4, Z4
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	ZERO4(Z16, Z17, Z18, Z19)
 	VPXORD Z29, Z29, Z29
 
 q41v82blk:
@@ -417,12 +396,7 @@ q41v82blk:
 	Q41PAIR8X2(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17)
 	Q41PAIR8X2(4(R13), 4(R13)(R8*1), Z12, Z2, Z18)
 	Q41PAIR8X2(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19)
-	ADDQ            $20, AX
-	ADDQ            $20, R13
-	ADDQ            $160, DX
-	ADDQ            $36, DI
-	DECQ            CX
-	JNZ             q41v82blk
+	G8_STEP($20, $160, $36, q41v82blk)
 
 	FINISH8D(0, Z0, Y0, X0, 0, R11)
 	FINISH8D(1, Z1, Y1, X1, 8, R11)
@@ -430,20 +404,14 @@ q41v82blk:
 	FINISH8D(3, Z3, Y3, X3, 24, R11)
 	// HSUM's VHADDPS has no EVEX form, so the second activation's sums
 	// move to Z0..Z4 first.
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
+	MOVE4(Z16, Z17, Z18, Z19)
 	VMOVAPS Z29, Z4
 	LEAQ    (R11)(R15*1), DX
 	FINISH8D(0, Z0, Y0, X0, 0, DX)
 	FINISH8D(1, Z1, Y1, X1, 8, DX)
 	FINISH8D(2, Z2, Y2, X2, 16, DX)
 	FINISH8D(3, Z3, Y3, X3, 24, DX)
-	ADDQ $32, R11
-	LEAQ (SI)(R8*8), SI
-	DECQ R12
-	JNZ  q41v82group
+	G8_NEXT(q41v82group)
 	VZEROUPPER
 	RET
 
@@ -488,51 +456,16 @@ q41v82blk:
 
 // func dotQ4_1Q8_1Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ4_1Q8_1Rows8x3VNNI(SB), NOSPLIT, $0-64
-	VMOVDQU64 q41Mask<>(SB), Z9
-	VMOVUPS   q41vHalf<>(SB), Z8
-	VMOVDQU64 q41vIdx<>+0(SB), Z10
-	VMOVDQU64 q41vIdx<>+64(SB), Z11
-	VMOVDQU64 q41vIdx<>+128(SB), Z12
-	VMOVDQU64 q41vIdx<>+192(SB), Z13
-	MOVQ      w+0(FP), SI
-	MOVQ      wstride+8(FP), R8
-	MOVQ      x+16(FP), R9
-	MOVQ      xstride+24(FP), BX
-	MOVQ      nb+32(FP), R10
-	MOVQ      dst+40(FP), R11
-	MOVQ      dstride+48(FP), R15
-	SHLQ      $2, R15
-	MOVQ      groups+56(FP), R12
-	MOVL      $0xff00, AX
-	KMOVW     AX, K1
-	MOVL      $2, AX
-	KMOVW     AX, K2
-	MOVL      $4, AX
-	KMOVW     AX, K3
-	MOVL      $8, AX
-	KMOVW     AX, K4
-	LEAQ      (R8)(R8*2), R14
+	Q41V8_CONSTS
+	G8_ARGS($0xff00)
 
 q41v83group:
-	MOVQ   SI, AX
-	LEAQ   (SI)(R8*4), R13
-	LEAQ   (SI)(R8*8), DX
-	MOVQ   R9, DI
-	MOVQ   R10, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	G8_GROUP
+	ZERO4(Z0, Z1, Z2, Z3)
 	VPXORD Z4, Z4, Z4
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	ZERO4(Z16, Z17, Z18, Z19)
 	VPXORD Z29, Z29, Z29
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
+	ZERO4(Z24, Z25, Z26, Z27)
 	VPXORD Z30, Z30, Z30
 
 q41v83blk:
@@ -553,31 +486,17 @@ q41v83blk:
 	Q41PAIR8X3(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17, Z25)
 	Q41PAIR8X3(4(R13), 4(R13)(R8*1), Z12, Z2, Z18, Z26)
 	Q41PAIR8X3(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19, Z27)
-	ADDQ            $20, AX
-	ADDQ            $20, R13
-	ADDQ            $160, DX
-	ADDQ            $36, DI
-	DECQ            CX
-	JNZ             q41v83blk
+	G8_STEP($20, $160, $36, q41v83blk)
 
 	FINISH8X(R11)
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
+	MOVE4(Z16, Z17, Z18, Z19)
 	VMOVAPS Z29, Z4
 	LEAQ    (R11)(R15*1), DX
 	FINISH8X(DX)
-	VMOVAPS Z24, Z0
-	VMOVAPS Z25, Z1
-	VMOVAPS Z26, Z2
-	VMOVAPS Z27, Z3
+	MOVE4(Z24, Z25, Z26, Z27)
 	VMOVAPS Z30, Z4
 	LEAQ    (DX)(R15*1), DX
 	FINISH8X(DX)
-	ADDQ $32, R11
-	LEAQ (SI)(R8*8), SI
-	DECQ R12
-	JNZ  q41v83group
+	G8_NEXT(q41v83group)
 	VZEROUPPER
 	RET

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "dotq_amd64.h"
+#include "dotg8_amd64.h"
 
 // AVX-512 VNNI form of dotQ8_0Q8_0Rows (dotq_amd64.s) for whole groups of
 // eight rows; the Go wrapper hands the rest to the AVX2 kernel. Decode's
@@ -173,6 +174,18 @@ q80v8blk:
 // and Z22 its quants, dx, −128·Σx and d_k·dx, as Z5, Z6, Z7 and Z14 are
 // the first's.
 
+// Q80V8_SETUP: the scale indices Z10..Z13, the arguments (dotg8_amd64.h),
+// Z9 0x80 bytes and Z8 zero, as the one-row groups have them.
+#define Q80V8_SETUP \
+	VMOVDQU64    q80vIdx<>+0(SB), Z10; \
+	VMOVDQU64    q80vIdx<>+64(SB), Z11; \
+	VMOVDQU64    q80vIdx<>+128(SB), Z12; \
+	VMOVDQU64    q80vIdx<>+192(SB), Z13; \
+	G8_ARGS($0xf0); \
+	MOVL         $0x80808080, AX; \
+	VPBROADCASTD AX, Z9; \
+	VPXORD       Z8, Z8, Z8
+
 // Q80PAIR8X2: Q80PAIR8 for both activations from one offsetting.
 #define Q80PAIR8X2(q0, q1, idx, acc0, acc1) \
 	VMOVDQU64         q0, Y23; \
@@ -199,46 +212,12 @@ q80v8blk:
 
 // func dotQ8_0Q8_0Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ8_0Q8_0Rows8x2VNNI(SB), NOSPLIT, $0-64
-	VMOVDQU64 q80vIdx<>+0(SB), Z10
-	VMOVDQU64 q80vIdx<>+64(SB), Z11
-	VMOVDQU64 q80vIdx<>+128(SB), Z12
-	VMOVDQU64 q80vIdx<>+192(SB), Z13
-	MOVQ      w+0(FP), SI
-	MOVQ      wstride+8(FP), R8
-	MOVQ      x+16(FP), R9
-	MOVQ      xstride+24(FP), BX
-	MOVQ      nb+32(FP), R10
-	MOVQ      dst+40(FP), R11
-	MOVQ      dstride+48(FP), R15
-	SHLQ      $2, R15
-	MOVQ      groups+56(FP), R12
-	MOVL      $0x80808080, AX
-	VPBROADCASTD AX, Z9
-	VPXORD    Z8, Z8, Z8
-	MOVL      $0xf0, AX
-	KMOVW     AX, K1
-	MOVL      $2, AX
-	KMOVW     AX, K2
-	MOVL      $4, AX
-	KMOVW     AX, K3
-	MOVL      $8, AX
-	KMOVW     AX, K4
-	LEAQ      (R8)(R8*2), R14
+	Q80V8_SETUP
 
 q80v82group:
-	MOVQ   SI, AX
-	LEAQ   (SI)(R8*4), R13
-	LEAQ   (SI)(R8*8), DX
-	MOVQ   R9, DI
-	MOVQ   R10, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
+	G8_GROUP
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z16, Z17, Z18, Z19)
 
 q80v82blk:
 	PREFETCHT0      (DX)
@@ -268,12 +247,7 @@ q80v82blk:
 	Q80PAIR8X2(2(AX)(R8*2), 2(AX)(R14*1), Z11, Z1, Z17)
 	Q80PAIR8X2(2(R13), 2(R13)(R8*1), Z12, Z2, Z18)
 	Q80PAIR8X2(2(R13)(R8*2), 2(R13)(R14*1), Z13, Z3, Z19)
-	ADDQ            $34, AX
-	ADDQ            $34, R13
-	ADDQ            $272, DX
-	ADDQ            $34, DI
-	DECQ            CX
-	JNZ             q80v82blk
+	G8_STEP($34, $272, $34, q80v82blk)
 
 	FINISH8D(Z0, Y0, X0, 0, R11)
 	FINISH8D(Z1, Y1, X1, 8, R11)
@@ -281,19 +255,13 @@ q80v82blk:
 	FINISH8D(Z3, Y3, X3, 24, R11)
 	// HSUM's VHADDPS has no EVEX form: the second activation's sums move
 	// to Z0..Z3 first.
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
+	MOVE4(Z16, Z17, Z18, Z19)
 	LEAQ    (R11)(R15*1), DX
 	FINISH8D(Z0, Y0, X0, 0, DX)
 	FINISH8D(Z1, Y1, X1, 8, DX)
 	FINISH8D(Z2, Y2, X2, 16, DX)
 	FINISH8D(Z3, Y3, X3, 24, DX)
-	ADDQ $32, R11
-	LEAQ (SI)(R8*8), SI
-	DECQ R12
-	JNZ  q80v82group
+	G8_NEXT(q80v82group)
 	VZEROUPPER
 	RET
 
@@ -337,50 +305,13 @@ q80v82blk:
 
 // func dotQ8_0Q8_0Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ8_0Q8_0Rows8x3VNNI(SB), NOSPLIT, $0-64
-	VMOVDQU64 q80vIdx<>+0(SB), Z10
-	VMOVDQU64 q80vIdx<>+64(SB), Z11
-	VMOVDQU64 q80vIdx<>+128(SB), Z12
-	VMOVDQU64 q80vIdx<>+192(SB), Z13
-	MOVQ      w+0(FP), SI
-	MOVQ      wstride+8(FP), R8
-	MOVQ      x+16(FP), R9
-	MOVQ      xstride+24(FP), BX
-	MOVQ      nb+32(FP), R10
-	MOVQ      dst+40(FP), R11
-	MOVQ      dstride+48(FP), R15
-	SHLQ      $2, R15
-	MOVQ      groups+56(FP), R12
-	MOVL      $0x80808080, AX
-	VPBROADCASTD AX, Z9
-	VPXORD    Z8, Z8, Z8
-	MOVL      $0xf0, AX
-	KMOVW     AX, K1
-	MOVL      $2, AX
-	KMOVW     AX, K2
-	MOVL      $4, AX
-	KMOVW     AX, K3
-	MOVL      $8, AX
-	KMOVW     AX, K4
-	LEAQ      (R8)(R8*2), R14
+	Q80V8_SETUP
 
 q80v83group:
-	MOVQ   SI, AX
-	LEAQ   (SI)(R8*4), R13
-	LEAQ   (SI)(R8*8), DX
-	MOVQ   R9, DI
-	MOVQ   R10, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z24, Z24, Z24
-	VPXORD Z25, Z25, Z25
-	VPXORD Z26, Z26, Z26
-	VPXORD Z27, Z27, Z27
+	G8_GROUP
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z16, Z17, Z18, Z19)
+	ZERO4(Z24, Z25, Z26, Z27)
 
 q80v83blk:
 	PREFETCHT0      (DX)
@@ -399,29 +330,15 @@ q80v83blk:
 	Q80PAIR8X3(2(AX)(R8*2), 2(AX)(R14*1), Z11, Z1, Z17, Z25)
 	Q80PAIR8X3(2(R13), 2(R13)(R8*1), Z12, Z2, Z18, Z26)
 	Q80PAIR8X3(2(R13)(R8*2), 2(R13)(R14*1), Z13, Z3, Z19, Z27)
-	ADDQ            $34, AX
-	ADDQ            $34, R13
-	ADDQ            $272, DX
-	ADDQ            $34, DI
-	DECQ            CX
-	JNZ             q80v83blk
+	G8_STEP($34, $272, $34, q80v83blk)
 
 	FINISH8X(R11)
-	VMOVAPS Z16, Z0
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z2
-	VMOVAPS Z19, Z3
+	MOVE4(Z16, Z17, Z18, Z19)
 	LEAQ    (R11)(R15*1), DX
 	FINISH8X(DX)
-	VMOVAPS Z24, Z0
-	VMOVAPS Z25, Z1
-	VMOVAPS Z26, Z2
-	VMOVAPS Z27, Z3
+	MOVE4(Z24, Z25, Z26, Z27)
 	LEAQ    (DX)(R15*1), DX
 	FINISH8X(DX)
-	ADDQ $32, R11
-	LEAQ (SI)(R8*8), SI
-	DECQ R12
-	JNZ  q80v83group
+	G8_NEXT(q80v83group)
 	VZEROUPPER
 	RET
