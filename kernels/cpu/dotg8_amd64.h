@@ -68,3 +68,12 @@
 	ADDQ xbb, DI; \
 	DECQ CX; \
 	JNZ  label
+
+// G8_PROD: one activation's part of a pair, c holding its start (zero, or
+// Q8_0's −128·Σx): acc += q's scales picked by idx times the four-byte sums
+// of its quants x with the pair's levels in Z23 (t is scratch).
+#define G8_PROD(x, q, idx, acc, c, t) \
+	VPDPBUSD    x, Z23, c; \
+	VCVTDQ2PS   c, c; \
+	VPERMPS     q, idx, t; \
+	VFMADD231PS t, c, acc

@@ -335,15 +335,9 @@ q41vdone:
 	VBROADCASTI32X4.Z q1, K1, Z24; \
 	VPTERNLOGD        $0xa8, Z9, Z24, Z23; \
 	VPXORD            Z25, Z25, Z25; \
-	VPDPBUSD          Z5, Z23, Z25; \
-	VCVTDQ2PS         Z25, Z25; \
-	VPERMPS           Z21, idx, Z26; \
-	VFMADD231PS       Z26, Z25, acc0; \
+	G8_PROD(Z5, Z21, idx, acc0, Z25, Z26); \
 	VPXORD            Z27, Z27, Z27; \
-	VPDPBUSD          Z15, Z23, Z27; \
-	VCVTDQ2PS         Z27, Z27; \
-	VPERMPS           Z22, idx, Z28; \
-	VFMADD231PS       Z28, Z27, acc1
+	G8_PROD(Z15, Z22, idx, acc1, Z27, Z28)
 
 // FINISH8D: FINISH8 storing through d.
 #define FINISH8D(p, accZ, accY, accX, off, d) \
@@ -423,11 +417,8 @@ q41v82blk:
 // Q41PROD8: one activation's part of a pair: acc += Q's scales (by idx)
 // times the products of its quants x with the unpacked levels in Z23.
 #define Q41PROD8(x, q, idx, acc) \
-	VPXORD      Z6, Z6, Z6; \
-	VPDPBUSD    x, Z23, Z6; \
-	VCVTDQ2PS   Z6, Z6; \
-	VPERMPS     q, idx, Z20; \
-	VFMADD231PS Z20, Z6, acc
+	VPXORD Z6, Z6, Z6; \
+	G8_PROD(x, q, idx, acc, Z6, Z20)
 
 #define Q41PAIR8X3(q0, q1, idx, acc0, acc1, acc2) \
 	VBROADCASTI32X4   q0, Y23; \

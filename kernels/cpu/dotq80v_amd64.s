@@ -192,15 +192,9 @@ q80v8blk:
 	VBROADCASTI64X4.Z q1, K1, Z24; \
 	VPTERNLOGD        $0x56, Z9, Z24, Z23; \
 	VMOVDQA64         Z7, Z25; \
-	VPDPBUSD          Z5, Z23, Z25; \
-	VCVTDQ2PS         Z25, Z25; \
-	VPERMPS           Z14, idx, Z26; \
-	VFMADD231PS       Z26, Z25, acc0; \
+	G8_PROD(Z5, Z14, idx, acc0, Z25, Z26); \
 	VMOVDQA64         Z29, Z27; \
-	VPDPBUSD          Z15, Z23, Z27; \
-	VCVTDQ2PS         Z27, Z27; \
-	VPERMPS           Z22, idx, Z28; \
-	VFMADD231PS       Z28, Z27, acc1
+	G8_PROD(Z15, Z22, idx, acc1, Z27, Z28)
 
 // FINISH8D: FINISH8 storing through d.
 #define FINISH8D(accZ, accY, accX, off, d) \
@@ -272,11 +266,8 @@ q80v82blk:
 
 // Q80PROD8: one activation's part of a pair (levels offset in Z23).
 #define Q80PROD8(x, bias, q, idx, acc) \
-	VMOVDQA64   bias, Z6; \
-	VPDPBUSD    x, Z23, Z6; \
-	VCVTDQ2PS   Z6, Z6; \
-	VPERMPS     q, idx, Z20; \
-	VFMADD231PS Z20, Z6, acc
+	VMOVDQA64 bias, Z6; \
+	G8_PROD(x, q, idx, acc, Z6, Z20)
 
 #define Q80PAIR8X3(q0, q1, idx, acc0, acc1, acc2) \
 	VMOVDQU64         q0, Y23; \
