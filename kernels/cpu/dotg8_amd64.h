@@ -77,3 +77,12 @@
 	VCVTDQ2PS   c, c; \
 	VPERMPS     q, idx, t; \
 	VFMADD231PS t, c, acc
+
+// G8_SCALES converts the group's eight [d, m] (Q4_1) or d (Q8_0) words of
+// the block into fZ, lane 2k row k's d (the file's SCALES4 gathers them;
+// X6, X20, X23 and X28 are scratch).
+#define G8_SCALES(fX, fY, fZ) \
+	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), fX, X23, X28, X20); \
+	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X6, X23, X28, X20); \
+	VINSERTI32X4 $1, X6, fY, fY; \
+	VCVTPH2PS    fY, fZ

@@ -316,8 +316,9 @@ q41vdone:
 // the bits are its, row for row). Registers as the one-row groups', with
 // BX the second activation's offset (xstride), R15 its dst's (dstride
 // bytes); Z0..Z3 and Z4 the first activation's accumulators and Σ m·s,
-// Z16..Z19 and Z29 the second's; Z15, Z20 and Z22 its quants, [dx s] and
-// Q, as Z5, Z6 and Z21 are the first's.
+// Z16..Z19 and Z29 the second's; Z15 and Z22 its quants and Q, as Z5
+// and Z21 are the first's; Z14 the rows' scales, Z6 each activation's
+// [dx s] in turn.
 
 // Q41V8_CONSTS: Z9 the nibble masks, Z8 [1, 1/16], Z10..Z13 the pairs'
 // scale indices, as the one-row groups load them.
@@ -328,6 +329,16 @@ q41vdone:
 	VMOVDQU64 q41vIdx<>+64(SB), Z11; \
 	VMOVDQU64 q41vIdx<>+128(SB), Z12; \
 	VMOVDQU64 q41vIdx<>+192(SB), Z13
+
+// Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
+// F in Z14 and its [dx s] at mem; ms += its m_k·s.
+#define Q41ACT8(mem, q, ms) \
+	VPBROADCASTD mem, Y6; \
+	VCVTPH2PS    Y6, Z6; \
+	VMULPS       Z6, Z14, q; \
+	VADDPS       q, ms, ms; \
+	VMOVSLDUP    q, q; \
+	VMULPS       Z8, q, q
 
 // Q41PAIR8X2: Q41PAIR8 for both activations from one unpacking.
 #define Q41PAIR8X2(q0, q1, idx, acc0, acc1) \
@@ -368,24 +379,11 @@ q41v82blk:
 	PREFETCHT0      (DX)
 	PREFETCHT0      64(DX)
 	PREFETCHT0      128(DX)
-	VPBROADCASTD    (DI), Y6
-	VCVTPH2PS       Y6, Z6
-	VPBROADCASTD    (DI)(BX*1), Y20
-	VCVTPH2PS       Y20, Z20
 	VBROADCASTI64X4 4(DI), Z5
 	VBROADCASTI64X4 4(DI)(BX*1), Z15
-	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X24, X25)
-	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X21, X26, X27, X28)
-	VINSERTI32X4    $1, X21, Y14, Y14
-	VCVTPH2PS       Y14, Z14
-	VMULPS          Z6, Z14, Z21
-	VMULPS          Z20, Z14, Z22
-	VADDPS          Z21, Z4, Z4
-	VADDPS          Z22, Z29, Z29
-	VMOVSLDUP       Z21, Z21
-	VMULPS          Z8, Z21, Z21
-	VMOVSLDUP       Z22, Z22
-	VMULPS          Z8, Z22, Z22
+	G8_SCALES(X14, Y14, Z14)
+	Q41ACT8((DI), Z21, Z4)
+	Q41ACT8((DI)(BX*1), Z22, Z29)
 	Q41PAIR8X2(4(AX), 4(AX)(R8*1), Z10, Z0, Z16)
 	Q41PAIR8X2(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17)
 	Q41PAIR8X2(4(R13), 4(R13)(R8*1), Z12, Z2, Z18)
@@ -428,16 +426,6 @@ q41v82blk:
 	Q41PROD8(Z15, Z22, idx, acc1); \
 	Q41PROD8(Z31, Z7, idx, acc2)
 
-// Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
-// F in Z14 and its [dx s] at mem; ms += its m_k·s.
-#define Q41ACT8(mem, q, ms) \
-	VPBROADCASTD mem, Y6; \
-	VCVTPH2PS    Y6, Z6; \
-	VMULPS       Z6, Z14, q; \
-	VADDPS       q, ms, ms; \
-	VMOVSLDUP    q, q; \
-	VMULPS       Z8, q, q
-
 // FINISH8X: the four pairs' rows from Z0..Z3 and Z4, through d.
 #define FINISH8X(d) \
 	FINISH8D(0, Z0, Y0, X0, 0, d); \
@@ -466,10 +454,7 @@ q41v83blk:
 	VBROADCASTI64X4 4(DI), Z5
 	VBROADCASTI64X4 4(DI)(BX*1), Z15
 	VBROADCASTI64X4 4(DI)(BX*2), Z31
-	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X28, X20)
-	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X6, X23, X28, X20)
-	VINSERTI32X4    $1, X6, Y14, Y14
-	VCVTPH2PS       Y14, Z14
+	G8_SCALES(X14, Y14, Z14)
 	Q41ACT8((DI), Z21, Z4)
 	Q41ACT8((DI)(BX*1), Z22, Z29)
 	Q41ACT8((DI)(BX*2), Z7, Z30)

@@ -170,9 +170,9 @@ q80v8blk:
 // and its quants offset once for both activations, each activation adding
 // only its products, the one-row kernel's per lane. BX the second
 // activation's offset (xstride), R15 its dst's (dstride bytes); Z0..Z3 the
-// first activation's accumulators, Z16..Z19 the second's; Z15, Z20, Z29
-// and Z22 its quants, dx, −128·Σx and d_k·dx, as Z5, Z6, Z7 and Z14 are
-// the first's.
+// first activation's accumulators, Z16..Z19 the second's; Z15, Z29 and
+// Z22 its quants, −128·Σx and d_k·dx, as Z5, Z7 and Z14 are the first's;
+// Z4 the rows' scales, Z6 each activation's dx in turn.
 
 // Q80V8_SETUP: the scale indices Z10..Z13, the arguments (dotg8_amd64.h),
 // Z9 0x80 bytes and Z8 zero, as the one-row groups have them.
@@ -185,6 +185,17 @@ q80v8blk:
 	MOVL         $0x80808080, AX; \
 	VPBROADCASTD AX, Z9; \
 	VPXORD       Z8, Z8, Z8
+
+// Q80ACT8: an activation's quants x (at qmem) and −128·Σx (bias), and its
+// d_k·dx (q) from its dx at mem and the rows' scales in Z4.
+#define Q80ACT8(mem, qmem, x, bias, q) \
+	VBROADCASTI64X4 qmem, x; \
+	VPXORD          bias, bias, bias; \
+	VPDPBUSD        x, Z9, bias; \
+	VPSUBD          bias, Z8, bias; \
+	VPBROADCASTD    mem, Y6; \
+	VCVTPH2PS       Y6, Z6; \
+	VMULPS          Z6, Z4, q
 
 // Q80PAIR8X2: Q80PAIR8 for both activations from one offsetting.
 #define Q80PAIR8X2(q0, q1, idx, acc0, acc1) \
@@ -219,24 +230,9 @@ q80v82blk:
 	PREFETCHT0      128(DX)
 	PREFETCHT0      192(DX)
 	PREFETCHT0      256(DX)
-	VPBROADCASTD    (DI), Y6
-	VCVTPH2PS       Y6, Z6
-	VPBROADCASTD    (DI)(BX*1), Y20
-	VCVTPH2PS       Y20, Z20
-	VBROADCASTI64X4 2(DI), Z5
-	VBROADCASTI64X4 2(DI)(BX*1), Z15
-	VPXORD          Z7, Z7, Z7
-	VPDPBUSD        Z5, Z9, Z7
-	VPSUBD          Z7, Z8, Z7
-	VPXORD          Z29, Z29, Z29
-	VPDPBUSD        Z15, Z9, Z29
-	VPSUBD          Z29, Z8, Z29
-	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X23, X24, X25)
-	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X21, X26, X27, X28)
-	VINSERTI32X4    $1, X21, Y14, Y14
-	VCVTPH2PS       Y14, Z14
-	VMULPS          Z20, Z14, Z22
-	VMULPS          Z6, Z14, Z14
+	G8_SCALES(X4, Y4, Z4)
+	Q80ACT8((DI), 2(DI), Z5, Z7, Z14)
+	Q80ACT8((DI)(BX*1), 2(DI)(BX*1), Z15, Z29, Z22)
 	Q80PAIR8X2(2(AX), 2(AX)(R8*1), Z10, Z0, Z16)
 	Q80PAIR8X2(2(AX)(R8*2), 2(AX)(R14*1), Z11, Z1, Z17)
 	Q80PAIR8X2(2(R13), 2(R13)(R8*1), Z12, Z2, Z18)
@@ -277,17 +273,6 @@ q80v82blk:
 	Q80PROD8(Z15, Z29, Z22, idx, acc1); \
 	Q80PROD8(Z31, Z30, Z21, idx, acc2)
 
-// Q80ACT8: an activation's quants x (at qmem) and −128·Σx (bias), and its
-// d_k·dx (q) from its dx at mem and the rows' scales in Z4.
-#define Q80ACT8(mem, qmem, x, bias, q) \
-	VBROADCASTI64X4 qmem, x; \
-	VPXORD          bias, bias, bias; \
-	VPDPBUSD        x, Z9, bias; \
-	VPSUBD          bias, Z8, bias; \
-	VPBROADCASTD    mem, Y6; \
-	VCVTPH2PS       Y6, Z6; \
-	VMULPS          Z6, Z4, q
-
 #define FINISH8X(d) \
 	FINISH8D(Z0, Y0, X0, 0, d); \
 	FINISH8D(Z1, Y1, X1, 8, d); \
@@ -310,10 +295,7 @@ q80v83blk:
 	PREFETCHT0      128(DX)
 	PREFETCHT0      192(DX)
 	PREFETCHT0      256(DX)
-	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X4, X23, X28, X20)
-	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X6, X23, X28, X20)
-	VINSERTI32X4    $1, X6, Y4, Y4
-	VCVTPH2PS       Y4, Z4
+	G8_SCALES(X4, Y4, Z4)
 	Q80ACT8((DI), 2(DI), Z5, Z7, Z14)
 	Q80ACT8((DI)(BX*1), 2(DI)(BX*1), Z15, Z29, Z22)
 	Q80ACT8((DI)(BX*2), 2(DI)(BX*2), Z31, Z30, Z21)
