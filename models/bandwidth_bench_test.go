@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/kernels"
+	"github.com/sluicehq/sluice/kernels/cpu"
 	"github.com/sluicehq/sluice/models/modeltest"
 )
 
@@ -209,6 +210,51 @@ func BenchmarkDecodeBandwidthPaired(b *testing.B) {
 				b.ReportMetric(decodeGBs/readGBs, "fraction")
 			})
 		}
+	}
+}
+
+// BenchmarkDecodeLayouts times decode on the default model with its Q4_1
+// matrices regrouped (kernels/cpu's q41pack.go) and in the file's layout
+// (cpu.Backend.KeepFileLayout), the two alternated step by step in one
+// process with a read pass after each, so both meet the same memory on a
+// VM whose read rate moves between seconds. Metrics: each layout's
+// fraction of the read rate, and file-ns/grouped-ns, the step's speed-up.
+func BenchmarkDecodeLayouts(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("SmolLM2-135M-Q4_1/threads=%d", threads), func(b *testing.B) {
+			grouped := loadDefault(b, threads, decodeBWOptions)
+			file := loadModelWith(b, smolLM2Path, "make model", threads, decodeBWOptions, (*cpu.Backend).KeepFileLayout)
+			perToken := weightBytes(b, grouped)
+			read := newReadPass(b, grouped.be, perToken)
+			dg, df := newDecodeLoop(grouped), newDecodeLoop(file)
+			for range decodeCycle {
+				dg.step(b)
+				df.step(b)
+				read.run(b)
+			}
+			var tg, tf, tr time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				dg.step(b)
+				t1 := time.Now()
+				read.run(b)
+				t2 := time.Now()
+				df.step(b)
+				t3 := time.Now()
+				read.run(b)
+				tg += t1.Sub(t0)
+				tf += t3.Sub(t2)
+				tr += t2.Sub(t1) + time.Since(t3)
+			}
+			if dg.tok != df.tok {
+				b.Fatalf("the layouts decoded different tokens: %d and %d", dg.tok, df.tok)
+			}
+			readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
+			gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }
+			b.ReportMetric(gbs(tg)/readGBs, "grouped-fraction")
+			b.ReportMetric(gbs(tf)/readGBs, "file-fraction")
+			b.ReportMetric(tf.Seconds()/tg.Seconds(), "speedup")
+		})
 	}
 }
 

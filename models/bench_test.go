@@ -19,6 +19,13 @@ func loadDefault(tb testing.TB, threads int, opts Options) *Llama {
 // absent (fetch names the make target that brings it).
 func loadModel(tb testing.TB, path, fetch string, threads int, opts Options) *Llama {
 	tb.Helper()
+	return loadModelWith(tb, path, fetch, threads, opts, nil)
+}
+
+// loadModelWith is loadModel with setup (when not nil) run on the backend
+// before the weights are uploaded.
+func loadModelWith(tb testing.TB, path, fetch string, threads int, opts Options, setup func(*cpu.Backend)) *Llama {
+	tb.Helper()
 	if _, err := os.Stat(path); err != nil {
 		tb.Skipf("model absent (%v): run `%s`", err, fetch)
 	}
@@ -29,6 +36,9 @@ func loadModel(tb testing.TB, path, fetch string, threads int, opts Options) *Ll
 	tb.Cleanup(func() { src.Close() })
 	be := cpu.New(threads)
 	tb.Cleanup(func() { be.Close() })
+	if setup != nil {
+		setup(be)
+	}
 	m, err := Load(src, be, opts)
 	if err != nil {
 		tb.Fatal(err)

@@ -137,12 +137,13 @@ func (l levels) put8(m, e int, v uint64) {
 // at every GC, and reallocating 40 KiB a chunk was 1,100 allocations a
 // 2-thread Gemma 3 prompt.
 type amxScratch struct {
-	busy atomic.Bool
-	lv   []byte
-	sc   []float32
-	half []uint16
-	cbuf [1024]int32 // four stored C tiles
-	call amxCall
+	busy  atomic.Bool
+	lv    []byte
+	sc    []float32
+	half  []uint16
+	canon []byte      // a grouped weight's tile rows, regrouped (q41pack.go)
+	cbuf  [1024]int32 // four stored C tiles
+	call  amxCall
 }
 
 // claim returns a scratch no other thread holds; release it when done. At
@@ -294,12 +295,12 @@ func (p *amxPlan) run(dst []float32, out int, wt *tensor, lo, hi int) {
 		// A cached tile is a whole one: a range that split a tile (never
 		// matMul's, whose chunks are whole tiles) unpacks its own rows.
 		if cache != nil && o0%16 == 0 && rows == min(16, cache.rows-o0) {
-			lv, sc, ok = cache.tile(o0/16, p, s, wt.raw, wrb, nb)
+			lv, sc, ok = cache.tile(o0/16, p, s, wt, nb)
 		}
 		if ok {
 			c.a, c.astride, c.akstep = &lv[0], p.f.blockK, bstep
 		} else {
-			lv, sc = p.unpackTile(s, wt.raw[o0*wrb:], wrb, rows, nb, astride)
+			lv, sc = p.unpackTile(s, wt.canonicalRows(&s.canon, o0, o0+rows, wrb), wrb, rows, nb, astride)
 			c.a, c.astride, c.akstep = &lv[0], astride, p.f.blockK
 		}
 		c.sw = &sc[0]

@@ -109,7 +109,7 @@ func (p *amxPlan) amxCacheOf(wt *tensor) *amxCache {
 // tile returns tile t's levels and scales from the cache, unpacking them
 // into it from w first if no one has. ok is false while another goroutine
 // fills it: the caller unpacks its own copy (the same bits) meanwhile.
-func (c *amxCache) tile(t int, p *amxPlan, s *amxScratch, w []byte, wrb, nb int) (lv []byte, sc []float32, ok bool) {
+func (c *amxCache) tile(t int, p *amxPlan, s *amxScratch, wt *tensor, nb int) (lv []byte, sc []float32, ok bool) {
 	lv = c.lv[t*16*c.k : (t+1)*16*c.k]
 	sc = c.sc[t*c.nbk*c.step : (t+1)*c.nbk*c.step]
 	st := &c.state[t]
@@ -121,7 +121,8 @@ func (c *amxCache) tile(t int, p *amxPlan, s *amxScratch, w []byte, wrb, nb int)
 	}
 	rows := min(16, c.rows-16*t)
 	astride := p.k + 64
-	slv, ssc := p.unpackTile(s, w[16*t*wrb:], wrb, rows, nb, astride)
+	wrb := wt.dtype.RowBytes(p.k)
+	slv, ssc := p.unpackTile(s, wt.canonicalRows(&s.canon, 16*t, 16*t+rows, wrb), wrb, rows, nb, astride)
 	for b := range c.nbk {
 		blk := lv[b*16*c.blockK : (b+1)*16*c.blockK]
 		for m := range rows {

@@ -17,7 +17,16 @@ type Backend struct {
 	geglu   gegluScratch           // GeGLU's (gemma.go)
 	prompt  []bool                 // SetPromptRows' flags, one per batch row
 	matArgs []matArgs              // MatMuls' checked operands, kept to reuse
+	// fileLayout keeps every weight as the file lays it out (KeepFileLayout).
+	fileLayout bool
 }
+
+// KeepFileLayout makes later Uploads keep every weight in the model file's
+// layout, as llama.cpp's --no-repack does: no Q4_1 regrouping
+// (q41pack.go), so the weights take no memory of their own, at about a
+// tenth of Q4_1 decode's speed where memory is the limit. It also gives
+// benchmarks the layouts side by side.
+func (b *Backend) KeepFileLayout() { b.fileLayout = true }
 
 // New returns a CPU backend that splits large operations over threads
 // goroutines: the caller's and threads-1 helpers that live until Close.
@@ -41,7 +50,8 @@ func (b *Backend) SetPromptRows(prompt []bool) { b.prompt = append(b.prompt[:0],
 func (b *Backend) Threads() int { return b.threads }
 
 // Upload keeps referring to t.Data: on the CPU a weight is used where the
-// model file's mmap put it. F32 data is reinterpreted in place when aligned.
+// model file's mmap put it, except a Q4_1 matrix where the grouped kernels
+// run (q41pack.go), which is regrouped into a copy. F32 data is reinterpreted in place when aligned.
 func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if !t.DType.Known() {
 		return nil, fmt.Errorf("cpu backend: tensor %s: unsupported type %v", t.Name, t.DType)
@@ -59,6 +69,10 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	}
 	if t.DType == kernels.F32 {
 		ct.f32 = bytesToF32(t.Data)
+	}
+	if q41x8Kernels != nil && !b.fileLayout && t.DType == kernels.Q4_1 && len(t.Shape) == 2 && ct.rows() >= 8 {
+		// A copy: the mmap stays as the file has it.
+		ct.raw, ct.q41x8 = packQ41(t.Data, ct.rows(), cols/t.DType.BlockElems()), true
 	}
 	return ct, nil
 }

@@ -165,3 +165,234 @@ q41v8blk:
 q41v8done:
 	VZEROUPPER
 	RET
+
+// The grouped forms (q41pack.go) of the two kernels above, rows a multiple
+// of eight. Row pairs go as above, but pair p of a group has its [d m]
+// words at AX = group + 8p and its quants at R9 = group + 32 + 32p, each
+// block 160 bytes on; SI and R15 hold the pair's AX and R9 at block 0.
+
+// Q41G_PAIR_START points the pair's registers at its block 0.
+#define Q41G_PAIR_START \
+	MOVQ SI, AX; \
+	MOVQ R15, R9; \
+	MOVQ nb+40(FP), CX; \
+	MOVQ sc+32(FP), BX
+
+// Q41G_STEP steps the pair's weight registers to the next block, having
+// prefetched the next group's block whole: in the first pass that is the
+// group's bytes one group (four passes) ahead; in the others it costs
+// only load slots.
+#define Q41G_STEP \
+	PREFETCHT0 (AX)(R8*8); \
+	PREFETCHT0 64(AX)(R8*8); \
+	PREFETCHT0 128(AX)(R8*8); \
+	ADDQ       $160, AX; \
+	ADDQ       $160, R9
+
+// Q41G_PAIR_NEXT moves on to the next pair, from pair 3 of a group to
+// pair 0 of the next (8·wstride on from the group), and loops.
+#define Q41G_PAIR_NEXT(loop, done) \
+	ADDQ  $8, R12; \
+	ADDQ  $8, SI; \
+	ADDQ  $32, R15; \
+	SUBQ  $2, R14; \
+	JEQ   done; \
+	TESTQ $7, R14; \
+	JNZ   loop; \
+	LEAQ  -32(SI)(R8*8), SI; \
+	LEAQ  -128(R15)(R8*8), R15; \
+	JMP   loop
+
+// Q41G_PROD2: Q41VPROD for two pairs at once, the activation block at
+// mem loaded once: accA += pair A's (levels Z16, factors Z19) products,
+// accB += pair B's (Z24, Z27).
+#define Q41G_PROD2(off, mem, accA, accB) \
+	VBROADCASTI64X4 mem, Z22; \
+	VPXORD          Z23, Z23, Z23; \
+	VPDPBUSD        Z22, Z16, Z23; \
+	VCVTDQ2PS       Z23, Z23; \
+	VMULPS.BCST     off(BX), Z19, Z29; \
+	VFMADD231PS     Z23, Z29, accA; \
+	VPXORD          Z30, Z30, Z30; \
+	VPDPBUSD        Z22, Z24, Z30; \
+	VCVTDQ2PS       Z30, Z30; \
+	VMULPS.BCST     off(BX), Z27, Z31; \
+	VFMADD231PS     Z30, Z31, accB
+
+// Q41G4_FINISH stores a pair's four activations' results (accumulators
+// Z0..Z3, Σ m·s Z10) for rows off/4 and off/4 + 1.
+#define Q41G4_FINISH(off) \
+	VEXTRACTF32X4 $2, Z10, X11; \
+	SAVE_HIGH4; \
+	VHSUM4; \
+	Q41V_MS4(X10, X0, X1, X2, X3); \
+	VSTORE4(off); \
+	RESTORE_HIGH4; \
+	VHSUM4; \
+	Q41V_MS4(X11, X0, X1, X2, X3); \
+	VSTORE4(off+4)
+
+// dotQ4_1Q8_1Rows4GVNNI takes two pairs (four rows) a pass, A in the
+// registers above and B's accumulators in Z4..Z7 and its Σ m·s in Z12,
+// so each activation block is loaded once for both.
+// func dotQ4_1Q8_1Rows4GVNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+TEXT ·dotQ4_1Q8_1Rows4GVNNI(SB), NOSPLIT, $0-72
+	Q41V_CONSTS
+	VLOAD_ARGS
+	LEAQ 32(SI), R15
+
+q41g4row:
+	Q41G_PAIR_START
+	MOVQ   x+16(FP), DI
+	LEAQ   (DI)(R10*2), DX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z10, Z10, Z10
+	VXORPS Z12, Z12, Z12
+
+q41g4blk:
+	VBROADCASTF32X4 16(BX), Z21
+	Q41V_PAIRAT(Z21, (R9), 16(R9), (AX), 4(AX))
+	Q41V_PAIRR(Z21, 32(R9), 48(R9), 8(AX), 12(AX), Z24, Y24, Z25, Z26, Y26, Z27, Z28, Z12)
+	Q41G_PROD2(0, 4(DI), Z0, Z4)
+	Q41G_PROD2(4, 4(DI)(R10*1), Z1, Z5)
+	Q41G_PROD2(8, 4(DX), Z2, Z6)
+	Q41G_PROD2(12, 4(DX)(R10*1), Z3, Z7)
+	Q41G_STEP
+	ADDQ            $36, DI
+	ADDQ            $36, DX
+	ADDQ            $32, BX
+	DECQ            CX
+	JNZ             q41g4blk
+
+	Q41G4_FINISH(0)
+	VMOVAPS Z4, Z0
+	VMOVAPS Z5, Z1
+	VMOVAPS Z6, Z2
+	VMOVAPS Z7, Z3
+	VMOVAPS Z12, Z10
+	Q41G4_FINISH(8)
+	ADDQ $8, R12
+	ADDQ $8, SI
+	ADDQ $32, R15
+	SUBQ $2, R14
+	Q41G_PAIR_NEXT(q41g4row, q41g4done)
+
+q41g4done:
+	VZEROUPPER
+	RET
+
+// Q41G_PROD2S is Q41G_PROD2 for the eight-activation kernel, which has
+// registers for fewer temporaries: pair B's levels in Z20, factors in Z12.
+#define Q41G_PROD2S(off, mem, accA, accB) \
+	VBROADCASTI64X4 mem, Z23; \
+	VPXORD          Z13, Z13, Z13; \
+	VPDPBUSD        Z23, Z16, Z13; \
+	VCVTDQ2PS       Z13, Z13; \
+	VMULPS.BCST     off(BX), Z19, Z14; \
+	VFMADD231PS     Z13, Z14, accA; \
+	VPXORD          Z15, Z15, Z15; \
+	VPDPBUSD        Z23, Z20, Z15; \
+	VCVTDQ2PS       Z15, Z15; \
+	VMULPS.BCST     off(BX), Z12, Z17; \
+	VFMADD231PS     Z15, Z17, accB
+
+// Q41G8_FINISH stores a pair's eight activations' results (accumulators
+// Z0..Z7, Σ m·s Z10) for rows off/4 and off/4 + 1.
+#define Q41G8_FINISH(off) \
+	VEXTRACTF64X4 $1, Z10, Y11; \
+	SAVE_HIGH8; \
+	VHSUM8; \
+	Q41V_MS4(X10, X0, X1, X2, X3); \
+	VEXTRACTF128  $1, Y10, X10; \
+	Q41V_MS4(X10, X4, X5, X6, X7); \
+	VSTORE8(off); \
+	RESTORE_HIGH8; \
+	VHSUM8; \
+	Q41V_MS4(X11, X0, X1, X2, X3); \
+	VEXTRACTF128  $1, Y11, X11; \
+	Q41V_MS4(X11, X4, X5, X6, X7); \
+	VSTORE8(off+4)
+
+// dotQ4_1Q8_1Rows8GVNNI takes two pairs a pass as dotQ4_1Q8_1Rows4GVNNI
+// does: pair A's accumulators in Z0..Z7 and Σ m·s in Z10, B's in
+// Z24..Z31 and Z11.
+// func dotQ4_1Q8_1Rows8GVNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
+TEXT ·dotQ4_1Q8_1Rows8GVNNI(SB), NOSPLIT, $0-72
+	Q41V_CONSTS
+	VLOAD_ARGS
+	LEAQ 32(SI), R15
+
+q41g8row:
+	Q41G_PAIR_START
+	MOVQ   x+16(FP), DI
+	LEAQ   (DI)(R10*2), DX
+	ADDQ   R10, DX
+	LEAQ   (DX)(R10*2), R11
+	ADDQ   R10, R11
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	VXORPS Z24, Z24, Z24
+	VXORPS Z25, Z25, Z25
+	VXORPS Z26, Z26, Z26
+	VXORPS Z27, Z27, Z27
+	VXORPS Z28, Z28, Z28
+	VXORPS Z29, Z29, Z29
+	VXORPS Z30, Z30, Z30
+	VXORPS Z31, Z31, Z31
+
+q41g8blk:
+	VBROADCASTF64X4 32(BX), Z21
+	Q41V_PAIRAT(Z21, (R9), 16(R9), (AX), 4(AX))
+	Q41V_PAIRR(Z21, 32(R9), 48(R9), 8(AX), 12(AX), Z20, Y20, Z17, Z18, Y18, Z12, Z22, Z11)
+	Q41G_PROD2S(0, 4(DI), Z0, Z24)
+	Q41G_PROD2S(4, 4(DI)(R10*1), Z1, Z25)
+	Q41G_PROD2S(8, 4(DI)(R10*2), Z2, Z26)
+	Q41G_PROD2S(12, 4(DX), Z3, Z27)
+	Q41G_PROD2S(16, 4(DI)(R10*4), Z4, Z28)
+	Q41G_PROD2S(20, 4(DX)(R10*2), Z5, Z29)
+	Q41G_PROD2S(24, 4(R11), Z6, Z30)
+	Q41G_PROD2S(28, 4(DX)(R10*4), Z7, Z31)
+	Q41G_STEP
+	ADDQ            $36, DI
+	ADDQ            $36, DX
+	ADDQ            $36, R11
+	ADDQ            $64, BX
+	DECQ            CX
+	JNZ             q41g8blk
+
+	VMOVAPS Z11, Z15
+	Q41G8_FINISH(0)
+	VMOVAPS Z24, Z0
+	VMOVAPS Z25, Z1
+	VMOVAPS Z26, Z2
+	VMOVAPS Z27, Z3
+	VMOVAPS Z28, Z4
+	VMOVAPS Z29, Z5
+	VMOVAPS Z30, Z6
+	VMOVAPS Z31, Z7
+	VMOVAPS Z15, Z10
+	Q41G8_FINISH(8)
+	ADDQ $8, R12
+	ADDQ $8, SI
+	ADDQ $32, R15
+	SUBQ $2, R14
+	Q41G_PAIR_NEXT(q41g8row, q41g8done)
+
+q41g8done:
+	VZEROUPPER
+	RET

@@ -42,18 +42,26 @@ GLOBL q41Mul<>(SB), RODATA|NOPTR, $64
 // zero-extending loads merged with the nibble masks by one VPTERNLOGD,
 // (w|v)&mask), d into Z19 and m into Z20 as laid out above, and adds
 // [m_r ×8, m_r+1 ×8] × the activations' s (S, a zmm of them) to Z10.
-#define Q41V_PAIR(S) \
-	VBROADCASTI32X4   4(AX), Y16; \
-	VBROADCASTI32X4.Z 4(AX)(R9*1), K1, Z17; \
-	VPTERNLOGD        $0xa8, Z9, Z17, Z16; \
-	VPBROADCASTD      (AX), Y18; \
-	VPBROADCASTD      (AX)(R9*1), K2, Y18; \
-	VCVTPH2PS         Y18, Z18; \
-	VMOVSLDUP         Z18, Z19; \
-	VMULPS            Z8, Z19, Z19; \
-	VMOVSHDUP         Z18, Z20; \
-	VMULPS            S, Z20, Z20; \
-	VADDPS            Z20, Z10, Z10
+#define Q41V_PAIR(S) Q41V_PAIRAT(S, 4(AX), 4(AX)(R9*1), (AX), (AX)(R9*1))
+
+// Q41V_PAIRAT is Q41V_PAIR with the rows' quants at q0 and q1 and their
+// [d m] words at s0 and s1.
+#define Q41V_PAIRAT(S, q0, q1, s0, s1) Q41V_PAIRR(S, q0, q1, s0, s1, Z16, Y16, Z17, Z18, Y18, Z19, Z20, Z10)
+
+// Q41V_PAIRR is Q41V_PAIRAT into the registers given: levels lv (lvY its
+// ymm), d·dx factors d, Σ m·s ms; t, f (fY) and m are scratch.
+#define Q41V_PAIRR(S, q0, q1, s0, s1, lv, lvY, t, f, fY, d, m, ms) \
+	VBROADCASTI32X4   q0, lvY; \
+	VBROADCASTI32X4.Z q1, K1, t; \
+	VPTERNLOGD        $0xa8, Z9, t, lv; \
+	VPBROADCASTD      s0, fY; \
+	VPBROADCASTD      s1, K2, fY; \
+	VCVTPH2PS         fY, f; \
+	VMOVSLDUP         f, d; \
+	VMULPS            Z8, d, d; \
+	VMOVSHDUP         f, m; \
+	VMULPS            S, m, m; \
+	VADDPS            m, ms, ms
 
 // Q41VPROD: acc += [d·dx, d·dx/16] (dx at off(BX)) · Σ fours of the
 // pair's levels × the activation block's quants at mem, for both rows.

@@ -148,6 +148,61 @@ GLOBL q41vIdx<>(SB), RODATA|NOPTR, $256
 	VADDSS        X5, X15, X15; \
 	VMOVSS        X15, (off+4)(R11)
 
+// The two layouts of an eight-row group (the file's rows, or grouped as
+// in q41pack.go): how a block's eight [d m] words get into Z14 (as F:
+// lanes 2k, 2k+1 row k's d, m), and its four pairs' quants, handed to a
+// pair macro pair(q0, q1, idx, acc0, acc1, acc2) with pair p's scale
+// index and its accumulators for up to three activations. In the file's
+// layout the group's rows 0..3 are at AX + k·R8 (R14 = 3·R8), rows 4..7
+// at R13 + k·R8, and the next block 20 bytes on; grouped, the whole block
+// is at AX and the next 160 bytes on.
+#define Q41_SCALES_FILE G8_SCALES(X14, Y14, Z14)
+#define Q41_ROWS_FILE(pair) \
+	pair(4(AX), 4(AX)(R8*1), Z10, Z0, Z16, Z24); \
+	pair(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17, Z25); \
+	pair(4(R13), 4(R13)(R8*1), Z12, Z2, Z18, Z26); \
+	pair(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19, Z27)
+#define Q41_SCALES_GROUPED VCVTPH2PS (AX), Z14
+#define Q41_ROWS_GROUPED(pair) \
+	pair(32(AX), 48(AX), Z10, Z0, Z16, Z24); \
+	pair(64(AX), 80(AX), Z11, Z1, Z17, Z25); \
+	pair(96(AX), 112(AX), Z12, Z2, Z18, Z26); \
+	pair(128(AX), 144(AX), Z13, Z3, Z19, Z27)
+
+// Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
+// F in Z14 and its [dx s] at mem; ms += its m_k·s.
+#define Q41ACT8(mem, q, ms) \
+	VPBROADCASTD mem, Y6; \
+	VCVTPH2PS    Y6, Z6; \
+	VMULPS       Z6, Z14, q; \
+	VADDPS       q, ms, ms; \
+	VMOVSLDUP    q, q; \
+	VMULPS       Z8, q, q
+
+// Q41PAIR8X1 is Q41PAIR8 as the layouts' lists call it (one activation:
+// Q is Z14, the other accumulators unused).
+#define Q41PAIR8X1(q0, q1, idx, acc0, acc1, acc2) Q41PAIR8(q0, q1, idx, acc0, Z20, Y20, Z21, Z22, Z23)
+
+// Q41V81_BLOCK: a group's block for one activation in the layout given by
+// scales and rows, whose blocks are wbb bytes apart; loops to label. The
+// next group's bytes are prefetched in order, 160 a block, from DX.
+#define Q41V81_BLOCK(scales, rows, wbb, label) \
+	PREFETCHT0      (DX); \
+	PREFETCHT0      64(DX); \
+	PREFETCHT0      128(DX); \
+	VBROADCASTI64X4 4(DI), Z5; \
+	scales; \
+	Q41ACT8((DI), Z14, Z4); \
+	rows(Q41PAIR8X1); \
+	G8_STEP(wbb, $160, $36, label)
+
+// Q41V81_FINISH stores a group's eight results.
+#define Q41V81_FINISH \
+	FINISH8(0, Z0, Y0, X0, 0); \
+	FINISH8(1, Z1, Y1, X1, 8); \
+	FINISH8(2, Z2, Y2, X2, 16); \
+	FINISH8(3, Z3, Y3, X3, 24)
+
 // func dotQ4_1Q8_1RowsVNNI(w *byte, wstride int, x *byte, nb int, dst *float32, rows int)
 TEXT ·dotQ4_1Q8_1RowsVNNI(SB), NOSPLIT, $0-48
 	MOVQ      w+0(FP), SI
@@ -193,35 +248,8 @@ q41v8group:
 	VPXORD Z4, Z4, Z4
 
 q41v8blk:
-	PREFETCHT0      (DX)
-	PREFETCHT0      64(DX)
-	PREFETCHT0      128(DX)
-	VPBROADCASTD    (DI), Y6
-	VCVTPH2PS       Y6, Z6
-	VBROADCASTI64X4 4(DI), Z5
-	SCALES4((AX), (AX)(R8*1), (AX)(R8*2), (AX)(R14*1), X14, X16, X17, X18)
-	SCALES4((R13), (R13)(R8*1), (R13)(R8*2), (R13)(R14*1), X15, X19, X20, X21)
-	VINSERTI32X4    $1, X15, Y14, Y14
-	VCVTPH2PS       Y14, Z14
-	VMULPS          Z6, Z14, Z14
-	VADDPS          Z14, Z4, Z4
-	VMOVSLDUP       Z14, Z14
-	VMULPS          Z8, Z14, Z14
-	Q41PAIR8(4(AX), 4(AX)(R8*1), Z10, Z0, Z24, Y24, Z25, Z26, Z27)
-	Q41PAIR8(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z28, Y28, Z29, Z30, Z31)
-	Q41PAIR8(4(R13), 4(R13)(R8*1), Z12, Z2, Z16, Y16, Z17, Z18, Z19)
-	Q41PAIR8(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z20, Y20, Z21, Z22, Z23)
-	ADDQ            $20, AX
-	ADDQ            $20, R13
-	ADDQ            $160, DX
-	ADDQ            $36, DI
-	DECQ            CX
-	JNZ             q41v8blk
-
-	FINISH8(0, Z0, Y0, X0, 0)
-	FINISH8(1, Z1, Y1, X1, 8)
-	FINISH8(2, Z2, Y2, X2, 16)
-	FINISH8(3, Z3, Y3, X3, 24)
+	Q41V81_BLOCK(Q41_SCALES_FILE, Q41_ROWS_FILE, $20, q41v8blk)
+	Q41V81_FINISH
 	ADDQ  $32, R11
 	LEAQ  (SI)(R8*8), SI
 	SUBQ  $8, R12
@@ -330,16 +358,6 @@ q41vdone:
 	VMOVDQU64 q41vIdx<>+128(SB), Z12; \
 	VMOVDQU64 q41vIdx<>+192(SB), Z13
 
-// Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
-// F in Z14 and its [dx s] at mem; ms += its m_k·s.
-#define Q41ACT8(mem, q, ms) \
-	VPBROADCASTD mem, Y6; \
-	VCVTPH2PS    Y6, Z6; \
-	VMULPS       Z6, Z14, q; \
-	VADDPS       q, ms, ms; \
-	VMOVSLDUP    q, q; \
-	VMULPS       Z8, q, q
-
 // Q41PAIR8X2: Q41PAIR8 for both activations from one unpacking.
 #define Q41PAIR8X2(q0, q1, idx, acc0, acc1) \
 	VBROADCASTI32X4   q0, Y23; \
@@ -363,6 +381,48 @@ q41vdone:
 	VADDSS        X5, X15, X15; \
 	VMOVSS        X15, (off+4)(d)
 
+// Q41V82_BLOCK: one block of a group for two activations; scales leaves
+// the rows' [d m] in Z14 as F, rows lists the four pairs' quants (the
+// group's layout: the file's rows, or grouped as in q41pack.go) and wbb is
+// the layout's step to the next block.
+#define Q41V82_BLOCK(scales, rows, wbb, label) \
+	PREFETCHT0      (DX); \
+	PREFETCHT0      64(DX); \
+	PREFETCHT0      128(DX); \
+	VBROADCASTI64X4 4(DI), Z5; \
+	VBROADCASTI64X4 4(DI)(BX*1), Z15; \
+	scales; \
+	Q41ACT8((DI), Z21, Z4); \
+	Q41ACT8((DI)(BX*1), Z22, Z29); \
+	rows(Q41PAIR8X2X); \
+	G8_STEP(wbb, $160, $36, label)
+
+// Q41PAIR8X2X is Q41PAIR8X2 as the layouts' row lists call a pair
+// macro, with a third activation's accumulator it has no use for.
+#define Q41PAIR8X2X(q0, q1, idx, acc0, acc1, acc2) Q41PAIR8X2(q0, q1, idx, acc0, acc1)
+
+#define Q41V82_ZERO \
+	ZERO4(Z0, Z1, Z2, Z3); \
+	VPXORD Z4, Z4, Z4; \
+	ZERO4(Z16, Z17, Z18, Z19); \
+	VPXORD Z29, Z29, Z29
+
+// Q41V82_END stores a group's results for both activations and steps to
+// the next group.
+#define Q41V82_END(group) \
+	FINISH8D(0, Z0, Y0, X0, 0, R11); \
+	FINISH8D(1, Z1, Y1, X1, 8, R11); \
+	FINISH8D(2, Z2, Y2, X2, 16, R11); \
+	FINISH8D(3, Z3, Y3, X3, 24, R11); \
+	MOVE4(Z16, Z17, Z18, Z19); \
+	VMOVAPS Z29, Z4; \
+	LEAQ    (R11)(R15*1), DX; \
+	FINISH8D(0, Z0, Y0, X0, 0, DX); \
+	FINISH8D(1, Z1, Y1, X1, 8, DX); \
+	FINISH8D(2, Z2, Y2, X2, 16, DX); \
+	FINISH8D(3, Z3, Y3, X3, 24, DX); \
+	G8_NEXT(group)
+
 // func dotQ4_1Q8_1Rows8x2VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ4_1Q8_1Rows8x2VNNI(SB), NOSPLIT, $0-64
 	Q41V8_CONSTS
@@ -370,40 +430,28 @@ TEXT ·dotQ4_1Q8_1Rows8x2VNNI(SB), NOSPLIT, $0-64
 
 q41v82group:
 	G8_GROUP
-	ZERO4(Z0, Z1, Z2, Z3)
-	VPXORD Z4, Z4, Z4
-	ZERO4(Z16, Z17, Z18, Z19)
-	VPXORD Z29, Z29, Z29
+	Q41V82_ZERO
 
 q41v82blk:
-	PREFETCHT0      (DX)
-	PREFETCHT0      64(DX)
-	PREFETCHT0      128(DX)
-	VBROADCASTI64X4 4(DI), Z5
-	VBROADCASTI64X4 4(DI)(BX*1), Z15
-	G8_SCALES(X14, Y14, Z14)
-	Q41ACT8((DI), Z21, Z4)
-	Q41ACT8((DI)(BX*1), Z22, Z29)
-	Q41PAIR8X2(4(AX), 4(AX)(R8*1), Z10, Z0, Z16)
-	Q41PAIR8X2(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17)
-	Q41PAIR8X2(4(R13), 4(R13)(R8*1), Z12, Z2, Z18)
-	Q41PAIR8X2(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19)
-	G8_STEP($20, $160, $36, q41v82blk)
+	Q41V82_BLOCK(Q41_SCALES_FILE, Q41_ROWS_FILE, $20, q41v82blk)
+	Q41V82_END(q41v82group)
+	VZEROUPPER
+	RET
 
-	FINISH8D(0, Z0, Y0, X0, 0, R11)
-	FINISH8D(1, Z1, Y1, X1, 8, R11)
-	FINISH8D(2, Z2, Y2, X2, 16, R11)
-	FINISH8D(3, Z3, Y3, X3, 24, R11)
-	// HSUM's VHADDPS has no EVEX form, so the second activation's sums
-	// move to Z0..Z4 first.
-	MOVE4(Z16, Z17, Z18, Z19)
-	VMOVAPS Z29, Z4
-	LEAQ    (R11)(R15*1), DX
-	FINISH8D(0, Z0, Y0, X0, 0, DX)
-	FINISH8D(1, Z1, Y1, X1, 8, DX)
-	FINISH8D(2, Z2, Y2, X2, 16, DX)
-	FINISH8D(3, Z3, Y3, X3, 24, DX)
-	G8_NEXT(q41v82group)
+// dotQ4_1Q8_1Rows8x2GVNNI is dotQ4_1Q8_1Rows8x2VNNI over a grouped
+// matrix (q41pack.go).
+// func dotQ4_1Q8_1Rows8x2GVNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ4_1Q8_1Rows8x2GVNNI(SB), NOSPLIT, $0-64
+	Q41V8_CONSTS
+	G8_ARGS($0xff00)
+
+q41g82group:
+	G8_GROUP
+	Q41V82_ZERO
+
+q41g82blk:
+	Q41V82_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g82blk)
+	Q41V82_END(q41g82group)
 	VZEROUPPER
 	RET
 
@@ -433,6 +481,41 @@ q41v82blk:
 	FINISH8D(2, Z2, Y2, X2, 16, d); \
 	FINISH8D(3, Z3, Y3, X3, 24, d)
 
+// Q41PAIR8X3X is Q41PAIR8X3 as the layouts' lists call a pair macro.
+#define Q41PAIR8X3X(q0, q1, idx, acc0, acc1, acc2) Q41PAIR8X3(q0, q1, idx, acc0, acc1, acc2)
+
+#define Q41V83_ZERO \
+	Q41V82_ZERO; \
+	ZERO4(Z24, Z25, Z26, Z27); \
+	VPXORD Z30, Z30, Z30
+
+// Q41V83_BLOCK is Q41V82_BLOCK with the third activation.
+#define Q41V83_BLOCK(scales, rows, wbb, label) \
+	PREFETCHT0      (DX); \
+	PREFETCHT0      64(DX); \
+	PREFETCHT0      128(DX); \
+	VBROADCASTI64X4 4(DI), Z5; \
+	VBROADCASTI64X4 4(DI)(BX*1), Z15; \
+	VBROADCASTI64X4 4(DI)(BX*2), Z31; \
+	scales; \
+	Q41ACT8((DI), Z21, Z4); \
+	Q41ACT8((DI)(BX*1), Z22, Z29); \
+	Q41ACT8((DI)(BX*2), Z7, Z30); \
+	rows(Q41PAIR8X3X); \
+	G8_STEP(wbb, $160, $36, label)
+
+#define Q41V83_END(group) \
+	FINISH8X(R11); \
+	MOVE4(Z16, Z17, Z18, Z19); \
+	VMOVAPS Z29, Z4; \
+	LEAQ    (R11)(R15*1), DX; \
+	FINISH8X(DX); \
+	MOVE4(Z24, Z25, Z26, Z27); \
+	VMOVAPS Z30, Z4; \
+	LEAQ    (DX)(R15*1), DX; \
+	FINISH8X(DX); \
+	G8_NEXT(group)
+
 // func dotQ4_1Q8_1Rows8x3VNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
 TEXT ·dotQ4_1Q8_1Rows8x3VNNI(SB), NOSPLIT, $0-64
 	Q41V8_CONSTS
@@ -440,39 +523,54 @@ TEXT ·dotQ4_1Q8_1Rows8x3VNNI(SB), NOSPLIT, $0-64
 
 q41v83group:
 	G8_GROUP
-	ZERO4(Z0, Z1, Z2, Z3)
-	VPXORD Z4, Z4, Z4
-	ZERO4(Z16, Z17, Z18, Z19)
-	VPXORD Z29, Z29, Z29
-	ZERO4(Z24, Z25, Z26, Z27)
-	VPXORD Z30, Z30, Z30
+	Q41V83_ZERO
 
 q41v83blk:
-	PREFETCHT0      (DX)
-	PREFETCHT0      64(DX)
-	PREFETCHT0      128(DX)
-	VBROADCASTI64X4 4(DI), Z5
-	VBROADCASTI64X4 4(DI)(BX*1), Z15
-	VBROADCASTI64X4 4(DI)(BX*2), Z31
-	G8_SCALES(X14, Y14, Z14)
-	Q41ACT8((DI), Z21, Z4)
-	Q41ACT8((DI)(BX*1), Z22, Z29)
-	Q41ACT8((DI)(BX*2), Z7, Z30)
-	Q41PAIR8X3(4(AX), 4(AX)(R8*1), Z10, Z0, Z16, Z24)
-	Q41PAIR8X3(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17, Z25)
-	Q41PAIR8X3(4(R13), 4(R13)(R8*1), Z12, Z2, Z18, Z26)
-	Q41PAIR8X3(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19, Z27)
-	G8_STEP($20, $160, $36, q41v83blk)
+	Q41V83_BLOCK(Q41_SCALES_FILE, Q41_ROWS_FILE, $20, q41v83blk)
+	Q41V83_END(q41v83group)
+	VZEROUPPER
+	RET
 
-	FINISH8X(R11)
-	MOVE4(Z16, Z17, Z18, Z19)
-	VMOVAPS Z29, Z4
-	LEAQ    (R11)(R15*1), DX
-	FINISH8X(DX)
-	MOVE4(Z24, Z25, Z26, Z27)
-	VMOVAPS Z30, Z4
-	LEAQ    (DX)(R15*1), DX
-	FINISH8X(DX)
-	G8_NEXT(q41v83group)
+// dotQ4_1Q8_1Rows8x3GVNNI is dotQ4_1Q8_1Rows8x3VNNI over a grouped matrix.
+// func dotQ4_1Q8_1Rows8x3GVNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
+TEXT ·dotQ4_1Q8_1Rows8x3GVNNI(SB), NOSPLIT, $0-64
+	Q41V8_CONSTS
+	G8_ARGS($0xff00)
+
+q41g83group:
+	G8_GROUP
+	Q41V83_ZERO
+
+q41g83blk:
+	Q41V83_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g83blk)
+	Q41V83_END(q41g83group)
+	VZEROUPPER
+	RET
+
+// dotQ4_1Q8_1RowsGVNNI is the one-row kernel's groups of eight over a
+// grouped matrix (q41pack.go), rows a multiple of eight: a block's eight
+// [d m] words are one load and its 160 bytes one stream. The same
+// arithmetic, so the same bits.
+// func dotQ4_1Q8_1RowsGVNNI(w *byte, wstride int, x *byte, nb int, dst *float32, groups int)
+TEXT ·dotQ4_1Q8_1RowsGVNNI(SB), NOSPLIT, $0-48
+	Q41V8_CONSTS
+	MOVQ  w+0(FP), SI
+	MOVQ  wstride+8(FP), R8
+	MOVQ  x+16(FP), R9
+	MOVQ  nb+24(FP), R10
+	MOVQ  dst+32(FP), R11
+	MOVQ  groups+40(FP), R12
+	MOVL  $0xff00, AX
+	KMOVW AX, K1
+
+q41g8group:
+	G8_GROUP
+	ZERO4(Z0, Z1, Z2, Z3)
+	VPXORD Z4, Z4, Z4
+
+q41g8blk:
+	Q41V81_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g8blk)
+	Q41V81_FINISH
+	G8_NEXT(q41g8group)
 	VZEROUPPER
 	RET

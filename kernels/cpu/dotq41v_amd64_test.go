@@ -272,23 +272,34 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 		xq := make([]byte, nb*k.actBlockBytes)
 		k.quantize(xq, randVec(r, in))
 		dst := make([]float32, c.rows)
+		grouped := c.dt == kernels.Q4_1 && q41x8Kernels != nil
 		for _, f := range []struct {
 			name string
 			rows rowsDot
+			raw  []byte
 			ok   bool
 		}{
-			{"avx2", asmRows(c.avx2, c.dt.BlockBytes(), k.actBlockBytes), useAVX2},
-			{"vnni512", asmRows(c.vnni, c.dt.BlockBytes(), k.actBlockBytes), useVNNI512},
+			{"avx2", asmRows(c.avx2, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useAVX2},
+			{"vnni512", asmRows(c.vnni, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useVNNI512},
+			{"vnni512-grouped", q41x8Rows(grouped), packQ41(w.raw, c.rows, nb), grouped},
 		} {
 			if !f.ok {
 				continue
 			}
 			b.Run(c.dt.String()+"/"+f.name, func(b *testing.B) {
 				for b.Loop() {
-					f.rows(dst, w.raw, c.dt.RowBytes(in), xq, nb)
+					f.rows(dst, f.raw, c.dt.RowBytes(in), xq, nb)
 				}
 				b.ReportMetric(float64(len(w.raw))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			})
 		}
 	}
+}
+
+// q41x8Rows is the grouped one-row kernel where it runs.
+func q41x8Rows(ok bool) rowsDot {
+	if !ok {
+		return nil
+	}
+	return q41x8Kernels.rows
 }

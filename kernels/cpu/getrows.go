@@ -12,9 +12,14 @@ import (
 func getRows(dst []float32, src *tensor, rows []int32) error {
 	cols := src.cols()
 	rb := src.dtype.RowBytes(cols)
+	var canon []byte
 	for i, r := range rows {
 		off := int(r) * rb
-		if err := quant.Dequantize(src.dtype, src.raw[off:off+rb], dst[i*cols:(i+1)*cols]); err != nil {
+		row := src.raw[off : off+rb]
+		if src.q41x8 {
+			row = src.canonicalRows(&canon, int(r), int(r)+1, rb)
+		}
+		if err := quant.Dequantize(src.dtype, row, dst[i*cols:(i+1)*cols]); err != nil {
 			return fmt.Errorf("cpu backend: GetRows row %d: %w", r, err)
 		}
 	}

@@ -306,7 +306,7 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 	dt := wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
-	raw, xq, rows := wt.raw, s.xq, s.k.rows
+	raw, xq := wt.raw, s.xq
 	tile := wTile
 	if s.n == 1 {
 		tile = hi - lo
@@ -315,19 +315,28 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 		i1 := min(s.n, i0+xTile)
 		for o0 := lo; o0 < hi; o0 += tile {
 			o1 := min(hi, o0+tile)
-			ws := raw[o0*wrb : o1*wrb]
+			ws, ks := raw[o0*wrb:o1*wrb], s.k
+			var canon *[]byte
+			if wt.q41x8 {
+				if o0%8 == 0 && (o1%8 == 0 || o1 == out) {
+					ks = q41x8Kernels
+				} else { // a range that splits a group (matMulShared's, at most)
+					canon = q41Canon.Get().(*[]byte)
+					ws = wt.canonicalRows(canon, o0, o1, wrb)
+				}
+			}
 			for i := i0; i < i1; {
 				m := s.group(i, i1)
 				var k rowsMDot
 				switch m {
 				case 8:
-					k = s.k.rows8
+					k = ks.rows8
 				case 4:
-					k = s.k.rows4
+					k = ks.rows4
 				case 3:
-					k = s.k.rows3
+					k = ks.rows3
 				case 2:
-					k = s.k.rows2M
+					k = ks.rows2M
 				}
 				switch {
 				case m > i1-i: // padded: the padding rows' results are dropped
@@ -339,12 +348,15 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 				case k != nil:
 					k(dst[i*out+o0:], out, ws, wrb, o1-o0, xq[i*xrb:], xrb, s.sc[i*2*nb:(i+m)*2*nb], nb)
 				case m == 2:
-					s.k.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
+					ks.rows2(dst[i*out+o0:i*out+o1], dst[(i+1)*out+o0:(i+1)*out+o1], ws, wrb,
 						xq[i*xrb:(i+1)*xrb], xq[(i+1)*xrb:(i+2)*xrb], nb)
 				default:
-					rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
+					ks.rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
 				}
 				i += m
+			}
+			if canon != nil {
+				q41Canon.Put(canon)
 			}
 		}
 	}

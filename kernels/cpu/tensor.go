@@ -14,6 +14,7 @@ type tensor struct {
 	f32   []float32
 	raw   []byte
 	amx   amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
+	q41x8 bool         // raw is a Q4_1 matrix in groups of eight rows (q41pack.go)
 }
 
 func (t *tensor) Shape() []int         { return t.shape }
