@@ -71,8 +71,9 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 		ct.f32 = bytesToF32(t.Data)
 	}
 	if q41x8Kernels != nil && !b.fileLayout && t.DType == kernels.Q4_1 && len(t.Shape) == 2 && ct.rows() >= 8 {
-		// A copy: the mmap stays as the file has it.
+		// A copy: the mmap stays as the file has it, its pages given back.
 		ct.raw, ct.q41x8 = packQ41(t.Data, ct.rows(), cols/t.DType.BlockElems()), true
+		releaseSource(t.Data)
 	}
 	return ct, nil
 }

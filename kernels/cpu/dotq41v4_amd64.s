@@ -167,21 +167,23 @@ q41v8done:
 	RET
 
 // The grouped forms (q41pack.go) of the two kernels above, rows a multiple
-// of eight. Row pairs go as above, but pair p of a group has its [d m]
-// words at AX = group + 8p and its quants at R9 = group + 32 + 32p, each
-// block 160 bytes on; SI and R15 hold the pair's AX and R9 at block 0.
+// of eight. A pass takes two row pairs, A and B (rows 4q..4q+3 of a
+// group), so each activation block is loaded once for four rows: A's
+// [d m] words at AX = group + 16q and its quants at R9 = group + 32 + 64q,
+// B's 8 and 32 bytes on, each block 160 bytes on. SI and R15 hold AX and
+// R9 at block 0.
 
-// Q41G_PAIR_START points the pair's registers at its block 0.
+// Q41G_PAIR_START points the pass's registers at its block 0.
 #define Q41G_PAIR_START \
 	MOVQ SI, AX; \
 	MOVQ R15, R9; \
 	MOVQ nb+40(FP), CX; \
 	MOVQ sc+32(FP), BX
 
-// Q41G_STEP steps the pair's weight registers to the next block, having
-// prefetched the next group's block whole: in the first pass that is the
-// group's bytes one group (four passes) ahead; in the others it costs
-// only load slots.
+// Q41G_STEP steps the pass's weight registers to the next block, having
+// prefetched the next group's block whole: in a group's first pass that
+// is the next group's bytes two passes ahead; in its second it costs only
+// load slots.
 #define Q41G_STEP \
 	PREFETCHT0 (AX)(R8*8); \
 	PREFETCHT0 64(AX)(R8*8); \
@@ -189,13 +191,13 @@ q41v8done:
 	ADDQ       $160, AX; \
 	ADDQ       $160, R9
 
-// Q41G_PAIR_NEXT moves on to the next pair, from pair 3 of a group to
-// pair 0 of the next (8·wstride on from the group), and loops.
-#define Q41G_PAIR_NEXT(loop, done) \
-	ADDQ  $8, R12; \
-	ADDQ  $8, SI; \
-	ADDQ  $32, R15; \
-	SUBQ  $2, R14; \
+// Q41G_PASS_NEXT moves on to the next four rows, from a group's second
+// pass to the next group's first (8·wstride on from the group), and loops.
+#define Q41G_PASS_NEXT(loop, done) \
+	ADDQ  $16, R12; \
+	ADDQ  $16, SI; \
+	ADDQ  $64, R15; \
+	SUBQ  $4, R14; \
 	JEQ   done; \
 	TESTQ $7, R14; \
 	JNZ   loop; \
@@ -232,9 +234,11 @@ q41v8done:
 	Q41V_MS4(X11, X0, X1, X2, X3); \
 	VSTORE4(off+4)
 
-// dotQ4_1Q8_1Rows4GVNNI takes two pairs (four rows) a pass, A in the
-// registers above and B's accumulators in Z4..Z7 and its Σ m·s in Z12,
-// so each activation block is loaded once for both.
+// dotQ4_1Q8_1Rows4GVNNI: pair A in the one-pair kernel's registers, B's
+// accumulators in Z4..Z7, its Σ m·s in Z12. One pair a pass, as the file
+// layout's kernel goes, ran 4-10% slower than it at the step (SmolLM2, 2
+// threads): each pass then walked every line of the group for a quarter of
+// its bytes.
 // func dotQ4_1Q8_1Rows4GVNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 TEXT ·dotQ4_1Q8_1Rows4GVNNI(SB), NOSPLIT, $0-72
 	Q41V_CONSTS
@@ -278,11 +282,7 @@ q41g4blk:
 	VMOVAPS Z7, Z3
 	VMOVAPS Z12, Z10
 	Q41G4_FINISH(8)
-	ADDQ $8, R12
-	ADDQ $8, SI
-	ADDQ $32, R15
-	SUBQ $2, R14
-	Q41G_PAIR_NEXT(q41g4row, q41g4done)
+	Q41G_PASS_NEXT(q41g4row, q41g4done)
 
 q41g4done:
 	VZEROUPPER
@@ -320,9 +320,8 @@ q41g4done:
 	Q41V_MS4(X11, X4, X5, X6, X7); \
 	VSTORE8(off+4)
 
-// dotQ4_1Q8_1Rows8GVNNI takes two pairs a pass as dotQ4_1Q8_1Rows4GVNNI
-// does: pair A's accumulators in Z0..Z7 and Σ m·s in Z10, B's in
-// Z24..Z31 and Z11.
+// dotQ4_1Q8_1Rows8GVNNI: pair A's accumulators in Z0..Z7 and Σ m·s in
+// Z10, B's in Z24..Z31 and Z11.
 // func dotQ4_1Q8_1Rows8GVNNI(w *byte, wstride int, x *byte, xstride int, sc *float32, nb int, dst *float32, dstride int, rows int)
 TEXT ·dotQ4_1Q8_1Rows8GVNNI(SB), NOSPLIT, $0-72
 	Q41V_CONSTS
@@ -387,11 +386,7 @@ q41g8blk:
 	VMOVAPS Z31, Z7
 	VMOVAPS Z15, Z10
 	Q41G8_FINISH(8)
-	ADDQ $8, R12
-	ADDQ $8, SI
-	ADDQ $32, R15
-	SUBQ $2, R14
-	Q41G_PAIR_NEXT(q41g8row, q41g8done)
+	Q41G_PASS_NEXT(q41g8row, q41g8done)
 
 q41g8done:
 	VZEROUPPER
