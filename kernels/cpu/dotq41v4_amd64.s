@@ -206,20 +206,28 @@ q41v8done:
 	JMP   loop
 
 // Q41G_PROD2: Q41VPROD for two pairs at once, the activation block at
-// mem loaded once: accA += pair A's (levels Z16, factors Z19) products,
-// accB += pair B's (Z24, Z27).
-#define Q41G_PROD2(off, mem, accA, accB) \
-	VBROADCASTI64X4 mem, Z22; \
-	VPXORD          Z23, Z23, Z23; \
-	VPDPBUSD        Z22, Z16, Z23; \
-	VCVTDQ2PS       Z23, Z23; \
-	VMULPS.BCST     off(BX), Z19, Z29; \
-	VFMADD231PS     Z23, Z29, accA; \
-	VPXORD          Z30, Z30, Z30; \
-	VPDPBUSD        Z22, Z24, Z30; \
-	VCVTDQ2PS       Z30, Z30; \
-	VMULPS.BCST     off(BX), Z27, Z31; \
-	VFMADD231PS     Z30, Z31, accB
+// mem loaded once (into q): accA += pair A's (levels Z16, factors Z19)
+// products, accB += pair B's (levels lvB, factors dB); cA, tA, cB and tB
+// are scratch.
+#define Q41G_PROD2(off, mem, accA, accB, lvB, dB, q, cA, tA, cB, tB) \
+	VBROADCASTI64X4 mem, q; \
+	VPXORD          cA, cA, cA; \
+	VPDPBUSD        q, Z16, cA; \
+	VCVTDQ2PS       cA, cA; \
+	VMULPS.BCST     off(BX), Z19, tA; \
+	VFMADD231PS     cA, tA, accA; \
+	VPXORD          cB, cB, cB; \
+	VPDPBUSD        q, lvB, cB; \
+	VCVTDQ2PS       cB, cB; \
+	VMULPS.BCST     off(BX), dB, tB; \
+	VFMADD231PS     cB, tB, accB
+
+// Q41G4_PROD: the four-activation kernel's (B in Z24, Z27).
+#define Q41G4_PROD(off, mem, accA, accB) Q41G_PROD2(off, mem, accA, accB, Z24, Z27, Z22, Z23, Z29, Z30, Z31)
+
+// Q41G8_PROD: the eight-activation kernel's, which has registers for fewer
+// temporaries (B in Z20, Z12).
+#define Q41G8_PROD(off, mem, accA, accB) Q41G_PROD2(off, mem, accA, accB, Z20, Z12, Z23, Z13, Z14, Z15, Z17)
 
 // Q41G4_FINISH stores a pair's four activations' results (accumulators
 // Z0..Z3, Σ m·s Z10) for rows off/4 and off/4 + 1.
@@ -264,10 +272,10 @@ q41g4blk:
 	VBROADCASTF32X4 16(BX), Z21
 	Q41V_PAIRAT(Z21, (R9), 16(R9), (AX), 4(AX))
 	Q41V_PAIRR(Z21, 32(R9), 48(R9), 8(AX), 12(AX), Z24, Y24, Z25, Z26, Y26, Z27, Z28, Z12)
-	Q41G_PROD2(0, 4(DI), Z0, Z4)
-	Q41G_PROD2(4, 4(DI)(R10*1), Z1, Z5)
-	Q41G_PROD2(8, 4(DX), Z2, Z6)
-	Q41G_PROD2(12, 4(DX)(R10*1), Z3, Z7)
+	Q41G4_PROD(0, 4(DI), Z0, Z4)
+	Q41G4_PROD(4, 4(DI)(R10*1), Z1, Z5)
+	Q41G4_PROD(8, 4(DX), Z2, Z6)
+	Q41G4_PROD(12, 4(DX)(R10*1), Z3, Z7)
 	Q41G_STEP
 	ADDQ            $36, DI
 	ADDQ            $36, DX
@@ -287,21 +295,6 @@ q41g4blk:
 q41g4done:
 	VZEROUPPER
 	RET
-
-// Q41G_PROD2S is Q41G_PROD2 for the eight-activation kernel, which has
-// registers for fewer temporaries: pair B's levels in Z20, factors in Z12.
-#define Q41G_PROD2S(off, mem, accA, accB) \
-	VBROADCASTI64X4 mem, Z23; \
-	VPXORD          Z13, Z13, Z13; \
-	VPDPBUSD        Z23, Z16, Z13; \
-	VCVTDQ2PS       Z13, Z13; \
-	VMULPS.BCST     off(BX), Z19, Z14; \
-	VFMADD231PS     Z13, Z14, accA; \
-	VPXORD          Z15, Z15, Z15; \
-	VPDPBUSD        Z23, Z20, Z15; \
-	VCVTDQ2PS       Z15, Z15; \
-	VMULPS.BCST     off(BX), Z12, Z17; \
-	VFMADD231PS     Z15, Z17, accB
 
 // Q41G8_FINISH stores a pair's eight activations' results (accumulators
 // Z0..Z7, Σ m·s Z10) for rows off/4 and off/4 + 1.
@@ -358,14 +351,14 @@ q41g8blk:
 	VBROADCASTF64X4 32(BX), Z21
 	Q41V_PAIRAT(Z21, (R9), 16(R9), (AX), 4(AX))
 	Q41V_PAIRR(Z21, 32(R9), 48(R9), 8(AX), 12(AX), Z20, Y20, Z17, Z18, Y18, Z12, Z22, Z11)
-	Q41G_PROD2S(0, 4(DI), Z0, Z24)
-	Q41G_PROD2S(4, 4(DI)(R10*1), Z1, Z25)
-	Q41G_PROD2S(8, 4(DI)(R10*2), Z2, Z26)
-	Q41G_PROD2S(12, 4(DX), Z3, Z27)
-	Q41G_PROD2S(16, 4(DI)(R10*4), Z4, Z28)
-	Q41G_PROD2S(20, 4(DX)(R10*2), Z5, Z29)
-	Q41G_PROD2S(24, 4(R11), Z6, Z30)
-	Q41G_PROD2S(28, 4(DX)(R10*4), Z7, Z31)
+	Q41G8_PROD(0, 4(DI), Z0, Z24)
+	Q41G8_PROD(4, 4(DI)(R10*1), Z1, Z25)
+	Q41G8_PROD(8, 4(DI)(R10*2), Z2, Z26)
+	Q41G8_PROD(12, 4(DX), Z3, Z27)
+	Q41G8_PROD(16, 4(DI)(R10*4), Z4, Z28)
+	Q41G8_PROD(20, 4(DX)(R10*2), Z5, Z29)
+	Q41G8_PROD(24, 4(R11), Z6, Z30)
+	Q41G8_PROD(28, 4(DX)(R10*4), Z7, Z31)
 	Q41G_STEP
 	ADDQ            $36, DI
 	ADDQ            $36, DX
