@@ -10,22 +10,23 @@ import (
 // Backend is the CPU implementation of kernels.Backend.
 type Backend struct {
 	workers
-	rope    map[*tensor]*ropeTable // cos/sin per position, per frequency vector
-	attn    attnScratch            // Attention's reusable state (attention.go)
-	swiglu  swigluScratch          // SwiGLU's (ops.go)
-	moe     moeScratch             // MoEFFN's (moe.go)
-	geglu   gegluScratch           // GeGLU's (gemma.go)
-	prompt  []bool                 // SetPromptRows' flags, one per batch row
-	matArgs []matArgs              // MatMuls' checked operands, kept to reuse
+	rope       map[*tensor]*ropeTable // cos/sin per position, per frequency vector
+	attn       attnScratch            // Attention's reusable state (attention.go)
+	swiglu     swigluScratch          // SwiGLU's (ops.go)
+	moe        moeScratch             // MoEFFN's (moe.go)
+	geglu      gegluScratch           // GeGLU's (gemma.go)
+	prompt     []bool                 // SetPromptRows' flags, one per batch row
+	matArgs    []matArgs              // MatMuls' checked operands, kept to reuse
+	rowScratch []byte                 // GetRows' regrouped row of a grouped Q4_1 matrix
 	// fileLayout keeps every weight as the file lays it out (KeepFileLayout).
 	fileLayout bool
 }
 
 // KeepFileLayout makes later Uploads keep every weight in the model file's
 // layout, as llama.cpp's --no-repack does: no Q4_1 regrouping
-// (q41pack.go), so the weights take no memory of their own, at about a
-// tenth of Q4_1 decode's speed where memory is the limit. It also gives
-// benchmarks the layouts side by side.
+// (q41pack.go), so the weights take no memory of their own, and decode
+// runs the file layout's kernels (0-5% slower a SmolLM2 step, BENCHMARKS.md
+// session 9). It also gives benchmarks the two layouts side by side.
 func (b *Backend) KeepFileLayout() { b.fileLayout = true }
 
 // New returns a CPU backend that splits large operations over threads
@@ -51,7 +52,8 @@ func (b *Backend) Threads() int { return b.threads }
 
 // Upload keeps referring to t.Data: on the CPU a weight is used where the
 // model file's mmap put it, except a Q4_1 matrix where the grouped kernels
-// run (q41pack.go), which is regrouped into a copy. F32 data is reinterpreted in place when aligned.
+// run (q41pack.go), which is regrouped into a copy. F32 data is
+// reinterpreted in place when aligned.
 func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if !t.DType.Known() {
 		return nil, fmt.Errorf("cpu backend: tensor %s: unsupported type %v", t.Name, t.DType)

@@ -153,7 +153,7 @@ func TestGetRows(t *testing.T) {
 			src, want := weightTensor(t, r, dt, rows, cols)
 			pick := []int32{4, 0, 4, 2}
 			dst := make([]float32, len(pick)*cols)
-			if err := getRows(dst, src, pick); err != nil {
+			if err := getRows(dst, src, pick, new([]byte)); err != nil {
 				t.Fatal(err)
 			}
 			for i, p := range pick {

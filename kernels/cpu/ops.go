@@ -42,7 +42,7 @@ func (b *Backend) GetRows(dst, src kernels.Tensor, rows []int32) error {
 		}
 		return nil
 	}
-	return getRows(d, s, rows)
+	return getRows(d, s, rows, &b.rowScratch)
 }
 
 func (b *Backend) RMSNorm(dst, x, w kernels.Tensor, n int, eps float32) error {

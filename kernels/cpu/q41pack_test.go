@@ -119,5 +119,8 @@ func TestQ41GroupedBackend(t *testing.T) {
 				t.Fatalf("GetRows [%d]: grouped %v, file layout %v", j, v, fr.(*tensor).f32[j])
 			}
 		}
+		if a := testing.AllocsPerRun(10, func() { grouped.GetRows(gr, gw[0], ids) }); a != 0 {
+			t.Errorf("GetRows of a grouped matrix: %v allocations a call", a)
+		}
 	}
 }
