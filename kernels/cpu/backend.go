@@ -24,9 +24,11 @@ type Backend struct {
 
 // KeepFileLayout makes later Uploads keep every weight in the model file's
 // layout, as llama.cpp's --no-repack does: no Q4_1 regrouping
-// (q41pack.go), so the weights take no memory of their own, and decode
-// runs the file layout's kernels (0-5% slower a SmolLM2 step, BENCHMARKS.md
-// session 9). It also gives benchmarks the two layouts side by side.
+// (q41pack.go), so the weights take no memory of their own, and generated
+// rows run the file layout's kernels, whose arithmetic rounds per partial
+// sum (results within rounding of the grouped kernels', not their bits;
+// speculative verify steps of 8 rows take half again as long, BENCHMARKS.md
+// session 10). It also gives benchmarks the two layouts side by side.
 func (b *Backend) KeepFileLayout() { b.fileLayout = true }
 
 // New returns a CPU backend that splits large operations over threads
@@ -72,9 +74,9 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if t.DType == kernels.F32 {
 		ct.f32 = bytesToF32(t.Data)
 	}
-	if q41x8Kernels != nil && !b.fileLayout && t.DType == kernels.Q4_1 && len(t.Shape) == 2 && ct.rows() >= 8 {
+	if q41x16Kernels[1] != nil && !b.fileLayout && t.DType == kernels.Q4_1 && len(t.Shape) == 2 {
 		// A copy: the mmap stays as the file has it, its pages given back.
-		ct.raw, ct.q41x8 = packQ41(t.Data, ct.rows(), cols/t.DType.BlockElems()), true
+		ct.raw, ct.q41x16 = packQ41x16(t.Data, ct.rows(), cols/t.DType.BlockElems()), true
 		releaseSource(t.Data)
 	}
 	return ct, nil

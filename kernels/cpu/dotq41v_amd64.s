@@ -148,26 +148,20 @@ GLOBL q41vIdx<>(SB), RODATA|NOPTR, $256
 	VADDSS        X5, X15, X15; \
 	VMOVSS        X15, (off+4)(R11)
 
-// The two layouts of an eight-row group (the file's rows, or grouped as
-// in q41pack.go): how a block's eight [d m] words get into Z14 (as F:
-// lanes 2k, 2k+1 row k's d, m), and its four pairs' quants, handed to a
-// pair macro pair(q0, q1, idx, acc0, acc1, acc2) with pair p's scale
-// index and its accumulators for up to three activations. In the file's
-// layout the group's rows 0..3 are at AX + k·R8 (R14 = 3·R8), rows 4..7
-// at R13 + k·R8, and the next block 20 bytes on; grouped, the whole block
-// is at AX and the next 160 bytes on.
+// How an eight-row group's block gets into registers: its eight [d m]
+// words into Z14 (as F: lanes 2k, 2k+1 row k's d, m), and its four pairs'
+// quants, handed to a pair macro pair(q0, q1, idx, acc0, acc1, acc2) with
+// pair p's scale index and its accumulators for up to three activations.
+// The group's rows 0..3 are at AX + k·R8 (R14 = 3·R8), rows 4..7 at
+// R13 + k·R8, and the next block 20 bytes on. (Session 9's eight-row
+// grouped layout had a second pair of these; q41pack.go's sixteen-row
+// layout has kernels of its own.)
 #define Q41_SCALES_FILE G8_SCALES(X14, Y14, Z14)
 #define Q41_ROWS_FILE(pair) \
 	pair(4(AX), 4(AX)(R8*1), Z10, Z0, Z16, Z24); \
 	pair(4(AX)(R8*2), 4(AX)(R14*1), Z11, Z1, Z17, Z25); \
 	pair(4(R13), 4(R13)(R8*1), Z12, Z2, Z18, Z26); \
 	pair(4(R13)(R8*2), 4(R13)(R14*1), Z13, Z3, Z19, Z27)
-#define Q41_SCALES_GROUPED VCVTPH2PS (AX), Z14
-#define Q41_ROWS_GROUPED(pair) \
-	pair(32(AX), 48(AX), Z10, Z0, Z16, Z24); \
-	pair(64(AX), 80(AX), Z11, Z1, Z17, Z25); \
-	pair(96(AX), 112(AX), Z12, Z2, Z18, Z26); \
-	pair(128(AX), 144(AX), Z13, Z3, Z19, Z27)
 
 // Q41ACT8: an activation's Q (d_k·dx, d_k·dx/16) from the rows' scales
 // F in Z14 and its [dx s] at mem; ms += its m_k·s.
@@ -382,9 +376,8 @@ q41vdone:
 	VMOVSS        X15, (off+4)(d)
 
 // Q41V82_BLOCK: one block of a group for two activations; scales leaves
-// the rows' [d m] in Z14 as F, rows lists the four pairs' quants (the
-// group's layout: the file's rows, or grouped as in q41pack.go) and wbb is
-// the layout's step to the next block.
+// the rows' [d m] in Z14 as F, rows lists the four pairs' quants and wbb
+// is the step to the next block.
 #define Q41V82_BLOCK(scales, rows, wbb, label) \
 	PREFETCHT0      (DX); \
 	PREFETCHT0      64(DX); \
@@ -435,23 +428,6 @@ q41v82group:
 q41v82blk:
 	Q41V82_BLOCK(Q41_SCALES_FILE, Q41_ROWS_FILE, $20, q41v82blk)
 	Q41V82_END(q41v82group)
-	VZEROUPPER
-	RET
-
-// dotQ4_1Q8_1Rows8x2GVNNI is dotQ4_1Q8_1Rows8x2VNNI over a grouped
-// matrix (q41pack.go).
-// func dotQ4_1Q8_1Rows8x2GVNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
-TEXT ·dotQ4_1Q8_1Rows8x2GVNNI(SB), NOSPLIT, $0-64
-	Q41V8_CONSTS
-	G8_ARGS($0xff00)
-
-q41g82group:
-	G8_GROUP
-	Q41V82_ZERO
-
-q41g82blk:
-	Q41V82_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g82blk)
-	Q41V82_END(q41g82group)
 	VZEROUPPER
 	RET
 
@@ -528,49 +504,5 @@ q41v83group:
 q41v83blk:
 	Q41V83_BLOCK(Q41_SCALES_FILE, Q41_ROWS_FILE, $20, q41v83blk)
 	Q41V83_END(q41v83group)
-	VZEROUPPER
-	RET
-
-// dotQ4_1Q8_1Rows8x3GVNNI is dotQ4_1Q8_1Rows8x3VNNI over a grouped matrix.
-// func dotQ4_1Q8_1Rows8x3GVNNI(w *byte, wstride int, x *byte, xstride int, nb int, dst *float32, dstride int, groups int)
-TEXT ·dotQ4_1Q8_1Rows8x3GVNNI(SB), NOSPLIT, $0-64
-	Q41V8_CONSTS
-	G8_ARGS($0xff00)
-
-q41g83group:
-	G8_GROUP
-	Q41V83_ZERO
-
-q41g83blk:
-	Q41V83_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g83blk)
-	Q41V83_END(q41g83group)
-	VZEROUPPER
-	RET
-
-// dotQ4_1Q8_1RowsGVNNI is the one-row kernel's groups of eight over a
-// grouped matrix (q41pack.go), rows a multiple of eight: a block's eight
-// [d m] words are one load and its 160 bytes one stream. The same
-// arithmetic, so the same bits.
-// func dotQ4_1Q8_1RowsGVNNI(w *byte, wstride int, x *byte, nb int, dst *float32, groups int)
-TEXT ·dotQ4_1Q8_1RowsGVNNI(SB), NOSPLIT, $0-48
-	Q41V8_CONSTS
-	MOVQ  w+0(FP), SI
-	MOVQ  wstride+8(FP), R8
-	MOVQ  x+16(FP), R9
-	MOVQ  nb+24(FP), R10
-	MOVQ  dst+32(FP), R11
-	MOVQ  groups+40(FP), R12
-	MOVL  $0xff00, AX
-	KMOVW AX, K1
-
-q41g8group:
-	G8_GROUP
-	ZERO4(Z0, Z1, Z2, Z3)
-	VPXORD Z4, Z4, Z4
-
-q41g8blk:
-	Q41V81_BLOCK(Q41_SCALES_GROUPED, Q41_ROWS_GROUPED, $160, q41g8blk)
-	Q41V81_FINISH
-	G8_NEXT(q41g8group)
 	VZEROUPPER
 	RET

@@ -272,7 +272,7 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 		xq := make([]byte, nb*k.actBlockBytes)
 		k.quantize(xq, randVec(r, in))
 		dst := make([]float32, c.rows)
-		grouped := c.dt == kernels.Q4_1 && q41x8Kernels != nil
+		grouped := c.dt == kernels.Q4_1 && q41x16Kernels[1] != nil
 		for _, f := range []struct {
 			name string
 			rows rowsDot
@@ -281,7 +281,7 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 		}{
 			{"avx2", asmRows(c.avx2, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useAVX2},
 			{"vnni512", asmRows(c.vnni, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useVNNI512},
-			{"vnni512-grouped", q41x8Rows(grouped), packQ41(w.raw, c.rows, nb), grouped},
+			{"vnni512-grouped", q41x16Rows(grouped, k), packQ41x16(w.raw, c.rows, nb), grouped},
 		} {
 			if !f.ok {
 				continue
@@ -296,10 +296,16 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 	}
 }
 
-// q41x8Rows is the grouped one-row kernel where it runs.
-func q41x8Rows(ok bool) rowsDot {
+// q41x16Rows is the grouped one-row kernel where it runs, as a rowsDot
+// over whole groups (its scale table made a call, as matMul makes it).
+func q41x16Rows(ok bool, k *quantKernel) rowsDot {
 	if !ok {
 		return nil
 	}
-	return q41x8Kernels.rows
+	var sc []float32
+	return func(dst []float32, w []byte, _ int, x []byte, nb int) {
+		sc = grow(sc, 2*nb)
+		actScales(sc, x, nb*k.actBlockBytes, k.actBlockBytes, nb, 1)
+		q41x16Kernels[1](&w[0], nb, &x[0], nb*k.actBlockBytes, &sc[0], &dst[0], 4*len(dst), len(dst)/16)
+	}
 }

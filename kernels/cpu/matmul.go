@@ -13,6 +13,9 @@ import (
 type matScratch struct {
 	xq []byte    // [n][nb] activation blocks in the partner format
 	sc []float32 // xq's scales for the rowsMDot kernels, per group of rows (actScales)
+	// allScales: sc holds every group's table, one- and two-row groups
+	// included, for grouped Q4_1 matrices' kernels (q41pack.go).
+	allScales bool
 
 	// The current call, read by run.
 	dst, x, bias []float32
@@ -170,6 +173,7 @@ func (s *matScratch) prepare(w *workers, x []float32, n, in int, dt kernels.DTyp
 	s.x, s.n, s.in = x, n, in
 	s.padStride = out
 	s.k = quantKernels[dt]
+	s.allScales = dt == kernels.Q4_1 && q41x16Kernels[1] != nil && !tiled
 	if s.k == nil {
 		return
 	}
@@ -253,7 +257,7 @@ func (s *matScratch) rowsPadded(n int) int {
 // the rowsMDot kernels (rows8, rows4, rows3, rows2M), found as run finds them.
 // Group rows [i, i+m) has its table at sc[2·nb·i:], 2·nb·m floats.
 func (s *matScratch) scales(n, nb, rb int) {
-	if s.k.rows4 == nil && s.k.rows8 == nil && s.k.rows3 == nil && s.k.rows2M == nil {
+	if s.k.rows4 == nil && s.k.rows8 == nil && s.k.rows3 == nil && s.k.rows2M == nil && !s.allScales {
 		return
 	}
 	need := 2 * nb * s.np
@@ -268,7 +272,7 @@ func (s *matScratch) scales(n, nb, rb int) {
 		i1 := min(n, i0+xTile)
 		for i := i0; i < i1; {
 			m := s.group(i, i1)
-			if m > 2 || m == 2 && s.k.rows2M != nil {
+			if m > 2 || m == 2 && s.k.rows2M != nil || s.allScales {
 				actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
 			}
 			i += m
@@ -306,6 +310,11 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 	dt := wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
+	if wt.q41x16 {
+		s.runX16(dst, wt, out, padCol, lo, hi, nb, xrb)
+		s.addBias(dst, bias, out, lo, hi)
+		return
+	}
 	raw, xq := wt.raw, s.xq
 	tile := wTile
 	if s.n == 1 {
@@ -316,15 +325,6 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 		for o0 := lo; o0 < hi; o0 += tile {
 			o1 := min(hi, o0+tile)
 			ws, ks := raw[o0*wrb:o1*wrb], s.k
-			var canon *[]byte
-			if wt.q41x8 {
-				if o0%8 == 0 && (o1%8 == 0 || o1 == out) {
-					ks = q41x8Kernels
-				} else { // a range that splits a group (matMulShared's, at most)
-					canon = q41Canon.Get().(*[]byte)
-					ws = wt.canonicalRows(canon, o0, o1, wrb)
-				}
-			}
 			for i := i0; i < i1; {
 				m := s.group(i, i1)
 				var k rowsMDot
@@ -354,9 +354,6 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 					ks.rows(dst[i*out+o0:i*out+o1], ws, wrb, xq[i*xrb:(i+1)*xrb], nb)
 				}
 				i += m
-			}
-			if canon != nil {
-				q41Canon.Put(canon)
 			}
 		}
 	}

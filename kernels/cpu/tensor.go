@@ -13,8 +13,8 @@ type tensor struct {
 	dtype kernels.DType
 	f32   []float32
 	raw   []byte
-	amx   amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
-	q41x8 bool         // raw is a Q4_1 matrix in groups of eight rows (q41pack.go)
+	amx    amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
+	q41x16 bool         // raw is a Q4_1 matrix in groups of sixteen rows (q41pack.go)
 }
 
 func (t *tensor) Shape() []int         { return t.shape }
