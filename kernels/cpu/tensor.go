@@ -9,10 +9,10 @@ import (
 // tensor is the CPU backend's handle: either F32 scratch (f32 set) or raw
 // weight bytes in dtype's block layout (raw set, possibly an mmap).
 type tensor struct {
-	shape []int
-	dtype kernels.DType
-	f32   []float32
-	raw   []byte
+	shape  []int
+	dtype  kernels.DType
+	f32    []float32
+	raw    []byte
 	amx    amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
 	q41x16 bool         // raw is a Q4_1 matrix in groups of sixteen rows (q41pack.go)
 }
