@@ -217,7 +217,10 @@ func BenchmarkDecodeBandwidthPaired(b *testing.B) {
 // matrices regrouped (kernels/cpu's q41pack.go) and in the file's layout
 // (cpu.Backend.KeepFileLayout), the two alternated step by step in one
 // process with a read pass after each, so both meet the same memory on a
-// VM whose read rate moves between seconds. Metrics: each layout's
+// VM whose read rate moves between seconds. The grouped kernels round
+// once a block where the file layout's round per partial sum, so a near
+// tie can pick another token: the file layout's loop is fed the grouped
+// one's tokens, so both decode the same text. Metrics: each layout's
 // fraction of the read rate, and file-ns/grouped-ns, the step's speed-up.
 func BenchmarkDecodeLayouts(b *testing.B) {
 	for _, threads := range []int{1, 2} {
@@ -228,12 +231,14 @@ func BenchmarkDecodeLayouts(b *testing.B) {
 			read := newReadPass(b, grouped.be, perToken)
 			dg, df := newDecodeLoop(grouped), newDecodeLoop(file)
 			for range decodeCycle {
+				df.tok = dg.tok
 				dg.step(b)
 				df.step(b)
 				read.run(b)
 			}
 			var tg, tf, tr time.Duration
 			for b.Loop() {
+				df.tok = dg.tok
 				t0 := time.Now()
 				dg.step(b)
 				t1 := time.Now()
@@ -245,9 +250,6 @@ func BenchmarkDecodeLayouts(b *testing.B) {
 				tg += t1.Sub(t0)
 				tf += t3.Sub(t2)
 				tr += t2.Sub(t1) + time.Since(t3)
-			}
-			if dg.tok != df.tok {
-				b.Fatalf("the layouts decoded different tokens: %d and %d", dg.tok, df.tok)
 			}
 			readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
 			gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }

@@ -17,14 +17,14 @@ type Backend struct {
 	geglu      gegluScratch           // GeGLU's (gemma.go)
 	prompt     []bool                 // SetPromptRows' flags, one per batch row
 	matArgs    []matArgs              // MatMuls' checked operands, kept to reuse
-	rowScratch []byte                 // GetRows' regrouped row of a grouped Q4_1 matrix
+	rowScratch []byte                 // GetRows' row of a grouped matrix in the file's layout
 	// fileLayout keeps every weight as the file lays it out (KeepFileLayout).
 	fileLayout bool
 }
 
 // KeepFileLayout makes later Uploads keep every weight in the model file's
-// layout, as llama.cpp's --no-repack does: no Q4_1 regrouping
-// (q41pack.go), so the weights take no memory of their own, and generated
+// layout, as llama.cpp's --no-repack does: no Q4_1 or Q8_0 regrouping
+// (x16pack.go), so the weights take no memory of their own, and generated
 // rows run the file layout's kernels, whose arithmetic rounds per partial
 // sum (results within rounding of the grouped kernels', not their bits;
 // speculative verify steps of 8 rows take half again as long, BENCHMARKS.md
@@ -74,9 +74,9 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if t.DType == kernels.F32 {
 		ct.f32 = bytesToF32(t.Data)
 	}
-	if q41x16Kernels[1] != nil && !b.fileLayout && t.DType == kernels.Q4_1 && len(t.Shape) == 2 {
+	if x16Runs(t.DType) && !b.fileLayout && len(t.Shape) == 2 {
 		// A copy: the mmap stays as the file has it, its pages given back.
-		ct.raw, ct.q41x16 = packQ41x16(t.Data, ct.rows(), cols/t.DType.BlockElems()), true
+		ct.raw, ct.x16 = packX16(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems()), true
 		releaseSource(t.Data)
 	}
 	return ct, nil

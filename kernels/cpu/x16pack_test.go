@@ -11,74 +11,94 @@ import (
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
-// q41x16Ref is the grouped kernels' arithmetic for one canonical row w of
-// nb Q4_1 blocks against one Q8_1 activation row x, in Go: per block the
-// exact Σ q·a, then acc = fma(Σ, d·dx, acc) and acc = fma(m, s, acc), each
-// rounded to float32 once (the float64 FMA of float32 operands is exact
-// before its rounding, the products having at most 48 bits).
-func q41x16Ref(w, x []byte, nb int) float32 {
+// x16Ref is the grouped kernels' arithmetic for one canonical row w of nb
+// Q4_1 or Q8_0 blocks against one activation row x (Q8_1 or Q8_0), in
+// Go: per block the exact Σ q·a, then acc = fma(Σ, d·dx, acc) and, for
+// Q4_1, acc = fma(m, s, acc), each rounded to float32 once (the float64
+// FMA of these float32 operands is exact before its rounding: the
+// products have at most 48 bits).
+func x16Ref(dt kernels.DType, w, x []byte, nb int) float32 {
 	half := func(b []byte) float32 { return quant.F16ToF32(uint16(b[0]) | uint16(b[1])<<8) }
+	bb := dt.BlockBytes()
 	var acc float32
 	for b := range nb {
-		blk, xb := w[b*q41Block:], x[b*quant.Q8_1BlockBytes:]
+		blk := w[b*bb:]
 		var sum int32
-		for i := range 16 {
-			q := blk[4+i]
-			sum += int32(q&15)*int32(int8(xb[4+i])) + int32(q>>4)*int32(int8(xb[20+i]))
+		switch dt {
+		case kernels.Q4_1:
+			xb := x[b*quant.Q8_1BlockBytes:]
+			for i := range 16 {
+				q := blk[4+i]
+				sum += int32(q&15)*int32(int8(xb[4+i])) + int32(q>>4)*int32(int8(xb[20+i]))
+			}
+			acc = float32(math.FMA(float64(sum), float64(half(blk)*half(xb)), float64(acc)))
+			acc = float32(math.FMA(float64(half(blk[2:])), float64(half(xb[2:])), float64(acc)))
+		case kernels.Q8_0:
+			xb := x[b*quant.Q8_0BlockBytes:]
+			for i := range 32 {
+				sum += int32(int8(blk[2+i])) * int32(int8(xb[2+i]))
+			}
+			acc = float32(math.FMA(float64(sum), float64(half(blk)*half(xb)), float64(acc)))
 		}
-		acc = float32(math.FMA(float64(sum), float64(half(blk)*half(xb)), float64(acc)))
-		acc = float32(math.FMA(float64(half(blk[2:])), float64(half(xb[2:])), float64(acc)))
 	}
 	return acc
 }
 
-// TestQ41Regroup: q41x16Row undoes packQ41x16 for every row, and the
-// padding rows are zero.
-func TestQ41Regroup(t *testing.T) {
+// TestX16Regroup: x16Row undoes packX16 for every row of both types, and
+// the padding rows are zero blocks.
+func TestX16Regroup(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 82))
-	for _, rows := range []int{1, 7, 16, 21, 32} {
-		nb := 3
-		wb := nb * q41Block
-		w := make([]byte, rows*wb)
-		for i := range w {
-			w[i] = byte(r.Uint32())
-		}
-		g := packQ41x16(w, rows, nb)
-		if want := (rows + 15) / 16 * 16 * wb; len(g) != want {
-			t.Fatalf("rows %d: %d bytes, want %d", rows, len(g), want)
-		}
-		if rows >= 16 && bytes.Equal(g[:16*wb], w[:16*wb]) {
-			t.Fatalf("rows %d: packQ41x16 left the first group as it was", rows)
-		}
-		row := make([]byte, wb)
-		for i := range len(g) / wb {
-			q41x16Row(row, g, nb, i)
-			want := make([]byte, wb)
-			if i < rows {
-				want = w[i*wb : (i+1)*wb]
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+		for _, rows := range []int{1, 7, 16, 21, 32} {
+			nb := 3
+			wb := nb * dt.BlockBytes()
+			w := make([]byte, rows*wb)
+			for i := range w {
+				w[i] = byte(r.Uint32())
 			}
-			if !bytes.Equal(row, want) {
-				t.Fatalf("rows %d: row %d regrouped differs", rows, i)
+			g := packX16(dt, w, rows, nb)
+			if want := (rows + 15) / 16 * 16 * wb; len(g) != want {
+				t.Fatalf("%v rows %d: %d bytes, want %d", dt, rows, len(g), want)
+			}
+			if rows >= 16 && bytes.Equal(g[:16*wb], w[:16*wb]) {
+				t.Fatalf("%v rows %d: packX16 left the first group as it was", dt, rows)
+			}
+			row := make([]byte, wb)
+			for i := range len(g) / wb {
+				x16Row(dt, row, g, nb, i)
+				want := make([]byte, wb)
+				if i < rows {
+					want = w[i*wb : (i+1)*wb]
+				}
+				if !bytes.Equal(row, want) {
+					t.Fatalf("%v rows %d: row %d regrouped differs", dt, rows, i)
+				}
 			}
 		}
 	}
 }
 
-// TestQ41GroupedBackend: a backend that regroups its Q4_1 matrices gives,
-// on 1 and 2 threads, for every MatMul and MatMuls (whose chunks start and
-// end inside groups when a weight's rows are not a multiple of sixteen):
-// generated rows q41x16Ref's bits whatever rows share the batch (design
-// invariant 6), within rounding of the file layout's kernels; prompt rows
-// (tiled) and GetRows the file layout's backend's bits.
-func TestQ41GroupedBackend(t *testing.T) {
-	if q41x16Kernels[1] == nil {
-		t.Skip("Q4_1 matrices are not regrouped on this CPU")
+// TestX16Backend: a backend that regroups its Q4_1 and Q8_0 matrices
+// gives, on 1 and 2 threads, for every MatMul and MatMuls (whose chunks
+// start and end inside groups when a weight's rows are not a multiple of
+// sixteen): generated rows x16Ref's bits whatever rows share the batch
+// (design invariant 6), within rounding of the file layout's kernels;
+// prompt rows (tiled) and GetRows the file layout's backend's bits.
+func TestX16Backend(t *testing.T) {
+	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+		if !x16Runs(dt) {
+			t.Skipf("%v matrices are not regrouped on this CPU", dt)
+		}
+		t.Run(dt.String(), func(t *testing.T) { testX16Backend(t, dt) })
 	}
+}
+
+func testX16Backend(t *testing.T, dt kernels.DType) {
 	r := rand.New(rand.NewPCG(26, 83))
 	const in = 576
 	nb := in / 32
 	outs := []int{72, 13, 40}
-	qk := quantKernels[kernels.Q4_1]
+	qk := quantKernels[dt]
 	for _, threads := range []int{1, 2} {
 		grouped, file := New(threads), New(threads)
 		file.KeepFileLayout()
@@ -86,8 +106,8 @@ func TestQ41GroupedBackend(t *testing.T) {
 		var gw, fw []kernels.Tensor
 		var data [][]byte
 		for _, out := range outs {
-			d := mustQuantize(t, kernels.Q4_1, randVec(r, out*in))
-			h := kernels.HostTensor{Name: "w", DType: kernels.Q4_1, Shape: []int{out, in}, Data: d}
+			d := mustQuantize(t, dt, randVec(r, out*in))
+			h := kernels.HostTensor{Name: "w", DType: dt, Shape: []int{out, in}, Data: d}
 			g, err := grouped.Upload(h)
 			if err != nil {
 				t.Fatal(err)
@@ -96,8 +116,8 @@ func TestQ41GroupedBackend(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !g.(*tensor).q41x16 || f.(*tensor).q41x16 {
-				t.Fatalf("out %d: grouped %v, file layout %v", out, g.(*tensor).q41x16, f.(*tensor).q41x16)
+			if !g.(*tensor).x16 || f.(*tensor).x16 {
+				t.Fatalf("out %d: grouped %v, file layout %v", out, g.(*tensor).x16, f.(*tensor).x16)
 			}
 			gw, fw, data = append(gw, g), append(fw, f), append(data, d)
 		}
@@ -144,7 +164,7 @@ func TestQ41GroupedBackend(t *testing.T) {
 							}
 							qk.quantize(xq, xv[row*in:(row+1)*in])
 							w := data[i%len(outs)]
-							want := q41x16Ref(w[o*kernels.Q4_1.RowBytes(in):], xq, nb)
+							want := x16Ref(dt, w[o*dt.RowBytes(in):], xq, nb)
 							if math.Float32bits(gv) != math.Float32bits(want) {
 								t.Fatalf("result %d row %d [%d]: grouped %v, want %v", i, row, o, gv, want)
 							}
