@@ -177,12 +177,12 @@ var specAMDSteps = []float64{0, 1, 1.44, 1.90, 1.95, 2.52, 3.08, 3.56, 3.26, 3.7
 // of a row.
 var specIceLakeSteps = []float64{0, 1, 1.22, 1.42, 1.77, 2.31, 2.61, 2.93, 2.83, 3.36, 3.56, 3.82, 4.19, 4.80, 5.10, 5.36, 5.32}
 
-// specIceLakeX16Steps is the same machine with Q4_1 matrices in groups of
-// sixteen rows and the kernels that sum a block's products in int32 before
-// one scaling (kernels/cpu q41pack.go; means of 2 runs, quiet): a row past
-// the first costs an eighth to a third of a one-row step, and 8 rows cost
-// less than 7 (4 + 3).
-var specIceLakeX16Steps = []float64{0, 1, 1.13, 1.27, 1.50, 1.82, 2.05, 2.55, 2.23, 2.56, 2.77, 2.99, 3.22, 3.57, 3.74, 4.39, 4.15}
+// specIceLakeX16Steps is the same machine with Q4_1 and Q8_0 matrices in
+// groups of sixteen rows and the kernels that sum a block's products in
+// int32 before one scaling (kernels/cpu x16pack.go; means of 3 runs,
+// quiet): a row past the first costs a tenth to a fifth of a one-row step
+// up to 8 rows, and 16 rows cost a third of sixteen steps.
+var specIceLakeX16Steps = []float64{0, 1, 1.10, 1.23, 1.34, 1.61, 1.78, 1.87, 1.89, 2.16, 2.30, 2.48, 2.60, 2.90, 3.04, 3.25, 3.33}
 
 // specReplayTables are the step costs BenchmarkSpecReplay prices by.
 var specReplayTables = []struct {

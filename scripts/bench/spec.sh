@@ -46,8 +46,9 @@
 # tokens a step, --spec-draft-n-max); Sluice self-tunes up to K 8.
 #
 # all at THREADS threads, OMP_WAIT_POLICY=PASSIVE unless set. Each round
-# measures every server in turn (the order rotating from round to round), each
-# workload on a server started afresh and warmed with prompts of its own:
+# takes the workloads in turn and each workload's requests in turn, every
+# server serving each request one after another (the order rotating), each
+# on a server started afresh and warmed with prompts of its own:
 # llama.cpp's ngram-mod keeps its n-gram table across requests, and a
 # second request of the same prompt drafts the first one's answer whole
 # (71 of 71 accepted, where the first drafted 7), which no client repeating
@@ -230,14 +231,18 @@ printf 'round\tserver\tworkload\ttokens\ttok/s\tdrafted\taccepted\tload1\ttext\n
 for ((r = 0; r < ROUNDS; r++)); do
 	echo "round $((r + 1))/$ROUNDS, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	n=${#servers[@]}
-	for ((i = 0; i < n; i++)); do
-		s=${servers[$(((i + r) % n))]}
-		kind=llama
-		[[ $s == sluice* || $s == base* ]] && kind=sluice
-		nw=${#WORKLOADS[@]}
-		for ((j = 0; j < nw; j++)); do
-			w=${WORKLOADS[$(((j + i + r) % nw))]} # each server meets the workloads in turn
-			for ((q = 0; q < REQUESTS; q++)); do
+	nw=${#WORKLOADS[@]}
+	# Servers innermost: a workload's requests to the servers run one after
+	# another, seconds apart, so a ratio compares like minutes on a VM
+	# whose speed moves by half within minutes (session 10: one server's
+	# edit requests ran 138-164 tok/s in one round and 252-275 in the next).
+	for ((j = 0; j < nw; j++)); do
+		w=${WORKLOADS[$(((j + r) % nw))]}
+		for ((q = 0; q < REQUESTS; q++)); do
+			for ((i = 0; i < n; i++)); do
+				s=${servers[$(((i + r + q) % n))]} # each server takes each place in turn
+				kind=llama
+				[[ $s == sluice* || $s == base* ]] && kind=sluice
 				if ! start "$s"; then
 					echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
 					continue
