@@ -141,7 +141,7 @@ type amxScratch struct {
 	lv    []byte
 	sc    []float32
 	half  []uint16
-	canon []byte      // a grouped weight's tile rows, regrouped (q41pack.go)
+	canon []byte      // a grouped weight's tile rows, in the file's layout (x16pack.go)
 	cbuf  [1024]int32 // four stored C tiles
 	call  amxCall
 }

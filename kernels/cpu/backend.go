@@ -53,8 +53,8 @@ func (b *Backend) SetPromptRows(prompt []bool) { b.prompt = append(b.prompt[:0],
 func (b *Backend) Threads() int { return b.threads }
 
 // Upload keeps referring to t.Data: on the CPU a weight is used where the
-// model file's mmap put it, except a Q4_1 matrix where the grouped kernels
-// run (q41pack.go), which is regrouped into a copy. F32 data is
+// model file's mmap put it, except a Q4_1 or Q8_0 matrix where the grouped
+// kernels run (x16pack.go), which is regrouped into a copy. F32 data is
 // reinterpreted in place when aligned.
 func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if !t.DType.Known() {
