@@ -214,8 +214,8 @@ func BenchmarkDecodeBandwidthPaired(b *testing.B) {
 }
 
 // BenchmarkDecodeLayouts times decode on the default model with its Q4_1
-// Q4_1 and Q8_0 matrices regrouped (kernels/cpu's x16pack.go) and in the file's layout
-// (cpu.Backend.KeepFileLayout), the two alternated step by step in one
+// and Q8_0 matrices regrouped (kernels/cpu's x16pack.go) and in the file's
+// layout (cpu.Backend.KeepFileLayout), the two alternated step by step in one
 // process with a read pass after each, so both meet the same memory on a
 // VM whose read rate moves between seconds. The grouped kernels round
 // once a block where the file layout's round per partial sum, so a near
