@@ -272,7 +272,10 @@ func TestEventsShowOnlyOwnTenant(t *testing.T) {
 	a := bufio.NewReader(get(t, ctx, ts.URL+"/v1/engine/events", "Authorization", "Bearer a").Body)
 	readFrame(t, a)
 	// A's sequence has a 3-token prompt, B's a 7-token one: a frame names
-	// each by its prompt length.
+	// each by its prompt length, in its sequence entry ("prompt":n,"tokens";
+	// the engine-wide step figures also hold a "prompt" count, of the
+	// step's prompt rows, which is 7 when B's prompt runs in a step of its
+	// own).
 	for _, r := range []engine.Request{
 		{Prompt: []int32{1, 2, 3}, MaxTokens: 8, Tenant: "key-a"},
 		{Prompt: []int32{1, 2, 3, 4, 5, 6, 7}, MaxTokens: 8, Tenant: "key-b"},
@@ -285,10 +288,10 @@ func TestEventsShowOnlyOwnTenant(t *testing.T) {
 	for own < 3 {
 		m.gate <- struct{}{}
 		ev := readFrame(t, a)
-		if strings.Contains(ev.Data, `"prompt":7,`) {
+		if strings.Contains(ev.Data, `"prompt":7,"tokens"`) {
 			t.Fatalf("key A's stream shows B's sequence: %s", ev.Data)
 		}
-		if strings.Contains(ev.Data, `"prompt":3,`) {
+		if strings.Contains(ev.Data, `"prompt":3,"tokens"`) {
 			own++
 		}
 	}
