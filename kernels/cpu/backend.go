@@ -74,9 +74,10 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if t.DType == kernels.F32 {
 		ct.f32 = bytesToF32(t.Data)
 	}
-	if x16Runs(t.DType) && !b.fileLayout && len(t.Shape) == 2 {
+	if groupedRuns(t.DType) && !b.fileLayout && len(t.Shape) == 2 {
 		// A copy: the mmap stays as the file has it, its pages given back.
-		ct.raw, ct.x16 = packX16(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems()), true
+		ct.group = grouped.rows
+		ct.raw = packGrouped(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems(), ct.group)
 		releaseSource(t.Data)
 	}
 	return ct, nil

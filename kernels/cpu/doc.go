@@ -3,10 +3,11 @@
 // where the CPU has them (amx.go; kernels.PromptRows says which rows are
 // prompt tokens, so a row's arithmetic never depends on its batch). Tensors
 // are host slices; weights uploaded from an mmap'd model file are used in
-// place, still quantized, except Q4_1 and Q8_0 matrices where the AVX-512
-// VNNI kernels run: those are copied into groups of sixteen rows a block
-// (x16pack.go), a lane a row, whose kernels sum each block's products in
-// int32 before one scaling (Backend.KeepFileLayout keeps them in place).
+// place, still quantized, except Q4_1 and Q8_0 matrices: where the AVX-512
+// VNNI or AVX2 kernels run those are copied into groups of sixteen or eight
+// rows a block (x16pack.go), a lane a row, whose kernels sum each block's
+// products in int32 before one scaling (Backend.KeepFileLayout keeps them
+// in place).
 //
 // Concurrency: one goroutine drives the backend. Large operations split their
 // rows over a fixed set of worker goroutines (Threads) and return only when all

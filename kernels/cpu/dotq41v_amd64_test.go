@@ -272,7 +272,7 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 		xq := make([]byte, nb*k.actBlockBytes)
 		k.quantize(xq, randVec(r, in))
 		dst := make([]float32, c.rows)
-		grouped := x16Runs(c.dt)
+		isGrouped := groupedRuns(c.dt)
 		for _, f := range []struct {
 			name string
 			rows rowsDot
@@ -281,7 +281,7 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 		}{
 			{"avx2", asmRows(c.avx2, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useAVX2},
 			{"vnni512", asmRows(c.vnni, c.dt.BlockBytes(), k.actBlockBytes), w.raw, useVNNI512},
-			{"vnni512-grouped", x16Rows(grouped, c.dt, k), x16Raw(grouped, c.dt, w.raw, c.rows, nb), grouped},
+			{"grouped", groupedRows(isGrouped, c.dt, k), groupedRaw(isGrouped, c.dt, w.raw, c.rows, nb), isGrouped},
 		} {
 			if !f.ok {
 				continue
@@ -296,24 +296,24 @@ func BenchmarkSingleRowKernels(b *testing.B) {
 	}
 }
 
-// x16Rows is dt's grouped one-row kernel where it runs, as a rowsDot
+// groupedRows is dt's grouped one-row kernel where it runs, as a rowsDot
 // over whole groups (its scale table made a call, as matMul makes it).
-func x16Rows(ok bool, dt kernels.DType, k *quantKernel) rowsDot {
+func groupedRows(ok bool, dt kernels.DType, k *quantKernel) rowsDot {
 	if !ok {
 		return nil
 	}
 	var sc []float32
 	return func(dst []float32, w []byte, _ int, x []byte, nb int) {
 		sc = grow(sc, 2*nb)
-		x16Scales(sc, x, nb*k.actBlockBytes, k.actBlockBytes, nb, 1)
-		x16Kernels[dt][1](&w[0], nb, &x[0], nb*k.actBlockBytes, &sc[0], &dst[0], 4*len(dst), len(dst)/16)
+		groupedScales(sc, x, nb*k.actBlockBytes, k.actBlockBytes, nb, 1)
+		grouped.kernels[dt][1](&w[0], nb, &x[0], nb*k.actBlockBytes, &sc[0], &dst[0], 4*len(dst), len(dst)/grouped.rows)
 	}
 }
 
-// x16Raw is raw grouped where dt's matrices are.
-func x16Raw(ok bool, dt kernels.DType, raw []byte, rows, nb int) []byte {
+// groupedRaw is raw grouped where dt's matrices are.
+func groupedRaw(ok bool, dt kernels.DType, raw []byte, rows, nb int) []byte {
 	if !ok {
 		return nil
 	}
-	return packX16(dt, raw, rows, nb)
+	return packGrouped(dt, raw, rows, nb, grouped.rows)
 }

@@ -14,7 +14,7 @@ type matScratch struct {
 	xq []byte    // [n][nb] activation blocks in the partner format
 	sc []float32 // xq's scales for the rowsMDot kernels, per group of rows (actScales)
 	// allScales: sc holds every group's table, one- and two-row groups
-	// included, as the grouped matrices' kernels take it (x16Scales; set by
+	// included, as the grouped matrices' kernels take it (groupedScales; set by
 	// the caller before prepare).
 	allScales bool
 
@@ -140,7 +140,7 @@ func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, 
 func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, tiled bool) {
 	s := &w.mm
 	s.dst, s.bias, s.wt, s.out = dst, bias, wt, out
-	s.allScales = wt.x16 && !tiled
+	s.allScales = wt.group > 0 && !tiled
 	s.prepare(w, x, n, in, wt.dtype, out, tiled)
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
@@ -160,7 +160,7 @@ func matMulShared(w *workers, args []matArgs, n int) {
 		s.segs = append(s.segs, matSeg{dst: a.dst, bias: a.bias, wt: a.wt, start: total, out: a.out})
 		total += a.out
 	}
-	s.allScales = args[0].wt.x16 // every 2-D matrix of a type is, or none
+	s.allScales = args[0].wt.group > 0 // every 2-D matrix of a type is, or none
 	s.prepare(w, args[0].x, n, args[0].in, args[0].wt.dtype, total, false)
 	w.parallelFor(total, wTile, s.fn)
 	clear(s.segs) // do not pin the caller's buffers
@@ -275,7 +275,7 @@ func (s *matScratch) scales(n, nb, rb int) {
 		for i := i0; i < i1; {
 			m := s.group(i, i1)
 			if s.allScales {
-				x16Scales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
+				groupedScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
 			} else if m > 2 || m == 2 && s.k.rows2M != nil {
 				actScales(s.sc[2*nb*i:], s.xq[i*rb:], rb, s.k.actBlockBytes, nb, m)
 			}
@@ -314,8 +314,8 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 	dt := wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
-	if wt.x16 {
-		s.runX16(dst, wt, out, padCol, lo, hi, nb, xrb)
+	if wt.group > 0 {
+		s.runGrouped(dst, wt, out, padCol, lo, hi, nb, xrb)
 		s.addBias(dst, bias, out, lo, hi)
 		return
 	}

@@ -14,7 +14,7 @@ type tensor struct {
 	f32   []float32
 	raw   []byte
 	amx   amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
-	x16   bool         // raw is a Q4_1 or Q8_0 matrix in groups of sixteen rows (x16pack.go)
+	group int          // raw is a Q4_1 or Q8_0 matrix in groups of this many rows (x16pack.go), or 0
 }
 
 func (t *tensor) Shape() []int         { return t.shape }

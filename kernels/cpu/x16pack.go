@@ -13,75 +13,83 @@ import (
 //
 // In the GGUF layout a row's blocks are consecutive, so a kernel that
 // takes a block of several rows at once gathers their scales and quants
-// from as many places, and a zmm of products holds two rows' partial sums,
-// each converted and scaled per block (four µops for every VPDPBUSD).
-// Grouped, sixteen rows' block b is one record: the sixteen f16 d (row k
-// at 2k), for Q4_1 the sixteen f16 m (at 32+2k), then 64-byte quant
-// vectors, vector j holding bytes 4j..4j+3 of every row's quants (row k
-// at 4k): four of nibbles for Q4_1 (320 bytes a record), eight of bytes
-// for Q8_0, stored as q+128 so they are VPDPBUSD's unsigned operand (544
-// bytes). A lane is then a row: eight VPDPBUSD with the activation's
-// dwords broadcast leave each lane the block's whole Σ q·a, exact in
-// int32, converted and scaled once for sixteen rows (dotx16_amd64.s).
-// Group g starts at byte 16·g·wrb, block b at b·16·(block bytes) from
-// there; a matrix whose rows are not a multiple of sixteen gets zero rows
-// (d = m = 0) to fill its last group, which compute 0 and are never read.
-// The prompt-row (tiled) kernels and GetRows read rows put back in the
-// file's layout (canonicalRows, x16Row).
+// from as many places, and a vector of products holds two rows' partial
+// sums, each converted and scaled per block (four µops for every
+// VPDPBUSD). Grouped, G rows' block b is one record (G = 16 on AVX-512
+// VNNI, a zmm of rows; 8 on AVX2, a ymm): the G f16 d (row k at 2k), for
+// Q4_1 the G f16 m (at 2G+2k), then quant vectors of 4G bytes, vector j
+// holding bytes 4j..4j+3 of every row's quants (row k at 4k): four of
+// nibbles for Q4_1 (20·G bytes a record), eight of bytes for Q8_0 (34·G).
+// AVX-512 stores Q8_0 quants as q+128, VPDPBUSD's unsigned operand; AVX2
+// keeps them signed for VPSIGNB. A lane is then a row: the activation's
+// dwords broadcast against the vectors leave each lane the block's whole
+// Σ q·a, exact in int32, converted and scaled once for G rows
+// (dotx16_amd64.s, dotx8_amd64.s, which give the same bits). Group g
+// starts at byte G·g·wrb, block b at b·G·(block bytes) from there; a
+// matrix whose rows are not a multiple of G gets zero rows (d = m = 0) to
+// fill its last group, which compute 0 and are never read. The prompt-row
+// (tiled) kernels and GetRows read rows put back in the file's layout
+// (canonicalRows, groupedRow).
 
-// x16Dot is a grouped kernel for a fixed number A of activation rows:
-// groups sixteen-row groups from w, the activations from x (xstride bytes
-// apart) with their scale table sc (per block 2·A words: x16Scales),
-// results to dst (dstride bytes apart), sixteen a group.
-type x16Dot func(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)
+// groupedDot is a grouped kernel for a fixed number A of activation rows:
+// groups G-row groups from w, the activations from x (xstride bytes
+// apart) with their scale table sc (per block 2·A words: groupedScales),
+// results to dst (dstride bytes apart), G a group.
+type groupedDot func(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)
 
-// x16Kernels are a weight type's grouped kernels by activation rows (1,
-// 2, 3, 4 and 8, matScratch.group's sizes); [1] is nil where they do not
-// run, and then Upload keeps the file's layout.
-var x16Kernels = map[kernels.DType]*[9]x16Dot{kernels.Q4_1: {}, kernels.Q8_0: {}}
-
-// x16Runs reports whether dt's matrices are grouped on this CPU.
-func x16Runs(dt kernels.DType) bool {
-	k := x16Kernels[dt]
-	return k != nil && k[1] != nil
+// groupedLayout is a CPU's grouped kernels: G, and a weight type's kernels
+// by activation rows (1, 2, 3, 4 and 8, matScratch.group's sizes).
+type groupedLayout struct {
+	rows    int
+	kernels map[kernels.DType]*[9]groupedDot
 }
 
-// packX16 is the grouped copy of a canonical Q4_1 or Q8_0 matrix of rows
-// rows of nb blocks, padded to whole groups.
-func packX16(dt kernels.DType, src []byte, rows, nb int) []byte {
+// grouped is the layout Upload regroups Q4_1 and Q8_0 matrices into; nil
+// where no grouped kernels run, and then Upload keeps the file's layout.
+var grouped *groupedLayout
+
+// groupedRuns reports whether dt's matrices are grouped on this CPU.
+func groupedRuns(dt kernels.DType) bool {
+	return grouped != nil && grouped.kernels[dt] != nil
+}
+
+// packGrouped is the copy, in groups of g rows, of a canonical Q4_1 or
+// Q8_0 matrix of rows rows of nb blocks, padded to whole groups.
+func packGrouped(dt kernels.DType, src []byte, rows, nb, g int) []byte {
 	bb := dt.BlockBytes()
 	wrb := nb * bb
-	groups := (rows + 15) / 16
-	dst := make([]byte, groups*16*wrb)
+	groups := (rows + g - 1) / g
+	dst := make([]byte, groups*g*wrb)
 	zero := make([]byte, wrb) // the padding rows' blocks
-	for g := range groups {
-		base := g * 16 * wrb
-		for k := range 16 {
+	for gi := range groups {
+		base := gi * g * wrb
+		for k := range g {
 			row := zero
-			if 16*g+k < rows {
-				row = src[(16*g+k)*wrb:]
+			if g*gi+k < rows {
+				row = src[(g*gi+k)*wrb:]
 			}
 			for b := range nb {
-				x16Block(dt, dst[base+b*16*bb:], row[b*bb:], k, true)
+				groupedBlock(dt, dst[base+b*g*bb:], row[b*bb:], k, g, true)
 			}
 		}
 	}
 	return dst
 }
 
-// x16Row writes row r of a grouped matrix of nb blocks a row into dst in
-// the file's layout.
-func x16Row(dt kernels.DType, dst, w []byte, nb, r int) {
+// groupedRow writes row r of a matrix in groups of g rows, nb blocks a
+// row, into dst in the file's layout.
+func groupedRow(dt kernels.DType, dst, w []byte, nb, r, g int) {
 	bb := dt.BlockBytes()
-	base := r / 16 * 16 * nb * bb
+	base := r / g * g * nb * bb
 	for b := range nb {
-		x16Block(dt, w[base+b*16*bb:], dst[b*bb:], r%16, false)
+		groupedBlock(dt, w[base+b*g*bb:], dst[b*bb:], r%g, g, false)
 	}
 }
 
-// x16Block copies row k's block between a group's record rec and the
-// file's block blk: into the record when pack is set, else out of it.
-func x16Block(dt kernels.DType, rec, blk []byte, k int, pack bool) {
+// groupedBlock copies row k's block between a g-row group's record rec
+// and the file's block blk: into the record when pack is set, else out of
+// it.
+func groupedBlock(dt kernels.DType, rec, blk []byte, k, g int, pack bool) {
 	move := func(r, b []byte) {
 		if pack {
 			copy(r, b)
@@ -92,23 +100,29 @@ func x16Block(dt kernels.DType, rec, blk []byte, k int, pack bool) {
 	move(rec[2*k:2*k+2], blk[0:2])
 	switch dt {
 	case kernels.Q4_1:
-		move(rec[32+2*k:32+2*k+2], blk[2:4])
+		move(rec[2*g+2*k:2*g+2*k+2], blk[2:4])
 		for j := range 4 {
-			move(rec[64+64*j+4*k:64+64*j+4*k+4], blk[4+4*j:8+4*j])
+			at := 4*g + 4*g*j + 4*k
+			move(rec[at:at+4], blk[4+4*j:8+4*j])
 		}
 	case kernels.Q8_0:
+		var bias byte // VPDPBUSD's unsigned operand (AVX-512)
+		if g == 16 {
+			bias = 0x80
+		}
 		for j := range 8 {
-			r, b := rec[32+64*j+4*k:32+64*j+4*k+4], blk[2+4*j:6+4*j]
+			at := 2*g + 4*g*j + 4*k
+			r, b := rec[at:at+4], blk[2+4*j:6+4*j]
 			for i := range 4 {
 				if pack {
-					r[i] = b[i] ^ 0x80
+					r[i] = b[i] ^ bias
 				} else {
-					b[i] = r[i] ^ 0x80
+					b[i] = r[i] ^ bias
 				}
 			}
 		}
 	default:
-		panic("x16Block: " + dt.String())
+		panic("groupedBlock: " + dt.String())
 	}
 }
 
@@ -116,22 +130,23 @@ func x16Block(dt kernels.DType, rec, blk []byte, k int, pack bool) {
 // layout: t's own bytes unless it is grouped, else buf (grown) holding a
 // copy.
 func (t *tensor) canonicalRows(buf *[]byte, o0, o1, wrb int) []byte {
-	if !t.x16 {
+	if t.group == 0 {
 		return t.raw[o0*wrb : o1*wrb]
 	}
 	*buf = growBytes(*buf, (o1-o0)*wrb)
 	b := *buf
 	for r := o0; r < o1; r++ {
-		x16Row(t.dtype, b[(r-o0)*wrb:], t.raw, wrb/t.dtype.BlockBytes(), r)
+		groupedRow(t.dtype, b[(r-o0)*wrb:], t.raw, wrb/t.dtype.BlockBytes(), r, t.group)
 	}
 	return b[:(o1-o0)*wrb]
 }
 
-// x16Scales is the grouped kernels' scale table for m activation rows of
+// groupedScales is the grouped kernels' scale table for m activation rows of
 // nb blocks (xstride bytes apart, bb bytes a block): per block each row's
 // dx, then for a Q8_1 row its s (as actScales), for a Q8_0 row 128·Σ of
-// its quants as an int32, the bias the Q8_0 kernels' unsigned quants add.
-func x16Scales(sc []float32, x []byte, xstride, bb, nb, m int) {
+// its quants as an int32, the bias the AVX-512 Q8_0 kernels' unsigned
+// quants add.
+func groupedScales(sc []float32, x []byte, xstride, bb, nb, m int) {
 	if bb != quant.Q8_0BlockBytes {
 		actScales(sc, x, xstride, bb, nb, m)
 		return
@@ -151,42 +166,46 @@ func x16Scales(sc []float32, x []byte, xstride, bb, nb, m int) {
 	}
 }
 
-// runX16 is runRows for a grouped matrix: rows [lo, hi) of wt for every
-// activation row, each activation group (matScratch.group, whose scale
-// tables scales made) through the kernel of its size. A one-row step's
-// range goes to one call; a batch's goes a group at a time, each group's
-// 5-26 KiB staying in L1 across the activation groups. A padded
-// activation group (more rows than are left) writes to s.pad, as runRows'
-// kernels do, copied out once for the whole range. Rows of a weight group
-// outside [lo, hi) (a range matMulShared starts or ends inside a group)
-// are computed into a scratch on the stack and dropped.
-func (s *matScratch) runX16(dst []float32, wt *tensor, out, padCol, lo, hi, nb, xrb int) {
-	ks := x16Kernels[wt.dtype]
-	gb := 16 * nb * wt.dtype.BlockBytes()
+// runGrouped is runRows for a grouped matrix: rows [lo, hi) of wt for
+// every activation row, each activation group (matScratch.group, whose
+// scale tables scales made) through the kernel of its size. A one-row
+// step's range goes to one call; a batch's goes a weight group at a time,
+// each group's 2-26 KiB staying in L1 across the activation groups. A
+// padded activation group (more rows than are left) writes to s.pad, as
+// runRows' kernels do, copied out once for the whole range. Rows of a
+// weight group outside [lo, hi) (a range matMulShared starts or ends
+// inside a group) are computed into a scratch on the stack and dropped.
+func (s *matScratch) runGrouped(dst []float32, wt *tensor, out, padCol, lo, hi, nb, xrb int) {
+	G := wt.group
+	if grouped == nil || grouped.rows != G {
+		panic("runGrouped: the matrix was grouped for other kernels")
+	}
+	ks := grouped.kernels[wt.dtype]
+	gb := G * nb * wt.dtype.BlockBytes()
 	ps := s.padStride
 	for i0 := 0; i0 < s.n; i0 += xTile {
 		i1 := min(s.n, i0+xTile)
 		padded := -1 // the padded activation group's first row
-		for g0 := lo / 16; 16*g0 < hi; {
+		for g0 := lo / G; G*g0 < hi; {
 			g1 := g0 + 1
-			if s.n == 1 && 16*g0 >= lo {
-				g1 = max(g1, hi/16) // the whole groups inside the range, at once
+			if s.n == 1 && G*g0 >= lo {
+				g1 = max(g1, hi/G) // the whole groups inside the range, at once
 			}
-			a, z := max(lo, 16*g0), min(hi, 16*g1)
+			a, z := max(lo, G*g0), min(hi, G*g1)
 			for i := i0; i < i1; {
 				m := s.group(i, i1)
 				k, sc, x := ks[m], &s.sc[i*2*nb], &s.xq[i*xrb]
 				switch {
-				case a == 16*g0 && z == 16*g1 && m <= i1-i:
+				case a == G*g0 && z == G*g1 && m <= i1-i:
 					k(&wt.raw[g0*gb], nb, x, xrb, sc, &dst[i*out+a], 4*out, g1-g0)
-				case a == 16*g0 && z == 16*g1:
+				case a == G*g0 && z == G*g1:
 					k(&wt.raw[g0*gb], nb, x, xrb, sc, &s.pad[padCol+a], 4*ps, g1-g0)
 					padded = i
 				default:
-					var part [8 * 16]float32 // g1 = g0+1 here
-					k(&wt.raw[g0*gb], nb, x, xrb, sc, &part[0], 16*int(unsafe.Sizeof(part[0])), 1)
+					var part [8 * 16]float32 // g1 = g0+1 here; G ≤ 16
+					k(&wt.raw[g0*gb], nb, x, xrb, sc, &part[0], G*int(unsafe.Sizeof(part[0])), 1)
 					for j := range min(m, i1-i) {
-						copy(dst[(i+j)*out+a:(i+j)*out+z], part[16*j+a-16*g0:16*j+z-16*g0])
+						copy(dst[(i+j)*out+a:(i+j)*out+z], part[G*j+a-G*g0:G*j+z-G*g0])
 					}
 				}
 				i += m
@@ -194,7 +213,7 @@ func (s *matScratch) runX16(dst []float32, wt *tensor, out, padCol, lo, hi, nb, 
 			g0 = g1
 		}
 		if padded >= 0 { // the whole groups' rows: [lo, hi) rounded inwards
-			a, z := (lo+15)/16*16, hi/16*16
+			a, z := (lo+G-1)/G*G, hi/G*G
 			for j := range i1 - padded {
 				copy(dst[(padded+j)*out+a:(padded+j)*out+z], s.pad[j*ps+padCol+a:j*ps+padCol+z])
 			}

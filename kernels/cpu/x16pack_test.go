@@ -11,13 +11,26 @@ import (
 	"github.com/sluicehq/sluice/kernels/quant"
 )
 
-// x16Ref is the grouped kernels' arithmetic for one canonical row w of nb
+// testedLayouts are the grouped layouts whose kernels run on this CPU
+// (x16pack_amd64_test.go adds them), each tested whether or not it is the
+// one Upload picks.
+var testedLayouts []*groupedLayout
+
+// withLayout runs f with Upload grouping into l.
+func withLayout(l *groupedLayout, f func()) {
+	old := grouped
+	grouped = l
+	defer func() { grouped = old }()
+	f()
+}
+
+// groupedRef is the grouped kernels' arithmetic for one canonical row w of nb
 // Q4_1 or Q8_0 blocks against one activation row x (Q8_1 or Q8_0), in
 // Go: per block the exact Σ q·a, then acc = fma(Σ, d·dx, acc) and, for
 // Q4_1, acc = fma(m, s, acc), each rounded to float32 once (the float64
 // FMA of these float32 operands is exact before its rounding: the
 // products have at most 48 bits).
-func x16Ref(dt kernels.DType, w, x []byte, nb int) float32 {
+func groupedRef(dt kernels.DType, w, x []byte, nb int) float32 {
 	half := func(b []byte) float32 { return quant.F16ToF32(uint16(b[0]) | uint16(b[1])<<8) }
 	bb := dt.BlockBytes()
 	var acc float32
@@ -44,56 +57,63 @@ func x16Ref(dt kernels.DType, w, x []byte, nb int) float32 {
 	return acc
 }
 
-// TestX16Regroup: x16Row undoes packX16 for every row of both types, and
-// the padding rows are zero blocks.
-func TestX16Regroup(t *testing.T) {
+// TestGroupedRegroup: groupedRow undoes packGrouped for every row of both
+// types in groups of 8 and 16, and the padding rows are zero blocks.
+func TestGroupedRegroup(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 82))
 	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
-		for _, rows := range []int{1, 7, 16, 21, 32} {
+		for _, c := range []struct{ rows, g int }{{1, 16}, {7, 16}, {16, 16}, {21, 16}, {32, 16}, {1, 8}, {7, 8}, {8, 8}, {21, 8}, {32, 8}} {
+			rows, G := c.rows, c.g
 			nb := 3
 			wb := nb * dt.BlockBytes()
 			w := make([]byte, rows*wb)
 			for i := range w {
 				w[i] = byte(r.Uint32())
 			}
-			g := packX16(dt, w, rows, nb)
-			if want := (rows + 15) / 16 * 16 * wb; len(g) != want {
-				t.Fatalf("%v rows %d: %d bytes, want %d", dt, rows, len(g), want)
+			g := packGrouped(dt, w, rows, nb, G)
+			if want := (rows + G - 1) / G * G * wb; len(g) != want {
+				t.Fatalf("%v rows %d in %d: %d bytes, want %d", dt, rows, G, len(g), want)
 			}
-			if rows >= 16 && bytes.Equal(g[:16*wb], w[:16*wb]) {
-				t.Fatalf("%v rows %d: packX16 left the first group as it was", dt, rows)
+			if rows >= G && bytes.Equal(g[:G*wb], w[:G*wb]) {
+				t.Fatalf("%v rows %d in %d: packGrouped left the first group as it was", dt, rows, G)
 			}
 			row := make([]byte, wb)
 			for i := range len(g) / wb {
-				x16Row(dt, row, g, nb, i)
+				groupedRow(dt, row, g, nb, i, G)
 				want := make([]byte, wb)
 				if i < rows {
 					want = w[i*wb : (i+1)*wb]
 				}
 				if !bytes.Equal(row, want) {
-					t.Fatalf("%v rows %d: row %d regrouped differs", dt, rows, i)
+					t.Fatalf("%v rows %d in %d: row %d regrouped differs", dt, rows, G, i)
 				}
 			}
 		}
 	}
 }
 
-// TestX16Backend: a backend that regroups its Q4_1 and Q8_0 matrices
-// gives, on 1 and 2 threads, for every MatMul and MatMuls (whose chunks
-// start and end inside groups when a weight's rows are not a multiple of
-// sixteen): generated rows x16Ref's bits whatever rows share the batch
-// (design invariant 6), within rounding of the file layout's kernels;
-// prompt rows (tiled) and GetRows the file layout's backend's bits.
-func TestX16Backend(t *testing.T) {
-	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
-		if !x16Runs(dt) {
-			t.Skipf("%v matrices are not regrouped on this CPU", dt)
+// TestGroupedBackend: a backend that regroups its Q4_1 and Q8_0 matrices,
+// into every layout whose kernels run here, gives, on 1 and 2 threads,
+// for every MatMul and MatMuls (whose chunks start and end inside groups
+// when a weight's rows are not a multiple of the group's): generated rows
+// (and on CPUs without tiles prompt rows) groupedRef's bits whatever rows
+// share the batch (design invariant 6), within rounding of the file
+// layout's kernels; tiled prompt rows and GetRows the file layout's
+// backend's bits.
+func TestGroupedBackend(t *testing.T) {
+	if len(testedLayouts) == 0 {
+		t.Skip("no grouped kernels on this CPU")
+	}
+	for _, l := range testedLayouts {
+		for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
+			t.Run(fmt.Sprintf("g%d/%v", l.rows, dt), func(t *testing.T) {
+				withLayout(l, func() { testGroupedBackend(t, dt, l.rows) })
+			})
 		}
-		t.Run(dt.String(), func(t *testing.T) { testX16Backend(t, dt) })
 	}
 }
 
-func testX16Backend(t *testing.T, dt kernels.DType) {
+func testGroupedBackend(t *testing.T, dt kernels.DType, G int) {
 	r := rand.New(rand.NewPCG(26, 83))
 	const in = 576
 	nb := in / 32
@@ -116,8 +136,8 @@ func testX16Backend(t *testing.T, dt kernels.DType) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !g.(*tensor).x16 || f.(*tensor).x16 {
-				t.Fatalf("out %d: grouped %v, file layout %v", out, g.(*tensor).x16, f.(*tensor).x16)
+			if g.(*tensor).group != G || f.(*tensor).group != 0 {
+				t.Fatalf("out %d: grouped in %d, file layout in %d", out, g.(*tensor).group, f.(*tensor).group)
 			}
 			gw, fw, data = append(gw, g), append(fw, f), append(data, d)
 		}
@@ -156,7 +176,7 @@ func testX16Backend(t *testing.T, dt kernels.DType) {
 						for j := range g[i] {
 							row, o := j/out, j%out
 							gv, fv := g[i][j], f[i][j]
-							if flags[row] {
+							if flags[row] && tiledPrompt(dt) {
 								if math.Float32bits(gv) != math.Float32bits(fv) {
 									t.Fatalf("result %d prompt row %d [%d]: grouped %v, file layout %v", i, row, o, gv, fv)
 								}
@@ -164,7 +184,7 @@ func testX16Backend(t *testing.T, dt kernels.DType) {
 							}
 							qk.quantize(xq, xv[row*in:(row+1)*in])
 							w := data[i%len(outs)]
-							want := x16Ref(dt, w[o*dt.RowBytes(in):], xq, nb)
+							want := groupedRef(dt, w[o*dt.RowBytes(in):], xq, nb)
 							if math.Float32bits(gv) != math.Float32bits(want) {
 								t.Fatalf("result %d row %d [%d]: grouped %v, want %v", i, row, o, gv, want)
 							}
