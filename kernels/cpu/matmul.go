@@ -227,7 +227,8 @@ func (s *matScratch) pack(lo, hi int) {
 
 // group is how many activation rows, from row i of an activation tile
 // ending at row i1, run hands to one kernel: the widest of rows8, rows4,
-// rows3, and rows2M or rows2 that the weight type has and that fits, or 8
+// rows3 (a grouped matrix's kernels always have it), and rows2M or rows2
+// that the weight type has and that fits, or 8
 // or 4 for a last group that padTo pads (more than are left). A row's
 // kernel thus depends on n alone, never on the rows' values, and every
 // kernel gives the one-row kernel's bits (design invariant 6).
@@ -238,7 +239,7 @@ func (s *matScratch) group(i, i1 int) int {
 		return 8
 	case s.k.rows4 != nil && (left >= 4 || p.to4 > 0 && left >= p.to4):
 		return 4
-	case s.k.rows3 != nil && left >= 3:
+	case (s.k.rows3 != nil || s.allScales) && left >= 3: // every grouped layout has a three-row kernel
 		return 3
 	case (s.k.rows2 != nil || s.k.rows2M != nil) && left >= 2:
 		return 2
