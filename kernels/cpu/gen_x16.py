@@ -1,5 +1,6 @@
-# Writes dotx16_amd64.s, the grouped Q4_1 and Q8_0 kernels (x16pack.go), one
-# per weight type and number of activation rows: go generate ./kernels/cpu.
+# Writes dotx16_amd64.s and dotx8_amd64.s, the grouped Q4_1 and Q8_0 kernels
+# (x16pack.go) for AVX-512 VNNI and AVX2, one per weight type and number of
+# activation rows: go generate ./kernels/cpu.
 hdr = r'''//go:build amd64 && !noasm
 
 #include "textflag.h"
@@ -115,14 +116,12 @@ types = [
   ("dotQ4_1Q8_1X16A", "Q41X16_BLOCK", "Q41X16_ACT", 320, 36, 5, "q41"),
   ("dotQ8_0Q8_0X16A", "Q80X16_BLOCK", "Q80X16_ACT", 544, 34, 9, "q80"),
 ]
-s = hdr
-for name0, blk, act, wbb, xbb, pf, lp in types:
-  for A, xs in acts.items():
-    name = f"{name0}{A}"
-    L = f"{lp}x16a{A}"
-    s += f"// func {name}(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)\n"
-    s += f"TEXT ·{name}(SB), NOSPLIT, $0-64\n"
-    s += f"""	MOVQ         w+0(FP), SI
+def prologue(name):
+    """The kernel's header: its arguments into registers (dotx16_amd64.s's
+    register list)."""
+    return f"""// func {name}(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)
+TEXT ·{name}(SB), NOSPLIT, $0-64
+	MOVQ         w+0(FP), SI
 	MOVQ         nb+8(FP), R8
 	MOVQ         xstride+24(FP), R10
 	LEAQ         (R10)(R10*2), R11
@@ -130,44 +129,61 @@ for name0, blk, act, wbb, xbb, pf, lp in types:
 	MOVQ         dstride+48(FP), R13
 	LEAQ         (R13)(R13*2), R15
 	MOVQ         groups+56(FP), R14
-	MOVL         $0x0f0f0f0f, AX
+"""
+
+
+def block_loop(P, blk, act, wbb, xbb, pf, A, part, acc):
+    """One pass over a group's blocks for the activation rows in part (of
+    A), acc(i) the i-th one's accumulator, pf lines prefetched a block
+    (none: the pass reads L1), then their stores."""
+    s = f"""	MOVQ         x+16(FP), DI
+	LEAQ         (DI)(R10*4), DX
+	MOVQ         sc+32(FP), BX
+	MOVQ         R8, CX
+	TESTQ        CX, CX
+	JEQ          {P}store
+
+{P}blk:
+"""
+    for i in range(pf):
+        s += f"\tPREFETCHT0   {4096+64*i}(SI)\n"
+    s += f"\t{blk}\n"
+    for i, a in enumerate(part):
+        x = acts[A][a]
+        if x.startswith("("):
+            s += f"\tLEAQ         {x}, R9\n"
+            xp = "R9"
+        else:
+            xp = x
+        s += f"\t{act}({xp}, {acc(i)}, {4*a}, {4*(A+a)})\n"
+    s += f"""	ADDQ         ${wbb}, SI
+	ADDQ         ${xbb}, DI
+	ADDQ         ${xbb}, DX
+	ADDQ         ${8*A}, BX
+	DECQ         CX
+	JNZ          {P}blk
+
+{P}store:
+	LEAQ         (R12)(R13*4), R9
+"""
+    for i, a in enumerate(part):
+        s += f"\tVMOVUPS      {acc(i)}, {outs[a]}\n"
+    return s
+
+
+s = hdr
+for name0, blk, act, wbb, xbb, pf, lp in types:
+  for A in acts:
+    L = f"{lp}x16a{A}"
+    s += prologue(f"{name0}{A}")
+    s += f"""	MOVL         $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z31
 
 {L}grp:
 """
     for a in range(A):
         s += f"\tVXORPS       Z{a}, Z{a}, Z{a}\n"
-    s += f"""	MOVQ         x+16(FP), DI
-	LEAQ         (DI)(R10*4), DX
-	MOVQ         sc+32(FP), BX
-	MOVQ         R8, CX
-	TESTQ        CX, CX
-	JEQ          {L}store
-
-{L}blk:
-"""
-    for i in range(pf):
-        s += f"\tPREFETCHT0   {4096+64*i}(SI)\n"
-    s += f"\t{blk}\n"
-    for a, x in enumerate(xs):
-        if x.startswith("("):
-            s += f"\tLEAQ         {x}, R9\n"
-            xp = "R9"
-        else:
-            xp = x
-        s += f"\t{act}({xp}, Z{a}, {4*a}, {4*(A+a)})\n"
-    s += f"""	ADDQ         ${wbb}, SI
-	ADDQ         ${xbb}, DI
-	ADDQ         ${xbb}, DX
-	ADDQ         ${8*A}, BX
-	DECQ         CX
-	JNZ          {L}blk
-
-{L}store:
-	LEAQ         (R12)(R13*4), R9
-"""
-    for a in range(A):
-        s += f"\tVMOVUPS      Z{a}, {outs[a]}\n"
+    s += block_loop(L, blk, act, wbb, xbb, pf, A, range(A), lambda i: f"Z{i}")
     s += f"""	ADDQ         $64, R12
 	DECQ         R14
 	JNZ          {L}grp
@@ -326,62 +342,19 @@ x8types = [
 ]
 s = x8hdr
 for name0, blk, act, wbb, xbb, pf, lp in x8types:
-  for A, xs in acts.items():
-    name = f"{name0}{A}"
+  for A in acts:
     L = f"{lp}x8a{A}"
     passes = [list(range(A))] if A <= 4 else [[0, 1, 2, 3], [4, 5, 6, 7]]
-    s += f"// func {name}(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)\n"
-    s += f"TEXT ·{name}(SB), NOSPLIT, $0-64\n"
-    s += f"""	MOVQ         w+0(FP), SI
-	MOVQ         nb+8(FP), R8
-	MOVQ         xstride+24(FP), R10
-	LEAQ         (R10)(R10*2), R11
-	MOVQ         dst+40(FP), R12
-	MOVQ         dstride+48(FP), R13
-	LEAQ         (R13)(R13*2), R15
-	MOVQ         groups+56(FP), R14
-
+    s += prologue(f"{name0}{A}")
+    s += f"""
 {L}grp:
 	MOVQ         SI, AX
 """
     for p, part in enumerate(passes):
-        P = f"{L}p{p}"
         for i in range(len(part)):
             s += f"\tVXORPS       Y{8+i}, Y{8+i}, Y{8+i}\n"
-        s += f"""	MOVQ         AX, SI
-	MOVQ         x+16(FP), DI
-	LEAQ         (DI)(R10*4), DX
-	MOVQ         sc+32(FP), BX
-	MOVQ         R8, CX
-	TESTQ        CX, CX
-	JEQ          {P}store
-
-{P}blk:
-"""
-        if p == 0:
-            for i in range(pf):
-                s += f"\tPREFETCHT0   {4096+64*i}(SI)\n"
-        s += f"\t{blk}\n"
-        for i, a in enumerate(part):
-            x = xs[a]
-            if x.startswith("("):
-                s += f"\tLEAQ         {x}, R9\n"
-                xp = "R9"
-            else:
-                xp = x
-            s += f"\t{act}({xp}, Y{8+i}, {4*a}, {4*(A+a)})\n"
-        s += f"""	ADDQ         ${wbb}, SI
-	ADDQ         ${xbb}, DI
-	ADDQ         ${xbb}, DX
-	ADDQ         ${8*A}, BX
-	DECQ         CX
-	JNZ          {P}blk
-
-{P}store:
-	LEAQ         (R12)(R13*4), R9
-"""
-        for i, a in enumerate(part):
-            s += f"\tVMOVUPS      Y{8+i}, {outs[a]}\n"
+        s += "\tMOVQ         AX, SI\n"
+        s += block_loop(f"{L}p{p}", blk, act, wbb, xbb, pf if p == 0 else 0, A, part, lambda i: f"Y{8+i}")
     s += f"""	ADDQ         $32, R12
 	DECQ         R14
 	JNZ          {L}grp
