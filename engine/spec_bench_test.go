@@ -184,18 +184,26 @@ var specIceLakeSteps = []float64{0, 1, 1.22, 1.42, 1.77, 2.31, 2.61, 2.93, 2.83,
 // up to 8 rows, and 16 rows cost a third of sixteen steps.
 var specIceLakeX16Steps = []float64{0, 1, 1.10, 1.23, 1.34, 1.61, 1.78, 1.87, 1.89, 2.16, 2.30, 2.48, 2.60, 2.90, 3.04, 3.25, 3.33}
 
+// specZen3X8Steps is the same on an AMD EPYC without AVX-512 (Zen 3, 2
+// cores, 32 MiB L3, slow memory: a one-row step 10-11 ms) with Q4_1 and
+// Q8_0 matrices in groups of eight rows and the AVX2 kernels that sum a
+// block's products exactly before one scaling (dotx8_amd64.s; means of 2
+// runs): 2 and 3 rows cost little over one, as on Ice Lake-SP, but the
+// slope past 4 rows is twice as steep.
+var specZen3X8Steps = []float64{0, 1, 1.09, 1.18, 1.32, 1.56, 1.76, 1.95, 2.13, 2.39, 2.58, 2.78, 2.94, 3.23, 3.42, 3.69, 3.91}
+
 // specReplayTables are the step costs BenchmarkSpecReplay prices by.
 var specReplayTables = []struct {
 	name  string
 	steps []float64
-}{{"xeon", specQuietSteps}, {"epyc", specAMDSteps}, {"icelake", specIceLakeSteps}, {"icelake-x16", specIceLakeX16Steps}}
+}{{"xeon", specQuietSteps}, {"epyc", specAMDSteps}, {"icelake", specIceLakeSteps}, {"icelake-x16", specIceLakeX16Steps}, {"zen3-x8", specZen3X8Steps}}
 
 // BenchmarkSpecReplay: the n-gram proposer and its self-tuning on
 // BenchmarkSpeculative's workloads without the machine's noise. Each
 // workload's greedy answer (SmolLM2, 96 tokens) is generated once; the
 // benchmark then replays it step by step through ngramDraft, draftLen and
 // score as the engine runs them, one sequence, each step priced by a
-// measured table of step times (specReplayTables: two machines, so that a
+// measured table of step times (specReplayTables: several machines, so that a
 // policy is not fitted to one machine's step sizes). speedup is the plain
 // decode's time over the replay's; oracle-speedup carries exactly the
 // drafts that will be accepted (the most this proposer's drafts can give at
