@@ -89,10 +89,10 @@ func (p *amxPlan) amxCacheOf(wt *tensor) *amxCache {
 	wrb := wt.dtype.RowBytes(p.k)
 	wt.amx.once.Do(func() {
 		rows := len(wt.raw) / wrb
-		if wt.group > 0 { // raw holds its last group's padding rows too (x16pack.go)
+		if wt.layout != nil { // raw holds its last group's padding rows too (x16pack.go)
 			rows = wt.rows()
 		}
-		if rows == 0 || wt.group == 0 && rows*wrb != len(wt.raw) {
+		if rows == 0 || wt.layout == nil && rows*wrb != len(wt.raw) {
 			return
 		}
 		tiles := (rows + 15) / 16

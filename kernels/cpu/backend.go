@@ -76,8 +76,8 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	}
 	if groupedRuns(t.DType) && !b.fileLayout && len(t.Shape) == 2 {
 		// A copy: the mmap stays as the file has it, its pages given back.
-		ct.group = grouped.rows
-		ct.raw = packGrouped(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems(), ct.group)
+		ct.layout = grouped
+		ct.raw = packGrouped(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems(), grouped)
 		releaseSource(t.Data)
 	}
 	return ct, nil

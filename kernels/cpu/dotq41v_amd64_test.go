@@ -315,5 +315,5 @@ func groupedRaw(ok bool, dt kernels.DType, raw []byte, rows, nb int) []byte {
 	if !ok {
 		return nil
 	}
-	return packGrouped(dt, raw, rows, nb, grouped.rows)
+	return packGrouped(dt, raw, rows, nb, grouped)
 }

@@ -140,7 +140,7 @@ func matMulPrompt(w *workers, dst, x []float32, n, in int, wt *tensor, out int, 
 func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bias []float32, tiled bool) {
 	s := &w.mm
 	s.dst, s.bias, s.wt, s.out = dst, bias, wt, out
-	s.allScales = wt.group > 0 && !tiled
+	s.allScales = wt.layout != nil && !tiled
 	s.prepare(w, x, n, in, wt.dtype, out, tiled)
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
@@ -160,7 +160,7 @@ func matMulShared(w *workers, args []matArgs, n int) {
 		s.segs = append(s.segs, matSeg{dst: a.dst, bias: a.bias, wt: a.wt, start: total, out: a.out})
 		total += a.out
 	}
-	s.allScales = args[0].wt.group > 0 // every 2-D matrix of a type is, or none
+	s.allScales = args[0].wt.layout != nil // every 2-D matrix of a type is, or none
 	s.prepare(w, args[0].x, n, args[0].in, args[0].wt.dtype, total, false)
 	w.parallelFor(total, wTile, s.fn)
 	clear(s.segs) // do not pin the caller's buffers
@@ -315,7 +315,7 @@ func (s *matScratch) runRows(dst, bias []float32, wt *tensor, out, padCol, lo, h
 	dt := wt.dtype
 	nb := s.in / dt.BlockElems()
 	wrb, xrb := dt.RowBytes(s.in), nb*s.k.actBlockBytes
-	if wt.group > 0 {
+	if wt.layout != nil {
 		s.runGrouped(dst, wt, out, padCol, lo, hi, nb, xrb)
 		s.addBias(dst, bias, out, lo, hi)
 		return

@@ -9,12 +9,12 @@ import (
 // tensor is the CPU backend's handle: either F32 scratch (f32 set) or raw
 // weight bytes in dtype's block layout (raw set, possibly an mmap).
 type tensor struct {
-	shape []int
-	dtype kernels.DType
-	f32   []float32
-	raw   []byte
-	amx   amxCacheSlot // the weight's unpacked AMX tiles (amxcache.go)
-	group int          // raw is a Q4_1 or Q8_0 matrix in groups of this many rows (x16pack.go), or 0
+	shape  []int
+	dtype  kernels.DType
+	f32    []float32
+	raw    []byte
+	amx    amxCacheSlot   // the weight's unpacked AMX tiles (amxcache.go)
+	layout *groupedLayout // raw is a Q4_1 or Q8_0 matrix in this grouped layout (x16pack.go), or nil
 }
 
 func (t *tensor) Shape() []int         { return t.shape }

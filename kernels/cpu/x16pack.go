@@ -37,12 +37,23 @@ import (
 // results to dst (dstride bytes apart), G a group.
 type groupedDot func(w *byte, nb int, x *byte, xstride int, sc *float32, dst *float32, dstride int, groups int)
 
-// groupedLayout is a CPU's grouped kernels: G, and a weight type's kernels
-// by activation rows (1, 2, 3, 4 and 8, matScratch.group's sizes).
+// groupedLayout is one grouping and its kernels: G, the bias its Q8_0
+// records store quants with, and a weight type's kernels by activation
+// rows (1, 2, 3, 4 and 8, matScratch.group's sizes; set where the CPU runs
+// them).
 type groupedLayout struct {
 	rows    int
+	q80Bias byte
 	kernels map[kernels.DType]*[9]groupedDot
 }
+
+// The AVX-512 VNNI layout, a zmm of rows, whose Q8_0 quants are stored as
+// q+128, VPDPBUSD's unsigned operand; and the AVX2 one, a ymm, whose
+// quants stay signed for VPSIGNB.
+var (
+	x16Layout = groupedLayout{rows: 16, q80Bias: 0x80}
+	x8Layout  = groupedLayout{rows: 8}
+)
 
 // grouped is the layout Upload regroups Q4_1 and Q8_0 matrices into; nil
 // where no grouped kernels run, and then Upload keeps the file's layout.
@@ -53,9 +64,10 @@ func groupedRuns(dt kernels.DType) bool {
 	return grouped != nil && grouped.kernels[dt] != nil
 }
 
-// packGrouped is the copy, in groups of g rows, of a canonical Q4_1 or
-// Q8_0 matrix of rows rows of nb blocks, padded to whole groups.
-func packGrouped(dt kernels.DType, src []byte, rows, nb, g int) []byte {
+// packGrouped is the copy, in layout l, of a canonical Q4_1 or Q8_0
+// matrix of rows rows of nb blocks, padded to whole groups.
+func packGrouped(dt kernels.DType, src []byte, rows, nb int, l *groupedLayout) []byte {
+	g := l.rows
 	bb := dt.BlockBytes()
 	wrb := nb * bb
 	groups := (rows + g - 1) / g
@@ -69,27 +81,29 @@ func packGrouped(dt kernels.DType, src []byte, rows, nb, g int) []byte {
 				row = src[(g*gi+k)*wrb:]
 			}
 			for b := range nb {
-				groupedBlock(dt, dst[base+b*g*bb:], row[b*bb:], k, g, true)
+				groupedBlock(dt, dst[base+b*g*bb:], row[b*bb:], k, l, true)
 			}
 		}
 	}
 	return dst
 }
 
-// groupedRow writes row r of a matrix in groups of g rows, nb blocks a
-// row, into dst in the file's layout.
-func groupedRow(dt kernels.DType, dst, w []byte, nb, r, g int) {
+// groupedRow writes row r of a matrix in layout l, nb blocks a row, into
+// dst in the file's layout.
+func groupedRow(dt kernels.DType, dst, w []byte, nb, r int, l *groupedLayout) {
+	g := l.rows
 	bb := dt.BlockBytes()
 	base := r / g * g * nb * bb
 	for b := range nb {
-		groupedBlock(dt, w[base+b*g*bb:], dst[b*bb:], r%g, g, false)
+		groupedBlock(dt, w[base+b*g*bb:], dst[b*bb:], r%g, l, false)
 	}
 }
 
-// groupedBlock copies row k's block between a g-row group's record rec
-// and the file's block blk: into the record when pack is set, else out of
-// it.
-func groupedBlock(dt kernels.DType, rec, blk []byte, k, g int, pack bool) {
+// groupedBlock copies row k's block between a group's record rec in
+// layout l and the file's block blk: into the record when pack is set,
+// else out of it.
+func groupedBlock(dt kernels.DType, rec, blk []byte, k int, l *groupedLayout, pack bool) {
+	g := l.rows
 	move := func(r, b []byte) {
 		if pack {
 			copy(r, b)
@@ -106,10 +120,7 @@ func groupedBlock(dt kernels.DType, rec, blk []byte, k, g int, pack bool) {
 			move(rec[at:at+4], blk[4+4*j:8+4*j])
 		}
 	case kernels.Q8_0:
-		var bias byte // VPDPBUSD's unsigned operand (AVX-512)
-		if g == 16 {
-			bias = 0x80
-		}
+		bias := l.q80Bias
 		for j := range 8 {
 			at := 2*g + 4*g*j + 4*k
 			r, b := rec[at:at+4], blk[2+4*j:6+4*j]
@@ -130,13 +141,13 @@ func groupedBlock(dt kernels.DType, rec, blk []byte, k, g int, pack bool) {
 // layout: t's own bytes unless it is grouped, else buf (grown) holding a
 // copy.
 func (t *tensor) canonicalRows(buf *[]byte, o0, o1, wrb int) []byte {
-	if t.group == 0 {
+	if t.layout == nil {
 		return t.raw[o0*wrb : o1*wrb]
 	}
 	*buf = growBytes(*buf, (o1-o0)*wrb)
 	b := *buf
 	for r := o0; r < o1; r++ {
-		groupedRow(t.dtype, b[(r-o0)*wrb:], t.raw, wrb/t.dtype.BlockBytes(), r, t.group)
+		groupedRow(t.dtype, b[(r-o0)*wrb:], t.raw, wrb/t.dtype.BlockBytes(), r, t.layout)
 	}
 	return b[:(o1-o0)*wrb]
 }
@@ -176,11 +187,8 @@ func groupedScales(sc []float32, x []byte, xstride, bb, nb, m int) {
 // weight group outside [lo, hi) (a range matMulShared starts or ends
 // inside a group) are computed into a scratch on the stack and dropped.
 func (s *matScratch) runGrouped(dst []float32, wt *tensor, out, padCol, lo, hi, nb, xrb int) {
-	G := wt.group
-	if grouped == nil || grouped.rows != G {
-		panic("runGrouped: the matrix was grouped for other kernels")
-	}
-	ks := grouped.kernels[wt.dtype]
+	G := wt.layout.rows
+	ks := wt.layout.kernels[wt.dtype]
 	gb := G * nb * wt.dtype.BlockBytes()
 	ps := s.padStride
 	for i0 := 0; i0 < s.n; i0 += xTile {

@@ -49,7 +49,7 @@ func testGroupedKernels(t *testing.T, l *groupedLayout, dt kernels.DType) {
 						nb, wb := in/32, dt.RowBytes(in)
 						w := mustQuantize(t, dt, randVec(r, rows*in))
 						extremeBlocks(r, dt, w, wb, rows, nb)
-						g := packGrouped(dt, w, rows, nb, G)
+						g := packGrouped(dt, w, rows, nb, l)
 						groups := (rows + G - 1) / G
 						xq := make([]byte, m*nb*bb)
 						for j := range m {
@@ -139,7 +139,7 @@ func benchX16(b *testing.B, dt kernels.DType, rows, in int) {
 		})
 		for _, l := range testedLayouts {
 			G := l.rows
-			g := packGrouped(dt, w, rows, nb, G)
+			g := packGrouped(dt, w, rows, nb, l)
 			b.Run(fmt.Sprintf("m%d/grouped%d", m, G), func(b *testing.B) {
 				k := l.kernels[dt][m]
 				for b.Loop() {

@@ -62,15 +62,18 @@ func groupedRef(dt kernels.DType, w, x []byte, nb int) float32 {
 func TestGroupedRegroup(t *testing.T) {
 	r := rand.New(rand.NewPCG(26, 82))
 	for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
-		for _, c := range []struct{ rows, g int }{{1, 16}, {7, 16}, {16, 16}, {21, 16}, {32, 16}, {1, 8}, {7, 8}, {8, 8}, {21, 8}, {32, 8}} {
-			rows, G := c.rows, c.g
+		for _, c := range []struct {
+			rows int
+			l    *groupedLayout
+		}{{1, &x16Layout}, {7, &x16Layout}, {16, &x16Layout}, {21, &x16Layout}, {32, &x16Layout}, {1, &x8Layout}, {7, &x8Layout}, {8, &x8Layout}, {21, &x8Layout}, {32, &x8Layout}} {
+			rows, G := c.rows, c.l.rows
 			nb := 3
 			wb := nb * dt.BlockBytes()
 			w := make([]byte, rows*wb)
 			for i := range w {
 				w[i] = byte(r.Uint32())
 			}
-			g := packGrouped(dt, w, rows, nb, G)
+			g := packGrouped(dt, w, rows, nb, c.l)
 			if want := (rows + G - 1) / G * G * wb; len(g) != want {
 				t.Fatalf("%v rows %d in %d: %d bytes, want %d", dt, rows, G, len(g), want)
 			}
@@ -79,7 +82,7 @@ func TestGroupedRegroup(t *testing.T) {
 			}
 			row := make([]byte, wb)
 			for i := range len(g) / wb {
-				groupedRow(dt, row, g, nb, i, G)
+				groupedRow(dt, row, g, nb, i, c.l)
 				want := make([]byte, wb)
 				if i < rows {
 					want = w[i*wb : (i+1)*wb]
@@ -107,13 +110,13 @@ func TestGroupedBackend(t *testing.T) {
 	for _, l := range testedLayouts {
 		for _, dt := range []kernels.DType{kernels.Q4_1, kernels.Q8_0} {
 			t.Run(fmt.Sprintf("g%d/%v", l.rows, dt), func(t *testing.T) {
-				withLayout(l, func() { testGroupedBackend(t, dt, l.rows) })
+				withLayout(l, func() { testGroupedBackend(t, dt, l) })
 			})
 		}
 	}
 }
 
-func testGroupedBackend(t *testing.T, dt kernels.DType, G int) {
+func testGroupedBackend(t *testing.T, dt kernels.DType, l *groupedLayout) {
 	r := rand.New(rand.NewPCG(26, 83))
 	const in = 576
 	nb := in / 32
@@ -136,8 +139,8 @@ func testGroupedBackend(t *testing.T, dt kernels.DType, G int) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.(*tensor).group != G || f.(*tensor).group != 0 {
-				t.Fatalf("out %d: grouped in %d, file layout in %d", out, g.(*tensor).group, f.(*tensor).group)
+			if g.(*tensor).layout != l || f.(*tensor).layout != nil {
+				t.Fatalf("out %d: grouped in %v, file layout in %v", out, g.(*tensor).layout, f.(*tensor).layout)
 			}
 			gw, fw, data = append(gw, g), append(fw, f), append(data, d)
 		}
