@@ -141,6 +141,7 @@ func matMulWith(w *workers, dst, x []float32, n, in int, wt *tensor, out int, bi
 	s := &w.mm
 	s.dst, s.bias, s.wt, s.out = dst, bias, wt, out
 	s.allScales = wt.layout != nil && !tiled
+	w.beginProduct(opWeights{wt}, tiled)
 	s.prepare(w, x, n, in, wt.dtype, out, tiled)
 	// Chunks of whole weight tiles, so a chunk edge never splits a tile.
 	w.parallelFor(out, wTile, s.fn)
@@ -156,10 +157,15 @@ func matMulShared(w *workers, args []matArgs, n int) {
 	s := &w.mm
 	s.segs = s.segs[:0]
 	total := 0
-	for _, a := range args {
+	var op opWeights
+	for i, a := range args {
 		s.segs = append(s.segs, matSeg{dst: a.dst, bias: a.bias, wt: a.wt, start: total, out: a.out})
 		total += a.out
+		if i < len(op) {
+			op[i] = a.wt
+		}
 	}
+	w.beginProduct(op, false)
 	s.allScales = args[0].wt.layout != nil // every 2-D matrix of a type is, or none
 	s.prepare(w, args[0].x, n, args[0].in, args[0].wt.dtype, total, false)
 	w.parallelFor(total, wTile, s.fn)

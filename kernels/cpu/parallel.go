@@ -26,6 +26,11 @@ type workers struct {
 	pool    *pool      // nil with one thread, and after close
 	edges   []int      // parallelFor's chunk edges, kept to reuse
 	mm      matScratch // matMul's reusable buffers (matmul.go)
+
+	// Reading ahead (readahead.go): the first weight of the last product,
+	// and what the helpers read once they run out of chunks.
+	prev  *tensor
+	after readAhead
 }
 
 // newWorkers starts the helpers; close stops them.
@@ -98,7 +103,7 @@ func (w *workers) parallelFor(n, grain int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	w.pool.run(fn, e)
+	w.pool.run(fn, e, &w.after)
 }
 
 // Spinning. A thread with nothing to do polls for spinFor before it sleeps
@@ -138,6 +143,7 @@ type pool struct {
 	// announces it and read by a helper only once it holds a chunk of it.
 	fn    func(lo, hi int)
 	edges []int  // chunk i is [edges[i], edges[i+1])
+	after readAhead
 	gen   uint64 // caller-only copy of the current generation
 
 	callerAsleep atomic.Bool
@@ -150,7 +156,8 @@ type pool struct {
 type helper struct {
 	asleep atomic.Bool
 	wake   chan struct{} // capacity 1, as callerWake
-	_      [48]byte      // one helper's flag per cache line
+	sink   byte          // keeps the read-ahead's loads (readahead.go)
+	_      [40]byte      // one helper's flag per cache line
 }
 
 func newPool(helpers int) *pool {
@@ -175,9 +182,9 @@ func (p *pool) stop() {
 
 // run is one operation: announce it, take chunks alongside the helpers, and
 // return once every chunk has finished.
-func (p *pool) run(fn func(lo, hi int), edges []int) {
+func (p *pool) run(fn func(lo, hi int), edges []int, after *readAhead) {
 	chunks := len(edges) - 1
-	p.fn, p.edges = fn, edges
+	p.fn, p.edges, p.after = fn, edges, *after
 	p.done.Store(0)
 	p.gen = (p.gen + 1) & (1<<32 - 1)
 	p.claim.Store(p.gen<<genShift | uint64(chunks)<<chunksShift)
@@ -188,25 +195,32 @@ func (p *pool) run(fn func(lo, hi int), edges []int) {
 			need--
 		}
 	}
-	p.take(p.gen)
+	p.take(p.gen, nil)
 	p.waitDone(int64(chunks))
 	p.fn, p.edges = nil, nil // do not pin the caller's closure and what it refers to
 }
 
-// take runs chunks of operation gen until none are left.
-func (p *pool) take(gen uint64) {
+// take runs chunks of operation gen until none are left, and reports
+// whether it ran any. A helper passes ahead to get the operation's
+// read-ahead, copied while the job fields are still gen's.
+func (p *pool) take(gen uint64, ahead *readAhead) bool {
+	ran := false
 	for {
 		c := p.claim.Load()
 		chunks := int(c >> chunksShift & fieldMask)
 		i := int(c & fieldMask)
 		if c>>genShift != gen || i >= chunks {
-			return
+			return ran
 		}
 		if !p.claim.CompareAndSwap(c, c+1) {
 			continue
 		}
 		// Holding an unfinished chunk of gen keeps the caller inside run for
 		// gen, so the job fields are still gen's.
+		if !ran && ahead != nil {
+			*ahead = p.after
+		}
+		ran = true
 		p.fn(p.edges[i], p.edges[i+1])
 		if p.done.Add(1) == int64(chunks) && p.callerAsleep.CompareAndSwap(true, false) {
 			p.callerWake <- struct{}{}
@@ -248,7 +262,10 @@ func (p *pool) work(h *helper) {
 			return
 		}
 		seen = gen
-		p.take(gen)
+		var ahead readAhead
+		if p.take(gen, &ahead) {
+			h.sink += p.readAheadUntil(&ahead, gen)
+		}
 	}
 }
 

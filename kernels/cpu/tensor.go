@@ -15,6 +15,9 @@ type tensor struct {
 	raw    []byte
 	amx    amxCacheSlot   // the weight's unpacked AMX tiles (amxcache.go)
 	layout *groupedLayout // raw is a Q4_1 or Q8_0 matrix in this grouped layout (x16pack.go), or nil
+	// next: the weights of the product that followed this one's last time
+	// (readahead.go); the backend's caller alone reads and writes it.
+	next opWeights
 }
 
 func (t *tensor) Shape() []int         { return t.shape }
