@@ -142,7 +142,7 @@ type pool struct {
 	// The current operation, written by the caller before the claim word
 	// announces it and read by a helper only once it holds a chunk of it.
 	fn    func(lo, hi int)
-	edges []int  // chunk i is [edges[i], edges[i+1])
+	edges []int // chunk i is [edges[i], edges[i+1])
 	after readAhead
 	gen   uint64 // caller-only copy of the current generation
 
