@@ -260,6 +260,55 @@ func BenchmarkDecodeLayouts(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeReadAhead times decode at two threads with the helpers
+// reading the next product's weights ahead (kernels/cpu's readahead.go) and
+// without (cpu.Backend.SetReadAhead), the two alternated step by step on
+// one model with a read pass after each, as BenchmarkDecodeLayouts does the
+// layouts: the same memory, the same tokens. Metrics: each way's fraction
+// of the read rate, and off-ns/on-ns, the step's speed-up.
+func BenchmarkDecodeReadAhead(b *testing.B) {
+	for _, model := range decodeBWModels() {
+		b.Run(model.name+"/threads=2", func(b *testing.B) {
+			m := model.load(b, 2)
+			be := m.be.(*cpu.Backend)
+			perToken := weightBytes(b, m)
+			read := newReadPass(b, m.be, perToken)
+			d := newDecodeLoop(m)
+			var ton, toff, tr time.Duration
+			step := func(on bool, t *time.Duration) {
+				be.SetReadAhead(on)
+				t0 := time.Now()
+				d.step(b)
+				t1 := time.Now()
+				read.run(b)
+				*t += t1.Sub(t0)
+				tr += time.Since(t1)
+			}
+			for range decodeCycle {
+				step(true, &ton)
+				step(false, &toff)
+			}
+			ton, toff, tr = 0, 0, 0
+			for i := 0; b.Loop(); i++ {
+				// Alternating which goes first: the step after a read
+				// pass starts with the other's weights in no cache.
+				if i%2 == 0 {
+					step(true, &ton)
+					step(false, &toff)
+				} else {
+					step(false, &toff)
+					step(true, &ton)
+				}
+			}
+			readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
+			gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }
+			b.ReportMetric(gbs(ton)/readGBs, "on-fraction")
+			b.ReportMetric(gbs(toff)/readGBs, "off-fraction")
+			b.ReportMetric(toff.Seconds()/ton.Seconds(), "speedup")
+		})
+	}
+}
+
 // readPass is a Q8_0 weight of rows of 2048 holding about a model's bytes
 // per token, with one activation row to multiply it by.
 type readPass struct {

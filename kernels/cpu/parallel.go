@@ -29,8 +29,9 @@ type workers struct {
 
 	// Reading ahead (readahead.go): the first weight of the last product,
 	// and what the helpers read once they run out of chunks.
-	prev  *tensor
-	after readAhead
+	prev        *tensor
+	after       readAhead
+	noReadAhead bool // Backend.SetReadAhead(false)
 }
 
 // newWorkers starts the helpers; close stops them.

@@ -16,10 +16,22 @@ package cpu
 // told: a model runs its products in the same order every step, so each
 // weight remembers the weights of the product that followed it last time
 // (tensor.next), and a guess that is wrong costs reads that were free.
+// On that machine the step became 1.04–1.05× faster (SmolLM2-135M, two
+// threads, BenchmarkDecodeReadAhead, the two ways alternated step by step).
 //
 // Only regrouped matrices are read ahead: they are copies on the Go heap
 // (x16pack.go), whereas another weight may lie in the model file's mmap,
-// which its owner may unmap while a helper still reads.
+// which its owner may unmap while a helper still reads. (Read under the
+// runtime's panic-on-fault, Gemma 3's mmapped Q5_0, Q4_K and Q6_K matrices
+// gained nothing measurable: BenchmarkDecodeReadAhead 0.99–1.02.)
+
+// SetReadAhead turns reading ahead on (the default) or off, for
+// benchmarks that time a step both ways in one process
+// (models.BenchmarkDecodeReadAhead). Off takes effect from the next product.
+func (b *Backend) SetReadAhead(on bool) {
+	b.noReadAhead = !on
+	b.after = readAhead{}
+}
 
 // maxReadAhead is how many weights of one product are remembered: the
 // most a product shares its activations among (gate and up, or Q, K and V)
@@ -48,7 +60,7 @@ type readAhead [maxReadAhead][]byte
 // Operations that are not products leave w.after as it is: the product
 // after them is still the one expected.
 func (w *workers) beginProduct(op opWeights, tiled bool) {
-	if w.pool == nil || op[0] == nil || op[0] == w.prev {
+	if w.pool == nil || w.noReadAhead || op[0] == nil || op[0] == w.prev {
 		// (The same weights twice in a row: a step mixing prompt rows
 		// with others runs its product in two parts.)
 		return

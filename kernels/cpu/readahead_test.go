@@ -82,6 +82,15 @@ func TestReadAheadLearnsSuccessor(t *testing.T) {
 		if threads > 1 && (a.next != opWeights{gate, up} || file.next != opWeights{a}) {
 			t.Fatalf("successors: a's %v, the Q5_0 matrix's %v", a.next, file.next)
 		}
+		b.SetReadAhead(false)
+		if err := steps[0].run(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range b.after {
+			if r != nil {
+				t.Fatalf("threads %d: read ahead with SetReadAhead(false)", threads)
+			}
+		}
 	}
 }
 
