@@ -251,11 +251,7 @@ func BenchmarkDecodeLayouts(b *testing.B) {
 				tf += t3.Sub(t2)
 				tr += t2.Sub(t1) + time.Since(t3)
 			}
-			readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
-			gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }
-			b.ReportMetric(gbs(tg)/readGBs, "grouped-fraction")
-			b.ReportMetric(gbs(tf)/readGBs, "file-fraction")
-			b.ReportMetric(tf.Seconds()/tg.Seconds(), "speedup")
+			reportPaired(b, perToken, read, tr, "grouped", tg, "file", tf)
 		})
 	}
 }
@@ -300,13 +296,20 @@ func BenchmarkDecodeReadAhead(b *testing.B) {
 					step(true, &ton)
 				}
 			}
-			readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
-			gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }
-			b.ReportMetric(gbs(ton)/readGBs, "on-fraction")
-			b.ReportMetric(gbs(toff)/readGBs, "off-fraction")
-			b.ReportMetric(toff.Seconds()/ton.Seconds(), "speedup")
+			reportPaired(b, perToken, read, tr, "on", ton, "off", toff)
 		})
 	}
+}
+
+// reportPaired reports two ways of decoding, timed a and z over b.N steps
+// each and alternated with read passes that took tr in all: each way's
+// fraction of the read rate, and z's time over a's (speedup).
+func reportPaired(b *testing.B, perToken int64, read *readPass, tr time.Duration, aName string, a time.Duration, zName string, z time.Duration) {
+	readGBs := float64(read.bytes) * float64(2*b.N) / tr.Seconds() / 1e9
+	gbs := func(d time.Duration) float64 { return float64(perToken) * float64(b.N) / d.Seconds() / 1e9 }
+	b.ReportMetric(gbs(a)/readGBs, aName+"-fraction")
+	b.ReportMetric(gbs(z)/readGBs, zName+"-fraction")
+	b.ReportMetric(z.Seconds()/a.Seconds(), "speedup")
 }
 
 // readPass is a Q8_0 weight of rows of 2048 holding about a model's bytes
