@@ -164,10 +164,15 @@ func TestGroupCancelFreesEveryChoice(t *testing.T) {
 // compute the prompt themselves; they still produce the reference.
 func TestGroupLeaderEndsBeforeFork(t *testing.T) {
 	m := newHashModel(64, 1024, 64, 8)
-	e := newTestEngine(t, m, Config{DisablePrefixCache: true})
+	// The first prompt chunk is held until the abort is sent: otherwise a
+	// fast loop may finish all of the leader's 8 tokens before Abort runs.
+	gate := make(chan struct{})
+	m.onForward = func(*kernels.Batch) error { <-gate; return nil }
+	e := newTestEngine(t, m, Config{DisablePrefixCache: true, MaxBatchTokens: 8})
 	p := prompt(25, 4, 64)
 	seqs := submitGroup(t, e, bg, choices(3, Request{Prompt: p, MaxTokens: 8}))
 	seqs[0].Abort(CauseStall)
+	close(gate)
 	if _, r := collect(t, seqs[0], 0); r.Finish != FinishAbort {
 		t.Fatalf("leader: %+v", r)
 	}
