@@ -6,7 +6,10 @@
 #
 #   scripts/py-venv.sh NAME PKG==VER...     e.g. scripts/py-venv.sh emu numpy==2.3.5
 #
-# The venv is rebuilt when the pin list changes (a stamp file records it).
+# The venv is rebuilt when the pin list changes (a stamp file records it), or
+# when the checkout has moved: pip's console scripts (envoy, …) name the
+# venv's python by its absolute path, so a moved .build/ keeps a python that
+# runs and scripts that do not.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 NAME PKG==VER..." >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +20,7 @@ for pin in "$@"; do
 done
 venv="$root/.build/py-$name"
 stamp="$venv/.pins"
-want=$(printf '%s\n' "$@")
+want=$(printf '%s\n' "$venv" "$@")
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 	rm -rf "$venv"
 	python3 -m venv "$venv" >&2
