@@ -99,13 +99,19 @@ const (
 	// specWindow bounds how far back a proposer looks, so its cost per
 	// step stays small beside the forward pass on long sequences.
 	specWindow = 4096
-	// DefaultSpecMinNGram is the shortest suffix matched: one or two
-	// tokens recur by chance in free text often enough to waste rows on
-	// wrong drafts. Even priced by a record of their own (specState),
-	// 1-token matches drafted 0.2-0.25 rows a token on free text at 0.19
-	// acceptance: 0.92x and 0.93x plain in BenchmarkSpeculative (load 3-5),
-	// for +6% on the edit workload in BenchmarkSpecReplay.
-	DefaultSpecMinNGram = 3
+	// DefaultSpecMinNGram is the shortest suffix matched. Two tokens
+	// pick a copy up again one or two tokens after a reformat breaks it
+	// (a JSON key's quote re-tokenized after a new line: `"` then `email`
+	// where the prompt has ` "` then `email`), which three tokens miss
+	// until the value is under way. Short matches are priced by their own
+	// record (specState), so where two-token repeats are chance (free
+	// text) the tuner carries few of them. BenchmarkSpeculative, SmolLM2
+	// at 2 threads, 2 against 3 alternated: JSON 1.47-1.66x against
+	// 1.36-1.39x quiet, 1.71-1.79x against 1.33-1.43x with a third process
+	// spinning; free text 1.03-1.10x against 1.02-1.07x; edit no worse.
+	// One token recurs by chance too often: 1-token matches drafted
+	// 0.2-0.25 rows a token on free text at 0.19 acceptance, 0.92x plain.
+	DefaultSpecMinNGram = 2
 	// specLongMatch is the match length from which an n-gram draft is
 	// priced by the long matches' record instead of the short ones'.
 	specLongMatch = 5
