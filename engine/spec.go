@@ -36,11 +36,14 @@ import (
 // scheduler asks no drafts of them). A window pool rolls back: its window
 // group releases blocks by verified tokens only (kvcache winTruncate).
 //
+// Where a copy breaks (an answer that reformats what it repeats), the
+// proposer's copy cursor resumes it from the source (ngramPropose).
+//
 // Self-tuning: a sequence keeps decayed counts of drafts tried and
-// accepted, in two records by the length of the n-gram match behind each
+// accepted, in records by the length of the n-gram match behind each
 // draft (shorter than specLongMatch, or not; a model's drafts in the
-// first): α(i), the chance that draft i is right once the ones before it
-// were, is its record's rate. The engine learns what a decode step of r
+// first), and one for the copy cursor's drafts: α(i), the chance that
+// draft i is right once the ones before it were, is its record's rate. The engine learns what a decode step of r
 // rows costs from the step times it sees (rowCost). With S sequences
 // decoding, n drafts are expected to deliver 1 + α(0) + α(0)α(1) + … tokens
 // in a step of S+n rows, so a sequence drafts the n ≤ SpecConfig.K that
@@ -157,13 +160,16 @@ func (c *SpecConfig) validate() error {
 // specState is one sequence's acceptance record; loop-owned.
 type specState struct {
 	// tried and hit are decayed counts of draft tokens checked and right,
-	// in two records by the length for which the n-gram match behind a
+	// in records by the length for which the n-gram match behind a
 	// draft has agreed with the text (specRecord): [1] for specLongMatch
-	// tokens or more, [0] for shorter ones and every draft of a model. A
+	// tokens or more, [0] for shorter ones and every draft of a model,
+	// [2] for the copy cursor's drafts (priced with the short matches,
+	// they drafted into free text's chance repeats: replay free 1.02-1.04x
+	// against 1.07-1.09x with a record of their own). A
 	// text that repeats itself keeps repeating once a long stretch has
 	// matched, while a short match is more often chance, so one rate for
 	// both drafted too little where copies run long.
-	tried, hit [2]float64
+	tried, hit [specRecords]float64
 	// ext is the match length behind the pending proposal (s.draft): 0
 	// for a model's drafts; pending says the next delivery scores it.
 	ext     int
@@ -171,21 +177,28 @@ type specState struct {
 	// seeded: the records start from the engine's recent acceptance
 	// (specPrior) rather than a flat ½.
 	seeded bool
+	// The copy cursor (ngramPropose): src is the pending n-gram
+	// proposal's source in the sequence's tokens (≤ 0: none; a match
+	// is at least one token, so a source is never 0), cursor the source
+	// token expected next since a copy broke, and cursorAt the length of
+	// the text when the copy last moved.
+	src, cursor, cursorAt int
+	fromCursor            bool // the pending proposal is the cursor's
 }
 
 // specPrior is the engine's recent acceptance over all sequences, in
-// specState's two records: a new sequence starts from it, weighted as
+// specState's records: a new sequence starts from it, weighted as
 // specPriorWeight drafts, so that a stream of requests whose drafts miss
 // (free text) does not pay for the same first misses in every request
 // before its own record learns. Loop-owned.
-type specPrior struct{ tried, hit [2]float64 }
+type specPrior struct{ tried, hit [specRecords]float64 }
 
 // specPriorWeight is how many drafts a new sequence's record counts the
 // engine's rate as: enough to start below the margin where drafts miss,
 // few enough that the sequence's own first verifications outweigh it.
 const specPriorWeight = 2
 
-func (g *specPrior) add(tried, hit [2]float64) {
+func (g *specPrior) add(tried, hit [specRecords]float64) {
 	const decay = 0.95 // per verification: the last ~20 across sequences
 	for b := range tried {
 		if tried[b] > 0 {
@@ -214,10 +227,17 @@ func (p *specState) accept(ext, i int) float64 {
 	return (p.hit[b] + 0.5) / (p.tried[b] + 1)
 }
 
+// specRecords is the number of acceptance records: short matches and a
+// model's drafts, long matches, and the copy cursor's drafts.
+const specRecords = 3
+
 // specRecord is the record of draft i of a proposal whose match length is
-// ext (0: a model's).
+// ext (0: a model's; specCursorExt: the copy cursor's).
 func specRecord(ext, i int) int {
-	if ext > 0 && ext+i >= specLongMatch {
+	switch {
+	case ext == specCursorExt:
+		return 2
+	case ext > 0 && ext+i >= specLongMatch:
 		return 1
 	}
 	return 0
@@ -231,7 +251,7 @@ func (p *specState) alpha() float64 { return p.accept(0, 0) }
 // also checks the proposal's next token where it was proposed but not
 // carried, so a sequence that drafts short (or not at all) still learns
 // whether longer drafts would have been right.
-func (p *specState) score(prop []int32, ext, kept int, next int32) (tried, hit [2]float64) {
+func (p *specState) score(prop []int32, ext, kept int, next int32) (tried, hit [specRecords]float64) {
 	right := kept
 	if kept < len(prop) && prop[kept] == next {
 		right++
@@ -374,7 +394,7 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 	if e.mtp == nil && e.draft == nil && e.assist == nil {
 		// All k are proposed, whatever is carried: the ones left out
 		// are checked against the tokens the step produces (score).
-		d, ext = ngramDraft(q.Tokens, cfg.MinNGram, cfg.NGram, k, s.draft[:0])
+		d, ext = s.spec.ngramPropose(q.Tokens, cfg.MinNGram, cfg.NGram, k, s.draft[:0])
 		n = e.specCost.draftLen(&s.spec, ext, len(d), seqs)
 		if cfg.Fixed {
 			n = len(d)
@@ -403,6 +423,17 @@ func (e *Engine) propose(q *scheduler.Seq, limit int) []int32 {
 // and says how far back that occurrence agrees with h's end: its match
 // length, counted up to specLongMatch (or maxN where that is more).
 func ngramDraft(h []int32, minN, maxN, k int, out []int32) ([]int32, int) {
+	src, ext := ngramMatch(h, minN, maxN)
+	if src < 0 {
+		return out, 0
+	}
+	return copyDraft(h, src, k, out), ext
+}
+
+// ngramMatch finds the most recent earlier occurrence of the last maxN
+// (down to minN) tokens of h: src is the index of the token that followed
+// it (-1 for none), ext its match length as ngramDraft counts it.
+func ngramMatch(h []int32, minN, maxN int) (src, ext int) {
 	l := len(h)
 	lo := max(0, l-specWindow)
 	for n := min(maxN, l-1); n >= minN; n-- {
@@ -418,20 +449,101 @@ func ngramDraft(h []int32, minN, maxN, k int, out []int32) ([]int32, int) {
 			for ext < specLongMatch && j+n-1-ext >= lo && h[j+n-1-ext] == h[l-1-ext] {
 				ext++
 			}
-			// What followed the match, read on into the draft itself
-			// where it reaches the end of h: a loop of period l−j−n
-			// drafts k tokens, not just one period.
-			for i := j + n; len(out) < k; i++ {
-				if i < l {
-					out = append(out, h[i])
-				} else {
-					out = append(out, out[i-l])
-				}
-			}
-			return out, ext
+			return j + n, ext
 		}
 	}
-	return out, 0
+	return -1, 0
+}
+
+// copyDraft appends to out k tokens of h from src on, read on into the
+// draft itself where they reach the end of h: a loop of period l−src
+// drafts k tokens, not just one period.
+func copyDraft(h []int32, src, k int, out []int32) []int32 {
+	l := len(h)
+	for i := src; len(out) < k; i++ {
+		if i < l {
+			out = append(out, h[i])
+		} else {
+			out = append(out, out[i-l])
+		}
+	}
+	return out
+}
+
+// The copy cursor. An answer that reformats what it copies (a JSON
+// document pretty-printed, code re-indented) breaks each copy with tokens
+// of its own (a new line and an indent where the source had a space), and
+// often re-tokenizes the source's next token (`"` after the indent where
+// the source has ` "`), so for a token or two after each break no n-gram
+// of the answer occurs in the source, and the short ones that do occur
+// are the answer's own formatting, followed by the previous field. The
+// proposer remembers where the copy broke, the source token expected
+// next, and drafts from the token after the answer's last one where that
+// occurs within specCursorSpan tokens of the cursor (the break replaced
+// source tokens) in preference to a match shorter than specCursorBeats;
+// with no match at all, from the cursor itself (the break was an
+// insertion). A one-token match anywhere is chance too often
+// (DefaultSpecMinNGram); this one is tied to where the copy broke. A
+// short match that copies less than two tokens does not move the cursor,
+// and the cursor lapses after specCursorSpan tokens without progress (the
+// copy was not resumed). Its drafts are priced by a record of their own.
+const (
+	specCursorSpan  = 6
+	specCursorBeats = 3
+	specCursorExt   = -1 // the match length ngramPropose gives the cursor's drafts
+)
+
+// ngramPropose is the n-gram proposer: ngramDraft, or the copy cursor's
+// draft (ext specCursorExt). It records the draft's source for follow.
+func (p *specState) ngramPropose(h []int32, minN, maxN, k int, out []int32) ([]int32, int) {
+	src, ext := ngramMatch(h, minN, maxN)
+	p.fromCursor = false
+	if l := len(h); p.cursorLive(l) && (src < 0 || ext < specCursorBeats) {
+		anchored := false
+		for i := p.cursor; i < min(p.cursor+specCursorSpan, l-1); i++ {
+			if h[i] == h[l-1] {
+				src, ext, anchored = i+1, specCursorExt, true
+				break
+			}
+		}
+		if !anchored && src < 0 {
+			src, ext = p.cursor, specCursorExt
+		}
+		p.fromCursor = ext == specCursorExt
+	}
+	p.src = src
+	if src < 0 {
+		return out, 0
+	}
+	return copyDraft(h, src, k, out), ext
+}
+
+// cursorLive says whether the copy cursor may still draft when the text
+// is l tokens long.
+func (p *specState) cursorLive(l int) bool {
+	return p.cursor > 0 && p.cursor < l && l-p.cursorAt <= specCursorSpan
+}
+
+// follow moves the copy cursor once the proposal from p.src has been
+// verified: kept drafts were accepted and next was produced after them,
+// and h is the text so far. Where next is the source's next token too the
+// copy goes on; where not, the copy broke before that source token.
+func (p *specState) follow(h []int32, kept int, next int32) {
+	if p.src <= 0 { // no n-gram proposal (a model's drafts leave it 0)
+		return
+	}
+	at := p.src + kept
+	if at < len(h) && h[at] == next {
+		at++
+	}
+	switch {
+	case p.fromCursor || at-p.src >= specCursorBeats || !p.cursorLive(len(h)):
+		if at > p.src || !p.fromCursor { // progress, or a new break: the span starts again
+			p.cursorAt = len(h)
+		}
+		p.cursor = at
+	}
+	p.src = -1
 }
 
 // verify samples an item's 1+len(Draft) rows in order, delivering each
@@ -459,6 +571,7 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 	}
 	if s.spec.pending {
 		e.specPrior.add(s.spec.score(s.draft, s.spec.ext, kept, tok))
+		s.spec.follow(it.Seq.Tokens, kept, tok)
 		s.spec.pending = false
 	}
 	e.st.SpecDrafts++
@@ -473,6 +586,7 @@ func (e *Engine) verify(it scheduler.Item, logits *stepLogits, row int, now time
 func (e *Engine) shadow(s *Sequence, tok int32) {
 	if s.spec.pending {
 		e.specPrior.add(s.spec.score(s.draft, s.spec.ext, 0, tok))
+		s.spec.follow(s.sq.Tokens, 0, tok)
 		s.spec.pending = false
 	}
 }

@@ -294,7 +294,7 @@ func specReplay(prompt, out []int32, cfg SpecConfig, table []float64, policy rep
 	var buf []int32
 	for i := 1; i < len(out); {
 		k := min(cfg.K, len(table)-2, len(out)-i-1)
-		prop, ext := ngramDraft(h, cfg.MinNGram, cfg.NGram, k, buf[:0])
+		prop, ext := st.ngramPropose(h, cfg.MinNGram, cfg.NGram, k, buf[:0])
 		buf = prop
 		right := 0
 		for right < len(prop) && prop[right] == out[i+right] {
@@ -309,6 +309,9 @@ func specReplay(prompt, out []int32, cfg SpecConfig, table []float64, policy rep
 		steps++
 		rows += 1 + n
 		h = append(h, out[i:i+kept+1]...)
+		if len(prop) > 0 {
+			st.follow(h, kept, out[i+kept])
+		}
 		i += kept + 1
 	}
 	return cost, steps, rows

@@ -47,6 +47,74 @@ func TestNgramDraft(t *testing.T) {
 	}
 }
 
+// The copy cursor resumes a copy that the answer broke with tokens of its
+// own: an inserted token (50), then the source's next token re-tokenized
+// (51 for 5), after which no two-token suffix of the answer occurs in the
+// source, and the cursor drafts from the source token after the answer's
+// last one (6 → 7 8 9).
+func TestCopyCursor(t *testing.T) {
+	h := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 3} // the source, then a copy begun
+	var p specState
+	step := func(out []int32, kept int) []int32 {
+		h = append(h, out[:kept+1]...)
+		p.follow(h, kept, out[kept])
+		return out
+	}
+	if d, ext := p.ngramPropose(h, 2, 3, 4, nil); !slices.Equal(d, []int32{4, 5, 6, 7}) || ext != 2 {
+		t.Fatalf("draft %v, match %d: want the n-gram's [4 5 6 7], 2", d, ext)
+	}
+	step([]int32{4, 50}, 1) // 4 kept, then an inserted 50: the copy breaks before 5
+	if d, ext := p.ngramPropose(h, 2, 3, 4, nil); !slices.Equal(d, []int32{5, 6, 7, 8}) || ext != specCursorExt {
+		t.Fatalf("after an insertion: draft %v, match %d: want the cursor's [5 6 7 8]", d, ext)
+	}
+	step([]int32{51}, 0) // 5 replaced by 51
+	if d, _ := ngramDraft(h, 2, 3, 3, nil); len(d) != 0 {
+		t.Fatalf("the n-gram proposer drafted %v", d)
+	}
+	step([]int32{6}, 0) // the cursor's [5 6 7 8] was wrong again; then 6
+	if d, ext := p.ngramPropose(h, 2, 3, 3, nil); !slices.Equal(d, []int32{7, 8, 9}) || ext != specCursorExt {
+		t.Fatalf("after a replacement: draft %v, match %d: want [7 8 9] from the source's 6 near the cursor", d, ext)
+	}
+	// A copy that does not resume: the cursor lapses specCursorSpan
+	// tokens after it last moved.
+	for i := range specCursorSpan + 1 {
+		d, _ := p.ngramPropose(h, 2, 3, 3, nil)
+		if len(d) > 0 {
+			step([]int32{int32(100 + i)}, 0)
+		} else {
+			h = append(h, int32(100+i))
+		}
+	}
+	if d, _ := p.ngramPropose(h, 2, 3, 3, nil); len(d) != 0 {
+		t.Fatalf("draft %v from a cursor %d tokens stale", d, specCursorSpan+1)
+	}
+}
+
+// A short n-gram match that copies less than specCursorBeats tokens (the
+// answer's own formatting, followed last time by another field) does not
+// move the cursor off the copy.
+func TestCopyCursorKeepsItsSource(t *testing.T) {
+	h := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9, 2, 3}
+	var p specState
+	p.ngramPropose(h, 2, 3, 4, nil)
+	h = append(h, 4, 60, 61, 70) // the copy breaks before 5: 60 61 is a new line, 70 another field
+	p.follow(h[:13], 1, 60)
+	// The answer's formatting recurs: 60 61 then (last time) 70; this time 5 follows.
+	h = append(h, 60, 61)
+	d, ext := p.ngramPropose(h, 2, 3, 2, nil)
+	if !slices.Equal(d, []int32{70, 60}) || ext != 2 {
+		t.Fatalf("draft %v, match %d: want the n-gram's [70 60], 2", d, ext)
+	}
+	h = append(h, 5)
+	p.follow(h, 0, 5) // wrong at its first token
+	if p.cursor != 4 {
+		t.Fatalf("cursor at %d, want 4 (the source's 5) still", p.cursor)
+	}
+	if d, _ := p.ngramPropose(h, 2, 3, 2, nil); !slices.Equal(d, []int32{6, 7}) {
+		t.Fatalf("draft %v: want the copy resumed, [6 7]", d)
+	}
+}
+
 // score counts the drafts the step checked, carried or not: the token
 // sampled after the kept drafts checks the next proposed one, and each
 // draft counts in the record of its match length.
@@ -55,15 +123,16 @@ func TestSpecScore(t *testing.T) {
 	for _, c := range []struct {
 		ext, kept int
 		next      int32
-		tried     [2]float64 // by match: under specLongMatch, longer
-		hit       [2]float64
+		tried     [specRecords]float64 // by match: under specLongMatch, longer, the copy cursor's
+		hit       [specRecords]float64
 	}{
-		{3, 1, 11, [2]float64{2, 0}, [2]float64{2, 0}}, // one carried and right, the next proposed one right too
-		{3, 1, 99, [2]float64{2, 0}, [2]float64{1, 0}}, // ... and wrong
-		{4, 1, 11, [2]float64{1, 1}, [2]float64{1, 1}}, // the second draft's match has run 5 tokens
-		{5, 0, 10, [2]float64{0, 1}, [2]float64{0, 1}}, // a plain step (nothing carried) checks the first
-		{1, 4, 77, [2]float64{4, 0}, [2]float64{4, 0}}, // all 4 kept: nothing left to check
-		{0, 2, 12, [2]float64{3, 0}, [2]float64{3, 0}}, // a model's drafts: one record
+		{3, 1, 11, [specRecords]float64{2, 0}, [specRecords]float64{2, 0}},                   // one carried and right, the next proposed one right too
+		{3, 1, 99, [specRecords]float64{2, 0}, [specRecords]float64{1, 0}},                   // ... and wrong
+		{4, 1, 11, [specRecords]float64{1, 1}, [specRecords]float64{1, 1}},                   // the second draft's match has run 5 tokens
+		{5, 0, 10, [specRecords]float64{0, 1}, [specRecords]float64{0, 1}},                   // a plain step (nothing carried) checks the first
+		{1, 4, 77, [specRecords]float64{4, 0}, [specRecords]float64{4, 0}},                   // all 4 kept: nothing left to check
+		{0, 2, 12, [specRecords]float64{3, 0}, [specRecords]float64{3, 0}},                   // a model's drafts: one record
+		{specCursorExt, 1, 11, [specRecords]float64{0, 0, 2}, [specRecords]float64{0, 0, 2}}, // the copy cursor's: its own
 	} {
 		var p specState
 		p.score(prop, c.ext, c.kept, c.next)
@@ -78,7 +147,7 @@ func TestSpecScore(t *testing.T) {
 func alphaState(a float64) *specState {
 	const n = 1e6
 	h := a*(n+1) - 0.5
-	return &specState{tried: [2]float64{n, n}, hit: [2]float64{h, h}}
+	return &specState{tried: [specRecords]float64{n, n, n}, hit: [specRecords]float64{h, h, h}}
 }
 
 // stepMs is a decode step's time on the CPU by its rows, shaped as
@@ -430,8 +499,8 @@ func TestSpecPriorSeedsNewSequence(t *testing.T) {
 	}
 	var missing, holding specPrior
 	for range 20 {
-		missing.add([2]float64{4, 0}, [2]float64{1, 0}) // 1 of 4 right
-		holding.add([2]float64{8, 0}, [2]float64{7.6, 0})
+		missing.add([specRecords]float64{4, 0}, [specRecords]float64{1, 0}) // 1 of 4 right
+		holding.add([specRecords]float64{8, 0}, [specRecords]float64{7.6, 0})
 	}
 	var s specState
 	missing.seed(&s)
