@@ -43,10 +43,11 @@ import (
 // accepted, in records by the length of the n-gram match behind each
 // draft (shorter than specLongMatch, or not; a model's drafts in the
 // first), and one for the copy cursor's drafts: α(i), the chance that
-// draft i is right once the ones before it were, is its record's rate. The engine learns what a decode step of r
-// rows costs from the step times it sees (rowCost). With S sequences
-// decoding, n drafts are expected to deliver 1 + α(0) + α(0)α(1) + … tokens
-// in a step of S+n rows, so a sequence drafts the n ≤ SpecConfig.K that
+// draft i is right once the ones before it were, is its record's rate.
+// The engine learns what a decode step of r rows costs from the step
+// times it sees (rowCost). With S sequences decoding, n drafts are
+// expected to deliver 1 + α(0) + α(0)α(1) + … tokens in a step of S+n
+// rows, so a sequence drafts the n ≤ SpecConfig.K that
 // makes the most tokens per second of step, and none while a plain step
 // does best. Every draft the step can check counts, carried or not: the
 // n-gram proposer proposes K whatever is carried, and the token sampled
@@ -484,8 +485,8 @@ func copyDraft(h []int32, src, k int, out []int32) []int32 {
 // with no match at all, from the cursor itself (the break was an
 // insertion). A one-token match anywhere is chance too often
 // (DefaultSpecMinNGram); this one is tied to where the copy broke. A
-// short match that copies less than two tokens does not move the cursor,
-// and the cursor lapses after specCursorSpan tokens without progress (the
+// short match that copies fewer than specCursorBeats tokens does not move
+// the cursor, and the cursor lapses after specCursorSpan tokens without progress (the
 // copy was not resumed). Its drafts are priced by a record of their own.
 const (
 	specCursorSpan  = 6
@@ -536,8 +537,7 @@ func (p *specState) follow(h []int32, kept int, next int32) {
 	if at < len(h) && h[at] == next {
 		at++
 	}
-	switch {
-	case p.fromCursor || at-p.src >= specCursorBeats || !p.cursorLive(len(h)):
+	if p.fromCursor || at-p.src >= specCursorBeats || !p.cursorLive(len(h)) {
 		if at > p.src || !p.fromCursor { // progress, or a new break: the span starts again
 			p.cursorAt = len(h)
 		}
