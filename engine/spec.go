@@ -184,7 +184,6 @@ type specState struct {
 	// token expected next since a copy broke, and cursorAt the length of
 	// the text when the copy last moved.
 	src, cursor, cursorAt int
-	fromCursor            bool // the pending proposal is the cursor's
 }
 
 // specPrior is the engine's recent acceptance over all sequences, in
@@ -495,10 +494,10 @@ const (
 )
 
 // ngramPropose is the n-gram proposer: ngramDraft, or the copy cursor's
-// draft (ext specCursorExt). It records the draft's source for follow.
+// draft (ext specCursorExt). It records the draft's source and match
+// length for follow.
 func (p *specState) ngramPropose(h []int32, minN, maxN, k int, out []int32) ([]int32, int) {
 	src, ext := ngramMatch(h, minN, maxN)
-	p.fromCursor = false
 	if l := len(h); p.cursorLive(l) && (src < 0 || ext < specCursorBeats) {
 		anchored := false
 		for i := p.cursor; i < min(p.cursor+specCursorSpan, l-1); i++ {
@@ -510,9 +509,8 @@ func (p *specState) ngramPropose(h []int32, minN, maxN, k int, out []int32) ([]i
 		if !anchored && src < 0 {
 			src, ext = p.cursor, specCursorExt
 		}
-		p.fromCursor = ext == specCursorExt
 	}
-	p.src = src
+	p.src, p.ext = src, ext
 	if src < 0 {
 		return out, 0
 	}
@@ -537,8 +535,9 @@ func (p *specState) follow(h []int32, kept int, next int32) {
 	if at < len(h) && h[at] == next {
 		at++
 	}
-	if p.fromCursor || at-p.src >= specCursorBeats || !p.cursorLive(len(h)) {
-		if at > p.src || !p.fromCursor { // progress, or a new break: the span starts again
+	fromCursor := p.ext == specCursorExt
+	if fromCursor || at-p.src >= specCursorBeats || !p.cursorLive(len(h)) {
+		if at > p.src || !fromCursor { // progress, or a new break: the span starts again
 			p.cursorAt = len(h)
 		}
 		p.cursor = at
