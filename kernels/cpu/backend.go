@@ -20,11 +20,13 @@ type Backend struct {
 	rowScratch []byte                 // GetRows' row of a grouped matrix in the file's layout
 	// fileLayout keeps every weight as the file lays it out (KeepFileLayout).
 	fileLayout bool
+	weights    weightArena // what Upload copies matrices into
 }
 
 // KeepFileLayout makes later Uploads keep every weight in the model file's
 // layout, as llama.cpp's --no-repack does: no Q4_1 or Q8_0 regrouping
-// (x16pack.go), so the weights take no memory of their own, and generated
+// (x16pack.go) and no copy onto huge pages (weightarena.go), so the weights
+// take no memory of their own, and generated
 // rows run the file layout's kernels, whose arithmetic rounds per partial
 // sum (results within rounding of the grouped kernels', not their bits;
 // speculative verify steps of 8 rows take half again as long, BENCHMARKS.md
@@ -52,9 +54,11 @@ func (b *Backend) SetPromptRows(prompt []bool) { b.prompt = append(b.prompt[:0],
 // Threads is the number of goroutines large operations are split over.
 func (b *Backend) Threads() int { return b.threads }
 
-// Upload keeps referring to t.Data: on the CPU a weight is used where the
-// model file's mmap put it, except a Q4_1 or Q8_0 matrix where the grouped
-// kernels run (x16pack.go), which is regrouped into a copy. F32 data is
+// Upload copies a quantized or half-precision matrix onto huge pages
+// (weightarena.go), regrouping a Q4_1 or Q8_0 one where the grouped kernels
+// run (x16pack.go), and gives the source's pages back. Other weights (F32,
+// vectors, MoE expert stacks, and every weight after KeepFileLayout) keep
+// referring to t.Data, used where the model file's mmap put it; F32 data is
 // reinterpreted in place when aligned.
 func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if !t.DType.Known() {
@@ -74,12 +78,19 @@ func (b *Backend) Upload(t kernels.HostTensor) (kernels.Tensor, error) {
 	if t.DType == kernels.F32 {
 		ct.f32 = bytesToF32(t.Data)
 	}
-	if groupedRuns(t.DType) && !b.fileLayout && len(t.Shape) == 2 {
-		// A copy: the mmap stays as the file has it, its pages given back.
-		ct.layout = grouped
-		ct.raw = packGrouped(t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems(), grouped)
-		releaseSource(t.Data)
+	if b.fileLayout || len(t.Shape) != 2 || t.DType == kernels.F32 {
+		return ct, nil
 	}
+	// A copy on huge pages (weightarena.go): the mmap stays as the file has
+	// it, its pages given back.
+	if groupedRuns(t.DType) {
+		ct.layout = grouped
+		ct.raw = packGroupedInto(b.weights.take, t.DType, t.Data, ct.rows(), cols/t.DType.BlockElems(), grouped)
+	} else {
+		ct.raw = b.weights.take(len(t.Data))
+		copy(ct.raw, t.Data)
+	}
+	releaseSource(t.Data)
 	return ct, nil
 }
 

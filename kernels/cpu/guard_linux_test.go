@@ -9,9 +9,10 @@ import (
 )
 
 // guarded returns a slice of n bytes that ends exactly where an unmapped page
-// begins, so any read past it faults. Weights are used in place in an mmap'd
-// model file, so a kernel reading even one byte past the last block could
-// crash on the last row of a tensor at the end of the file.
+// begins, so any read past it faults. Some weights are used in place in an
+// mmap'd model file (MoE expert stacks, every weight after KeepFileLayout),
+// so a kernel reading even one byte past the last block could crash on the
+// last row of a tensor at the end of the file.
 func guarded(t *testing.T, n int) []byte {
 	t.Helper()
 	page := syscall.Getpagesize()

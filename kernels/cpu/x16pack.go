@@ -67,11 +67,16 @@ func groupedRuns(dt kernels.DType) bool {
 // packGrouped is the copy, in layout l, of a canonical Q4_1 or Q8_0
 // matrix of rows rows of nb blocks, padded to whole groups.
 func packGrouped(dt kernels.DType, src []byte, rows, nb int, l *groupedLayout) []byte {
+	return packGroupedInto(func(n int) []byte { return make([]byte, n) }, dt, src, rows, nb, l)
+}
+
+// packGroupedInto is packGrouped writing into memory from alloc.
+func packGroupedInto(alloc func(int) []byte, dt kernels.DType, src []byte, rows, nb int, l *groupedLayout) []byte {
 	g := l.rows
 	bb := dt.BlockBytes()
 	wrb := nb * bb
 	groups := (rows + g - 1) / g
-	dst := make([]byte, groups*g*wrb)
+	dst := alloc(groups * g * wrb)
 	zero := make([]byte, wrb) // the padding rows' blocks
 	for gi := range groups {
 		base := gi * g * wrb
