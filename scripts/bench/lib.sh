@@ -86,6 +86,18 @@ stop_server() {
 	PIDS=("${keep[@]}")
 }
 
+# cool_down: COOLDOWN seconds (default 0) of idle before a server starts.
+# On a VM whose host lowers a busy guest's clock, a run right after another
+# is slower than one after a rest (session 14's 2-core EPYC: the same Sluice
+# binary 148.8 and 144.3 tok/s at 1 client back to back, 172.2 after 45 s
+# idle; llama-server 79.4 first in a rotation, 63-73 after Sluice), so
+# without one whichever server runs first after a pause is favoured.
+cool_down() {
+	if ((${COOLDOWN:-0} > 0)); then
+		sleep "$COOLDOWN"
+	fi
+}
+
 # warm URL: a few requests so neither server is measured cold.
 warm() {
 	# --seed: prompts of its own, so the measured ones are never prefix-cache hits.

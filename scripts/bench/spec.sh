@@ -67,6 +67,8 @@
 #
 #   scripts/bench/spec.sh [ROUNDS]   (default 5)
 #
+# COOLDOWN=SECONDS rests the machine before each server starts (lib.sh).
+#
 # REQUESTS (default 1) is how many requests each server makes of each
 # workload in a round, each on a server started afresh (a server that saw
 # the prompt once drafts from it: see above); a round's figure for a
@@ -243,6 +245,7 @@ for ((r = 0; r < ROUNDS; r++)); do
 				s=${servers[$(((i + r + q) % n))]} # each server takes each place in turn
 				kind=llama
 				[[ $s == sluice* || $s == base* ]] && kind=sluice
+				cool_down
 				if ! start "$s"; then
 					echo "$s did not start (see $LOGS/spec-$s.log); left out of round $((r + 1))" >&2
 					continue

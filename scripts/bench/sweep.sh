@@ -11,6 +11,7 @@
 # next (a fresh server per level; one JSON per server and level,
 # sweep-NAME-cLEVEL.json), so that on a shared machine whose load drifts the
 # servers meet about the same load at each level and their ratios hold.
+# COOLDOWN=SECONDS rests the machine before each server starts (lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 LEVELS=${LEVELS:-1,4,16,64}
@@ -36,6 +37,7 @@ run_server() { # SERVER LEVELS OUT_SUFFIX
 		name=${server%%=*} bin=${server#*=}
 		server=sluice
 	fi
+	cool_down
 	if [[ $server == sluice ]]; then
 		SLUICE=$bin start_sluice "$PORT" "sweep-$name"
 		metrics=http://127.0.0.1:$PORT/metrics
