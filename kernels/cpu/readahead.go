@@ -20,10 +20,12 @@ package cpu
 // threads, BenchmarkDecodeReadAhead, the two ways alternated step by step).
 //
 // Only regrouped matrices are read ahead: they are copies on the Go heap
-// (x16pack.go), whereas another weight may lie in the model file's mmap,
-// which its owner may unmap while a helper still reads. (Read under the
-// runtime's panic-on-fault, Gemma 3's mmapped Q5_0, Q4_K and Q6_K matrices
-// gained nothing measurable: BenchmarkDecodeReadAhead 0.99–1.02.)
+// (x16pack.go), whereas another weight may lie in the model file's mmap
+// (an MoE expert stack, any weight after KeepFileLayout), which its owner
+// may unmap while a helper still reads. Gemma 3's Q5_0, Q4_K and Q6_K
+// matrices gained nothing measurable read ahead, neither in the mmap under
+// the runtime's panic-on-fault (BenchmarkDecodeReadAhead 0.99–1.02) nor
+// as Upload's copies on huge pages (weightarena.go; 0.995–0.999).
 
 // SetReadAhead turns reading ahead on (the default) or off, for
 // benchmarks that time a step both ways in one process
