@@ -256,6 +256,56 @@ func BenchmarkDecodeLayouts(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeHugePages times the default model at two threads with its
+// weights on huge pages (kernels/cpu's weightarena.go, the default) and in
+// ordinary Go heap memory (cpu.Backend.SetHugePages(false)), two loads of
+// it in one process taking turns: tg64 (llama-bench's, one row a step, the
+// row kernels) and a 128-token prompt in chunks of 16 and 64 rows (prompt
+// rows: the tiled kernels where the CPU has AMX). Metrics: small-ns/huge-ns,
+// the speed-up, and huge-tok/s.
+func BenchmarkDecodeHugePages(b *testing.B) {
+	prompt := make([]int32, 128)
+	for i := range prompt {
+		prompt[i] = int32(1000 + i*37%20000)
+	}
+	for _, chunk := range []int{1, 16, 64} {
+		name := fmt.Sprintf("pp128-chunk%d", chunk)
+		if chunk == 1 {
+			name = "tg64"
+		}
+		b.Run("SmolLM2-135M-Q4_1/threads=2/"+name, func(b *testing.B) {
+			opts := Options{MaxBatchTokens: chunk, MaxSeqs: 1, KVBlocks: 64} // feed's chunks
+			huge := loadDefault(b, 2, opts)
+			small := loadModelWith(b, smolLM2Path, "make model", 2, opts, func(be *cpu.Backend) { be.SetHugePages(false) })
+			tokens := len(prompt)
+			run := func(m *Llama) time.Duration {
+				t0 := time.Now()
+				if chunk == 1 {
+					d := newDecodeLoop(m)
+					for range decodeCycle {
+						d.step(b)
+					}
+				} else {
+					newSoloRunner(m).feed(b, prompt)
+				}
+				return time.Since(t0)
+			}
+			if chunk == 1 {
+				tokens = decodeCycle
+			}
+			run(huge)
+			run(small)
+			var th, ts time.Duration
+			for b.Loop() {
+				th += run(huge)
+				ts += run(small)
+			}
+			b.ReportMetric(ts.Seconds()/th.Seconds(), "speedup")
+			b.ReportMetric(float64(tokens*b.N)/th.Seconds(), "huge-tok/s")
+		})
+	}
+}
+
 // BenchmarkDecodeReadAhead times decode at two threads with the helpers
 // reading the next product's weights ahead (kernels/cpu's readahead.go) and
 // without (cpu.Backend.SetReadAhead), the two alternated step by step on

@@ -27,12 +27,21 @@ const arenaChunkBytes = 8 * hugePageBytes
 // ordinary Go slices, so a chunk lives while any weight in it does and the
 // collector frees it with the last one; nothing needs unmapping.
 type weightArena struct {
-	free []byte // the unused tail of the newest chunk
+	free      []byte // the unused tail of the newest chunk
+	smallOnly bool   // Backend.SetHugePages(false)
 }
+
+// SetHugePages turns huge pages for the weights later Uploads copy on (the
+// default) or off, when each copy is an ordinary Go slice, for benchmarks
+// that decode with both in one process (models.BenchmarkDecodeHugePages).
+func (b *Backend) SetHugePages(on bool) { b.weights.smallOnly = !on }
 
 // take returns n bytes of zeroed weight memory, 64-byte aligned (a cache
 // line, so no two weights share one).
 func (a *weightArena) take(n int) []byte {
+	if a.smallOnly {
+		return make([]byte, n)
+	}
 	n = (n + 63) &^ 63
 	if len(a.free) < n {
 		size := max(arenaChunkBytes, (n+hugePageBytes-1)/hugePageBytes*hugePageBytes)
