@@ -12,7 +12,7 @@
 //           indices are clamped into the matrix and out-of-range products
 //           dropped by a select. One launch may serve up to three matrices
 //           of the same x, may fold the RMSNorm that made x into its
-//           prologue (normW: gemv_norm), and may fuse its consumer into the
+//           prologue (normW: gemv_fold_norm), and may fuse its consumer into the
 //           epilogue:
 //             res  the residual Add that follows (res[i, o] += dst[i, o])
 //             glu  gate and up as segments 0 and 1: each block takes the
@@ -48,58 +48,54 @@ struct GemvSeg {
         int out2, float *res, float *glu, const float *normW, float eps, float *normOut
 #define GEMV_ARGS x, n, in, rowBytes, d0, w0, b0, out0, d1, w1, b1, out1, d2, w2, b2, out2, res, glu, normW, eps, normOut
 
-// gemv_norm is the RMSNorm the backend folds into the GEMV that reads its
-// output: with normOut set, the GEMV's input is rmsnorm(x)·normW, row by row
-// (sum of squares in double, as elementwise.cu's rms_norm), each block
-// computing the scales itself and block 0 also writing the normalised rows
-// to normOut for later readers. Without it every scale is 1 and normW is the
-// backend's buffer of ones: the loads multiply by both either way, so the
-// hot loop has no branch (x·1·1 is x, bit for bit).
+// The RMSNorm the backend folds into the GEMV that reads its output: with
+// normOut set, the GEMV's input is rmsnorm(x)·normW, row by row, each block
+// computing the scales itself (gemv_fold_norm) and block 0 also writing the
+// normalised rows to normOut for later readers. Without it every scale is 1
+// and normW is the backend's buffer of ones: the loads multiply by both
+// either way, so the hot loop has no branch (x·1·1 is x, bit for bit).
 //
-// That is a pass over x, and a barrier, before the weight stream starts.
-// Batch 1 (NR = 1: GEMV_FOLD) has neither: the row's sum of squares comes
-// from the very x loads the dot products make, each element once across the
-// block (float per thread, double across threads), and the scale multiplies
-// the reduced dot products, Σ x·s·nw·w = s·Σ x·nw·w (gemv_fold_norm). More
-// rows keep the pass: their register budget has no room for NR more sums.
-template <int NR>
-static __device__ __forceinline__ void gemv_norm(const float* x, int n, int in, const float* normW, float eps,
-                                                 float* normOut, float* scale) {
-    __shared__ double part[GEMV_WARPS][NR];
-    if (normOut == nullptr) {
+// Every row count takes the same arithmetic, so that a row's output does
+// not depend on how many rows share the launch (design invariant 6: a
+// sequence decoded alone and inside a batch gets the same logits). The dot
+// products are Σ x·nw·w and the scale multiplies the reduced sums,
+// Σ x·s·nw·w = s·Σ x·nw·w; a thread's sum of squares is float over the
+// elements it loads, in the order it loads them, with every rounding
+// pinned (gemv_sq4, gemv_sq8: explicit FMAs, no contraction left to nvcc,
+// which contracts differently where the code around differs), and double
+// across threads. Batch 1 (NR = 1: GEMV_FOLD) takes the squares from the very x
+// loads its dot products make, so its weight stream starts with no pass
+// over x and no barrier; more rows have no registers for NR more sums in
+// the loop and take them in a pass before it (gemv_sumsq), element for
+// element the same.
+static __device__ __forceinline__ float gemv_sq4(float4 a) {
+    return __fmaf_rn(a.w, a.w, __fmaf_rn(a.z, a.z, __fmaf_rn(a.y, a.y, __fmul_rn(a.x, a.x))));
+}
+static __device__ __forceinline__ float gemv_sq8(const float (&v)[8]) {
+    float sq = __fmul_rn(v[0], v[0]);
 #pragma unroll
-        for (int r = 0; r < NR; r++) scale[r] = 1.f;
-        return;
-    }
-    double ss[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) ss[r] = 0;
-    for (int c = threadIdx.x; c < in; c += GEMV_NT)
+    for (int k = 1; k < 8; k++) sq = __fmaf_rn(v[k], v[k], sq);
+    return sq;
+}
+
+// gemv_sumsq is the pass before the loop: thread t's sums of squares of
+// the units (UNIT elements: 8 for gemv_half's chunks, 32 for gemv_blocks')
+// t, t+GEMV_NT, ..., as the loop would take them.
+template <int NR, int UNIT>
+static __device__ __forceinline__ void gemv_sumsq(const float* x, int n, int in, float* ss) {
+    for (int u = threadIdx.x; u < in / UNIT; u += GEMV_NT)
 #pragma unroll
         for (int r = 0; r < NR; r++) {
-            const float v = x[(size_t)min(r, n - 1) * in + c];
-            ss[r] += (double)v * (double)v;
+            const float* xp = x + (size_t)min(r, n - 1) * in + UNIT * u;
+            if constexpr (UNIT == 8) {
+                const float4 a = ((const float4*)xp)[0], b = ((const float4*)xp)[1];
+                const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+                ss[r] = __fadd_rn(ss[r], gemv_sq8(v));
+            } else {
+#pragma unroll
+                for (int q = 0; q < UNIT / 4; q++) ss[r] = __fadd_rn(ss[r], gemv_sq4(((const float4*)xp)[q]));
+            }
         }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-#pragma unroll
-        for (int k = 16; k > 0; k >>= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], k);
-        if (lane == 0) part[warp][r] = ss[r];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        double t = 0;
-#pragma unroll
-        for (int w = 0; w < GEMV_WARPS; w++) t += part[w][r];
-        scale[r] = (float)(1.0 / sqrt(t / (double)in + (double)eps));
-    }
-    if (blockIdx.x == 0)
-        for (int c = threadIdx.x; c < in; c += GEMV_NT)
-#pragma unroll
-            for (int r = 0; r < NR; r++)
-                if (r < n) normOut[(size_t)r * in + c] = x[(size_t)r * in + c] * scale[r] * normW[c];
 }
 
 #define GEMV_FOLD(NR, GLU) ((NR) == 1 && !(GLU))
@@ -178,7 +174,7 @@ static __device__ __forceinline__ bool gemv_rows(GEMV_PARAMS, GemvSeg* sg, const
 
 // gemv_finish reduces every thread's acc[R][NR] over the block (warp
 // shuffles, then the warps in order through shared memory), scales row r's
-// sums by scale[r] (GEMV_FOLD's norm, else 1) and stores the rows that
+// sums by scale[r] (the folded norm's, else 1) and stores the rows that
 // exist, with the fused epilogues.
 template <int R, int NR, bool GLU>
 static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const float* scale, const GemvSeg* sg,
@@ -229,10 +225,13 @@ static __device__ void gemv_half(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
-    float nsc[NR], ss[NR]; // x's norm scales in the loop (1 with GEMV_FOLD); GEMV_FOLD's sums
+    float fsc[NR], ss[NR]; // the rows' norm scales; the thread's sums of squares
 #pragma unroll
-    for (int r = 0; r < NR; r++) nsc[r] = 1.f, ss[r] = 0.f;
-    if constexpr (!GEMV_FOLD(NR, GLU)) gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
+    for (int r = 0; r < NR; r++) fsc[r] = 1.f, ss[r] = 0.f;
+    if constexpr (!GEMV_FOLD(NR, GLU)) {
+        if (normOut != nullptr) gemv_sumsq<NR, 8>(x, n, in, ss);
+        gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
+    }
     constexpr int U = R >= 8 ? 1 : 8 / R;
     const int chunks = in / 8; // uint4 per row
     float acc[R][NR];
@@ -263,13 +262,11 @@ static __device__ void gemv_half(GEMV_PARAMS) {
                 const float4 na = np[0], nb = np[1];
                 const float nw[8] = {na.x, na.y, na.z, na.w, nb.x, nb.y, nb.z, nb.w};
                 if constexpr (GEMV_FOLD(NR, GLU)) {
-                    float sq = 0.f;
-#pragma unroll
-                    for (int k = 0; k < 8; k++) sq += xs[r][k] * xs[r][k];
-                    ss[r] += live ? sq : 0.f;
+                    const float sq = gemv_sq8(xs[r]); // before the select: a branch around it spills
+                    ss[r] = __fadd_rn(ss[r], live ? sq : 0.f);
                 }
 #pragma unroll
-                for (int k = 0; k < 8; k++) xs[r][k] = xs[r][k] * nsc[r] * nw[k];
+                for (int k = 0; k < 8; k++) xs[r][k] = xs[r][k] * nw[k];
             }
 #pragma unroll
             for (int j = 0; j < R; j++) {
@@ -291,9 +288,6 @@ static __device__ void gemv_half(GEMV_PARAMS) {
             }
         }
     }
-    float fsc[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) fsc[r] = 1.f;
     if constexpr (GEMV_FOLD(NR, GLU)) gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
     gemv_finish<R, NR, GLU>(acc, fsc, sg, o, n, res, glu);
 }
@@ -308,10 +302,13 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
     const uint8_t* rowp[R];
     int o[R];
     if (!gemv_rows<R, GLU>(GEMV_ARGS, sg, rowp, o)) return;
-    float nsc[NR], ss[NR]; // x's norm scales in the loop (1 with GEMV_FOLD); GEMV_FOLD's sums
+    float fsc[NR], ss[NR]; // the rows' norm scales; the thread's sums of squares
 #pragma unroll
-    for (int r = 0; r < NR; r++) nsc[r] = 1.f, ss[r] = 0.f;
-    if constexpr (!GEMV_FOLD(NR, GLU)) gemv_norm<NR>(x, n, in, normW, eps, normOut, nsc);
+    for (int r = 0; r < NR; r++) fsc[r] = 1.f, ss[r] = 0.f;
+    if constexpr (!GEMV_FOLD(NR, GLU)) {
+        if (normOut != nullptr) gemv_sumsq<NR, 32>(x, n, in, ss);
+        gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
+    }
     constexpr int U = 1;
     const int units = in / 32;
     float acc[R][NR];
@@ -340,9 +337,8 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
                         float4 a = xp[q];
                         const float4 nw = np[q];
                         // the unit's squares, taken with the first weight row's loads
-                        if (GEMV_FOLD(NR, GLU) && j == 0) ss[r] += live ? a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w : 0.f;
-                        a.x = a.x * nsc[r] * nw.x, a.y = a.y * nsc[r] * nw.y;
-                        a.z = a.z * nsc[r] * nw.z, a.w = a.w * nsc[r] * nw.w;
+                        if (GEMV_FOLD(NR, GLU) && j == 0) ss[r] = __fadd_rn(ss[r], live ? gemv_sq4(a) : 0.f);
+                        a.x = a.x * nw.x, a.y = a.y * nw.y, a.z = a.z * nw.z, a.w = a.w * nw.w;
                         s += a.x * wv[4 * q] + a.y * wv[4 * q + 1] + a.z * wv[4 * q + 2] + a.w * wv[4 * q + 3];
                     }
                     acc[j][r] += live ? s : 0.f;
@@ -350,9 +346,6 @@ static __device__ void gemv_blocks(GEMV_PARAMS) {
             }
         }
     }
-    float fsc[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) fsc[r] = 1.f;
     if constexpr (GEMV_FOLD(NR, GLU)) gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
     gemv_finish<R, NR, GLU>(acc, fsc, sg, o, n, res, glu);
 }

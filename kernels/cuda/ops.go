@@ -191,7 +191,7 @@ const onesLen = 1 << 17
 
 // foldNorm takes the step's last launch off when it is the RMSNorm that
 // wrote x (not in place, n rows of in) and returns its input, weight and
-// eps, for the GEMV about to read x to apply itself (gemv_norm): one launch
+// eps, for the GEMV about to read x to apply itself (gemv_fold_norm): one launch
 // fewer, and no pass of its own over the hidden state. The GEMV still writes
 // x, for any later reader. dst must not be the norm's input.
 func (b *Backend) foldNorm(x *tensor, n, in int, dst arg) (raw, w, eps arg, ok bool) {
@@ -209,7 +209,7 @@ func (b *Backend) foldNorm(x *tensor, n, in int, dst arg) (raw, w, eps arg, ok b
 // GEMV launch arguments (matmul.cu's GEMV_PARAMS): x, n, in, rowBytes, then
 // up to gemvSets matrices of (dst, w, bias, out), then the fused epilogues'
 // res (residual added to) and glu (SwiGLU output), then the folded RMSNorm's
-// weight, eps and output (gemv_norm; normOut 0 when there is none).
+// weight, eps and output (gemv_fold_norm; normOut 0 when there is none).
 const (
 	gemvSets    = 3
 	gemvRes     = 4 + 4*gemvSets

@@ -69,6 +69,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+// One rounding, as the GPU's fma.rn.f32 (libm's fmaf is exact, hardware or not).
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 
 // The running fiber's coordinates; the scheduler sets threadIdx before
 // switching to a fiber, and fibers switch only inside the calls below.
