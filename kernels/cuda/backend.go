@@ -72,8 +72,7 @@ type Backend struct {
 	blas    *blasLib // cuBLAS, when loaded (read-only after New)
 	blasWhy string   // why not
 	gemms   atomic.Int64
-	ones    devPtr    // onesLen F32 ones: the norm weight of GEMVs without a folded RMSNorm
-	gemvX   gemvShape // SetGEMVShape: a batch-1 BF16 GEMV variant, for BenchmarkGEMV
+	ones    devPtr // onesLen F32 ones: the norm weight of GEMVs without a folded RMSNorm
 
 	step     step         // launches recorded since the last flush
 	launches atomic.Int64 // kernel launches issued since New

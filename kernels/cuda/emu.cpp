@@ -83,7 +83,6 @@ const std::map<std::string, Kernel>& registry() {
     static const std::map<std::string, Kernel> r = {
         TYPES(get_rows_) K(get_rows_f32) K(get_rows_f32_any) K(rms_norm) K(add_rms_norm) K(rope) K(rope_kv) K(swiglu) K(add) K(kv_write)
         GEMV(f32) GEMV(f16) GEMV(bf16) GEMV(q4_0) GEMV(q4_1) GEMV(q5_0) GEMV(q5_1) GEMV(q8_0) GEMV(q4_k) GEMV(q5_k) GEMV(q6_k) GEMV(mxfp4)
-        K(gemvx_bf16_r2l8_1) K(gemvx_bf16_r4l8_1) K(gemvx_bf16_r4l16_1) K(gemvx_bf16_r8l8_1) K(gemvx_bf16_r8l16_1) K(gemvx_bf16_r16l16_1) // BenchmarkGEMV's sweep
         TYPES(mma_) TYPES(skinny16_) TYPES(skinny32_) TYPES(skinny64_) K(paged_attention) K(paged_decode_64) K(paged_decode_80) K(paged_decode_96) K(paged_decode_128) K(paged_decode_256) K(paged_prefill_64) K(paged_prefill_80) K(paged_prefill_96) K(paged_prefill_128) K(sample)
         K(to_half_bf16) K(to_half_f16) K(bias_rows) // blas.cu
         K(head_rms_norm) K(geglu) K(scale_rows) K(moe_route) K(moe_scatter) K(zero_f32) K(soft_cap) K(capped_attention) K(gated_add) // modelops.cu

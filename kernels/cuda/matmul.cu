@@ -218,8 +218,8 @@ static __device__ __forceinline__ void gemv_finish(float (*acc)[NR], const float
 
 // gemv_half: F16/BF16 weights, 8 elements (16 bytes) per load. Each thread
 // takes chunks c, c+128, ... of every row; U chunks per step give U·R
-// independent loads in flight (LOADS, 8 but in gemvx_'s sweep).
-template <int T, int NR, int R, bool GLU, int LOADS = 8>
+// independent loads in flight.
+template <int T, int NR, int R, bool GLU>
 static __device__ void gemv_half(GEMV_PARAMS) {
     GemvSeg sg[2];
     const uint8_t* rowp[R];
@@ -232,7 +232,7 @@ static __device__ void gemv_half(GEMV_PARAMS) {
         if (normOut != nullptr) gemv_sumsq<NR, 8>(x, n, in, ss);
         gemv_fold_norm<NR>(ss, x, n, in, normW, eps, normOut, fsc);
     }
-    constexpr int U = R >= LOADS ? 1 : LOADS / R;
+    constexpr int U = R >= 8 ? 1 : 8 / R;
     const int chunks = in / 8; // uint4 per row
     float acc[R][NR];
 #pragma unroll
@@ -380,21 +380,6 @@ GEMV_ALL(q4_k, T_Q4_K, 2, gemv_blocks, 1)
 GEMV_ALL(q5_k, T_Q5_K, 2, gemv_blocks, 1)
 GEMV_ALL(q6_k, T_Q6_K, 2, gemv_blocks, 1)
 GEMV_ALL(mxfp4, T_MXFP4, 2, gemv_blocks, 1)
-
-// gemvx_bf16_r<R>l<L>_1: the batch-1 BF16 GEMV with R rows a block and L
-// 16-byte loads in flight a thread, no minimum of resident blocks; nothing
-// but BenchmarkGEMV's sweep on a device launches them (Backend.SetGEMVShape),
-// to find what the bandwidth floor needs before gemv_bf16_1 changes.
-#define GEMVX(R, L)                                                                      \
-    extern "C" __global__ void __launch_bounds__(GEMV_NT) gemvx_bf16_r##R##l##L##_1(GEMV_PARAMS) { \
-        gemv_half<T_BF16, 1, R, false, L>(GEMV_ARGS);                                    \
-    }
-GEMVX(2, 8)
-GEMVX(4, 8)
-GEMVX(4, 16)
-GEMVX(8, 8)
-GEMVX(8, 16)
-GEMVX(16, 16)
 
 // ---- prefill / large batch: tensor-core tiles -----------------------------
 //

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/kernels"
@@ -161,14 +160,10 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 		case rows <= 4:
 			nr = 4
 		}
-		fn, rpb := fmt.Sprintf("gemv_%s_%d", suffix, nr), 0
+		fn := fmt.Sprintf("gemv_%s_%d", suffix, nr)
 		x, dst := ptrArg(xt.ptr+devOff(4*r0*in)), ptrArg(d.ptr+devOff(4*r0*out))
-		if nr == 1 && wt.dtype == kernels.BF16 && b.gemvX.rows > 0 {
-			fn, rpb = b.gemvX.kernel(), b.gemvX.rows
-		} else if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
+		if n <= 8 && b.fuseGEMV(fn, x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, out) {
 			continue
-		} else {
-			rpb = gemvRowsPerBlock(fn)
 		}
 		if in > onesLen {
 			return fmt.Errorf("cuda backend: MatMul: rows of %d elements; the decode kernels take at most %d", in, onesLen)
@@ -179,7 +174,7 @@ func (b *Backend) MatMul(dst, x, w, bias kernels.Tensor, n int) error {
 				x, normW, eps, normOut = nx, nw, ne, ptrArg(xt.ptr)
 			}
 		}
-		err := b.launch(fn, [3]int{ceilDiv(out, rpb), 1, 1}, [3]int{128, 1, 1},
+		err := b.launch(fn, [3]int{ceilDiv(out, gemvRowsPerBlock(fn)), 1, 1}, [3]int{128, 1, 1},
 			x, intArg(rows), intArg(in), rowBytes, dst, ptrArg(wt.ptr), biasArg, intArg(out),
 			arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, arg{}, normW, eps, normOut)
 		if err != nil {
@@ -221,29 +216,6 @@ const (
 	gemvGLU     = gemvRes + 1
 	gemvNormOut = gemvGLU + 3
 )
-
-// gemvShape is one of matmul.cu's gemvx_bf16_r<rows>l<loads>_1 kernels.
-type gemvShape struct{ rows, loads int }
-
-func (g gemvShape) kernel() string { return fmt.Sprintf("gemvx_bf16_r%dl%d_1", g.rows, g.loads) }
-
-// gemvShapes are the gemvx_ kernels matmul.cu builds.
-var gemvShapes = []gemvShape{{2, 8}, {4, 8}, {4, 16}, {8, 8}, {8, 16}, {16, 16}}
-
-// SetGEMVShape makes one-row BF16 MatMuls launch gemvx_bf16_r<rows>l<loads>_1
-// instead of gemv_bf16_1, unfused, or with (0, 0) the usual kernels again: a
-// benchmark's knob (BenchmarkGEMV), for sizing the batch-1 GEMV on a device.
-func (b *Backend) SetGEMVShape(rows, loads int) error {
-	g := gemvShape{rows, loads}
-	if g != (gemvShape{}) && !slices.Contains(gemvShapes, g) {
-		return fmt.Errorf("cuda backend: no GEMV kernel of %d rows and %d loads (have %v)", rows, loads, gemvShapes)
-	}
-	if err := b.Sync(); err != nil { // what was recorded runs with the kernels it was recorded for
-		return err
-	}
-	b.gemvX = g
-	return nil
-}
 
 // gemvRowsPerBlock is how many rows of each matrix a GEMV block takes (R in
 // matmul.cu's GEMV_HALF/GEMV_BLOCKS; the glu variants take as many of gate
