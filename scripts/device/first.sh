@@ -71,19 +71,10 @@ say() { echo "[+$((SECONDS - t0))s] $*" | tee -a "$WORK/first.log"; }
 
 # the real checkpoint build.sh cut (scripts/device/cutmodel), for TestRealModelMatchesCPU
 [ -f "$BIN/real-model.gguf" ] && SLUICE_REAL_MODEL=$(cd "$BIN" && pwd)/real-model.gguf && export SLUICE_REAL_MODEL
-# build.sh carries the binaries compressed (xz, or gzip where it had no xz):
-# unpack them. Python's lzma stands in for an xz the device image may lack.
-unxz() { xz -dc "$1" 2>/dev/null || "$PYTHON" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; }
+# build.sh carries the binaries compressed: unpack them.
 if compgen -G "$BIN/*.gz" >/dev/null || compgen -G "$BIN/*.xz" >/dev/null; then
 	unpacked=$WORK.bin
-	mkdir -p "$unpacked"
-	for f in "$BIN"/*.gz "$BIN"/*.xz; do
-		[ -f "$f" ] || continue
-		case $f in
-		*.gz) n=$(basename "$f" .gz) && gzip -dc "$f" >"$unpacked/$n" ;;
-		*.xz) n=$(basename "$f" .xz) && unxz "$f" >"$unpacked/$n" ;;
-		esac && case $n in *.test | sluice*) chmod +x "$unpacked/$n" ;; esac
-	done
+	PYTHON=$PYTHON scripts/device/unpack.sh "$BIN" "$unpacked"
 	BIN=$unpacked
 fi
 

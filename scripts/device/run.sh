@@ -38,19 +38,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device-out}
 BIN=${BIN:-bin/device}
-# build.sh carries the binaries compressed (xz, or gzip): unpack them beside
-# the model. Python's lzma stands in for an xz the device image may lack.
+# build.sh carries the binaries compressed: unpack them beside the model.
 if compgen -G "$BIN/*.gz" >/dev/null || compgen -G "$BIN/*.xz" >/dev/null; then
 	unpacked=${TMPDIR:-/tmp}/sluice-device-bin
-	rm -rf "$unpacked" && mkdir -p "$unpacked"
-	for f in "$BIN"/*.gz "$BIN"/*.xz; do
-		[ -f "$f" ] || continue
-		n=$(basename "${f%.*}")
-		case $f in
-		*.gz) gzip -dc "$f" >"$unpacked/$n" ;;
-		*.xz) xz -dc "$f" 2>/dev/null >"$unpacked/$n" || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$f" >"$unpacked/$n" ;;
-		esac && chmod +x "$unpacked/$n"
-	done
+	rm -rf "$unpacked"
+	scripts/device/unpack.sh "$BIN" "$unpacked"
 	[ -d "$BIN/e2e-model" ] && ln -s "$PWD/$BIN/e2e-model" "$unpacked/e2e-model"
 	BIN=$unpacked
 fi
